@@ -1,0 +1,121 @@
+package config
+
+import "time"
+
+// Config is the whole service configuration (SPEC §2). Load returns it
+// defaulted and validated; every other package takes it as given.
+type Config struct {
+	Source          Source        `yaml:"source"`
+	Watermark       Watermark     `yaml:"watermark"`
+	Window          Window        `yaml:"window"`
+	Aggregates      []Aggregate   `yaml:"aggregates"`
+	Sink            Sink          `yaml:"sink"`
+	Delivery        string        `yaml:"delivery"` // exactly_once | at_least_once
+	HTTP            HTTP          `yaml:"http"`
+	Log             Log           `yaml:"log"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // bound on the drain after SIGTERM
+}
+
+// Source says where records come from and how to read them.
+type Source struct {
+	Brokers     []string  `yaml:"brokers"`
+	Topics      []string  `yaml:"topics"`
+	Group       string    `yaml:"group"`
+	StartOffset string    `yaml:"start_offset"` // earliest | latest
+	Format      string    `yaml:"format"`       // json | csv
+	CSV         CSV       `yaml:"csv"`
+	Key         []string  `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
+	Timestamp   Timestamp `yaml:"timestamp"`
+	Filter      []Filter  `yaml:"filter"`
+	TLS         TLS       `yaml:"tls"`
+	SASL        SASL      `yaml:"sasl"`
+}
+
+// CSV describes the columns of a CSV record.
+type CSV struct {
+	Columns   []string `yaml:"columns"`
+	Delimiter string   `yaml:"delimiter"` // one character
+}
+
+// Timestamp says where the event time is and how to parse it.
+type Timestamp struct {
+	Field    string `yaml:"field"`    // field path, or "$timestamp" for the Kafka record timestamp
+	Layout   string `yaml:"layout"`   // Go layout, or unix_s | unix_ms | unix_us | unix_ns | rfc3339
+	Timezone string `yaml:"timezone"` // IANA name, for layouts without a zone
+}
+
+// Filter keeps a record only when Field equals Equals (compared as text).
+type Filter struct {
+	Field  string `yaml:"field"`
+	Equals string `yaml:"equals"`
+}
+
+// TLS configures an encrypted connection to the brokers.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// SASL configures broker authentication. The password comes from Password
+// (usually set by AGGREGATOR_SOURCE_SASL_PASSWORD) or from PasswordFile;
+// it is never printed or logged.
+type SASL struct {
+	Mechanism    string `yaml:"mechanism"` // "" (off) | PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+	Username     string `yaml:"username"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+}
+
+// Watermark configures the per-partition watermark generators (SPEC §3).
+type Watermark struct {
+	Strategy          string        `yaml:"strategy"` // bounded | punctuated
+	MaxOutOfOrderness time.Duration `yaml:"max_out_of_orderness"`
+	MarkerField       string        `yaml:"marker_field"` // punctuated only
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	IdleAdvance       bool          `yaml:"idle_advance"`
+	MaxFutureSkew     time.Duration `yaml:"max_future_skew"`
+}
+
+// Window configures the window assigner and firing.
+type Window struct {
+	Type            string        `yaml:"type"` // tumbling | sliding
+	Size            time.Duration `yaml:"size"`
+	Slide           time.Duration `yaml:"slide"` // sliding only
+	Offset          time.Duration `yaml:"offset"`
+	AllowedLateness time.Duration `yaml:"allowed_lateness"`
+	Emit            string        `yaml:"emit"` // on_watermark | on_close
+}
+
+// Aggregate is one output column: Fn over Field, named Name.
+type Aggregate struct {
+	Name  string  `yaml:"name"`
+	Fn    string  `yaml:"fn"` // count | sum | min | max | avg | first | last | count_distinct | quantile
+	Field string  `yaml:"field"`
+	Q     float64 `yaml:"q"` // quantile only, in (0, 1)
+}
+
+// Sink names the output topics and how they are produced and created.
+type Sink struct {
+	ResultsTopic      string        `yaml:"results_topic"`
+	LateTopic         string        `yaml:"late_topic"`
+	DeadLetterTopic   string        `yaml:"dead_letter_topic"` // optional
+	Compression       string        `yaml:"compression"`       // none | gzip | snappy | lz4 | zstd
+	Linger            time.Duration `yaml:"linger"`
+	CreateTopics      bool          `yaml:"create_topics"`      // create missing output topics at start
+	Partitions        int32         `yaml:"partitions"`         // for created topics
+	ReplicationFactor int16         `yaml:"replication_factor"` // for created topics; -1 = broker default
+}
+
+// HTTP is the metrics and probes endpoint.
+type HTTP struct {
+	Listen string `yaml:"listen"`
+}
+
+// Log configures zerolog.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // json | console
+}

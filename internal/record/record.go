@@ -1,0 +1,81 @@
+package record
+
+import "strconv"
+
+// Value is one field taken from a record: a number, or else text.
+// Raw is the value as it appears in the record (a JSON literal for JSON
+// numbers and strings, so it can be written back unchanged).
+type Value struct {
+	Num   float64
+	Str   string // the text of a string value (unquoted); empty for numbers
+	Raw   string // the JSON text of the value: 42, 1.5 or "sid_1"
+	IsNum bool
+}
+
+// Number returns a numeric Value.
+func Number(f float64) Value {
+	return Value{Num: f, IsNum: true, Raw: strconv.FormatFloat(f, 'g', -1, 64)}
+}
+
+// Text returns a string Value.
+func Text(s string) Value {
+	return Value{Str: s, Raw: strconv.Quote(s)}
+}
+
+// Compare orders values as keys sort (SPEC §3): numbers numerically before
+// strings, strings by code point. It returns -1, 0 or +1.
+func Compare(a, b Value) int {
+	switch {
+	case a.IsNum && b.IsNum:
+		switch {
+		case a.Num < b.Num:
+			return -1
+		case a.Num > b.Num:
+			return 1
+		}
+		return 0
+	case a.IsNum:
+		return -1
+	case b.IsNum:
+		return 1
+	}
+	switch {
+	case a.Str < b.Str:
+		return -1
+	case a.Str > b.Str:
+		return 1
+	}
+	return 0
+}
+
+// Kind says what a decoded record is.
+type Kind uint8
+
+const (
+	// Event is a record to aggregate.
+	Event Kind = iota
+	// Marker is a punctuated watermark marker: Record.Time holds its value.
+	Marker
+	// Filtered is a record removed by source.filter.
+	Filtered
+)
+
+// Meta is what Kafka says about a record, besides its value.
+type Meta struct {
+	Key       []byte // the Kafka record key, for "$key"
+	Timestamp int64  // the Kafka record timestamp in ms, for "$timestamp"
+	Partition int32
+	Offset    int64
+}
+
+// Record is a decoded input record, reduced to what the engine needs.
+type Record struct {
+	Partition int32
+	Offset    int64
+	Time      int64 // event time, ms since the epoch
+	// Key identifies the group key: the JSON object of the configured key
+	// fields, {"sid":"sid_1"}, or {} for the global key.
+	Key       string
+	KeyFields []Value // the key's values in configured order, for sorting
+	Values    []Value // one per configured aggregate, in order; zero for count
+}

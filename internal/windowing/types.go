@@ -1,0 +1,76 @@
+package windowing
+
+import (
+	"math"
+
+	"aggregator/internal/record"
+)
+
+// Window is the half-open event-time interval [Start, End), in ms.
+type Window struct{ Start, End int64 }
+
+// MaxTimestamp is the last millisecond that belongs to w.
+func (w Window) MaxTimestamp() int64 { return w.End - 1 }
+
+// CleanupTime is when w is dropped: MaxTimestamp + lateness, saturating at
+// math.MaxInt64 so a window whose cleanup would overflow is never dropped.
+func (w Window) CleanupTime(lateness int64) int64 {
+	m := w.MaxTimestamp()
+	if m > math.MaxInt64-lateness {
+		return math.MaxInt64
+	}
+	return m + lateness
+}
+
+// Firing says why a result was emitted.
+type Firing uint8
+
+const (
+	OnTime Firing = iota // the watermark passed the window's MaxTimestamp
+	Late                 // an accepted late record changed a window that had fired (or was already due)
+	Final                // emit on_close: the window's one result, at its cleanup time
+)
+
+func (f Firing) String() string {
+	switch f {
+	case OnTime:
+		return "on_time"
+	case Late:
+		return "late"
+	}
+	return "final"
+}
+
+// Result is one firing of one key's window. A Sink gets a pointer that is
+// valid only during the call: it must copy or encode what it keeps.
+type Result struct {
+	Partition  int32
+	Key        string // the group key's JSON object, as in record.Record.Key
+	Window     Window
+	Count      int64
+	Aggregates []record.Value // one per configured aggregate, in order
+	Firing     Firing
+	Revision   int64 // firings of this (key, window) before this one
+	Watermark  int64 // the merged watermark at the firing
+}
+
+// Sink receives results in emission order.
+type Sink interface {
+	Emit(r *Result)
+}
+
+// OutcomeKind says what happened to a record given to Engine.Add.
+type OutcomeKind uint8
+
+const (
+	Aggregated    OutcomeKind = iota // added to every window it belongs to
+	PartiallyLate                    // added to some windows; others were past cleanup
+	LateEvent                        // past cleanup for every window: goes to the late topic
+)
+
+// Outcome is what Engine.Add did with a record. For a LateEvent, Missed is
+// the latest window the record belonged to (the one it missed most narrowly).
+type Outcome struct {
+	Kind   OutcomeKind
+	Missed Window
+}
