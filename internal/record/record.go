@@ -17,9 +17,10 @@ func Number(f float64) Value {
 	return Value{Num: f, IsNum: true, Raw: strconv.FormatFloat(f, 'g', -1, 64)}
 }
 
-// Text returns a string Value.
+// Text returns a string Value. Raw is s as a JSON string (strconv.Quote
+// would write \x escapes, which JSON does not have).
 func Text(s string) Value {
-	return Value{Str: s, Raw: strconv.Quote(s)}
+	return Value{Str: s, Raw: string(appendQuoted(nil, []byte(s)))}
 }
 
 // Compare orders values as keys sort (SPEC §3): numbers numerically before

@@ -1,0 +1,388 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/term"
+
+	"aggregator/internal/cluster"
+	"aggregator/internal/config"
+	"aggregator/internal/consumer"
+	// Aliased: func demo, the subcommand main.go calls, takes the name.
+	demopkg "aggregator/internal/demo"
+)
+
+// demoFlags are the options of `aggregator demo`.
+type demoFlags struct {
+	rate         float64
+	keys         int
+	partitions   int
+	duration     time.Duration
+	lateFraction float64
+	speed        float64
+	seed         uint64
+	listen       string
+	brokers      string
+}
+
+func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
+	var f demoFlags
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.Float64Var(&f.rate, "rate", 50, "records per second to generate")
+	fs.IntVar(&f.keys, "keys", 8, "distinct keys (sid_0, sid_1, ...)")
+	fs.IntVar(&f.partitions, "partitions", 3, "partitions of the input and output topics")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
+	fs.Float64Var(&f.lateFraction, "late-fraction", 0.02, "share of records too late for any window (they go to the late topic)")
+	fs.Float64Var(&f.speed, "speed", 1, "event-time seconds per wall-clock second")
+	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the generator")
+	fs.StringVar(&f.listen, "listen", ":9090", "`address` of /metrics, /healthz and /readyz")
+	fs.StringVar(&f.brokers, "brokers", "", "comma-separated `host:port` list of an existing cluster to use instead of the in-process one")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return f, err
+	}
+	switch {
+	case f.rate <= 0:
+		return f, fmt.Errorf("%w: demo: --rate %v: must be positive", errUsage, f.rate)
+	case f.keys < 1 || f.partitions < 1:
+		return f, fmt.Errorf("%w: demo: --keys and --partitions must be at least 1", errUsage)
+	case f.lateFraction < 0 || f.lateFraction > 0.5:
+		return f, fmt.Errorf("%w: demo: --late-fraction %v: must be in [0, 0.5]", errUsage, f.lateFraction)
+	case f.speed <= 0:
+		return f, fmt.Errorf("%w: demo: --speed %v: must be positive", errUsage, f.speed)
+	}
+	return f, nil
+}
+
+// The demo's stream and pipeline settings (SPEC §2 names).
+const (
+	demoWindow     = 5 * time.Second
+	demoOOO        = time.Second
+	demoLateness   = 2 * time.Second
+	demoIdle       = 3 * time.Second
+	demoInputTopic = "calls"
+)
+
+// demoConfigYAML is the pipeline's config: the same schema, defaults and
+// validation as a file given to `aggregator run`.
+const demoConfigYAML = `
+source:
+  brokers: [%s]
+  topics: [` + demoInputTopic + `]
+  group: aggregator-demo
+  start_offset: earliest
+  format: json
+  key: [sid]
+  timestamp: {field: callTime, layout: "2006-01-02 15:04:05", timezone: UTC}
+  filter: [{field: callType, equals: success}]
+watermark:
+  strategy: bounded
+  max_out_of_orderness: %s
+  idle_timeout: %s
+  idle_advance: true
+window: {type: tumbling, size: %s, allowed_lateness: %s, emit: on_watermark}
+aggregates:
+  - {name: calls, fn: count}
+  - {name: total_duration, fn: sum, field: duration}
+  - {name: avg_duration, fn: avg, field: duration}
+  - {name: p99_duration, fn: quantile, field: duration, q: 0.99}
+sink:
+  results_topic: calls-windows
+  late_topic: calls-late
+  dead_letter_topic: calls-dlq
+  create_topics: true
+  partitions: %d
+  replication_factor: %d
+delivery: at_least_once
+http: {listen: %q}
+log: {level: warn, format: console}
+`
+
+func demoConfig(f demoFlags, brokers []string, replication int16) (config.Config, error) {
+	quoted := make([]string, len(brokers))
+	for i, b := range brokers {
+		quoted[i] = fmt.Sprintf("%q", b)
+	}
+	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), demoOOO, demoIdle, demoWindow, demoLateness,
+		f.partitions, replication, f.listen)
+	// No AGGREGATOR_* overrides: the demo is the same on every machine.
+	return config.Parse([]byte(text), func(string) string { return "" })
+}
+
+// demo is `aggregator demo`: Kafka (in-process unless --brokers), a
+// synthetic stream, the real pipeline, and a live view of its output.
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseDemoFlags(args, stderr)
+	if err != nil {
+		return ignoreHelp(err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+	kafka, err := startKafka(f)
+	if err != nil {
+		return err
+	}
+	defer kafka.close()
+	cfg, err := demoConfig(f, kafka.brokers, kafka.replication)
+	if err != nil {
+		return fmt.Errorf("demo config: %w", err)
+	}
+	log := newLogger(cfg.Log, stderr)
+	if err := createInput(ctx, cfg, int32(f.partitions), kafka.replication, log); err != nil {
+		return err
+	}
+	return runDemo(ctx, stop, f, cfg, kafka.where, log, stdout)
+}
+
+// demoKafka is the cluster the demo talks to.
+type demoKafka struct {
+	brokers     []string
+	where       string // for the view
+	replication int16
+	close       func()
+}
+
+// startKafka starts kfake on a loopback port, or uses --brokers.
+func startKafka(f demoFlags) (demoKafka, error) {
+	if f.brokers != "" {
+		brokers := strings.Split(f.brokers, ",")
+		return demoKafka{brokers: brokers, where: f.brokers, replication: -1, close: func() {}}, nil
+	}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		return demoKafka{}, fmt.Errorf("start in-process Kafka: %w", err)
+	}
+	addrs := kc.ListenAddrs()
+	return demoKafka{brokers: addrs, where: "in-process kfake at " + strings.Join(addrs, ","), replication: 1, close: kc.Close}, nil
+}
+
+// createInput creates the input topic unless it exists; the pipeline
+// creates its output topics itself (sink.create_topics).
+func createInput(ctx context.Context, cfg config.Config, partitions int32, replication int16, log zerolog.Logger) error {
+	cl, err := newDemoClient(cfg, log, "kafka_demo_admin")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	resp, err := kadm.AnyE(kadm.NewClient(cl).CreateTopics(ctx, partitions, replication, nil, demoInputTopic))
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", demoInputTopic, err)
+	}
+	return nil
+}
+
+func newDemoClient(cfg config.Config, log zerolog.Logger, component string, opts ...kgo.Opt) (*kgo.Client, error) {
+	base, err := cluster.ClientOpts(cfg.Source, log, component)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+// runDemo runs the pipeline exactly as serve does (consumer.New, Run,
+// Drain), with the generator feeding it and the view reading its output.
+func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, log zerolog.Logger, stdout io.Writer) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pipe, err := consumer.New(cfg, log, reg)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	srv, err := serveHTTP(f.listen, reg, pipe.Ready)
+	if err != nil {
+		pipe.Close()
+		return busyHint(err, f.listen)
+	}
+	source, watcher, err := demoClients(cfg, log, f)
+	if err != nil {
+		pipe.Close()
+		return errors.Join(err, srv.Shutdown(context.Background()))
+	}
+	defer source.Client.Close()
+	defer watcher.Close()
+
+	board := demopkg.NewBoard(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic)
+	var work, watching sync.WaitGroup
+	var runErr, sourceErr, watchErr error
+	work.Go(func() {
+		if runErr = pipe.Run(ctx); runErr != nil {
+			cancel(runErr)
+		}
+	})
+	work.Go(func() {
+		if sourceErr = source.Run(ctx); sourceErr != nil {
+			cancel(sourceErr)
+		}
+	})
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watching.Go(func() {
+		if watchErr = demopkg.Watch(watchCtx, watcher, board); watchErr != nil {
+			cancel(watchErr)
+		}
+	})
+
+	v := newView(stdout, f, where, metricsURL(srv.Addr), cfg, source, board, reg)
+	v.loop(ctx)
+	work.Wait()
+	stop() // from here a second Ctrl-C kills the process at once
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer dcancel()
+	drainErr := pipe.Drain(dctx)
+	stopWatch()
+	watching.Wait()
+	v.draw(true)
+	return errors.Join(runErr, sourceErr, watchErr, drainErr, srv.Shutdown(dctx))
+}
+
+// demoClients makes the generator's producer and the output reader.
+func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags) (*demopkg.Source, *kgo.Client, error) {
+	producer, err := newDemoClient(cfg, log, "kafka_demo_producer", kgo.ProducerLinger(10*time.Millisecond))
+	if err != nil {
+		return nil, nil, err
+	}
+	watcher, err := newDemoClient(cfg, log, "kafka_demo_reader",
+		kgo.ConsumeTopics(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.MetadataMinAge(time.Second), // see the output topics soon after the pipeline creates them
+	)
+	if err != nil {
+		producer.Close()
+		return nil, nil, err
+	}
+	start := time.Now()
+	gen := demopkg.NewGenerator(demopkg.GeneratorConfig{
+		Keys: f.keys, LateFraction: f.lateFraction, StragglerFraction: f.lateFraction,
+		MalformedFraction: 0.01, FilteredFraction: 0.05, Speed: f.speed,
+		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: demoWindow,
+		Seed: f.seed,
+	}, start)
+	src := &demopkg.Source{Client: producer, Topic: demoInputTopic, Gen: gen, Rate: f.rate, Clock: time.Now}
+	return src, watcher, nil
+}
+
+// busyHint explains a busy --listen address, the one likely failure of
+// the README's first command.
+func busyHint(err error, addr string) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w\n  another process is listening on %s; pick a free address with --listen, e.g. --listen :9091 (or --listen 127.0.0.1:0 for any free port)", err, addr)
+	}
+	return err
+}
+
+// metricsURL turns a bound address into a URL a person can open.
+func metricsURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/metrics"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/metrics"
+}
+
+// view redraws the terminal once a second, or prints a summary line when
+// stdout is not a terminal.
+type view struct {
+	out      io.Writer
+	ansi     bool
+	state    demopkg.State
+	start    time.Time
+	source   *demopkg.Source
+	board    *demopkg.Board
+	reg      prometheus.Gatherer
+	lastTick time.Time
+}
+
+func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, source *demopkg.Source, board *demopkg.Board, reg prometheus.Gatherer) *view {
+	columns := make([]string, len(cfg.Aggregates))
+	for i, a := range cfg.Aggregates {
+		columns[i] = a.Name
+	}
+	settings := fmt.Sprintf("tumbling %s windows · max_out_of_orderness %s · allowed_lateness %s · %d keys, %g records/s",
+		cfg.Window.Size, cfg.Watermark.MaxOutOfOrderness, cfg.Window.AllowedLateness, f.keys, f.rate)
+	now := time.Now()
+	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
+		state: demopkg.State{Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64}}
+}
+
+func (v *view) loop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	v.draw(false)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			v.draw(false)
+		}
+	}
+}
+
+// draw refreshes the state and shows it; final marks the last frame.
+func (v *view) draw(final bool) {
+	now := time.Now()
+	s := &v.state
+	prevSent, prevProcessed := s.Sent.Total(), s.Processed
+	s.Now, s.Elapsed = now, now.Sub(v.start)
+	s.Sent = v.source.Sent()
+	if p, err := demopkg.ReadPipeline(v.reg); err == nil {
+		s.Processed, s.Watermark = p.Processed, p.Watermark
+	}
+	s.Tally = v.board.Snapshot()
+	if dt := now.Sub(v.lastTick).Seconds(); dt > 0 {
+		s.SentRate = float64(s.Sent.Total()-prevSent) / dt
+		s.ProcessedRate = (s.Processed - prevProcessed) / dt
+	}
+	v.lastTick = now
+	switch {
+	case !v.ansi:
+		fmt.Fprintln(v.out, demopkg.Summary(*s))
+	case final:
+		fmt.Fprint(v.out, "\x1b[H\x1b[2J"+demopkg.Render(*s)+"\nstopped.\n")
+	default:
+		// Home, each line cleared to its end, then the rest of the screen: no flicker.
+		frame := strings.ReplaceAll(demopkg.Render(*s), "\n", "\x1b[K\n")
+		fmt.Fprint(v.out, "\x1b[H"+frame+"\x1b[J")
+	}
+}
+
+// isTerminal reports whether w is a terminal, where the view may redraw.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestDemoConfigIsValid(t *testing.T) {
+	f, err := parseDemoFlags(nil, new(bytes.Buffer))
+	if err != nil {
+		t.Fatalf("parseDemoFlags(none) = %v", err)
+	}
+	cfg, err := demoConfig(f, []string{"127.0.0.1:9092"}, 1)
+	if err != nil {
+		t.Fatalf("demoConfig() = %v", err)
+	}
+	if err := cfg.ValidateKafka(); err != nil {
+		t.Errorf("demoConfig().ValidateKafka() = %v", err)
+	}
+	got := fmt.Sprintf("%s %v %v %v %d %s", cfg.Delivery, cfg.Window.Size, cfg.Watermark.MaxOutOfOrderness,
+		cfg.Window.AllowedLateness, len(cfg.Aggregates), cfg.HTTP.Listen)
+	if want := "at_least_once 5s 1s 2s 4 :9090"; got != want {
+		t.Errorf("demoConfig() = %s, want %s", got, want)
+	}
+}
+
+func TestParseDemoFlagsErrors(t *testing.T) {
+	tests := map[string][]string{
+		"negative rate":       {"--rate", "-1"},
+		"no keys":             {"--keys", "0"},
+		"late fraction > 0.5": {"--late-fraction", "0.9"},
+		"zero speed":          {"--speed", "0"},
+		"unknown flag":        {"--nope"},
+		"argument":            {"extra"},
+	}
+	for name, args := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := parseDemoFlags(args, new(bytes.Buffer)); !errors.Is(err, errUsage) {
+				t.Errorf("parseDemoFlags(%q) = %v, want errUsage", args, err)
+			}
+		})
+	}
+}
+
+func TestMetricsURL(t *testing.T) {
+	tests := map[string]string{
+		"[::]:9090":      "http://localhost:9090/metrics",
+		"0.0.0.0:9090":   "http://localhost:9090/metrics",
+		"127.0.0.1:4000": "http://127.0.0.1:4000/metrics",
+		"[::1]:4000":     "http://[::1]:4000/metrics",
+	}
+	for addr, want := range tests {
+		if got := metricsURL(addr); got != want {
+			t.Errorf("metricsURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+func TestBusyHint(t *testing.T) {
+	busy := fmt.Errorf("http.listen: %w", syscall.EADDRINUSE)
+	if got := busyHint(busy, ":9090").Error(); !strings.Contains(got, "another process is listening on :9090") {
+		t.Errorf("busyHint(EADDRINUSE) = %q, want it to say the address is taken", got)
+	}
+	other := errors.New("http.listen: no such host")
+	if got := busyHint(other, "nope:1"); got != other {
+		t.Errorf("busyHint(other) = %v, want it unchanged", got)
+	}
+}
+
+// TestDemoRuns runs `aggregator demo` in-process against its own kfake,
+// with the event clock at 4x so windows fire within the run, and checks
+// the last summary line: results, late events and dead letters came back
+// from the output topics.
+func TestDemoRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"demo", "--duration", "6s", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
+	if err := run(ctx, args, func(string) string { return "" }, nil, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	last := lines[len(lines)-1]
+	for _, field := range []string{"results", "late", "dead_letters", "keys"} {
+		if n := summaryField(t, last, field); n < 1 {
+			t.Errorf("last summary %q: %s = %d, want > 0", last, field, n)
+		}
+	}
+}
+
+func summaryField(t *testing.T, line, name string) int {
+	t.Helper()
+	m := regexp.MustCompile(`\b` + name + `=(\d+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("summary %q has no %s=", line, name)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}

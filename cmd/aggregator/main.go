@@ -1,0 +1,153 @@
+// Command aggregator computes Flink-exact event-time window aggregates over
+// Kafka topics. See README.md and SPEC.md; `aggregator --help` lists the
+// subcommands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	_ "time/tzdata" // time zones work in a scratch image too
+
+	"github.com/rs/zerolog"
+
+	"aggregator/internal/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// errUsage is returned for bad command-line usage; main exits 2 on it.
+var errUsage = errors.New("usage")
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aggregator: %v\n", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitCode maps an error to SPEC §1's exit status: 2 for bad usage or
+// config, 1 for a runtime failure.
+func exitCode(err error) int {
+	if errors.Is(err, config.ErrInvalid) || errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `aggregator computes event-time window aggregates over Kafka topics.
+
+Usage:
+  aggregator demo [flags]                       embedded Kafka, synthetic events, live view
+  aggregator run --config FILE                  the service
+  aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]
+  aggregator validate --config FILE             print the effective config, exit 2 if invalid
+  aggregator --version
+
+Run "aggregator COMMAND --help" for a command's flags.
+`
+
+// run is main without the process: tests call it directly.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: no command", errUsage)
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	case "-version", "--version", "version":
+		fmt.Fprintf(stdout, "aggregator %s\n", version)
+		return nil
+	case "validate":
+		return validateCmd(rest, getenv, stdout, stderr)
+	case "replay":
+		return replayCmd(rest, getenv, stdin, stdout, stderr)
+	case "run":
+		return runCmd(ctx, rest, getenv, stdout, stderr)
+	case "demo":
+		return demo(ctx, rest, stdout, stderr)
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	}
+}
+
+// parseFlags parses a subcommand's flags; --help prints them and returns
+// flag.ErrHelp, which the caller turns into a clean exit.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %s: %v", errUsage, fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: %s: unexpected argument %q", errUsage, fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// loadConfig loads --config, which every command but demo needs.
+func loadConfig(fs *flag.FlagSet, path string, getenv func(string) string) (config.Config, error) {
+	if path == "" {
+		return config.Config{}, fmt.Errorf("%w: %s: --config FILE is required", errUsage, fs.Name())
+	}
+	return config.Load(path, getenv)
+}
+
+func validateCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return ignoreHelp(err)
+	}
+	cfg, err := loadConfig(fs, *path, getenv)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(cfg.YAML())
+	return err
+}
+
+func runCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2); AGGREGATOR_* variables override its keys")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return ignoreHelp(err)
+	}
+	cfg, err := loadConfig(fs, *path, getenv)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, stdout)
+}
+
+// ignoreHelp makes --help a success.
+func ignoreHelp(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// newLogger builds the zerolog logger the config asks for.
+func newLogger(cfg config.Log, w io.Writer) zerolog.Logger {
+	level, err := zerolog.ParseLevel(strings.ToLower(cfg.Level))
+	if err != nil || cfg.Level == "" {
+		level = zerolog.InfoLevel
+	}
+	if cfg.Format == "console" {
+		w = zerolog.ConsoleWriter{Out: w}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}

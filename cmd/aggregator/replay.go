@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+
+	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
+	"aggregator/internal/producer"
+	"aggregator/internal/windowing"
+)
+
+// maxLine bounds one input line of replay (a Kafka record is at most ~1 MB
+// by default; allow headroom).
+const maxLine = 16 << 20
+
+func replayCmd(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2); only source, watermark, window and aggregates matter")
+	input := fs.String("input", "", "read records from `FILE` instead of stdin")
+	kcat := fs.Bool("kcat", false, "input lines are the JSON that `kcat -C -J` prints (partition, offset, ts, key, payload)")
+	noFlush := fs.Bool("no-flush", false, "at the end of input, leave open windows open instead of firing them")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return ignoreHelp(err)
+	}
+	cfg, err := loadConfig(fs, *path, getenv)
+	if err != nil {
+		return err
+	}
+	in := stdin
+	if *input != "" {
+		f, err := os.Open(*input)
+		if err != nil {
+			return fmt.Errorf("%w: replay: %v", errUsage, err)
+		}
+		defer f.Close()
+		in = f
+	}
+	w := bufio.NewWriterSize(stdout, 1<<16)
+	if err := replay(cfg, in, w, *kcat, !*noFlush); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// replay runs the pipeline over recorded records and writes what it emits as
+// JSON lines (SPEC §5). Wall-clock time plays no part: idleness and the
+// future guard are off.
+func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) error {
+	out := &replayOutput{w: w, names: aggregateNames(cfg)}
+	proc, err := pipeline.New(cfg, out)
+	if err != nil {
+		return err
+	}
+	const now = math.MaxInt64 // no wall clock in replay
+	topic := ""
+	if len(cfg.Source.Topics) > 0 {
+		topic = cfg.Source.Topics[0]
+	}
+	var inputs []pipeline.Input
+	if kcat {
+		// All partitions of a dump are assigned from the start, as a consumer
+		// would have them: a partition's first record does not lower W later.
+		if inputs, err = readKcat(in); err != nil {
+			return err
+		}
+		for _, p := range partitionsOf(inputs) {
+			proc.Assign(p, now)
+		}
+		for i := range inputs {
+			proc.Process(&inputs[i], now)
+		}
+	} else {
+		proc.Assign(0, now)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+		var offset int64
+		for sc.Scan() {
+			line := bytes.TrimRight(sc.Bytes(), "\r")
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue // blank lines take no offset
+			}
+			rec := pipeline.Input{Topic: topic, Offset: offset, Value: line}
+			proc.Process(&rec, now)
+			offset++
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("read input: %w", err)
+		}
+	}
+	if flush {
+		proc.Flush()
+	}
+	return out.err
+}
+
+func aggregateNames(cfg config.Config) []string {
+	names := make([]string, len(cfg.Aggregates))
+	for i, a := range cfg.Aggregates {
+		names[i] = a.Name
+	}
+	return names
+}
+
+// kcatLine is one line of `kcat -C -J`.
+type kcatLine struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Offset    int64   `json:"offset"`
+	Timestamp int64   `json:"ts"`
+	Key       *string `json:"key"`
+	Payload   *string `json:"payload"`
+}
+
+func readKcat(in io.Reader) ([]pipeline.Input, error) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	var inputs []pipeline.Input
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var l kcatLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, fmt.Errorf("%w: replay --kcat: line %d: %v", errUsage, n, err)
+		}
+		rec := pipeline.Input{Topic: l.Topic, Partition: l.Partition, Offset: l.Offset, Timestamp: l.Timestamp}
+		if l.Key != nil {
+			rec.Key = []byte(*l.Key)
+		}
+		if l.Payload != nil {
+			rec.Value = []byte(*l.Payload)
+		}
+		inputs = append(inputs, rec)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read input: %w", err)
+	}
+	return inputs, nil
+}
+
+func partitionsOf(inputs []pipeline.Input) []int32 {
+	seen := map[int32]bool{}
+	var ps []int32
+	for _, in := range inputs {
+		if !seen[in.Partition] {
+			seen[in.Partition] = true
+			ps = append(ps, in.Partition)
+		}
+	}
+	return ps
+}
+
+// replayOutput writes the pipeline's emissions as SPEC §5 JSON lines.
+type replayOutput struct {
+	w     *bufio.Writer
+	names []string
+	buf   []byte
+	err   error
+}
+
+func (o *replayOutput) Result(r *windowing.Result) {
+	b := append(o.buf[:0], `{"type":"result"`...)
+	n := len(b)
+	b = producer.AppendResult(b, r, o.names)
+	b[n] = ',' // join the result's fields onto this object
+	o.line(b)
+}
+
+func (o *replayOutput) Late(in *pipeline.Input, eventTime, watermark int64, _ windowing.Window) {
+	b := append(o.buf[:0], `{"type":"late","partition":`...)
+	b = strconv.AppendInt(b, int64(in.Partition), 10)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, in.Offset, 10)
+	b = append(b, `,"event_time":`...)
+	b = strconv.AppendInt(b, eventTime, 10)
+	b = append(b, `,"watermark":`...)
+	b = strconv.AppendInt(b, watermark, 10)
+	b = append(b, `,"value":`...)
+	b = producer.AppendString(b, string(in.Value))
+	o.line(append(b, '}'))
+}
+
+func (o *replayOutput) DeadLetter(in *pipeline.Input, err error) {
+	b := append(o.buf[:0], `{"type":"dead_letter","partition":`...)
+	b = strconv.AppendInt(b, int64(in.Partition), 10)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, in.Offset, 10)
+	b = append(b, `,"error":`...)
+	b = producer.AppendString(b, err.Error())
+	b = append(b, `,"value":`...)
+	b = producer.AppendString(b, string(in.Value))
+	o.line(append(b, '}'))
+}
+
+func (o *replayOutput) line(b []byte) {
+	o.buf = b
+	if o.err != nil {
+		return
+	}
+	if _, err := o.w.Write(append(b, '\n')); err != nil {
+		o.err = fmt.Errorf("write output: %w", err)
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"aggregator/internal/config"
+	"aggregator/internal/consumer"
+)
+
+// serve is `aggregator run`: it consumes until SIGINT or SIGTERM, then drains.
+func serve(ctx context.Context, cfg config.Config, stdout io.Writer) error {
+	if err := cfg.ValidateKafka(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := newLogger(cfg.Log, stdout)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pipe, err := consumer.New(cfg, log, reg)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	srv, err := serveHTTP(cfg.HTTP.Listen, reg, pipe.Ready) // listens before returning, so a bad address fails here
+	if err != nil {
+		pipe.Close()
+		return err
+	}
+	log.Info().Str("version", version).Strs("topics", cfg.Source.Topics).Str("group", cfg.Source.Group).Msg("consuming")
+	runErr := pipe.Run(ctx) // returns nil once ctx is canceled and the batch in hand is done
+	stop()                  // from here a second SIGTERM kills the process at once
+	// shutdown_timeout stays below the pod's terminationGracePeriodSeconds.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	drainErr := pipe.Drain(dctx)
+	err = errors.Join(runErr, drainErr, srv.Shutdown(dctx))
+	if err == nil {
+		log.Info().Msg("stopped")
+	}
+	return err
+}

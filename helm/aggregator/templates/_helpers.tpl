@@ -1,0 +1,209 @@
+{{/*
+Chart name, truncated to the 63 characters a label value allows.
+*/}}
+{{- define "aggregator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name of the release's objects: the release name, plus the chart name
+unless the release name already contains it.
+*/}}
+{{- define "aggregator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "aggregator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Standard labels on every object.
+*/}}
+{{- define "aggregator.labels" -}}
+helm.sh/chart: {{ include "aggregator.chart" . }}
+{{ include "aggregator.selectorLabels" . }}
+app.kubernetes.io/version: {{ include "aggregator.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/component: aggregator
+app.kubernetes.io/part-of: {{ include "aggregator.name" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+Labels that select the release's pods; immutable once deployed.
+*/}}
+{{- define "aggregator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "aggregator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+ServiceAccount the pods run as.
+*/}}
+{{- define "aggregator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "aggregator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "aggregator.imageTag" -}}
+{{- .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/*
+Image reference; a digest pins it.
+*/}}
+{{- define "aggregator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (include "aggregator.imageTag" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Port of config.http.listen: the container, probe and Service port.
+*/}}
+{{- define "aggregator.metricsPort" -}}
+{{- $listen := dig "http" "listen" ":9090" .Values.config }}
+{{- regexFind "[0-9]+$" $listen }}
+{{- end }}
+
+{{/*
+Where the Secrets are mounted.
+*/}}
+{{- define "aggregator.tlsDir" -}}/etc/aggregator/tls{{- end }}
+{{- define "aggregator.saslDir" -}}/etc/aggregator/sasl{{- end }}
+
+{{/*
+The service config: .Values.config plus the file paths of the mounted
+Secrets. Rendered once, so the ConfigMap and the checksum annotation agree.
+*/}}
+{{- define "aggregator.config" -}}
+{{- $cfg := deepCopy .Values.config }}
+{{- $source := $cfg.source | default dict }}
+{{- $_ := set $cfg "source" $source }}
+{{- with .Values.auth.tls }}
+{{- if .existingSecret }}
+{{- $tls := $source.tls | default dict }}
+{{- $_ := set $tls "enabled" true }}
+{{- if .caKey }}
+{{- $_ := set $tls "ca_file" (printf "%s/%s" (include "aggregator.tlsDir" $) .caKey) }}
+{{- end }}
+{{- if .certKey }}
+{{- $_ := set $tls "cert_file" (printf "%s/%s" (include "aggregator.tlsDir" $) .certKey) }}
+{{- $_ := set $tls "key_file" (printf "%s/%s" (include "aggregator.tlsDir" $) .keyKey) }}
+{{- end }}
+{{- $_ := set $source "tls" $tls }}
+{{- end }}
+{{- end }}
+{{- with .Values.auth.sasl }}
+{{- if and .existingSecret .mountAsFile }}
+{{- $sasl := $source.sasl | default dict }}
+{{- $_ := set $sasl "password_file" (printf "%s/%s" (include "aggregator.saslDir" $) .passwordKey) }}
+{{- $_ := set $source "sasl" $sasl }}
+{{- end }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+Seconds in a Go duration string ("25s", "1m30s", "500ms"), rounded up.
+*/}}
+{{- define "aggregator.durationSeconds" -}}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "μs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- $total := 0.0 }}
+{{- range regexFindAll "[0-9.]+(ns|us|µs|μs|ms|s|m|h)" (toString .) -1 }}
+{{- $number := regexFind "^[0-9.]+" . }}
+{{- $unit := trimPrefix $number . }}
+{{- $total = addf $total (mulf (float64 $number) (get $units $unit)) }}
+{{- end }}
+{{- ceil $total }}
+{{- end }}
+
+{{/*
+Pod grace period: longer than config.shutdown_timeout (default 25s), so the
+drain after SIGTERM ends before the kubelet's SIGKILL.
+*/}}
+{{- define "aggregator.terminationGracePeriodSeconds" -}}
+{{- $shutdown := include "aggregator.durationSeconds" (.Values.config.shutdown_timeout | default "25s") | int }}
+{{- if kindIs "string" .Values.terminationGracePeriodSeconds }}
+{{- add $shutdown 15 }}
+{{- else if le (int .Values.terminationGracePeriodSeconds) $shutdown }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must exceed config.shutdown_timeout (%s), or the drain is cut short by SIGKILL" (int .Values.terminationGracePeriodSeconds) (toString .Values.config.shutdown_timeout)) }}
+{{- else }}
+{{- .Values.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
+{{/*
+"true" when the optional monitoring object named by .kind renders:
+enabled is true, or "auto" and the cluster serves the CRD.
+*/}}
+{{- define "aggregator.monitoringEnabled" -}}
+{{- $enabled := .enabled }}
+{{- if eq (toString $enabled) "auto" }}
+{{- .root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind) }}
+{{- else }}
+{{- toString $enabled }}
+{{- end }}
+{{- end }}
+
+{{/*
+PromQL label matchers for the release's own series.
+*/}}
+{{- define "aggregator.alertSelector" -}}
+{{- .Values.prometheusRule.selector | default (printf "job=%q,namespace=%q" (include "aggregator.fullname" .) .Release.Namespace) }}
+{{- end }}
+
+{{/*
+Range of the no-results alert: 15m, or 3 × (size + max_out_of_orderness +
+allowed_lateness) when longer, so a healthy window always fires within it.
+*/}}
+{{- define "aggregator.noResultsRange" -}}
+{{- with .Values.prometheusRule.alerts.noResults.range }}
+{{- . }}
+{{- else }}
+{{- $w := .Values.config.window }}
+{{- $size := include "aggregator.durationSeconds" ($w.size | default "0s") | int }}
+{{- $lateness := include "aggregator.durationSeconds" ($w.allowed_lateness | default "0s") | int }}
+{{- $ooo := include "aggregator.durationSeconds" (dig "max_out_of_orderness" "0s" (.Values.config.watermark | default dict)) | int }}
+{{- printf "%ds" (max 900 (mul 3 (add $size $lateness $ooo))) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Checks across values that the schema cannot express.
+*/}}
+{{- define "aggregator.validate" -}}
+{{- $mechanism := dig "source" "sasl" "mechanism" "" .Values.config }}
+{{- if and $mechanism (not .Values.auth.sasl.existingSecret) }}
+{{- fail "config.source.sasl.mechanism is set: set auth.sasl.existingSecret to the Secret holding the password" }}
+{{- end }}
+{{- if and .Values.auth.sasl.existingSecret (not $mechanism) }}
+{{- fail "auth.sasl.existingSecret is set: set config.source.sasl.mechanism (PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512)" }}
+{{- end }}
+{{- if ne (empty .Values.auth.tls.certKey) (empty .Values.auth.tls.keyKey) }}
+{{- fail "auth.tls.certKey and auth.tls.keyKey go together (mutual TLS): set both or neither" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (not (or .Values.autoscaling.targetCPUUtilizationPercentage .Values.autoscaling.targetMemoryUtilizationPercentage)) }}
+{{- fail "autoscaling.enabled needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" }}
+{{- end }}
+{{- end }}

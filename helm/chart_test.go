@@ -1,0 +1,323 @@
+package helm_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func TestLint(t *testing.T) {
+	for name, file := range valuesFiles {
+		t.Run(name, func(t *testing.T) {
+			linter := lint.AllWithKubeVersion(chartDir, readValues(t, file), namespace, &kubeVersion)
+			for _, msg := range linter.Messages {
+				if msg.Severity >= support.WarningSev {
+					t.Errorf("helm lint: %v", msg)
+				} else {
+					t.Logf("helm lint: %v", msg)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderedObjectsMatchTheirAPITypes(t *testing.T) {
+	tests := map[string]struct {
+		file  string
+		apis  []string
+		kinds []string
+	}{
+		"defaults": {"", nil, []string{"ConfigMap", "Deployment", "Service", "ServiceAccount"}},
+		"defaults with the operator CRDs": {"", operatorCRDs,
+			[]string{"ConfigMap", "Deployment", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}},
+		"full": {fullValues, nil, []string{"ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+			"NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			objs := mustRender(t, readValues(t, tt.file), tt.apis...)
+			if got := kinds(objs); !slices.Equal(got, tt.kinds) {
+				t.Errorf("rendered kinds = %v, want %v", got, tt.kinds)
+			}
+			for _, o := range objs {
+				if _, err := decodeStrict(o); err != nil {
+					t.Error(err)
+				}
+				if o.Metadata.Labels["app.kubernetes.io/name"] != "aggregator" || o.Metadata.Labels["app.kubernetes.io/instance"] != releaseName {
+					t.Errorf("%s %s: labels %v lack the standard app.kubernetes.io labels", o.Kind, o.Metadata.Name, o.Metadata.Labels)
+				}
+			}
+		})
+	}
+}
+
+func TestDeployment(t *testing.T) {
+	for name, file := range valuesFiles {
+		t.Run(name, func(t *testing.T) {
+			objs := mustRender(t, readValues(t, file))
+			d := decode[appsv1.Deployment](t, objs, "Deployment")
+			cm := decode[corev1.ConfigMap](t, objs, "ConfigMap")
+			pod := d.Spec.Template.Spec
+			c := container(t, pod)
+			checkProbes(t, c)
+			checkSecurity(t, pod, c)
+			if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+				t.Error("enableServiceLinks is not false: Service env vars would share the AGGREGATOR_ prefix of config overrides")
+			}
+			if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+				t.Error("automountServiceAccountToken is not false")
+			}
+			if want := []string{"run", "--config", "/etc/aggregator/config.yaml"}; !slices.Equal(c.Args, want) {
+				t.Errorf("args = %v, want %v", c.Args, want)
+			}
+			if got, want := d.Spec.Template.Annotations["checksum/config"], sha256Hex(strings.TrimSuffix(cm.Data["config.yaml"], "\n")); got != want {
+				t.Errorf("checksum/config = %q, want sha256 of the ConfigMap's config.yaml %q", got, want)
+			}
+			shutdown := renderedShutdownTimeout(t, cm)
+			if grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second; grace <= shutdown {
+				t.Errorf("terminationGracePeriodSeconds = %v, want more than shutdown_timeout %v", grace, shutdown)
+			}
+			if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+				t.Errorf("strategy = %s, want RollingUpdate", d.Spec.Strategy.Type)
+			}
+		})
+	}
+}
+
+// container returns the aggregator container of pod.
+func container(t *testing.T, pod corev1.PodSpec) corev1.Container {
+	t.Helper()
+	if len(pod.Containers) != 1 || pod.Containers[0].Name != "aggregator" {
+		t.Fatalf("containers = %v, want one named aggregator", pod.Containers)
+	}
+	return pod.Containers[0]
+}
+
+func checkProbes(t *testing.T, c corev1.Container) {
+	t.Helper()
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("%s probe = %v, want an httpGet", p.name, p.probe)
+			continue
+		}
+		if got := p.probe.HTTPGet; got.Path != p.path || got.Port.String() != "metrics" {
+			t.Errorf("%s probe = GET %s on port %s, want %s on port metrics", p.name, got.Path, got.Port.String(), p.path)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" {
+		t.Errorf("ports = %v, want one named metrics", c.Ports)
+	}
+}
+
+func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	ps, cs := pod.SecurityContext, c.SecurityContext
+	if ps == nil || cs == nil {
+		t.Fatalf("pod securityContext = %v, container securityContext = %v, want both", ps, cs)
+	}
+	checks := map[string]bool{
+		"pod runAsNonRoot":                  ps.RunAsNonRoot != nil && *ps.RunAsNonRoot,
+		"pod seccompProfile RuntimeDefault": ps.SeccompProfile != nil && ps.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+		"container runAsNonRoot":            cs.RunAsNonRoot != nil && *cs.RunAsNonRoot,
+		"container readOnlyRootFilesystem":  cs.ReadOnlyRootFilesystem != nil && *cs.ReadOnlyRootFilesystem,
+		"container no privilege escalation": cs.AllowPrivilegeEscalation != nil && !*cs.AllowPrivilegeEscalation,
+		"container drops ALL capabilities":  cs.Capabilities != nil && slices.Equal(cs.Capabilities.Drop, []corev1.Capability{"ALL"}),
+		"container numeric non-root user":   cs.RunAsUser != nil && *cs.RunAsUser != 0,
+		"container has a writable /tmp":     slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/tmp" && !m.ReadOnly }),
+	}
+	for what, ok := range checks {
+		if !ok {
+			t.Errorf("security: want %s; pod %+v, container %+v", what, ps, cs)
+		}
+	}
+}
+
+// renderedShutdownTimeout is shutdown_timeout of the rendered config, or
+// the service's default when the config does not set it.
+func renderedShutdownTimeout(t *testing.T, cm *corev1.ConfigMap) time.Duration {
+	t.Helper()
+	var cfg struct {
+		ShutdownTimeout string `json:"shutdown_timeout"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ShutdownTimeout == "" {
+		return 25 * time.Second
+	}
+	d, err := time.ParseDuration(cfg.ShutdownTimeout)
+	if err != nil {
+		t.Fatalf("shutdown_timeout %q: %v", cfg.ShutdownTimeout, err)
+	}
+	return d
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestConfigChangeRollsPods(t *testing.T) {
+	checksum := func(values string) string {
+		d := decode[appsv1.Deployment](t, mustRender(t, parseValues(t, values)), "Deployment")
+		return d.Spec.Template.Annotations["checksum/config"]
+	}
+	base := checksum("")
+	if got := checksum("config: {window: {size: 10s}}"); got == base {
+		t.Errorf("checksum/config did not change with config.window.size: %s", got)
+	}
+	if got := checksum("auth: {tls: {existingSecret: kafka-ca}}"); got == base {
+		t.Errorf("checksum/config did not change when auth.tls added TLS file paths: %s", got)
+	}
+	if got := checksum("replicaCount: 2"); got != base {
+		t.Errorf("checksum/config changed with replicaCount: %s, want %s", got, base)
+	}
+}
+
+func TestTerminationGracePeriod(t *testing.T) {
+	tests := map[string]struct {
+		values string
+		want   int64
+	}{
+		"default shutdown_timeout 25s": {"", 40},
+		"minutes and seconds":          {"config: {shutdown_timeout: 1m30s}", 105},
+		"fraction rounds up":           {"config: {shutdown_timeout: 1500ms}", 17},
+		"hours":                        {"config: {shutdown_timeout: 1h}", 3615},
+		"key removed: service default": {"config: {shutdown_timeout: null}", 40},
+		"explicit, longer":             {"terminationGracePeriodSeconds: 26", 26},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := decode[appsv1.Deployment](t, mustRender(t, parseValues(t, tt.values)), "Deployment")
+			if got := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; got != tt.want {
+				t.Errorf("render(%q): terminationGracePeriodSeconds = %d, want %d", tt.values, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBadValuesAreRejected(t *testing.T) {
+	tests := map[string]struct{ values, want string }{
+		"replicas not a number":        {"replicaCount: three", "replicaCount"},
+		"negative replicas":            {"replicaCount: -1", "replicaCount"},
+		"unknown top-level key":        {"replicas: 2", "replicas"},
+		"typo in a config key":         {"config: {window: {allowed_latenes: 2s}}", "allowed_latenes"},
+		"bad window type":              {"config: {window: {type: session}}", "type"},
+		"bad duration":                 {"config: {window: {size: 5 seconds}}", "size"},
+		"negative size":                {"config: {window: {size: -5s}}", "size"},
+		"broker without port":          {"config: {source: {brokers: [kafka]}}", "brokers"},
+		"no brokers":                   {"config: {source: {brokers: []}}", "brokers"},
+		"password in values":           {"config: {source: {sasl: {mechanism: PLAIN, password: hunter2}}}", "password"},
+		"slide on a tumbling window":   {"config: {window: {slide: 1s}}", "slide"},
+		"sliding window without slide": {"config: {window: {type: sliding}}", "slide"},
+		"csv block with format json":   {"config: {source: {csv: {columns: [a]}}}", "csv"},
+		"quantile q out of range":      {"config: {aggregates: [{name: p, fn: quantile, field: d, q: 1.5}]}", "q"},
+		"bad delivery":                 {"config: {delivery: exactly_twice}", "delivery"},
+		"bad pull policy":              {"image: {pullPolicy: Sometimes}", "pullPolicy"},
+		"prometheusRule enabled maybe": {"prometheusRule: {enabled: maybe}", "enabled"},
+		"late ratio above 1":           {"prometheusRule: {alerts: {lateEvents: {ratio: 2}}}", "ratio"},
+		"bad alert duration":           {"prometheusRule: {alerts: {lateEvents: {for: 15 minutes}}}", "for"},
+		"bad severity":                 {"prometheusRule: {alerts: {deadLetters: {severity: urgent}}}", "severity"},
+		"both PDB bounds":              {"podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: 1}", "podDisruptionBudget"},
+		"grace period a string":        {"terminationGracePeriodSeconds: soon", "terminationGracePeriodSeconds"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, parseValues(t, tt.values))
+			if err == nil || !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("render(%q) = %v, want a schema error naming %q", tt.values, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBadCombinationsFailTheRender(t *testing.T) {
+	tests := map[string]struct{ values, want string }{
+		"grace period not above shutdown_timeout": {"terminationGracePeriodSeconds: 25", "must exceed config.shutdown_timeout"},
+		"SASL without a Secret":                   {"config: {source: {sasl: {mechanism: SCRAM-SHA-512, username: u}}}", "auth.sasl.existingSecret"},
+		"Secret without a SASL mechanism":         {"auth: {sasl: {existingSecret: kafka-user}}", "config.source.sasl.mechanism"},
+		"client cert without key":                 {"auth: {tls: {existingSecret: s, certKey: tls.crt}}", "certKey and auth.tls.keyKey"},
+		"autoscaling min above max":               {"autoscaling: {enabled: true, minReplicas: 4, maxReplicas: 2}", "minReplicas"},
+		"autoscaling without a target":            {"autoscaling: {enabled: true, targetCPUUtilizationPercentage: null}", "needs targetCPUUtilizationPercentage"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, parseValues(t, tt.values))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("render(%q) = %v, want an error containing %q", tt.values, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMonitoringObjectsFollowTheCRDs(t *testing.T) {
+	tests := map[string]struct {
+		values string
+		apis   []string
+		want   []string
+	}{
+		"auto without the CRDs": {"", nil, nil},
+		"auto with the CRDs":    {"", operatorCRDs, []string{"PrometheusRule", "ServiceMonitor"}},
+		"false with the CRDs":   {"{prometheusRule: {enabled: false}, serviceMonitor: {enabled: false}}", operatorCRDs, nil},
+		"true without the CRDs": {"{prometheusRule: {enabled: true}, serviceMonitor: {enabled: true}}", nil, []string{"PrometheusRule", "ServiceMonitor"}},
+		"only the rule CRD":     {"", operatorCRDs[:1], []string{"PrometheusRule"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, k := range kinds(mustRender(t, parseValues(t, tt.values), tt.apis...)) {
+				if k == "PrometheusRule" || k == "ServiceMonitor" {
+					got = append(got, k)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("render(%q, %v) monitoring objects = %v, want %v", tt.values, tt.apis, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNetworkPolicyAllowsOnlyBrokersAndDNS(t *testing.T) {
+	np := decode[networkingv1.NetworkPolicy](t, mustRender(t, readValues(t, fullValues)), "NetworkPolicy")
+	var egress []string
+	for _, rule := range np.Spec.Egress {
+		for _, p := range rule.Ports {
+			egress = append(egress, string(*p.Protocol)+"/"+p.Port.String())
+		}
+	}
+	if want := []string{"TCP/9093", "UDP/53", "TCP/53"}; !slices.Equal(egress, want) {
+		t.Errorf("egress ports = %v, want %v (the brokers' port from config.source.brokers, then DNS)", egress, want)
+	}
+	if len(np.Spec.Egress[0].To) == 0 {
+		t.Error("broker egress has no peers although networkPolicy.kafka.to is set")
+	}
+	if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "metrics" {
+		t.Errorf("ingress = %+v, want only the metrics port", np.Spec.Ingress)
+	}
+}
+
+func TestServicePortFollowsListenAddress(t *testing.T) {
+	objs := mustRender(t, readValues(t, fullValues))
+	svc := decode[corev1.Service](t, objs, "Service")
+	d := decode[appsv1.Deployment](t, objs, "Deployment")
+	if got := svc.Spec.Ports[0].Port; got != 8080 {
+		t.Errorf("Service port = %d, want 8080 from config.http.listen", got)
+	}
+	if got := container(t, d.Spec.Template.Spec).Ports[0].ContainerPort; got != 8080 {
+		t.Errorf("containerPort = %d, want 8080 from config.http.listen", got)
+	}
+}

@@ -1,0 +1,56 @@
+package integration
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// Two instances in one group split the partitions, and the union of their
+// results is one instance's.
+func TestTwoInstancesSplitPartitions(t *testing.T) {
+	kc := newCluster(t, 4)
+	brokers := kc.ListenAddrs()
+	cfg := parseConfig(t, callsConfig(tumbling), brokers)
+	lines, parts := ordered(2000, base)
+	want := replay(t, cfg, byPartition(lines, parts), noWallClock)
+	a := start(t, cfg, nil)
+	b := start(t, cfg, nil)
+	waitSplit(t, brokers, cfg.Source.Group)
+	produce(t, brokers, lines, func(i int) int32 { return parts[i] })
+	waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+	a.stop(t)
+	b.stop(t)
+	if got := contents(values(readAll(t, brokers, resultsTopic))); !slices.Equal(got, contents(want.results)) {
+		t.Errorf("results of two instances differ from one's:\n%s", diff(got, contents(want.results)))
+	}
+}
+
+// waitSplit waits until the group has two members with two partitions each.
+func waitSplit(t testing.TB, brokers []string, group string) {
+	t.Helper()
+	adm := kadm.NewClient(client(t, brokers))
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		gs, err := adm.DescribeGroups(context.Background(), group)
+		if g, ok := gs[group]; err == nil && ok && g.State == "Stable" && len(g.Members) == 2 {
+			split := true
+			for _, m := range g.Members {
+				c, _ := m.Assigned.AsConsumer()
+				n := 0
+				for _, tp := range c.Topics {
+					n += len(tp.Partitions)
+				}
+				split = split && n == 2
+			}
+			if split {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling for an event
+	}
+	t.Fatalf("group %s never split 4 partitions over 2 members", group)
+}

@@ -1,0 +1,87 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Logger adapts zerolog to kgo.Logger, so the Kafka client's messages go
+// to the service log with a component field and the service's level.
+type Logger struct {
+	log zerolog.Logger
+}
+
+var _ kgo.Logger = (*Logger)(nil)
+
+// NewLogger returns a kgo.Logger writing to log with component set.
+func NewLogger(log zerolog.Logger, component string) *Logger {
+	return &Logger{log: log.With().Str("component", component).Logger()}
+}
+
+// Level maps the zerolog level (the stricter of the logger's and the
+// global one) to kgo's, so kgo skips building messages nobody will see.
+func (l *Logger) Level() kgo.LogLevel {
+	lvl := max(l.log.GetLevel(), zerolog.GlobalLevel())
+	switch {
+	case lvl <= zerolog.DebugLevel:
+		return kgo.LogLevelDebug
+	case lvl == zerolog.InfoLevel:
+		return kgo.LogLevelInfo
+	case lvl == zerolog.WarnLevel:
+		return kgo.LogLevelWarn
+	case lvl <= zerolog.PanicLevel:
+		return kgo.LogLevelError
+	}
+	return kgo.LogLevelNone
+}
+
+// Log writes one kgo message; keyvals are kgo's alternating keys and values.
+func (l *Logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	e := l.log.WithLevel(zerologLevel(level))
+	if e == nil {
+		return
+	}
+	for i := 0; i < len(keyvals); i += 2 {
+		key, ok := keyvals[i].(string)
+		if !ok {
+			key = fmt.Sprint(keyvals[i])
+		}
+		if i+1 == len(keyvals) {
+			e = e.Interface("extra", keyvals[i]) // an odd count is kgo's bug; keep the value
+			break
+		}
+		e = field(e, key, keyvals[i+1])
+	}
+	e.Msg(msg)
+}
+
+func zerologLevel(level kgo.LogLevel) zerolog.Level {
+	switch level {
+	case kgo.LogLevelError:
+		return zerolog.ErrorLevel
+	case kgo.LogLevelWarn:
+		return zerolog.WarnLevel
+	case kgo.LogLevelInfo:
+		return zerolog.InfoLevel
+	case kgo.LogLevelDebug:
+		return zerolog.DebugLevel
+	}
+	return zerolog.Disabled
+}
+
+// field renders errors and durations as text: zerolog's default JSON
+// encoding would print an error as {} and a duration in nanoseconds.
+func field(e *zerolog.Event, key string, v any) *zerolog.Event {
+	switch v := v.(type) {
+	case error:
+		return e.AnErr(key, v)
+	case time.Duration:
+		return e.Str(key, v.String())
+	case fmt.Stringer:
+		return e.Stringer(key, v)
+	}
+	return e.Interface(key, v)
+}

@@ -1,0 +1,66 @@
+package cluster_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/cluster"
+)
+
+func TestLoggerLevel(t *testing.T) {
+	tests := map[string]struct {
+		level zerolog.Level
+		want  kgo.LogLevel
+	}{
+		"trace":    {zerolog.TraceLevel, kgo.LogLevelDebug},
+		"debug":    {zerolog.DebugLevel, kgo.LogLevelDebug},
+		"info":     {zerolog.InfoLevel, kgo.LogLevelInfo},
+		"warn":     {zerolog.WarnLevel, kgo.LogLevelWarn},
+		"error":    {zerolog.ErrorLevel, kgo.LogLevelError},
+		"disabled": {zerolog.Disabled, kgo.LogLevelNone},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			l := cluster.NewLogger(zerolog.New(nil).Level(tt.level), "kafka_consumer")
+			if got := l.Level(); got != tt.want {
+				t.Errorf("NewLogger(level %v).Level() = %v, want %v", tt.level, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoggerWritesFields(t *testing.T) {
+	var buf bytes.Buffer
+	l := cluster.NewLogger(zerolog.New(&buf), "kafka_consumer")
+	l.Log(kgo.LogLevelWarn, "unable to open connection", "broker", "seed_0", "err", errors.New("refused"),
+		"backoff", 250*time.Millisecond, "partition", int32(3), "dangling")
+
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("log line %q is not JSON: %v", buf.String(), err)
+	}
+	want := map[string]any{
+		"level": "warn", "message": "unable to open connection", "component": "kafka_consumer",
+		"broker": "seed_0", "err": "refused", "backoff": "250ms", "partition": 3.0, "extra": "dangling",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("log field %s = %v, want %v (line %s)", k, got[k], v, buf.String())
+		}
+	}
+}
+
+func TestLoggerDropsBelowLevel(t *testing.T) {
+	var buf bytes.Buffer
+	l := cluster.NewLogger(zerolog.New(&buf).Level(zerolog.WarnLevel), "kafka_producer")
+	l.Log(kgo.LogLevelInfo, "producing", "topic", "calls")
+	if buf.Len() != 0 {
+		t.Errorf("Log(info) on a warn logger wrote %q, want nothing", buf.String())
+	}
+}

@@ -1,0 +1,356 @@
+package config
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// doc builds a config file from the minimal valid sections, with some
+// sections replaced or added (values in flow style).
+func doc(sections map[string]string) []byte {
+	all := map[string]string{
+		"source":     "{timestamp: {field: t}}",
+		"window":     "{size: 5s}",
+		"aggregates": "[{name: n, fn: count}]",
+	}
+	maps.Copy(all, sections)
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		b.WriteString(name + ": " + all[name] + "\n")
+	}
+	return []byte(b.String())
+}
+
+// env returns a getenv that serves vars.
+func env(vars map[string]string) func(string) string {
+	return func(name string) string { return vars[name] }
+}
+
+// csvSource is a CSV source with columns a, b, t.
+const csvSource = "{format: csv, csv: {columns: [a, b, t]}, timestamp: {field: t}"
+
+func TestParseErrors(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pwFile, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		sections map[string]string
+		key      string
+	}{
+		"unknown key":                    {map[string]string{"window": "{sizee: 5s}"}, "window.sizee"},
+		"unknown nested key":             {map[string]string{"source": "{timestamp: {field: t, layuot: unix_ms}}"}, "source.timestamp.layuot"},
+		"unknown top-level key":          {map[string]string{"windows": "{size: 5s}"}, "windows"},
+		"unknown key in a list item":     {map[string]string{"aggregates": "[{name: n, fn: count}, {nme: x, fn: count}]"}, "aggregates[1].nme"},
+		"duplicate key":                  {map[string]string{"window": "{size: 5s, size: 6s}"}, "window.size"},
+		"slide on tumbling":              {map[string]string{"window": "{size: 5s, slide: 1s}"}, "window.slide"},
+		"marker_field with bounded":      {map[string]string{"watermark": "{marker_field: wm}"}, "watermark.marker_field"},
+		"csv with json":                  {map[string]string{"source": "{timestamp: {field: t}, csv: {columns: [a]}}"}, "source.csv"},
+		"q on sum":                       {map[string]string{"aggregates": "[{name: n, fn: sum, field: x, q: 0.5}]"}, "aggregates[0].q"},
+		"field on count":                 {map[string]string{"aggregates": "[{name: n, fn: count, field: x}]"}, "aggregates[0].field"},
+		"duration without unit":          {map[string]string{"window": "{size: 5}"}, "window.size"},
+		"duration below a millisecond":   {map[string]string{"window": "{size: 1500us}"}, "window.size"},
+		"duration as a float":            {map[string]string{"window": "{size: 5s, allowed_lateness: 0.0}"}, "window.allowed_lateness"},
+		"negative size":                  {map[string]string{"window": "{size: -5s}"}, "window.size"},
+		"zero size":                      {map[string]string{"window": "{size: 0}"}, "window.size"},
+		"missing size":                   {map[string]string{"window": "{type: tumbling}"}, "window.size"},
+		"negative allowed_lateness":      {map[string]string{"window": "{size: 5s, allowed_lateness: -1s}"}, "window.allowed_lateness"},
+		"negative max_out_of_orderness":  {map[string]string{"watermark": "{max_out_of_orderness: -1ms}"}, "watermark.max_out_of_orderness"},
+		"negative idle_timeout":          {map[string]string{"watermark": "{idle_timeout: -1s}"}, "watermark.idle_timeout"},
+		"negative max_future_skew":       {map[string]string{"watermark": "{max_future_skew: -1s}"}, "watermark.max_future_skew"},
+		"negative linger":                {map[string]string{"sink": "{linger: -5ms}"}, "sink.linger"},
+		"negative shutdown_timeout":      {map[string]string{"shutdown_timeout": "-1s"}, "shutdown_timeout"},
+		"idle_advance without timeout":   {map[string]string{"watermark": "{idle_advance: true}"}, "watermark.idle_advance"},
+		"bad start_offset":               {map[string]string{"source": "{timestamp: {field: t}, start_offset: newest}"}, "source.start_offset"},
+		"bad format":                     {map[string]string{"source": "{timestamp: {field: t}, format: avro}"}, "source.format"},
+		"bad strategy":                   {map[string]string{"watermark": "{strategy: periodic}"}, "watermark.strategy"},
+		"bad window type":                {map[string]string{"window": "{type: session, size: 5s}"}, "window.type"},
+		"bad emit":                       {map[string]string{"window": "{size: 5s, emit: early}"}, "window.emit"},
+		"bad fn":                         {map[string]string{"aggregates": "[{name: n, fn: median, field: x}]"}, "aggregates[0].fn"},
+		"bad delivery":                   {map[string]string{"delivery": "exactly-once"}, "delivery"},
+		"bad log level":                  {map[string]string{"log": "{level: verbose}"}, "log.level"},
+		"bad log format":                 {map[string]string{"log": "{format: text}"}, "log.format"},
+		"bad compression":                {map[string]string{"sink": "{compression: brotli}"}, "sink.compression"},
+		"bad sasl mechanism":             {map[string]string{"source": "{timestamp: {field: t}, sasl: {mechanism: GSSAPI}}"}, "source.sasl.mechanism"},
+		"csv without columns":            {map[string]string{"source": "{format: csv, timestamp: {field: t}}"}, "source.csv.columns"},
+		"csv empty column":               {map[string]string{"source": "{format: csv, csv: {columns: [a, '']}, timestamp: {field: a}}"}, "source.csv.columns[1]"},
+		"csv repeated column":            {map[string]string{"source": "{format: csv, csv: {columns: [a, a]}, timestamp: {field: a}}"}, "source.csv.columns[1]"},
+		"csv two-character delimiter":    {map[string]string{"source": "{format: csv, csv: {columns: [t], delimiter: ';;'}, timestamp: {field: t}}"}, "source.csv.delimiter"},
+		"csv empty delimiter":            {map[string]string{"source": "{format: csv, csv: {columns: [t], delimiter: ''}, timestamp: {field: t}}"}, "source.csv.delimiter"},
+		"csv quote delimiter":            {map[string]string{"source": "{format: csv, csv: {columns: [t], delimiter: '\"'}, timestamp: {field: t}}"}, "source.csv.delimiter"},
+		"csv timestamp not a column":     {map[string]string{"source": "{format: csv, csv: {columns: [a]}, timestamp: {field: t}}"}, "source.timestamp.field"},
+		"csv key not a column":           {map[string]string{"source": csvSource + ", key: [x]}"}, "source.key[0]"},
+		"csv aggregate field not column": {map[string]string{"source": csvSource + "}", "aggregates": "[{name: n, fn: sum, field: x}]"}, "aggregates[0].field"},
+		"csv filter field not a column":  {map[string]string{"source": csvSource + ", filter: [{field: x, equals: y}]}"}, "source.filter[0].field"},
+		"missing timestamp field":        {map[string]string{"source": "{format: json}"}, "source.timestamp.field"},
+		"layout without elements":        {map[string]string{"source": "{timestamp: {field: t, layout: YYYY-MM-DD}}"}, "source.timestamp.layout"},
+		"layout without a date":          {map[string]string{"source": "{timestamp: {field: t, layout: '15:04:05'}}"}, "source.timestamp.layout"},
+		"layout without a year":          {map[string]string{"source": "{timestamp: {field: t, layout: 'Jan _2 15:04:05'}}"}, "source.timestamp.layout"},
+		"unknown layout name":            {map[string]string{"source": "{timestamp: {field: t, layout: unix_millis}}"}, "source.timestamp.layout"},
+		"unknown time zone":              {map[string]string{"source": "{timestamp: {field: t, timezone: Mars/Olympus}}"}, "source.timestamp.timezone"},
+		"machine time zone":              {map[string]string{"source": "{timestamp: {field: t, timezone: Local}}"}, "source.timestamp.timezone"},
+		"punctuated without marker":      {map[string]string{"watermark": "{strategy: punctuated}"}, "watermark.marker_field"},
+		"sliding without slide":          {map[string]string{"window": "{type: sliding, size: 5s}"}, "window.slide"},
+		"sliding with negative slide":    {map[string]string{"window": "{type: sliding, size: 5s, slide: -1s}"}, "window.slide"},
+		"tumbling offset of size":        {map[string]string{"window": "{size: 5s, offset: 5s}"}, "window.offset"},
+		"tumbling offset below -size":    {map[string]string{"window": "{size: 5s, offset: -6s}"}, "window.offset"},
+		"sliding offset of slide":        {map[string]string{"window": "{type: sliding, size: 5s, slide: 1s, offset: -1s}"}, "window.offset"},
+		"no aggregates":                  {map[string]string{"aggregates": "[]"}, "aggregates"},
+		"aggregates missing":             {map[string]string{"aggregates": "~"}, "aggregates"},
+		"aggregate without name":         {map[string]string{"aggregates": "[{fn: count}]"}, "aggregates[0].name"},
+		"aggregate names repeat":         {map[string]string{"aggregates": "[{name: n, fn: count}, {name: n, fn: max, field: x}]"}, "aggregates[1].name"},
+		"sum without field":              {map[string]string{"aggregates": "[{name: n, fn: sum}]"}, "aggregates[0].field"},
+		"quantile without q":             {map[string]string{"aggregates": "[{name: n, fn: quantile, field: x}]"}, "aggregates[0].q"},
+		"quantile with q 1":              {map[string]string{"aggregates": "[{name: n, fn: quantile, field: x, q: 1}]"}, "aggregates[0].q"},
+		"quantile with q NaN":            {map[string]string{"aggregates": "[{name: n, fn: quantile, field: x, q: .nan}]"}, "aggregates[0].q"},
+		"empty key field":                {map[string]string{"source": "{timestamp: {field: t}, key: [a, '']}"}, "source.key[1]"},
+		"repeated key field":             {map[string]string{"source": "{timestamp: {field: t}, key: [a, a]}"}, "source.key[1]"},
+		"empty filter field":             {map[string]string{"source": "{timestamp: {field: t}, filter: [{equals: x}]}"}, "source.filter[0].field"},
+		"filter without equals":          {map[string]string{"source": "{timestamp: {field: t}, filter: [{field: x}]}"}, "source.filter[0].equals"},
+		"tls file missing":               {map[string]string{"source": "{timestamp: {field: t}, tls: {enabled: true, ca_file: /nonexistent/ca.pem}}"}, "source.tls.ca_file"},
+		"tls file is a directory":        {map[string]string{"source": "{timestamp: {field: t}, tls: {enabled: true, ca_file: " + dir + "}}"}, "source.tls.ca_file"},
+		"tls cert without key":           {map[string]string{"source": "{timestamp: {field: t}, tls: {enabled: true, cert_file: " + pwFile + "}}"}, "source.tls.key_file"},
+		"tls file while disabled":        {map[string]string{"source": "{timestamp: {field: t}, tls: {ca_file: " + pwFile + "}}"}, "source.tls.ca_file"},
+		"sasl without username":          {map[string]string{"source": "{timestamp: {field: t}, sasl: {mechanism: PLAIN, password: p}}"}, "source.sasl.username"},
+		"sasl without password":          {map[string]string{"source": "{timestamp: {field: t}, sasl: {mechanism: PLAIN, username: u}}"}, "source.sasl.password"},
+		"sasl with both passwords":       {map[string]string{"source": "{timestamp: {field: t}, sasl: {mechanism: PLAIN, username: u, password: p, password_file: " + pwFile + "}}"}, "source.sasl.password_file"},
+		"sasl password file missing":     {map[string]string{"source": "{timestamp: {field: t}, sasl: {mechanism: PLAIN, username: u, password_file: /nonexistent/pw}}"}, "source.sasl.password_file"},
+		"sasl username without mech":     {map[string]string{"source": "{timestamp: {field: t}, sasl: {username: u}}"}, "source.sasl.username"},
+		"list given a scalar":            {map[string]string{"source": "{timestamp: {field: t}, brokers: 'a:9092'}"}, "source.brokers"},
+		"mapping given a list":           {map[string]string{"window": "[5s]"}, "window"},
+		"scalar given a mapping":         {map[string]string{"delivery": "{mode: exactly_once}"}, "delivery"},
+		"integer not a number":           {map[string]string{"sink": "{partitions: many}"}, "sink.partitions"},
+		"integer too large":              {map[string]string{"sink": "{partitions: 3000000000}"}, "sink.partitions"},
+		"zero partitions":                {map[string]string{"sink": "{partitions: 0}"}, "sink.partitions"},
+		"zero replication factor":        {map[string]string{"sink": "{replication_factor: 0}"}, "sink.replication_factor"},
+		"bool not a bool":                {map[string]string{"sink": "{create_topics: maybe}"}, "sink.create_topics"},
+		"listen without a port":          {map[string]string{"http": "{listen: '9090'}"}, "http.listen"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			data := doc(tt.sections)
+			_, err := Parse(data, nil)
+			var ke *KeyError
+			if !errors.As(err, &ke) || ke.Key != tt.key || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), tt.key+" = ") {
+				t.Errorf("Parse(%q) = %v, want a *KeyError for %s wrapping ErrInvalid", data, err, tt.key)
+			}
+		})
+	}
+}
+
+func TestParseNotKeyErrors(t *testing.T) {
+	tests := map[string]string{
+		"syntax error":      "window: [",
+		"top-level list":    "- a\n- b\n",
+		"top-level scalar":  "hello",
+		"two documents":     string(doc(nil)) + "---\n" + string(doc(nil)),
+		"tab indentation":   "window:\n\tsize: 5s\n",
+		"unresolved alias:": "window: *w\n",
+	}
+	for name, data := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Parse([]byte(data), nil); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Parse(%q) = %v, want an error wrapping ErrInvalid", data, err)
+			}
+		})
+	}
+}
+
+func TestKeyErrorMessage(t *testing.T) {
+	tests := map[string]struct {
+		data []byte
+		env  map[string]string
+		want string
+	}{
+		"from the file": {doc(map[string]string{"window": "{size: -5s}"}), nil,
+			`window.size = "-5s": must be positive`},
+		"value as written": {doc(map[string]string{"window": "{size: -5000ms}"}), nil,
+			`window.size = "-5000ms": must be positive`},
+		"from the environment": {doc(nil), map[string]string{"AGGREGATOR_WINDOW_SIZE": "-5s"},
+			`window.size = "-5s" (from AGGREGATOR_WINDOW_SIZE): must be positive`},
+		"unknown key suggests": {doc(map[string]string{"window": "{sizee: 5s}"}), nil,
+			`window.sizee = "5s": unknown key (did you mean window.size?)`},
+		"unknown key lists": {doc(map[string]string{"log": "{colour: true}"}), nil,
+			`log.colour = "true": unknown key; known keys here: format, level`},
+		"secret in unknown key": {doc(map[string]string{"source": "{timestamp: {field: t}, sasl: {passwrd: hunter2}}"}), nil,
+			`source.sasl.passwrd = "<redacted>": unknown key (did you mean source.sasl.password?)`},
+		"secret that does not apply": {doc(nil), map[string]string{"AGGREGATOR_SOURCE_SASL_PASSWORD": "hunter2"},
+			`source.sasl.password = "<redacted>" (from AGGREGATOR_SOURCE_SASL_PASSWORD): applies only when source.sasl.mechanism is set`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse(tt.data, env(tt.env))
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Parse(%q) = %v, want %s", tt.data, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseEnvErrors(t *testing.T) {
+	tests := map[string]struct {
+		vars     map[string]string
+		key, env string
+	}{
+		"bad duration":      {map[string]string{"AGGREGATOR_WINDOW_SIZE": "5"}, "window.size", "AGGREGATOR_WINDOW_SIZE"},
+		"bad integer":       {map[string]string{"AGGREGATOR_SINK_PARTITIONS": "x"}, "sink.partitions", "AGGREGATOR_SINK_PARTITIONS"},
+		"bad bool":          {map[string]string{"AGGREGATOR_SINK_CREATE_TOPICS": "maybe"}, "sink.create_topics", "AGGREGATOR_SINK_CREATE_TOPICS"},
+		"bad enumeration":   {map[string]string{"AGGREGATOR_DELIVERY": "once"}, "delivery", "AGGREGATOR_DELIVERY"},
+		"does not apply":    {map[string]string{"AGGREGATOR_WINDOW_SLIDE": "1s"}, "window.slide", "AGGREGATOR_WINDOW_SLIDE"},
+		"empty list item":   {map[string]string{"AGGREGATOR_SOURCE_KEY": "sid,"}, "source.key[1]", "AGGREGATOR_SOURCE_KEY"},
+		"csv columns json":  {map[string]string{"AGGREGATOR_SOURCE_CSV_COLUMNS": "a,t"}, "source.csv.columns", "AGGREGATOR_SOURCE_CSV_COLUMNS"},
+		"bad listen":        {map[string]string{"AGGREGATOR_HTTP_LISTEN": "localhost"}, "http.listen", "AGGREGATOR_HTTP_LISTEN"},
+		"validated after":   {map[string]string{"AGGREGATOR_WINDOW_TYPE": "sliding"}, "window.slide", ""},
+		"nested validation": {map[string]string{"AGGREGATOR_WATERMARK_STRATEGY": "punctuated"}, "watermark.marker_field", ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse(doc(nil), env(tt.vars))
+			var ke *KeyError
+			if !errors.As(err, &ke) || ke.Key != tt.key || ke.Env != tt.env || !errors.Is(err, ErrInvalid) {
+				t.Errorf("Parse with %v = %v, want a *KeyError for %s from %q", tt.vars, err, tt.key, tt.env)
+			}
+		})
+	}
+}
+
+func TestParseEnvOverrides(t *testing.T) {
+	tests := map[string]struct {
+		vars map[string]string
+		got  func(Config) any
+		want any
+	}{
+		"brokers list": {map[string]string{"AGGREGATOR_SOURCE_BROKERS": "a:9092, b:9092"},
+			func(c Config) any { return c.Source.Brokers }, []string{"a:9092", "b:9092"}},
+		"window size": {map[string]string{"AGGREGATOR_WINDOW_SIZE": "10s"},
+			func(c Config) any { return c.Window.Size }, 10 * time.Second},
+		"negative offset": {map[string]string{"AGGREGATOR_WINDOW_OFFSET": "-1h", "AGGREGATOR_WINDOW_SIZE": "24h"},
+			func(c Config) any { return c.Window.Offset }, -time.Hour},
+		"sasl password": {map[string]string{"AGGREGATOR_SOURCE_SASL_MECHANISM": "SCRAM-SHA-512", "AGGREGATOR_SOURCE_SASL_USERNAME": "u", "AGGREGATOR_SOURCE_SASL_PASSWORD": "p w"},
+			func(c Config) any { return c.Source.SASL }, SASL{Mechanism: "SCRAM-SHA-512", Username: "u", Password: "p w"}},
+		"csv columns": {map[string]string{"AGGREGATOR_SOURCE_FORMAT": "csv", "AGGREGATOR_SOURCE_CSV_COLUMNS": "t,x"},
+			func(c Config) any { return c.Source.CSV }, CSV{Columns: []string{"t", "x"}, Delimiter: ","}},
+		"http listen": {map[string]string{"AGGREGATOR_HTTP_LISTEN": "127.0.0.1:8080"},
+			func(c Config) any { return c.HTTP.Listen }, "127.0.0.1:8080"},
+		"delivery": {map[string]string{"AGGREGATOR_DELIVERY": "at_least_once"},
+			func(c Config) any { return c.Delivery }, "at_least_once"},
+		"bool false": {map[string]string{"AGGREGATOR_SINK_CREATE_TOPICS": "false"},
+			func(c Config) any { return c.Sink.CreateTopics }, false},
+		"int16": {map[string]string{"AGGREGATOR_SINK_REPLICATION_FACTOR": "3"},
+			func(c Config) any { return c.Sink.ReplicationFactor }, int16(3)},
+		"overrides the file": {map[string]string{"AGGREGATOR_SOURCE_TIMESTAMP_FIELD": "ts"},
+			func(c Config) any { return c.Source.Timestamp.Field }, "ts"},
+		"empty leaves the file": {map[string]string{"AGGREGATOR_SOURCE_TIMESTAMP_FIELD": ""},
+			func(c Config) any { return c.Source.Timestamp.Field }, "t"},
+		"shutdown timeout": {map[string]string{"AGGREGATOR_SHUTDOWN_TIMEOUT": "0"},
+			func(c Config) any { return c.ShutdownTimeout }, time.Duration(0)},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse(doc(nil), env(tt.vars))
+			if err != nil || !reflect.DeepEqual(tt.got(c), tt.want) {
+				t.Errorf("Parse with %v = %#v, %v; want %#v", tt.vars, tt.got(c), err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEnvNames(t *testing.T) {
+	var asked []string
+	if _, err := Parse(doc(nil), func(name string) string { asked = append(asked, name); return "" }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"AGGREGATOR_SOURCE_BROKERS", "AGGREGATOR_SOURCE_TOPICS", "AGGREGATOR_SOURCE_GROUP", "AGGREGATOR_SOURCE_START_OFFSET",
+		"AGGREGATOR_SOURCE_FORMAT", "AGGREGATOR_SOURCE_CSV_COLUMNS", "AGGREGATOR_SOURCE_CSV_DELIMITER", "AGGREGATOR_SOURCE_KEY",
+		"AGGREGATOR_SOURCE_TIMESTAMP_FIELD", "AGGREGATOR_SOURCE_TIMESTAMP_LAYOUT", "AGGREGATOR_SOURCE_TIMESTAMP_TIMEZONE",
+		"AGGREGATOR_SOURCE_TLS_ENABLED", "AGGREGATOR_SOURCE_TLS_CA_FILE", "AGGREGATOR_SOURCE_TLS_CERT_FILE",
+		"AGGREGATOR_SOURCE_TLS_KEY_FILE", "AGGREGATOR_SOURCE_TLS_INSECURE_SKIP_VERIFY",
+		"AGGREGATOR_SOURCE_SASL_MECHANISM", "AGGREGATOR_SOURCE_SASL_USERNAME", "AGGREGATOR_SOURCE_SASL_PASSWORD", "AGGREGATOR_SOURCE_SASL_PASSWORD_FILE",
+		"AGGREGATOR_WATERMARK_STRATEGY", "AGGREGATOR_WATERMARK_MAX_OUT_OF_ORDERNESS", "AGGREGATOR_WATERMARK_MARKER_FIELD",
+		"AGGREGATOR_WATERMARK_IDLE_TIMEOUT", "AGGREGATOR_WATERMARK_IDLE_ADVANCE", "AGGREGATOR_WATERMARK_MAX_FUTURE_SKEW",
+		"AGGREGATOR_WINDOW_TYPE", "AGGREGATOR_WINDOW_SIZE", "AGGREGATOR_WINDOW_SLIDE", "AGGREGATOR_WINDOW_OFFSET",
+		"AGGREGATOR_WINDOW_ALLOWED_LATENESS", "AGGREGATOR_WINDOW_EMIT",
+		"AGGREGATOR_SINK_RESULTS_TOPIC", "AGGREGATOR_SINK_LATE_TOPIC", "AGGREGATOR_SINK_DEAD_LETTER_TOPIC", "AGGREGATOR_SINK_COMPRESSION",
+		"AGGREGATOR_SINK_LINGER", "AGGREGATOR_SINK_CREATE_TOPICS", "AGGREGATOR_SINK_PARTITIONS", "AGGREGATOR_SINK_REPLICATION_FACTOR",
+		"AGGREGATOR_DELIVERY", "AGGREGATOR_HTTP_LISTEN", "AGGREGATOR_LOG_LEVEL", "AGGREGATOR_LOG_FORMAT", "AGGREGATOR_SHUTDOWN_TIMEOUT",
+	}
+	if !slices.Equal(asked, want) {
+		t.Errorf("Parse asked for %v, want %v", asked, want)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse(doc(nil), nil)
+	want := Config{
+		Source: Source{
+			Brokers: []string{}, Topics: []string{}, StartOffset: "earliest", Format: "json",
+			CSV: CSV{Columns: []string{}, Delimiter: ","}, Key: []string{},
+			Timestamp: Timestamp{Field: "t", Layout: "rfc3339", Timezone: "UTC"}, Filter: []Filter{},
+		},
+		Watermark:  Watermark{Strategy: "bounded"},
+		Window:     Window{Type: "tumbling", Size: 5 * time.Second, Emit: "on_watermark"},
+		Aggregates: []Aggregate{{Name: "n", Fn: "count"}},
+		Sink: Sink{Compression: "lz4", Linger: 5 * time.Millisecond, CreateTopics: true,
+			Partitions: 1, ReplicationFactor: -1},
+		Delivery:        "exactly_once",
+		HTTP:            HTTP{Listen: ":9090"},
+		Log:             Log{Level: "info", Format: "json"},
+		ShutdownTimeout: 25 * time.Second,
+	}
+	if err != nil || !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse(minimal) = %+v, %v; want %+v", c, err, want)
+	}
+}
+
+func TestParseAccepts(t *testing.T) {
+	tests := map[string]struct {
+		sections map[string]string
+		got      func(Config) any
+		want     any
+	}{
+		"integer 0 duration": {map[string]string{"window": "{size: 5s, allowed_lateness: 0}"},
+			func(c Config) any { return c.Window.AllowedLateness }, time.Duration(0)},
+		"compound duration": {map[string]string{"window": "{size: 1s250ms}"},
+			func(c Config) any { return c.Window.Size }, 1250 * time.Millisecond},
+		"negative offset": {map[string]string{"window": "{size: 5s, offset: -4999ms}"},
+			func(c Config) any { return c.Window.Offset }, -4999 * time.Millisecond},
+		"quoted number": {map[string]string{"sink": "{partitions: '3'}"},
+			func(c Config) any { return c.Sink.Partitions }, int32(3)},
+		"number as text": {map[string]string{"source": "{timestamp: {field: 42}}"},
+			func(c Config) any { return c.Source.Timestamp.Field }, "42"},
+		"empty section keeps defaults": {map[string]string{"log": "~"},
+			func(c Config) any { return c.Log }, Log{Level: "info", Format: "json"}},
+		"global key": {map[string]string{"source": "{timestamp: {field: t}, key: []}"},
+			func(c Config) any { return c.Source.Key }, []string{}},
+		"record key": {map[string]string{"source": "{format: csv, csv: {columns: [t]}, timestamp: {field: $timestamp}, key: [$key]}"},
+			func(c Config) any { return c.Source.Key }, []string{"$key"}},
+		"json path key": {map[string]string{"source": "{timestamp: {field: t}, key: [a.b]}"},
+			func(c Config) any { return c.Source.Key }, []string{"a.b"}},
+		"go layout with zone": {map[string]string{"source": "{timestamp: {field: t, layout: '02/01/2006 15:04:05.000 -0700'}}"},
+			func(c Config) any { return c.Source.Timestamp.Layout }, "02/01/2006 15:04:05.000 -0700"},
+		"tab delimiter": {map[string]string{"source": "{format: csv, csv: {columns: [t], delimiter: \"\\t\"}, timestamp: {field: t}}"},
+			func(c Config) any { return c.Source.CSV.Delimiter }, "\t"},
+		"sliding slide larger than size": {map[string]string{"window": "{type: sliding, size: 5s, slide: 7s, offset: 6s}"},
+			func(c Config) any { return c.Window }, Window{Type: "sliding", Size: 5 * time.Second, Slide: 7 * time.Second, Offset: 6 * time.Second, Emit: "on_watermark"}},
+		"alias": {map[string]string{"source": "{timestamp: {field: &f t}, key: [*f]}"},
+			func(c Config) any { return c.Source.Key }, []string{"t"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			data := doc(tt.sections)
+			c, err := Parse(data, nil)
+			if err != nil || !reflect.DeepEqual(tt.got(c), tt.want) {
+				t.Errorf("Parse(%q) = %#v, %v; want %#v", data, tt.got(c), err, tt.want)
+			}
+		})
+	}
+}

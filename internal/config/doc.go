@@ -1,0 +1,8 @@
+// Package config loads the service configuration (SPEC §2): strict YAML
+// (unknown keys, and keys that do not apply, are errors), overridden by
+// AGGREGATOR_* environment variables, defaulted, then validated. Every
+// error Load and Parse return wraps ErrInvalid, and most are a *KeyError
+// naming the key and the offending value. A Config returned by Load is
+// complete: other packages use it as given and never re-check it, except
+// that the Kafka keys are checked by ValidateKafka, since replay needs none.
+package config

@@ -1,0 +1,79 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// envPrefix starts the name of every environment override.
+const envPrefix = "AGGREGATOR_"
+
+// envName is the variable that overrides key: window.size is
+// AGGREGATOR_WINDOW_SIZE.
+func envName(key string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// applyEnv overrides every scalar and string-list key whose AGGREGATOR_*
+// variable is set and not empty. The keys come from Config's yaml tags.
+// Lists of objects (aggregates, source.filter) cannot be overridden.
+func (s *sources) applyEnv(c *Config, getenv func(string) string) error {
+	return s.envStruct(reflect.ValueOf(c).Elem(), "", getenv)
+}
+
+func (s *sources) envStruct(v reflect.Value, path string, getenv func(string) string) error {
+	for i := range v.NumField() {
+		f, key := v.Field(i), join(path, tagName(v.Type().Field(i)))
+		var err error
+		switch {
+		case f.Type() == durationType || f.Kind() != reflect.Struct && f.Kind() != reflect.Slice:
+			err = s.envScalar(f, key, getenv)
+		case f.Kind() == reflect.Struct:
+			err = s.envStruct(f, key, getenv)
+		case f.Type().Elem().Kind() == reflect.String:
+			err = s.envList(f, key, getenv)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *sources) envScalar(v reflect.Value, key string, getenv func(string) string) error {
+	name := envName(key)
+	text := getenv(name)
+	if text == "" {
+		return nil
+	}
+	s.set(key, text, name)
+	if reason := setText(v, text); reason != "" {
+		return &KeyError{Key: key, Value: text, Reason: reason, Env: name}
+	}
+	return nil
+}
+
+// envList sets a string list from a comma-separated value; spaces around
+// items are trimmed.
+func (s *sources) envList(v reflect.Value, key string, getenv func(string) string) error {
+	name := envName(key)
+	text := getenv(name)
+	if text == "" {
+		return nil
+	}
+	s.set(key, text, name)
+	items := strings.Split(text, ",")
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
+		s.set(fmt.Sprintf("%s[%d]", key, i), items[i], name)
+	}
+	v.Set(reflect.ValueOf(items))
+	return nil
+}
+
+func (s *sources) set(key, text, env string) {
+	s.present[key] = true
+	s.text[key] = text
+	s.env[key] = env
+}

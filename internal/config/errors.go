@@ -1,0 +1,23 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalid is wrapped by every error Load, Parse and ValidateKafka return
+// for a bad config; main turns it into exit status 2.
+var ErrInvalid = errors.New("invalid config")
+
+// A KeyError names the config key and the offending value. Env is the
+// environment variable the value came from, if it did not come from the file.
+type KeyError struct{ Key, Value, Reason, Env string }
+
+func (e *KeyError) Error() string {
+	if e.Env != "" {
+		return fmt.Sprintf("%s = %q (from %s): %s", e.Key, e.Value, e.Env, e.Reason)
+	}
+	return fmt.Sprintf("%s = %q: %s", e.Key, e.Value, e.Reason)
+}
+
+func (e *KeyError) Unwrap() error { return ErrInvalid }

@@ -1,0 +1,89 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Load reads the YAML file at path and returns Parse's result for it.
+func Load(path string, getenv func(string) string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return Parse(data, getenv)
+}
+
+// Parse decodes a YAML config strictly, applies the AGGREGATOR_* overrides
+// that getenv (nil for none) returns, fills in defaults, validates
+// everything but the Kafka keys (see ValidateKafka) and reads
+// source.sasl.password_file into source.sasl.password.
+func Parse(data []byte, getenv func(string) string) (Config, error) {
+	c := defaults()
+	src := newSources()
+	err := src.decodeYAML(data, &c)
+	if err == nil && getenv != nil {
+		err = src.applyEnv(&c, getenv)
+	}
+	if err == nil {
+		err = c.validate(src)
+	}
+	if err == nil {
+		err = c.readPasswordFile()
+	}
+	if err != nil {
+		return Config{}, src.annotate(err)
+	}
+	return c, nil
+}
+
+// defaults is the config before the file and the environment apply.
+func defaults() Config {
+	return Config{
+		Source: Source{
+			Brokers:     []string{},
+			Topics:      []string{},
+			StartOffset: "earliest",
+			Format:      "json",
+			CSV:         CSV{Columns: []string{}, Delimiter: ","},
+			Key:         []string{},
+			Timestamp:   Timestamp{Layout: "rfc3339", Timezone: "UTC"},
+			Filter:      []Filter{},
+		},
+		Watermark:  Watermark{Strategy: "bounded"},
+		Window:     Window{Type: "tumbling", Emit: "on_watermark"},
+		Aggregates: []Aggregate{},
+		Sink: Sink{
+			Compression:       "lz4",
+			Linger:            5 * time.Millisecond,
+			CreateTopics:      true,
+			Partitions:        1,
+			ReplicationFactor: -1,
+		},
+		Delivery:        "exactly_once",
+		HTTP:            HTTP{Listen: ":9090"},
+		Log:             Log{Level: "info", Format: "json"},
+		ShutdownTimeout: 25 * time.Second,
+	}
+}
+
+// readPasswordFile sets the SASL password from password_file, without the
+// trailing line break editors and `echo` leave.
+func (c *Config) readPasswordFile() error {
+	path := c.Source.SASL.PasswordFile
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return &KeyError{Key: "source.sasl.password_file", Value: path, Reason: fmt.Sprintf("cannot read: %v", err)}
+	}
+	password := strings.TrimRight(string(data), "\r\n")
+	if password == "" {
+		return &KeyError{Key: "source.sasl.password_file", Value: path, Reason: "the file is empty"}
+	}
+	c.Source.SASL.Password = password
+	return nil
+}

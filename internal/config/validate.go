@@ -1,0 +1,444 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// validate checks everything but the Kafka keys and returns the first
+// problem, in the order of the keys in Config.
+func (c *Config) validate(src *sources) error {
+	for _, check := range []func(*sources) *KeyError{
+		c.validateSource, c.validateCSV, c.validateKey, c.validateTimestamp, c.validateFilter,
+		c.validateTLS, c.validateSASL, c.validateWatermark, c.validateWindow,
+		c.validateAggregates, c.validateSink, c.validateService,
+	} {
+		if err := check(src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inapplicable returns why key does not apply to c ("" if it does): such a
+// key is an error when present, to catch typos and misunderstandings, and
+// is left out of YAML. Keys in aggregates carry their index.
+func (c *Config) inapplicable(key string) string {
+	var i int
+	var field string
+	switch {
+	case strings.HasPrefix(key, "source.csv") && c.Source.Format != "csv":
+		return "applies only to source.format csv"
+	case strings.HasPrefix(key, "source.tls.") && key != "source.tls.enabled" && !c.Source.TLS.Enabled:
+		return "applies only when source.tls.enabled is true"
+	case strings.HasPrefix(key, "source.sasl.") && key != "source.sasl.mechanism" && c.Source.SASL.Mechanism == "":
+		return "applies only when source.sasl.mechanism is set"
+	case key == "watermark.marker_field" && c.Watermark.Strategy != "punctuated":
+		return "applies only to watermark.strategy punctuated"
+	case key == "window.slide" && c.Window.Type != "sliding":
+		return "applies only to window.type sliding"
+	}
+	if n, _ := fmt.Sscanf(key, "aggregates[%d].%s", &i, &field); n < 2 || i < 0 || i >= len(c.Aggregates) {
+		return ""
+	}
+	switch fn := c.Aggregates[i].Fn; {
+	case field == "field" && fn == "count":
+		return "does not apply to fn count"
+	case field == "q" && fn != "quantile":
+		return "applies only to fn quantile"
+	}
+	return ""
+}
+
+// checkApplies returns an error for the first of keys that is present but
+// does not apply.
+func (c *Config) checkApplies(src *sources, keys ...string) *KeyError {
+	for _, key := range keys {
+		if reason := c.inapplicable(key); reason != "" && src.present[key] {
+			return &KeyError{Key: key, Reason: reason}
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateSource(*sources) *KeyError {
+	if err := oneOf("source.start_offset", c.Source.StartOffset, "earliest", "latest"); err != nil {
+		return err
+	}
+	return oneOf("source.format", c.Source.Format, "json", "csv")
+}
+
+func (c *Config) validateCSV(src *sources) *KeyError {
+	if err := c.checkApplies(src, "source.csv", "source.csv.columns", "source.csv.delimiter"); err != nil || c.Source.Format != "csv" {
+		return err
+	}
+	csv := c.Source.CSV
+	if len(csv.Columns) == 0 {
+		return &KeyError{Key: "source.csv.columns", Value: "[]", Reason: "required for source.format csv"}
+	}
+	if err := names("source.csv.columns", csv.Columns); err != nil {
+		return err
+	}
+	if r, size := utf8.DecodeRuneInString(csv.Delimiter); size == 0 || size != len(csv.Delimiter) ||
+		r == utf8.RuneError || r == '"' || r == '\r' || r == '\n' {
+		return &KeyError{Key: "source.csv.delimiter", Value: csv.Delimiter, Reason: `must be exactly one character, not '"' or a line break`}
+	}
+	return nil
+}
+
+// names checks that a list of names has no empty or repeated item.
+func names(key string, list []string) *KeyError {
+	for i, name := range list {
+		item := fmt.Sprintf("%s[%d]", key, i)
+		if name == "" {
+			return &KeyError{Key: item, Reason: "must not be empty"}
+		}
+		if j := slices.Index(list, name); j < i {
+			return &KeyError{Key: item, Value: name, Reason: fmt.Sprintf("repeats %s[%d]", key, j)}
+		}
+	}
+	return nil
+}
+
+// field checks that a record field name can be found: not empty, and for
+// CSV one of the columns (or special, "$key" or "$timestamp", if not "").
+func (c *Config) field(key, name, special string) *KeyError {
+	switch {
+	case name == "":
+		return &KeyError{Key: key, Reason: "required: a record field name"}
+	case c.Source.Format != "csv" || name == special || slices.Contains(c.Source.CSV.Columns, name):
+		return nil
+	}
+	return &KeyError{Key: key, Value: name, Reason: "is not one of source.csv.columns " + fmt.Sprint(c.Source.CSV.Columns)}
+}
+
+func (c *Config) validateKey(*sources) *KeyError {
+	for i, name := range c.Source.Key {
+		if err := c.field(fmt.Sprintf("source.key[%d]", i), name, "$key"); err != nil {
+			return err
+		}
+	}
+	return names("source.key", c.Source.Key)
+}
+
+// unixLayouts are the timestamp layouts that are not Go layouts.
+var unixLayouts = []string{"unix_s", "unix_ms", "unix_us", "unix_ns", "rfc3339"}
+
+func (c *Config) validateTimestamp(*sources) *KeyError {
+	ts := c.Source.Timestamp
+	if err := c.field("source.timestamp.field", ts.Field, "$timestamp"); err != nil {
+		return err
+	}
+	if reason := checkLayout(ts.Layout); reason != "" {
+		return &KeyError{Key: "source.timestamp.layout", Value: ts.Layout, Reason: reason}
+	}
+	if _, err := time.LoadLocation(ts.Timezone); err != nil || ts.Timezone == "" || ts.Timezone == "Local" {
+		return &KeyError{Key: "source.timestamp.timezone", Value: ts.Timezone, Reason: "must be an IANA time zone name, such as UTC or Europe/Berlin"}
+	}
+	return nil
+}
+
+// checkLayout returns why layout cannot parse event times, or "". A Go
+// layout must parse back what it formats, and keep the date. It is tried on
+// a fixed time, not the clock, so the answer never changes.
+func checkLayout(layout string) string {
+	if slices.Contains(unixLayouts, layout) {
+		return ""
+	}
+	const help = "must be one of " + "unix_s, unix_ms, unix_us, unix_ns, rfc3339 or a Go layout with a date, such as 2006-01-02 15:04:05"
+	ref := time.Date(2031, time.November, 23, 19, 47, 58, 123456789, time.UTC)
+	text := ref.Format(layout)
+	parsed, err := time.Parse(layout, text)
+	if err != nil || parsed.Format(layout) != text || parsed.Year() != ref.Year() || parsed.YearDay() != ref.YearDay() {
+		return help
+	}
+	return ""
+}
+
+func (c *Config) validateFilter(src *sources) *KeyError {
+	for i, f := range c.Source.Filter {
+		key := fmt.Sprintf("source.filter[%d]", i)
+		if err := c.field(key+".field", f.Field, ""); err != nil {
+			return err
+		}
+		if !src.present[key+".equals"] {
+			return &KeyError{Key: key + ".equals", Reason: "required: the value to keep"}
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateTLS(src *sources) *KeyError {
+	tls := c.Source.TLS
+	if err := c.checkApplies(src, "source.tls.ca_file", "source.tls.cert_file", "source.tls.key_file", "source.tls.insecure_skip_verify"); err != nil {
+		return err
+	}
+	for _, f := range []struct{ key, path string }{
+		{"source.tls.ca_file", tls.CAFile}, {"source.tls.cert_file", tls.CertFile}, {"source.tls.key_file", tls.KeyFile},
+	} {
+		if err := readable(f.key, f.path); err != nil {
+			return err
+		}
+	}
+	if (tls.CertFile == "") != (tls.KeyFile == "") {
+		return &KeyError{Key: "source.tls.key_file", Value: tls.KeyFile, Reason: "source.tls.cert_file and source.tls.key_file go together"}
+	}
+	return nil
+}
+
+// readable checks that the file at path, if set, can be opened.
+func readable(key, path string) *KeyError {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return &KeyError{Key: key, Value: path, Reason: fmt.Sprintf("cannot read: %v", err)}
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.IsDir() {
+		return &KeyError{Key: key, Value: path, Reason: "must be a file"}
+	}
+	return nil
+}
+
+func (c *Config) validateSASL(src *sources) *KeyError {
+	sasl := c.Source.SASL
+	if err := oneOf("source.sasl.mechanism", sasl.Mechanism, "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"); err != nil {
+		return err
+	}
+	if err := c.checkApplies(src, "source.sasl.username", "source.sasl.password", "source.sasl.password_file"); err != nil || sasl.Mechanism == "" {
+		return err
+	}
+	switch {
+	case sasl.Username == "":
+		return &KeyError{Key: "source.sasl.username", Reason: "required with source.sasl.mechanism " + sasl.Mechanism}
+	case sasl.Password != "" && sasl.PasswordFile != "":
+		return &KeyError{Key: "source.sasl.password_file", Value: sasl.PasswordFile, Reason: "set source.sasl.password or source.sasl.password_file, not both"}
+	case sasl.Password == "" && sasl.PasswordFile == "":
+		return &KeyError{Key: "source.sasl.password", Reason: "required with source.sasl.mechanism " + sasl.Mechanism + " (or source.sasl.password_file)"}
+	}
+	return nil
+}
+
+func (c *Config) validateWatermark(src *sources) *KeyError {
+	wm := c.Watermark
+	if err := oneOf("watermark.strategy", wm.Strategy, "bounded", "punctuated"); err != nil {
+		return err
+	}
+	if err := notNegative("watermark.max_out_of_orderness", wm.MaxOutOfOrderness); err != nil {
+		return err
+	}
+	if err := c.checkApplies(src, "watermark.marker_field"); err != nil {
+		return err
+	}
+	if wm.Strategy == "punctuated" {
+		if err := c.field("watermark.marker_field", wm.MarkerField, ""); err != nil {
+			return err
+		}
+	}
+	if err := notNegative("watermark.idle_timeout", wm.IdleTimeout); err != nil {
+		return err
+	}
+	if wm.IdleAdvance && wm.IdleTimeout == 0 {
+		return &KeyError{Key: "watermark.idle_advance", Value: "true", Reason: "needs a positive watermark.idle_timeout: without it no partition is ever idle"}
+	}
+	return notNegative("watermark.max_future_skew", wm.MaxFutureSkew)
+}
+
+func (c *Config) validateWindow(src *sources) *KeyError {
+	w := c.Window
+	if err := oneOf("window.type", w.Type, "tumbling", "sliding"); err != nil {
+		return err
+	}
+	if err := positive(src, "window.size", w.Size); err != nil {
+		return err
+	}
+	if err := c.checkApplies(src, "window.slide"); err != nil {
+		return err
+	}
+	unit, unitKey := w.Size, "window.size"
+	if w.Type == "sliding" {
+		if err := positive(src, "window.slide", w.Slide); err != nil {
+			return err
+		}
+		unit, unitKey = w.Slide, "window.slide"
+	}
+	if w.Offset >= unit || w.Offset <= -unit {
+		return &KeyError{Key: "window.offset", Value: formatDuration(w.Offset), Reason: fmt.Sprintf("must be less than %s (%s) in absolute value", unitKey, formatDuration(unit))}
+	}
+	if err := notNegative("window.allowed_lateness", w.AllowedLateness); err != nil {
+		return err
+	}
+	return oneOf("window.emit", w.Emit, "on_watermark", "on_close")
+}
+
+// aggregateFns are the known aggregate functions.
+var aggregateFns = []string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile"}
+
+func (c *Config) validateAggregates(src *sources) *KeyError {
+	if len(c.Aggregates) == 0 {
+		return &KeyError{Key: "aggregates", Value: "[]", Reason: "required: at least one, such as {name: calls, fn: count}"}
+	}
+	for i := range c.Aggregates {
+		if err := c.validateAggregate(src, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateAggregate(src *sources, i int) *KeyError {
+	a, key := c.Aggregates[i], fmt.Sprintf("aggregates[%d]", i)
+	if a.Name == "" {
+		return &KeyError{Key: key + ".name", Reason: "required: the name of the result column"}
+	}
+	if j := slices.IndexFunc(c.Aggregates, func(b Aggregate) bool { return b.Name == a.Name }); j < i {
+		return &KeyError{Key: key + ".name", Value: a.Name, Reason: fmt.Sprintf("repeats aggregates[%d].name", j)}
+	}
+	if err := oneOf(key+".fn", a.Fn, aggregateFns...); err != nil {
+		return err
+	}
+	if err := c.checkApplies(src, key+".field", key+".q"); err != nil {
+		return err
+	}
+	if a.Fn != "count" {
+		if err := c.field(key+".field", a.Field, ""); err != nil {
+			return err
+		}
+	}
+	if a.Fn == "quantile" && !(a.Q > 0 && a.Q < 1) {
+		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "required for fn quantile: a number between 0 and 1, exclusive, such as 0.99"}
+	}
+	return nil
+}
+
+func (c *Config) validateSink(*sources) *KeyError {
+	s := c.Sink
+	if err := oneOf("sink.compression", s.Compression, "none", "gzip", "snappy", "lz4", "zstd"); err != nil {
+		return err
+	}
+	if err := notNegative("sink.linger", s.Linger); err != nil {
+		return err
+	}
+	if s.Partitions < 1 {
+		return &KeyError{Key: "sink.partitions", Value: fmt.Sprint(s.Partitions), Reason: "must be at least 1"}
+	}
+	if s.ReplicationFactor < 1 && s.ReplicationFactor != -1 {
+		return &KeyError{Key: "sink.replication_factor", Value: fmt.Sprint(s.ReplicationFactor), Reason: "must be at least 1, or -1 for the broker default"}
+	}
+	return nil
+}
+
+// validateService checks delivery, http, log and shutdown_timeout.
+func (c *Config) validateService(*sources) *KeyError {
+	if err := oneOf("delivery", c.Delivery, "exactly_once", "at_least_once"); err != nil {
+		return err
+	}
+	if _, port, err := net.SplitHostPort(c.HTTP.Listen); err != nil || port == "" {
+		return &KeyError{Key: "http.listen", Value: c.HTTP.Listen, Reason: "must be host:port or :port, such as :9090"}
+	}
+	if err := oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error"); err != nil {
+		return err
+	}
+	if err := oneOf("log.format", c.Log.Format, "json", "console"); err != nil {
+		return err
+	}
+	return notNegative("shutdown_timeout", c.ShutdownTimeout)
+}
+
+// ValidateKafka checks the keys that only a Kafka connection needs: brokers,
+// topics, group and the output topics, which must all differ. Parse leaves
+// them out because replay runs without Kafka; run calls this.
+func (c Config) ValidateKafka() error {
+	for _, list := range []struct {
+		key   string
+		items []string
+	}{{"source.brokers", c.Source.Brokers}, {"source.topics", c.Source.Topics}} {
+		if len(list.items) == 0 {
+			return required(list.key, "[]")
+		}
+		if err := names(list.key, list.items); err != nil {
+			return err
+		}
+	}
+	if c.Source.Group == "" {
+		return required("source.group", "")
+	}
+	return c.validateSinkTopics()
+}
+
+// validateSinkTopics checks that the output topics are set and differ from
+// each other and from the input topics, so no output feeds back into input.
+func (c Config) validateSinkTopics() error {
+	topics := []struct{ key, topic string }{
+		{"sink.results_topic", c.Sink.ResultsTopic}, {"sink.late_topic", c.Sink.LateTopic}, {"sink.dead_letter_topic", c.Sink.DeadLetterTopic},
+	}
+	for i, t := range topics {
+		if t.topic == "" && t.key != "sink.dead_letter_topic" {
+			return required(t.key, "")
+		}
+		if t.topic != "" && slices.Contains(c.Source.Topics, t.topic) {
+			return &KeyError{Key: t.key, Value: t.topic, Reason: "must not be one of source.topics"}
+		}
+		for _, prev := range topics[:i] {
+			if t.topic != "" && t.topic == prev.topic {
+				return &KeyError{Key: t.key, Value: t.topic, Reason: "must differ from " + prev.key}
+			}
+		}
+	}
+	return nil
+}
+
+// required is the error for a missing Kafka key, naming its variable.
+func required(key, value string) *KeyError {
+	return &KeyError{Key: key, Value: value, Reason: "required to connect to Kafka (set it in the file or with " + envName(key) + ")"}
+}
+
+func oneOf(key, value string, allowed ...string) *KeyError {
+	if slices.Contains(allowed, value) {
+		return nil
+	}
+	quoted := make([]string, len(allowed))
+	for i, a := range allowed {
+		quoted[i] = a
+		if a == "" {
+			quoted[i] = `"" (off)`
+		}
+	}
+	return &KeyError{Key: key, Value: value, Reason: "must be one of " + strings.Join(quoted, ", ")}
+}
+
+func notNegative(key string, d time.Duration) *KeyError {
+	if d >= 0 {
+		return nil
+	}
+	return &KeyError{Key: key, Value: formatDuration(d), Reason: "must not be negative"}
+}
+
+func positive(src *sources, key string, d time.Duration) *KeyError {
+	switch {
+	case d > 0:
+		return nil
+	case !src.present[key]:
+		return &KeyError{Key: key, Value: formatDuration(d), Reason: "required: a positive duration, such as 5s"}
+	}
+	return &KeyError{Key: key, Value: formatDuration(d), Reason: "must be positive"}
+}
+
+// formatDuration writes d in Go syntax without zero units: 1h, not 1h0m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}

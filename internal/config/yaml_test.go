@@ -1,0 +1,174 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestYAMLRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	pem := filepath.Join(dir, "ca.pem")
+	pw := filepath.Join(dir, "password")
+	for _, f := range []string{pem, pw} {
+		if err := os.WriteFile(f, []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := map[string][]byte{
+		"minimal": doc(nil),
+		"example": readFile(t, "../../examples/calls.yaml"),
+		"sliding, punctuated, quantile": doc(map[string]string{
+			"watermark":  "{strategy: punctuated, marker_field: wm, max_out_of_orderness: 1h30m, idle_timeout: 1m, idle_advance: true}",
+			"window":     "{type: sliding, size: 1m, slide: 10s, offset: -1500ms, emit: on_close}",
+			"aggregates": "[{name: p99, fn: quantile, field: latency, q: 0.99}, {name: tiny, fn: quantile, field: x, q: 1e-9}, {name: c, fn: count}]",
+		}),
+		"text that looks like other types": doc(map[string]string{
+			"source": "{group: '123', topics: ['yes', 'null', '1.5', '~', ''], timestamp: {field: 'true'}, key: ['#a', 'b: c', '- d'], filter: [{field: x, equals: ''}, {field: y, equals: 'off'}]}",
+			"sink":   "{results_topic: 'on', late_topic: '0x10', dead_letter_topic: '2006-01-02'}",
+		}),
+		"tls and password file": doc(map[string]string{
+			"source": "{timestamp: {field: t}, tls: {enabled: true, ca_file: " + pem + ", cert_file: " + pem + ", key_file: " + pem + ", insecure_skip_verify: true}, sasl: {mechanism: SCRAM-SHA-256, username: u, password_file: " + pw + "}}",
+		}),
+	}
+	for name, data := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse(data, nil)
+			if err != nil {
+				t.Fatalf("Parse(%q) = %v", data, err)
+			}
+			again, err := Parse(c.YAML(), nil)
+			if err != nil || !reflect.DeepEqual(again, c) {
+				t.Errorf("Parse(YAML()) = %+v, %v; want %+v\nYAML:\n%s", again, err, c, c.YAML())
+			}
+		})
+	}
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestYAMLLeavesOutKeysThatDoNotApply(t *testing.T) {
+	c, err := Parse(doc(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(c.YAML())
+	for _, key := range []string{"slide:", "marker_field:", "csv:", "q:", "field: ''", "ca_file:", "username:", "password"} {
+		if strings.Contains(out, key) {
+			t.Errorf("YAML() contains %q, which does not apply:\n%s", key, out)
+		}
+	}
+}
+
+func TestSASLPassword(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte("s3cr3t\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		sasl, yamlHas, want string
+	}{
+		"inline":    {"{mechanism: PLAIN, username: u, password: s3cr3t}", "password: <redacted>", "s3cr3t"},
+		"from file": {"{mechanism: PLAIN, username: u, password_file: " + pw + "}", "password_file: " + pw, "s3cr3t"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse(doc(map[string]string{"source": "{timestamp: {field: t}, sasl: " + tt.sasl + "}"}), nil)
+			out := string(c.YAML())
+			if err != nil || c.Source.SASL.Password != tt.want || !strings.Contains(out, tt.yamlHas) || strings.Contains(out, tt.want) {
+				t.Errorf("Parse(sasl: %s) password = %q, %v; YAML:\n%s\nwant password %q and YAML with %q and without the secret",
+					tt.sasl, c.Source.SASL.Password, err, out, tt.want, tt.yamlHas)
+			}
+		})
+	}
+}
+
+func TestLoadExample(t *testing.T) {
+	c, err := Load("../../examples/calls.yaml", nil)
+	if err != nil {
+		t.Fatalf("Load(examples/calls.yaml) = %v", err)
+	}
+	want := Source{
+		Brokers: []string{"localhost:9092"}, Topics: []string{"calls"}, Group: "calls-aggregator",
+		StartOffset: "earliest", Format: "csv",
+		CSV:       CSV{Columns: []string{"sid", "callType", "callTime", "duration"}, Delimiter: ","},
+		Key:       []string{"sid"},
+		Timestamp: Timestamp{Field: "callTime", Layout: "2006-01-02 15:04:05", Timezone: "UTC"},
+		Filter:    []Filter{{Field: "callType", Equals: "success"}},
+	}
+	checks := map[string]struct{ got, want any }{
+		"source":     {c.Source, want},
+		"window":     {c.Window, Window{Type: "tumbling", Size: 5 * time.Second, AllowedLateness: 2 * time.Second, Emit: "on_watermark"}},
+		"watermark":  {c.Watermark, Watermark{Strategy: "bounded"}},
+		"aggregates": {c.Aggregates, []Aggregate{{Name: "total_duration", Fn: "sum", Field: "duration"}}},
+		"sink topics": {[]string{c.Sink.ResultsTopic, c.Sink.LateTopic, c.Sink.DeadLetterTopic},
+			[]string{"calls-windows", "calls-late", "calls-dlq"}},
+		"delivery":      {c.Delivery, "at_least_once"},
+		"ValidateKafka": {c.ValidateKafka(), nil},
+	}
+	for name, check := range checks {
+		if !reflect.DeepEqual(check.got, check.want) {
+			t.Errorf("Load(examples/calls.yaml) %s = %+v, want %+v", name, check.got, check.want)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), nil); !errors.Is(err, ErrInvalid) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want ErrInvalid and os.ErrNotExist", err)
+	}
+}
+
+func TestValidateKafka(t *testing.T) {
+	tests := map[string]struct {
+		mutate func(*Config)
+		key    string
+	}{
+		"no brokers":               {func(c *Config) { c.Source.Brokers = []string{} }, "source.brokers"},
+		"empty broker":             {func(c *Config) { c.Source.Brokers = []string{"a:9092", ""} }, "source.brokers[1]"},
+		"no topics":                {func(c *Config) { c.Source.Topics = nil }, "source.topics"},
+		"repeated topic":           {func(c *Config) { c.Source.Topics = []string{"calls", "calls"} }, "source.topics[1]"},
+		"no group":                 {func(c *Config) { c.Source.Group = "" }, "source.group"},
+		"no results topic":         {func(c *Config) { c.Sink.ResultsTopic = "" }, "sink.results_topic"},
+		"no late topic":            {func(c *Config) { c.Sink.LateTopic = "" }, "sink.late_topic"},
+		"results is an input":      {func(c *Config) { c.Sink.ResultsTopic = "calls" }, "sink.results_topic"},
+		"dead letter is input":     {func(c *Config) { c.Sink.DeadLetterTopic = "calls" }, "sink.dead_letter_topic"},
+		"late same as results":     {func(c *Config) { c.Sink.LateTopic = c.Sink.ResultsTopic }, "sink.late_topic"},
+		"dead letter same as late": {func(c *Config) { c.Sink.DeadLetterTopic = c.Sink.LateTopic }, "sink.dead_letter_topic"},
+	}
+	base, err := Load("../../examples/calls.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := base
+			c.Source.Brokers = append([]string(nil), base.Source.Brokers...)
+			tt.mutate(&c)
+			err := c.ValidateKafka()
+			var ke *KeyError
+			if !errors.As(err, &ke) || ke.Key != tt.key || !errors.Is(err, ErrInvalid) {
+				t.Errorf("ValidateKafka() = %v, want a *KeyError for %s", err, tt.key)
+			}
+		})
+	}
+}
+
+func TestValidateKafkaNamesVariable(t *testing.T) {
+	c, err := Parse(doc(nil), nil)
+	want := `source.brokers = "[]": required to connect to Kafka (set it in the file or with AGGREGATOR_SOURCE_BROKERS)`
+	if err != nil || c.ValidateKafka() == nil || c.ValidateKafka().Error() != want {
+		t.Errorf("ValidateKafka() = %v, %v; want %s", err, c.ValidateKafka(), want)
+	}
+}

@@ -1,0 +1,161 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Row is the latest result of one group key, as read from the results topic.
+type Row struct {
+	Key        string // the key's values, for display
+	Start, End int64  // the window, ms since the epoch
+	Count      int64
+	Aggregates map[string]string // name → the JSON number as written
+	Firing     string
+	Revision   int64
+	Watermark  int64
+}
+
+// Tally is what the output topics said so far.
+type Tally struct {
+	Rows        []Row // latest window per key, in key order
+	Results     int64 // result records, every revision
+	LateFirings int64 // results with firing "late"
+	Late        int64 // records in the late topic
+	DeadLetters int64 // records in the dead-letter topic
+}
+
+// Board tallies the service's output topics. It is safe for concurrent
+// use: Watch feeds it while the view reads Snapshots.
+type Board struct {
+	results, late, deadLetter string // topic names
+
+	mu    sync.Mutex
+	rows  map[string]Row
+	tally Tally
+}
+
+// NewBoard returns an empty Board for the given output topics.
+func NewBoard(resultsTopic, lateTopic, deadLetterTopic string) *Board {
+	return &Board{results: resultsTopic, late: lateTopic, deadLetter: deadLetterTopic, rows: map[string]Row{}}
+}
+
+// result is the results-topic value (SPEC §4), the parts the view shows.
+type result struct {
+	Key         map[string]json.RawMessage `json:"key"`
+	WindowStart int64                      `json:"window_start"`
+	WindowEnd   int64                      `json:"window_end"`
+	Count       int64                      `json:"count"`
+	Aggregates  map[string]json.Number     `json:"aggregates"`
+	Firing      string                     `json:"firing"`
+	Revision    int64                      `json:"revision"`
+	Watermark   int64                      `json:"watermark"`
+}
+
+// Observe counts one output record. A results-topic value that is not a
+// result is an error: the service wrote something SPEC §4 does not allow.
+func (b *Board) Observe(topic string, value []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch topic {
+	case b.late:
+		b.tally.Late++
+	case b.deadLetter:
+		b.tally.DeadLetters++
+	case b.results:
+		return b.observeResult(value)
+	}
+	return nil
+}
+
+func (b *Board) observeResult(value []byte) error {
+	var r result
+	if err := json.Unmarshal(value, &r); err != nil {
+		return fmt.Errorf("results topic value %q: %w", value, err)
+	}
+	b.tally.Results++
+	if r.Firing == "late" {
+		b.tally.LateFirings++
+	}
+	row := Row{Key: keyText(r.Key), Start: r.WindowStart, End: r.WindowEnd, Count: r.Count,
+		Aggregates: map[string]string{}, Firing: r.Firing, Revision: r.Revision, Watermark: r.Watermark}
+	for name, v := range r.Aggregates {
+		row.Aggregates[name] = v.String()
+	}
+	// A late firing of an older window does not replace the newer one.
+	if old, ok := b.rows[row.Key]; !ok || old.Start < row.Start || old.Start == row.Start && old.Revision <= row.Revision {
+		b.rows[row.Key] = row
+	}
+	return nil
+}
+
+// Snapshot returns a copy of the tally, rows sorted by key.
+func (b *Board) Snapshot() Tally {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.tally
+	keys := slices.SortedFunc(maps.Keys(b.rows), naturalCompare)
+	t.Rows = make([]Row, len(keys))
+	for i, k := range keys {
+		t.Rows[i] = b.rows[k]
+	}
+	return t
+}
+
+// keyText shows a group key by its values: sid_1 for {"sid":"sid_1"},
+// a=1 b=x for several fields (by name), (global) for {}.
+func keyText(key map[string]json.RawMessage) string {
+	names := slices.Sorted(maps.Keys(key))
+	if len(names) == 0 {
+		return "(global)"
+	}
+	parts := make([]string, len(names))
+	for i, name := range names {
+		v := string(key[name])
+		if s, err := strconv.Unquote(v); err == nil {
+			v = s
+		}
+		parts[i] = v
+		if len(names) > 1 {
+			parts[i] = name + "=" + v
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// naturalCompare orders strings with runs of digits compared as numbers,
+// so sid_2 comes before sid_10.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitPrefix(a), digitPrefix(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := len(na) - len(nb); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return int(a[0]) - int(b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) - len(b)
+}
+
+func digitPrefix(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
+}

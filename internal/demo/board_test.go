@@ -1,0 +1,81 @@
+package demo_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"aggregator/internal/demo"
+)
+
+func resultJSON(key string, start int64, count int64, firing string, revision int64) []byte {
+	return fmt.Appendf(nil, `{"key":%s,"window_start":%d,"window_end":%d,"start":"x","end":"y","count":%d,`+
+		`"aggregates":{"calls":%d,"avg_duration":12.5},"firing":%q,"revision":%d,"watermark":%d}`,
+		key, start, start+5000, count, count, firing, revision, start+4999)
+}
+
+func TestBoardKeepsLatestWindowPerKey(t *testing.T) {
+	b := demo.NewBoard("res", "late", "dlq")
+	feed := []struct {
+		topic string
+		value []byte
+	}{
+		{"res", resultJSON(`{"sid":"sid_1"}`, 10_000, 4, "on_time", 0)},
+		{"res", resultJSON(`{"sid":"sid_10"}`, 10_000, 1, "on_time", 0)},
+		{"res", resultJSON(`{"sid":"sid_2"}`, 10_000, 2, "on_time", 0)},
+		{"res", resultJSON(`{"sid":"sid_1"}`, 15_000, 3, "on_time", 0)},
+		{"res", resultJSON(`{"sid":"sid_1"}`, 10_000, 5, "late", 1)}, // an older window: counted, not shown
+		{"res", resultJSON(`{"sid":"sid_2"}`, 10_000, 3, "late", 1)}, // the same window, next revision
+		{"late", []byte("anything")},
+		{"dlq", []byte("{broken")},
+		{"dlq", []byte("{}")},
+		{"other", []byte("ignored")},
+	}
+	for _, f := range feed {
+		if err := b.Observe(f.topic, f.value); err != nil {
+			t.Fatalf("Observe(%s, %s) = %v", f.topic, f.value, err)
+		}
+	}
+	got := b.Snapshot()
+	if got.Results != 6 || got.LateFirings != 2 || got.Late != 1 || got.DeadLetters != 2 {
+		t.Errorf("Snapshot() counts = results %d, late firings %d, late %d, dead letters %d; want 6, 2, 1, 2",
+			got.Results, got.LateFirings, got.Late, got.DeadLetters)
+	}
+	var rows []string
+	for _, r := range got.Rows {
+		rows = append(rows, fmt.Sprintf("%s@%d:%d/%s/%d avg=%s", r.Key, r.Start, r.Count, r.Firing, r.Revision, r.Aggregates["avg_duration"]))
+	}
+	want := []string{"sid_1@15000:3/on_time/0 avg=12.5", "sid_2@10000:3/late/1 avg=12.5", "sid_10@10000:1/on_time/0 avg=12.5"}
+	if !slices.Equal(rows, want) {
+		t.Errorf("Snapshot().Rows = %v, want %v", rows, want)
+	}
+}
+
+func TestBoardKeyText(t *testing.T) {
+	tests := map[string]struct{ key, want string }{
+		"one string field": {`{"sid":"sid_1"}`, "sid_1"},
+		"a number":         {`{"id":7}`, "7"},
+		"several fields":   {`{"sid":"a","region":"eu"}`, "region=eu sid=a"},
+		"global":           {`{}`, "(global)"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			b := demo.NewBoard("res", "late", "")
+			if err := b.Observe("res", resultJSON(tt.key, 0, 1, "on_time", 0)); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.Snapshot().Rows[0].Key; got != tt.want {
+				t.Errorf("key %s shows as %q, want %q", tt.key, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBoardRejectsBadResult(t *testing.T) {
+	b := demo.NewBoard("res", "late", "dlq")
+	err := b.Observe("res", []byte("not json"))
+	if err == nil || !strings.Contains(err.Error(), "results topic value") {
+		t.Errorf(`Observe(res, "not json") = %v, want an error naming the results topic`, err)
+	}
+}

@@ -1,0 +1,142 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Source produces a Generator's records to one topic at a steady rate,
+// keyed by sid so the producer's partitioner keeps each key in one
+// partition, as SPEC §7 assumes.
+type Source struct {
+	Client *kgo.Client
+	Topic  string
+	Gen    *Generator
+	Rate   float64          // records/s
+	Clock  func() time.Time // the wall clock; the generator's event clock follows it
+
+	sent [Filtered + 1]atomic.Int64
+}
+
+// Sent returns how many records of each class were acknowledged.
+func (s *Source) Sent() Counts {
+	var c Counts
+	for i := range s.sent {
+		c[i] = s.sent[i].Load()
+	}
+	return c
+}
+
+// tick is how often Run tops up to the rate: small enough for a smooth
+// stream, large enough to batch.
+const tick = 20 * time.Millisecond
+
+// Run produces until ctx is done, then delivers the records in flight.
+// It returns the first produce error, or nil.
+func (s *Source) Run(ctx context.Context) error {
+	var (
+		once     sync.Once
+		firstErr error
+	)
+	fail := func(err error) { once.Do(func() { firstErr = err }) }
+	// Records already generated are delivered even after ctx is done.
+	deliver := context.WithoutCancel(ctx)
+	start := s.Clock()
+	var due int64
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		now := s.Clock()
+		for target := Due(now.Sub(start), s.Rate); due < target; due++ {
+			s.produce(deliver, s.Gen.Next(now), fail)
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	if err := s.Client.Flush(deliver); err != nil {
+		fail(err)
+	}
+	return firstErr
+}
+
+func (s *Source) produce(ctx context.Context, r Record, fail func(error)) {
+	rec := &kgo.Record{Topic: s.Topic, Key: r.Key, Value: r.Value, Timestamp: r.EventTime}
+	s.Client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			fail(fmt.Errorf("produce to %s: %w", s.Topic, err))
+			return
+		}
+		s.sent[r.Class].Add(1)
+	})
+}
+
+// Watch reads the output topics with cl (a read_committed consumer of
+// them) into b until ctx is done. It returns the first value the Board
+// rejects, or nil once ctx is done.
+func Watch(ctx context.Context, cl *kgo.Client, b *Board) error {
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var err error
+		fetches.EachRecord(func(r *kgo.Record) {
+			if e := b.Observe(r.Topic, r.Value); e != nil && err == nil {
+				err = e
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Pipeline is what the view shows from the service's own metrics.
+type Pipeline struct {
+	Processed float64 // aggregator_records_total, every outcome
+	Watermark int64   // aggregator_watermark_seconds in ms; math.MinInt64 if none yet
+}
+
+// ReadPipeline reads the service's metrics from g, so the view shows what
+// /metrics shows.
+func ReadPipeline(g prometheus.Gatherer) (Pipeline, error) {
+	p := Pipeline{Watermark: math.MinInt64}
+	families, err := g.Gather()
+	if err != nil {
+		return p, fmt.Errorf("gather metrics: %w", err)
+	}
+	for _, f := range families {
+		switch f.GetName() {
+		case "aggregator_records_total":
+			for _, m := range f.GetMetric() {
+				p.Processed += m.GetCounter().GetValue()
+			}
+		case "aggregator_watermark_seconds":
+			for _, m := range f.GetMetric() {
+				p.Watermark = watermarkMillis(m.GetGauge().GetValue())
+			}
+		}
+	}
+	return p, nil
+}
+
+// watermarkMillis turns the gauge back into ms. The gauge starts at 0 and
+// reads -Inf before the first watermark: both mean none.
+func watermarkMillis(seconds float64) int64 {
+	switch {
+	case seconds == 0, math.IsNaN(seconds), math.IsInf(seconds, -1):
+		return math.MinInt64
+	case math.IsInf(seconds, 1):
+		return math.MaxInt64
+	}
+	return int64(math.Round(seconds * 1000))
+}

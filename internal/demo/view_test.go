@@ -1,0 +1,103 @@
+package demo_test
+
+import (
+	"flag"
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"aggregator/internal/demo"
+	"aggregator/internal/metrics"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden (run with -update to create it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s:\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+// sampleState is a frame 12s into a run that started at 10:10:00 UTC.
+func sampleState() demo.State {
+	now := time.Date(2030, 12, 1, 10, 10, 12, 0, time.UTC)
+	return demo.State{
+		Now: now, Elapsed: 12*time.Second + 300*time.Millisecond,
+		Brokers: "in-process kfake at 127.0.0.1:40123", MetricsURL: "http://localhost:9090/metrics",
+		Settings: "tumbling 5s windows · max_out_of_orderness 1s · allowed_lateness 2s",
+		Columns:  []string{"calls", "total_duration", "avg_duration", "p99_duration"},
+		Sent:     demo.Counts{480, 30, 30, 30, 30}, SentRate: 50, Processed: 598, ProcessedRate: 49.8,
+		Watermark: now.Add(-1300 * time.Millisecond).UnixMilli(),
+		Tally: demo.Tally{Results: 40, LateFirings: 3, Late: 3, DeadLetters: 6, Rows: []demo.Row{
+			{Key: "sid_0", Start: now.Add(-7 * time.Second).UnixMilli(), End: now.Add(-2 * time.Second).UnixMilli(), Count: 9,
+				Aggregates: map[string]string{"calls": "9", "total_duration": "2900", "avg_duration": "322.2222222222222", "p99_duration": "590"},
+				Firing:     "on_time"},
+			{Key: "sid_12", Start: now.Add(-12 * time.Second).UnixMilli(), End: now.Add(-7 * time.Second).UnixMilli(), Count: 11,
+				Aggregates: map[string]string{"calls": "11", "total_duration": "3300", "avg_duration": "300", "p99_duration": "598.5"},
+				Firing:     "late", Revision: 2},
+		}},
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	checkGolden(t, "testdata/view.golden", demo.Render(sampleState()))
+}
+
+func TestRenderBeforeResults(t *testing.T) {
+	s := sampleState()
+	s.Rows, s.Watermark = nil, math.MinInt64
+	checkGolden(t, "testdata/view_empty.golden", demo.Render(s))
+}
+
+func TestSummary(t *testing.T) {
+	tests := map[string]struct {
+		edit func(*demo.State)
+		want string
+	}{
+		"running": {func(*demo.State) {},
+			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 late=3 dead_letters=6 keys=2 watermark=2030-12-01T10:10:10.7Z"},
+		"no watermark": {func(s *demo.State) { s.Watermark = math.MinInt64 },
+			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 late=3 dead_letters=6 keys=2 watermark=none"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := sampleState()
+			tt.edit(&s)
+			if got := demo.Summary(s); got != tt.want {
+				t.Errorf("Summary() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadPipeline(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	got, err := demo.ReadPipeline(reg)
+	if err != nil || got.Processed != 0 || got.Watermark != math.MinInt64 {
+		t.Errorf("ReadPipeline(empty) = %+v, %v; want 0 processed, no watermark", got, err)
+	}
+	m := metrics.New(reg)
+	if got, _ := demo.ReadPipeline(reg); got.Watermark != math.MinInt64 {
+		t.Errorf("ReadPipeline(gauge at 0) watermark = %d, want none", got.Watermark)
+	}
+	m.Records.WithLabelValues("calls", "0", "aggregated").Add(5)
+	m.Records.WithLabelValues("calls", "1", "late").Add(2)
+	m.Watermark.Set(metrics.Seconds(1_922_350_204_999))
+	got, err = demo.ReadPipeline(reg)
+	if err != nil || got.Processed != 7 || got.Watermark != 1_922_350_204_999 {
+		t.Errorf("ReadPipeline() = %+v, %v; want 7 processed, watermark 1922350204999", got, err)
+	}
+}

@@ -1,0 +1,120 @@
+package metrics
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+)
+
+// Namespace prefixes every metric of the service, including the Kafka
+// client metrics from kprom.
+const Namespace = "aggregator"
+
+// Metrics holds the service's own collectors. Label values: outcome is one
+// of aggregated, partially_late, late, filtered, marker, dead_letter;
+// firing is one of on_time, late, final.
+type Metrics struct {
+	Records            *prometheus.CounterVec // {topic, partition, outcome}
+	Firings            *prometheus.CounterVec // {firing}
+	Produced           *prometheus.CounterVec // {topic}: acknowledged output records
+	ProduceErrors      *prometheus.CounterVec // {topic}
+	OpenWindows        prometheus.Gauge
+	PartitionWatermark *prometheus.GaugeVec // {topic, partition}, seconds
+	Watermark          prometheus.Gauge     // merged, seconds
+	WatermarkLag       prometheus.Gauge     // wall clock minus merged watermark, seconds
+	IdlePartitions     prometheus.Gauge
+	Latency            prometheus.Histogram // record fetched → result acknowledged, seconds
+	ConsumerLag        *prometheus.GaugeVec // {topic, partition}
+	Ready              prometheus.Gauge     // 1 when the group is joined and not shutting down
+}
+
+// Firing label values, pre-created so dashboards see zeros before the first firing.
+var firings = []string{"on_time", "late", "final"}
+
+// New creates the metrics and registers them on reg. It panics if reg
+// already holds metrics with these names, as promauto does: that is a
+// wiring bug, not a runtime condition.
+func New(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	m := &Metrics{
+		Records: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_records_total",
+			Help: "Input records by outcome: aggregated, partially_late, late, filtered, marker, dead_letter.",
+		}, []string{"topic", "partition", "outcome"}),
+		Firings: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_firings_total",
+			Help: "Window results emitted, by firing: on_time, late, final.",
+		}, []string{"firing"}),
+		Produced: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_produced_records_total",
+			Help: "Output records acknowledged by the brokers, per output topic.",
+		}, []string{"topic"}),
+		ProduceErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_produce_errors_total",
+			Help: "Output records that failed to produce, per output topic.",
+		}, []string{"topic"}),
+		OpenWindows: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_open_windows",
+			Help: "Windows (key, window) held in state.",
+		}),
+		PartitionWatermark: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aggregator_partition_watermark_seconds",
+			Help: "Watermark of each assigned input partition, in seconds since the epoch.",
+		}, []string{"topic", "partition"}),
+		Watermark: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_watermark_seconds",
+			Help: "Merged watermark (minimum over non-idle partitions), in seconds since the epoch.",
+		}),
+		WatermarkLag: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_watermark_lag_seconds",
+			Help: "Wall clock minus the merged watermark.",
+		}),
+		IdlePartitions: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_idle_partitions",
+			Help: "Assigned partitions currently idle (left out of the merged watermark).",
+		}),
+		Latency: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "aggregator_end_to_end_latency_seconds",
+			Help: "From fetching the record that fired a window to the result being acknowledged.",
+			// 1ms to ~16s: a firing waits for its batch's produce and commit.
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
+		ConsumerLag: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aggregator_consumer_lag_records",
+			Help: "Records between the consumed position and the log end, per input partition.",
+		}, []string{"topic", "partition"}),
+		Ready: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_ready",
+			Help: "1 when the consumer group is joined and the process is not shutting down.",
+		}),
+	}
+	for _, name := range firings {
+		m.Firings.WithLabelValues(name)
+	}
+	return m
+}
+
+// KafkaHooks returns the kgo option that records a Kafka client's metrics
+// on reg as aggregator_<subsystem>_*. Every client needs its own
+// subsystem (kafka_consumer, kafka_producer, kafka_admin, ...): duplicate
+// names panic at registration.
+func KafkaHooks(reg prometheus.Registerer, subsystem string) kgo.Opt {
+	return kgo.WithHooks(kprom.NewMetrics(Namespace, kprom.Subsystem(subsystem), kprom.Registerer(reg)))
+}
+
+// Seconds converts int64 milliseconds since the epoch (the engine's time)
+// to the float seconds the *_seconds gauges use. The engine's "no
+// watermark yet" (math.MinInt64) and "end of input" (math.MaxInt64) become
+// -Inf and +Inf rather than nonsense dates.
+func Seconds(ms int64) float64 {
+	switch ms {
+	case math.MinInt64:
+		return math.Inf(-1)
+	case math.MaxInt64:
+		return math.Inf(1)
+	}
+	return float64(ms) / 1000
+}

@@ -1,0 +1,213 @@
+package pipeline
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"aggregator/internal/config"
+	"aggregator/internal/record"
+	"aggregator/internal/watermark"
+	"aggregator/internal/windowing"
+)
+
+// Input is one record as read from Kafka or a replay file.
+type Input struct {
+	Topic      string
+	Partition  int32
+	Offset     int64
+	Key, Value []byte
+	Timestamp  int64 // the Kafka record timestamp, ms
+}
+
+// Outcome is what became of one input record; every record has exactly one.
+type Outcome uint8
+
+const (
+	Aggregated    Outcome = iota // added to all its windows
+	PartiallyLate                // added to some of its sliding windows, too late for others
+	LateEvent                    // too late for every window: sent to the late topic
+	Filtered                     // removed by source.filter
+	Marker                       // a punctuated watermark marker
+	DeadLetter                   // could not be decoded, or its time is in the future
+)
+
+var outcomeNames = [...]string{"aggregated", "partially_late", "late", "filtered", "marker", "dead_letter"}
+
+// String is the outcome's metric label value.
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Outcomes lists every outcome, for pre-creating metric series.
+func Outcomes() []Outcome {
+	return []Outcome{Aggregated, PartiallyLate, LateEvent, Filtered, Marker, DeadLetter}
+}
+
+// Output receives everything the pipeline emits, in emission order.
+type Output interface {
+	// Result gets a window firing; r is valid only during the call.
+	Result(r *windowing.Result)
+	// Late gets a record that was too late for all its windows.
+	Late(in *Input, eventTime, watermark int64, missed windowing.Window)
+	// DeadLetter gets a record that could not be used; err is a *record.DecodeError.
+	DeadLetter(in *Input, err error)
+}
+
+// Processor runs the per-record path for all assigned partitions.
+type Processor struct {
+	cfg      config.Config
+	dec      *record.Decoder
+	rec      record.Record
+	marks    *watermark.Merged
+	engine   *windowing.Engine
+	out      Output
+	futureMs int64 // 0 = no future guard
+}
+
+// New builds a Processor from a validated config.
+func New(cfg config.Config, out Output) (*Processor, error) {
+	dec, err := record.NewDecoder(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("decoder: %w", err)
+	}
+	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
+		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
+	p.engine, err = windowing.NewEngine(cfg, resultSink{out})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return p, nil
+}
+
+type resultSink struct{ out Output }
+
+func (s resultSink) Emit(r *windowing.Result) { s.out.Result(r) }
+
+// NewDecoder returns a decoder for this configuration, for decoding in
+// another goroutine before ProcessDecoded.
+func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDecoder(p.cfg) }
+
+// Assign starts a partition with fresh state.
+func (p *Processor) Assign(partition int32, now int64) { p.marks.Assign(partition, now) }
+
+// Revoke drops a partition's windows and generator without firing them.
+func (p *Processor) Revoke(partition int32) {
+	p.marks.Revoke(partition)
+	p.engine.RemovePartition(partition)
+}
+
+// SetCaughtUp tells whether the partition's position is at its log end;
+// only a caught-up partition can become idle.
+func (p *Processor) SetCaughtUp(partition int32, caughtUp bool, now int64) {
+	p.marks.SetCaughtUp(partition, caughtUp, now)
+	p.advance()
+}
+
+// Process decodes one record and applies it.
+func (p *Processor) Process(in *Input, now int64) Outcome {
+	kind, err := p.dec.Decode(in.Value, meta(in), &p.rec)
+	return p.ProcessDecoded(in, &p.rec, kind, err, now)
+}
+
+func meta(in *Input) record.Meta {
+	return record.Meta{Key: in.Key, Timestamp: in.Timestamp, Partition: in.Partition, Offset: in.Offset}
+}
+
+// Decode decodes in with dec, a decoder from NewDecoder, into rec.
+func Decode(dec *record.Decoder, in *Input, rec *record.Record) (record.Kind, error) {
+	return dec.Decode(in.Value, meta(in), rec)
+}
+
+// ProcessDecoded applies a record that was decoded elsewhere (kind and
+// decodeErr are what Decode returned), in offset order per partition.
+func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
+	if decodeErr != nil {
+		p.out.DeadLetter(in, decodeErr)
+		return DeadLetter
+	}
+	switch kind {
+	case record.Filtered:
+		return Filtered
+	case record.Marker:
+		if err := p.checkFuture(rec.Time, now); err != nil {
+			p.out.DeadLetter(in, err)
+			return DeadLetter
+		}
+		p.marks.OnMarker(in.Partition, rec.Time, now)
+		p.advance()
+		return Marker
+	}
+	if err := p.checkFuture(rec.Time, now); err != nil {
+		p.out.DeadLetter(in, err)
+		return DeadLetter
+	}
+	res := p.engine.Add(rec)
+	if res.Kind == windowing.LateEvent {
+		p.out.Late(in, rec.Time, p.engine.Watermark(), res.Missed)
+	}
+	p.marks.OnEvent(in.Partition, rec.Time, now)
+	p.advance()
+	switch res.Kind {
+	case windowing.LateEvent:
+		return LateEvent
+	case windowing.PartiallyLate:
+		return PartiallyLate
+	}
+	return Aggregated
+}
+
+// checkFuture is the future guard of SPEC §3: a record too far ahead of the
+// wall clock would drag the watermark into the future.
+func (p *Processor) checkFuture(eventTime, now int64) error {
+	if p.futureMs == 0 || now > math.MaxInt64-p.futureMs || eventTime <= now+p.futureMs {
+		return nil // replay passes now = math.MaxInt64: no wall clock, no guard
+	}
+	return &record.DecodeError{Reason: "future_timestamp", Field: p.cfg.Source.Timestamp.Field,
+		Detail: "event time " + strconv.FormatInt(eventTime, 10) + " is more than " +
+			p.cfg.Watermark.MaxFutureSkew.String() + " ahead of the wall clock " + strconv.FormatInt(now, 10)}
+}
+
+// advance hands the merged watermark to the engine; the engine ignores it
+// unless it went up.
+func (p *Processor) advance() { p.engine.Advance(p.marks.Current()) }
+
+// Tick re-evaluates idleness with the wall clock; windows may fire.
+func (p *Processor) Tick(now int64) {
+	p.marks.Tick(now)
+	p.advance()
+}
+
+// Flush is the end of a bounded input: the watermark goes to the end of
+// time and every open window fires.
+func (p *Processor) Flush() { p.engine.Advance(math.MaxInt64) }
+
+// Watermark is the merged watermark the engine has acted on.
+func (p *Processor) Watermark() int64 { return p.engine.Watermark() }
+
+// PartitionWatermark reports a partition's own watermark and whether it is idle.
+func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
+	return p.marks.Partition(partition)
+}
+
+// Partitions lists the assigned partitions, sorted.
+func (p *Processor) Partitions() []int32 { return p.marks.Partitions() }
+
+// OpenWindows counts open (key, window) pairs.
+func (p *Processor) OpenWindows() int { return p.engine.OpenWindows() }
+
+// IdleCount counts idle partitions.
+func (p *Processor) IdleCount() int { return p.marks.IdleCount() }
+
+// MinOpenOffset is the smallest offset of the partition still held in a
+// window; a commit must not pass it.
+func (p *Processor) MinOpenOffset(partition int32) (int64, bool) {
+	return p.engine.MinOpenOffset(partition)
+}
+
+// Snapshot is the partition's watermark generator state, for commit metadata.
+func (p *Processor) Snapshot(partition int32) watermark.State { return p.marks.Snapshot(partition) }
+
+// Restore sets a partition's generator state from commit metadata.
+func (p *Processor) Restore(partition int32, s watermark.State, now int64) {
+	p.marks.Restore(partition, s, now)
+	p.advance()
+}

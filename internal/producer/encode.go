@@ -1,0 +1,168 @@
+package producer
+
+import (
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/pipeline"
+	"aggregator/internal/record"
+	"aggregator/internal/windowing"
+)
+
+// Header names on late events and dead letters (SPEC §4).
+const (
+	HeaderSourceTopic     = "aggregator.source.topic"
+	HeaderSourcePartition = "aggregator.source.partition"
+	HeaderSourceOffset    = "aggregator.source.offset"
+	HeaderEventTime       = "aggregator.event_time"
+	HeaderWatermark       = "aggregator.watermark"
+	HeaderWindowStart     = "aggregator.window_start"
+	HeaderWindowEnd       = "aggregator.window_end"
+	HeaderReason          = "aggregator.reason"
+)
+
+// ReasonLate is the reason header of a late event.
+const ReasonLate = "late"
+
+// AppendResult appends the results-topic value of r (SPEC §4): names are the
+// configured aggregate names, in order.
+func AppendResult(dst []byte, r *windowing.Result, names []string) []byte {
+	dst = append(dst, `{"key":`...)
+	dst = append(dst, r.Key...)
+	dst = append(dst, `,"window_start":`...)
+	dst = strconv.AppendInt(dst, r.Window.Start, 10)
+	dst = append(dst, `,"window_end":`...)
+	dst = strconv.AppendInt(dst, r.Window.End, 10)
+	dst = append(dst, `,"start":"`...)
+	dst = AppendTime(dst, r.Window.Start)
+	dst = append(dst, `","end":"`...)
+	dst = AppendTime(dst, r.Window.End)
+	dst = append(dst, `","count":`...)
+	dst = strconv.AppendInt(dst, r.Count, 10)
+	dst = append(dst, `,"aggregates":{`...)
+	for i, v := range r.Aggregates {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, names[i])
+		dst = append(dst, ':')
+		dst = AppendValue(dst, v)
+	}
+	dst = append(dst, `},"firing":"`...)
+	dst = append(dst, r.Firing.String()...)
+	dst = append(dst, `","revision":`...)
+	dst = strconv.AppendInt(dst, r.Revision, 10)
+	dst = append(dst, `,"watermark":`...)
+	dst = strconv.AppendInt(dst, r.Watermark, 10)
+	return append(dst, '}')
+}
+
+// ResultKey appends the Kafka record key of r: the same for every revision
+// of one (group key, window), so a compacted topic keeps the latest result.
+func ResultKey(dst []byte, r *windowing.Result) []byte {
+	dst = append(dst, `{"key":`...)
+	dst = append(dst, r.Key...)
+	dst = append(dst, `,"window_start":`...)
+	dst = strconv.AppendInt(dst, r.Window.Start, 10)
+	dst = append(dst, `,"window_end":`...)
+	dst = strconv.AppendInt(dst, r.Window.End, 10)
+	return append(dst, '}')
+}
+
+// AppendTime appends ms as RFC 3339 in UTC, with milliseconds only when
+// they are not zero.
+func AppendTime(dst []byte, ms int64) []byte {
+	t := time.UnixMilli(ms).UTC()
+	if ms%1000 == 0 {
+		return t.AppendFormat(dst, "2006-01-02T15:04:05Z07:00")
+	}
+	return t.AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+}
+
+// AppendValue appends an aggregate value: numbers that are whole print
+// without a fraction (4, not 4.0); non-finite numbers print as null.
+func AppendValue(dst []byte, v record.Value) []byte {
+	if !v.IsNum {
+		return AppendString(dst, v.Str)
+	}
+	return AppendNumber(dst, v.Num)
+}
+
+// AppendNumber appends f as JSON; whole numbers print without a fraction.
+func AppendNumber(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return append(dst, "null"...)
+	case f == math.Trunc(f) && math.Abs(f) < 1e21:
+		return strconv.AppendFloat(dst, f, 'f', -1, 64)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
+func AppendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+// LateHeaders are the provenance headers of a late event.
+func LateHeaders(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) []kgo.RecordHeader {
+	return append(sourceHeaders(in),
+		header(HeaderEventTime, eventTime),
+		header(HeaderWatermark, watermark),
+		header(HeaderWindowStart, missed.Start),
+		header(HeaderWindowEnd, missed.End),
+		kgo.RecordHeader{Key: HeaderReason, Value: []byte(ReasonLate)},
+	)
+}
+
+// DeadLetterHeaders are the provenance headers of a dead letter; the reason
+// is the decoding error.
+func DeadLetterHeaders(in *pipeline.Input, err error) []kgo.RecordHeader {
+	return append(sourceHeaders(in), kgo.RecordHeader{Key: HeaderReason, Value: []byte(err.Error())})
+}
+
+func sourceHeaders(in *pipeline.Input) []kgo.RecordHeader {
+	return []kgo.RecordHeader{
+		{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
+		header(HeaderSourcePartition, int64(in.Partition)),
+		header(HeaderSourceOffset, in.Offset),
+	}
+}
+
+func header(key string, v int64) kgo.RecordHeader {
+	return kgo.RecordHeader{Key: key, Value: strconv.AppendInt(nil, v, 10)}
+}

@@ -1,0 +1,45 @@
+package record
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Reasons a record is a dead letter; DecodeError.Reason holds one of them.
+const (
+	ReasonBadJSON          = "bad_json"
+	ReasonBadCSV           = "bad_csv"
+	ReasonMissingTimestamp = "missing_timestamp"
+	ReasonBadTimestamp     = "bad_timestamp"
+	ReasonMissingKey       = "missing_key"
+	ReasonBadKey           = "bad_key"
+	ReasonMissingField     = "missing_field"
+	ReasonNonNumeric       = "non_numeric"
+	// ReasonFutureTimestamp is set by the pipeline's future guard, not by
+	// Decode.
+	ReasonFutureTimestamp = "future_timestamp"
+)
+
+// A DecodeError says why a record value cannot be used. It is data, not a
+// failure: the record goes to the dead-letter topic with Error() as reason.
+type DecodeError struct {
+	Reason string // a short code, one of the Reason constants
+	Field  string // the configured field name, when one is to blame
+	Detail string // one line, naming the offending value (truncated)
+}
+
+// Error returns one line, e.g.
+// `non_numeric: field "duration": "abc" is not a number`.
+func (e *DecodeError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Reason)
+	if e.Field != "" {
+		b.WriteString(": field ")
+		b.WriteString(strconv.Quote(e.Field))
+	}
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	return b.String()
+}

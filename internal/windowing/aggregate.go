@@ -1,0 +1,252 @@
+package windowing
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+	"github.com/DataDog/sketches-go/ddsketch/store"
+
+	"aggregator/internal/config"
+	"aggregator/internal/record"
+)
+
+// sketchAccuracy is the relative accuracy of quantile sketches: the value
+// reported for quantile q is within 1% of the exact value at rank
+// q*(count-1) (DDSketch's guarantee, independent of the distribution and of
+// how many panes were merged).
+const sketchAccuracy = 0.01
+
+type aggFn uint8
+
+const (
+	fnCount aggFn = iota
+	fnSum
+	fnMin
+	fnMax
+	fnAvg
+	fnFirst
+	fnLast
+	fnDistinct
+	fnQuantile
+)
+
+// parseFn maps a config fn name to its aggFn.
+func parseFn(name string) (aggFn, bool) {
+	for i, n := range [...]string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile"} {
+		if n == name {
+			return aggFn(i), true
+		}
+	}
+	return 0, false
+}
+
+// aggSpec is one configured aggregate; slot indexes its state in the pane
+// part for its kind (nums, picks, sets or sketches).
+type aggSpec struct {
+	fn   aggFn
+	slot int
+	q    float64
+}
+
+// layout says how many state slots of each kind a pane has.
+type layout struct {
+	specs                       []aggSpec
+	nums, picks, sets, sketches int
+	mapping                     mapping.IndexMapping // for quantile sketches
+}
+
+func newLayout(aggs []config.Aggregate) (layout, error) {
+	var l layout
+	for i, a := range aggs {
+		fn, ok := parseFn(a.Fn)
+		if !ok {
+			return layout{}, fmt.Errorf("aggregates[%d].fn %q: unknown function", i, a.Fn)
+		}
+		s := aggSpec{fn: fn, q: a.Q}
+		switch fn {
+		case fnSum, fnMin, fnMax, fnAvg:
+			s.slot, l.nums = l.nums, l.nums+1
+		case fnFirst, fnLast:
+			s.slot, l.picks = l.picks, l.picks+1
+		case fnDistinct:
+			s.slot, l.sets = l.sets, l.sets+1
+		case fnQuantile:
+			if !(a.Q >= 0 && a.Q <= 1) {
+				return layout{}, fmt.Errorf("aggregates[%d].q %v: must be in [0, 1]", i, a.Q)
+			}
+			s.slot, l.sketches = l.sketches, l.sketches+1
+		}
+		l.specs = append(l.specs, s)
+	}
+	if l.sketches > 0 {
+		m, err := mapping.NewDefaultMapping(sketchAccuracy)
+		if err != nil {
+			return layout{}, fmt.Errorf("quantile sketch: %w", err)
+		}
+		l.mapping = m
+	}
+	return l, nil
+}
+
+// pane is the state of one key's records in one slice of time
+// [start, start+gcd(size, slide)). Windows are merges of panes.
+type pane struct {
+	start int64
+	count int64
+	nums  []float64 // sum, min, max, avg (as a sum)
+	ext   *paneExt  // nil unless first, last, count_distinct or quantile is configured
+}
+
+// paneExt holds the aggregates whose state is not a single float.
+type paneExt struct {
+	picks    []pick
+	sets     []map[string]struct{}
+	sketches []*ddsketch.DDSketch
+}
+
+// pick is a first/last candidate: its value, event time and arrival number.
+type pick struct {
+	v   record.Value
+	t   int64
+	seq uint64
+}
+
+// earlier reports whether a is first's better candidate than b: smaller
+// event time, ties to the earlier arrival.
+func (a pick) earlier(b pick) bool { return a.t < b.t || a.t == b.t && a.seq < b.seq }
+
+func (l *layout) newExt() *paneExt {
+	if l.picks+l.sets+l.sketches == 0 {
+		return nil
+	}
+	x := &paneExt{picks: make([]pick, l.picks), sets: make([]map[string]struct{}, l.sets), sketches: make([]*ddsketch.DDSketch, l.sketches)}
+	for i := range x.sets {
+		x.sets[i] = map[string]struct{}{}
+	}
+	for i := range x.sketches {
+		x.sketches[i] = ddsketch.NewDDSketchFromStoreProvider(l.mapping, store.DefaultProvider)
+	}
+	return x
+}
+
+// reset empties p's state, keeping its memory.
+func (l *layout) reset(nums []float64, x *paneExt) {
+	for _, s := range l.specs {
+		switch s.fn {
+		case fnSum, fnAvg:
+			nums[s.slot] = 0
+		case fnMin:
+			nums[s.slot] = math.Inf(1)
+		case fnMax:
+			nums[s.slot] = math.Inf(-1)
+		}
+	}
+	if x == nil {
+		return
+	}
+	clear(x.picks)
+	for _, m := range x.sets {
+		clear(m)
+	}
+	for _, sk := range x.sketches {
+		sk.Clear()
+	}
+}
+
+// add folds one record into p; seq is its engine-wide arrival number.
+func (l *layout) add(p *pane, rec *record.Record, seq uint64) {
+	p.count++
+	for i, s := range l.specs {
+		v := &rec.Values[i]
+		switch s.fn {
+		case fnSum, fnAvg:
+			p.nums[s.slot] += v.Num
+		case fnMin:
+			p.nums[s.slot] = min(p.nums[s.slot], v.Num)
+		case fnMax:
+			p.nums[s.slot] = max(p.nums[s.slot], v.Num)
+		case fnFirst:
+			c := pick{v: *v, t: rec.Time, seq: seq}
+			if p.count == 1 || c.earlier(p.ext.picks[s.slot]) {
+				p.ext.picks[s.slot] = c
+			}
+		case fnLast:
+			c := pick{v: *v, t: rec.Time, seq: seq}
+			if p.count == 1 || !c.earlier(p.ext.picks[s.slot]) {
+				p.ext.picks[s.slot] = c
+			}
+		case fnDistinct:
+			p.ext.sets[s.slot][v.Raw] = struct{}{}
+		case fnQuantile:
+			addToSketch(p.ext.sketches[s.slot], v.Num)
+		}
+	}
+}
+
+// addToSketch adds v, clamping values beyond what the sketch can index
+// (|v| > ~1e307) to its limits; NaN is left out.
+func addToSketch(sk *ddsketch.DDSketch, v float64) {
+	switch {
+	case v > sk.MaxIndexableValue():
+		v = sk.MaxIndexableValue()
+	case v < -sk.MaxIndexableValue():
+		v = -sk.MaxIndexableValue()
+	}
+	_ = sk.Add(v) // only NaN fails now
+}
+
+// merge folds pane src into dst (dst.count > 0 or dst freshly reset).
+func (l *layout) merge(dst, src *pane) {
+	for _, s := range l.specs {
+		switch s.fn {
+		case fnSum, fnAvg:
+			dst.nums[s.slot] += src.nums[s.slot]
+		case fnMin:
+			dst.nums[s.slot] = min(dst.nums[s.slot], src.nums[s.slot])
+		case fnMax:
+			dst.nums[s.slot] = max(dst.nums[s.slot], src.nums[s.slot])
+		case fnFirst:
+			if dst.count == 0 || src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
+				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
+			}
+		case fnLast:
+			if dst.count == 0 || !src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
+				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
+			}
+		case fnDistinct:
+			set := dst.ext.sets[s.slot]
+			for k := range src.ext.sets[s.slot] {
+				set[k] = struct{}{}
+			}
+		case fnQuantile:
+			_ = dst.ext.sketches[s.slot].MergeWith(src.ext.sketches[s.slot]) // same mapping: cannot fail
+		}
+	}
+	dst.count += src.count
+}
+
+// values writes the aggregates of p into out, one per spec.
+func (l *layout) values(p *pane, out []record.Value, num func(float64) record.Value) {
+	for i, s := range l.specs {
+		switch s.fn {
+		case fnCount:
+			out[i] = num(float64(p.count))
+		case fnSum, fnMin, fnMax:
+			out[i] = num(p.nums[s.slot])
+		case fnAvg:
+			out[i] = num(p.nums[s.slot] / float64(p.count))
+		case fnFirst, fnLast:
+			out[i] = p.ext.picks[s.slot].v
+		case fnDistinct:
+			out[i] = num(float64(len(p.ext.sets[s.slot])))
+		case fnQuantile:
+			q, err := p.ext.sketches[s.slot].GetValueAtQuantile(s.q)
+			if err != nil { // an empty sketch: every value was NaN
+				q = math.NaN()
+			}
+			out[i] = num(q)
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package windowing_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"aggregator/internal/config"
+	"aggregator/internal/record"
+	"aggregator/internal/windowing"
+)
+
+// TestLatenessEdges: window [0,5000) has maxTimestamp 4999 and, with 2s
+// lateness, cleanupTime 6999. A record for it arrives at watermark wm after
+// an earlier record of the same key; on_watermark fires on time at 4999.
+func TestLatenessEdges(t *testing.T) {
+	key, fields := textKey("k")
+	tests := map[string]struct {
+		emit     string
+		wm       int64
+		kind     windowing.OutcomeKind
+		fromAdd  []brief // results emitted by the Add itself
+		atFlush  []brief // results emitted by Advance(MaxInt64)
+		openLeft int     // OpenWindows() after the Add
+	}{
+		"before maxTimestamp": {"on_watermark", 4998, windowing.Aggregated, nil,
+			[]brief{{key, 0, 2, 3, windowing.OnTime, 0, endOfTime}}, 1},
+		"at maxTimestamp": {"on_watermark", 4999, windowing.Aggregated,
+			[]brief{{key, 0, 2, 3, windowing.Late, 1, 4999}}, nil, 1},
+		"1ms before cleanup": {"on_watermark", 6998, windowing.Aggregated,
+			[]brief{{key, 0, 2, 3, windowing.Late, 1, 6998}}, nil, 1},
+		"at cleanup":            {"on_watermark", 6999, windowing.LateEvent, nil, nil, 0},
+		"1ms after cleanup":     {"on_watermark", 7000, windowing.LateEvent, nil, nil, 0},
+		"on_close before close": {"on_close", 6998, windowing.Aggregated, nil, []brief{{key, 0, 2, 3, windowing.Final, 0, endOfTime}}, 1},
+		"on_close at cleanup":   {"on_close", 6999, windowing.LateEvent, nil, nil, 0},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, tt.emit}.config(sumCount...))
+			e.Add(rec(0, 0, key, fields, 1000, 1))
+			e.Advance(tt.wm)
+			before := len(c.got)
+			out := e.Add(rec(0, 1, key, fields, 4000, 2))
+			if out.Kind != tt.kind {
+				t.Errorf("Add at wm %d = %+v, want kind %v", tt.wm, out, tt.kind)
+			}
+			if got := briefs(c.got[before:]); !slices.Equal(got, tt.fromAdd) {
+				t.Errorf("Add at wm %d emitted %v, want %v", tt.wm, got, tt.fromAdd)
+			}
+			if n := e.OpenWindows(); n != tt.openLeft {
+				t.Errorf("OpenWindows() = %d, want %d", n, tt.openLeft)
+			}
+			before = len(c.got)
+			e.Advance(math.MaxInt64)
+			if got := briefs(c.got[before:]); !slices.Equal(got, tt.atFlush) {
+				t.Errorf("Advance(MaxInt64) emitted %v, want %v", got, tt.atFlush)
+			}
+		})
+	}
+}
+
+// TestBrandNewWindowAlreadyDue: a key's first record for a window that is
+// past maxTimestamp but not cleanup fires at once, Late with revision 0,
+// and never gets an on-time firing.
+func TestBrandNewWindowAlreadyDue(t *testing.T) {
+	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, "on_watermark"}.config(sumCount...))
+	a, af := textKey("a")
+	b, bf := textKey("b")
+	e.Add(rec(0, 0, a, af, 6000, 1))
+	e.Advance(5500)
+	e.Add(rec(0, 1, b, bf, 4000, 1))
+	e.Advance(math.MaxInt64)
+	want := []brief{{b, 0, 1, 1, windowing.Late, 0, 5500}, {a, 5000, 1, 1, windowing.OnTime, 0, endOfTime}}
+	if got := briefs(c.got); !slices.Equal(got, want) {
+		t.Errorf("results = %v, want %v", got, want)
+	}
+}
+
+func TestRevisionsCountFirings(t *testing.T) {
+	e, c := newEngine(t, params{"tumbling", 10, 0, 0, 100, "on_watermark"}.config(sumCount...))
+	key, fields := textKey("k")
+	e.Add(rec(0, 0, key, fields, 1, 1))
+	e.Advance(20)
+	for i := range int64(3) {
+		e.Add(rec(0, i+1, key, fields, 2, 1))
+	}
+	var revs []int64
+	for _, r := range c.got {
+		revs = append(revs, r.Revision)
+	}
+	if want := []int64{0, 1, 2, 3}; !slices.Equal(revs, want) {
+		t.Errorf("revisions = %v, want %v", revs, want)
+	}
+}
+
+// TestFiringOrder: due windows fire by end, then key (numbers before
+// strings, numbers numerically), then partition, across partitions.
+func TestFiringOrder(t *testing.T) {
+	e, c := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(sumCount...))
+	type in struct {
+		part int32
+		key  string
+		f    []record.Value
+		ts   int64
+	}
+	n10, n10f := numKey(10)
+	n2, n2f := numKey(2)
+	sa, saf := textKey("a")
+	sb, sbf := textKey("b")
+	ins := []in{{0, sa, saf, 7}, {1, sb, sbf, 1}, {0, sb, sbf, 2}, {0, n10, n10f, 3}, {1, n2, n2f, 4}, {0, sa, saf, 0}}
+	for i, r := range ins {
+		e.Add(rec(r.part, int64(i), r.key, r.f, r.ts, 1))
+	}
+	e.Advance(math.MaxInt64)
+	type fired struct {
+		part  int32
+		key   string
+		start int64
+	}
+	var got []fired
+	for _, r := range c.got {
+		got = append(got, fired{r.Partition, r.Key, r.Window.Start})
+	}
+	want := []fired{{1, n2, 0}, {0, n10, 0}, {0, sa, 0}, {0, sb, 0}, {1, sb, 0}, {0, sa, 5}}
+	if !slices.Equal(got, want) {
+		t.Errorf("firing order = %v, want %v", got, want)
+	}
+}
+
+func TestRemovePartition(t *testing.T) {
+	e, c := newEngine(t, params{"sliding", 10, 5, 0, 0, "on_watermark"}.config(sumCount...))
+	key, fields := textKey("k")
+	e.Add(rec(0, 0, key, fields, 3, 1))
+	e.Add(rec(1, 0, key, fields, 3, 1))
+	e.RemovePartition(1)
+	if n := e.OpenWindows(); n != 2 {
+		t.Errorf("OpenWindows() after removing partition 1 = %d, want 2", n)
+	}
+	if off, ok := e.MinOpenOffset(1); ok {
+		t.Errorf("MinOpenOffset(1) after removal = %d, true, want false", off)
+	}
+	e.Advance(math.MaxInt64)
+	for _, r := range c.got {
+		if r.Partition == 1 {
+			t.Errorf("removed partition fired %+v", r)
+		}
+	}
+	if len(c.got) != 2 {
+		t.Errorf("%d results, want 2 (partition 0's two windows)", len(c.got))
+	}
+}
+
+// TestMinOpenOffset: a record's offset is held until its latest window is
+// dropped (cleanupTime <= W), across keys.
+func TestMinOpenOffset(t *testing.T) {
+	e, _ := newEngine(t, params{"tumbling", 10, 0, 0, 5, "on_watermark"}.config(sumCount...))
+	a, af := textKey("a")
+	b, bf := textKey("b")
+	steps := []struct {
+		add    *record.Record // nil: only advance
+		wm     int64
+		off    int64
+		ok     bool
+		reason string
+	}{
+		{nil, math.MinInt64 + 1, 0, false, "nothing held"},
+		{rec(0, 7, a, af, 3, 1), math.MinInt64 + 1, 7, true, "first record"},
+		{rec(0, 8, b, bf, 12, 1), math.MinInt64 + 1, 7, true, "second window"},
+		{nil, 9, 7, true, "[0,10) fired, not dropped"},
+		{rec(0, 9, b, bf, 4, 1), 13, 7, true, "late record into [0,10)"},
+		{nil, 14, 8, true, "[0,10) dropped at cleanup 14"},
+		{rec(0, 10, a, af, 2, 1), 14, 8, true, "late event is not held"},
+		{nil, 24, 0, false, "all dropped"},
+	}
+	for _, s := range steps {
+		if s.add != nil {
+			e.Add(s.add)
+		}
+		e.Advance(s.wm)
+		if off, ok := e.MinOpenOffset(0); off != s.off && s.ok || ok != s.ok {
+			t.Errorf("%s: MinOpenOffset(0) = %d, %v, want %d, %v", s.reason, off, ok, s.off, s.ok)
+		}
+	}
+}
+
+// TestEndOfTime: a window whose cleanup overflows is never dropped before
+// the flush; one whose end overflows ends at MaxInt64.
+func TestEndOfTime(t *testing.T) {
+	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 3_600_000, "on_watermark"}.config(sumCount...))
+	key, fields := textKey("k")
+	near := int64(math.MaxInt64 - 10_000)
+	e.Add(rec(0, 0, key, fields, near, 1))
+	e.Add(rec(0, 1, key, fields, math.MaxInt64-1, 1))
+	e.Advance(math.MaxInt64 - 1)
+	if n := e.OpenWindows(); n != 2 || len(c.got) != 2 {
+		t.Fatalf("at W = MaxInt64-1: OpenWindows() = %d, %d results, want 2 and 2 on-time firings", n, len(c.got))
+	}
+	if last := c.got[1].Window; last.End != math.MaxInt64 {
+		t.Errorf("window of MaxInt64-1 = %v, want End MaxInt64", last)
+	}
+	if out := e.Add(rec(0, 2, key, fields, near, 1)); out.Kind != windowing.Aggregated {
+		t.Errorf("Add near the end of time at W = MaxInt64-1 = %+v, want Aggregated (never cleaned up)", out)
+	}
+	e.Advance(math.MaxInt64)
+	if n := e.OpenWindows(); n != 0 {
+		t.Errorf("OpenWindows() after flush = %d, want 0", n)
+	}
+}
+
+func TestAggregates(t *testing.T) {
+	aggs := []config.Aggregate{{Fn: "count"}, {Fn: "sum"}, {Fn: "min"}, {Fn: "max"}, {Fn: "avg"},
+		{Fn: "first"}, {Fn: "last"}, {Fn: "count_distinct"}, {Fn: "quantile", Q: 0.5}}
+	e, c := newEngine(t, params{"tumbling", 100, 0, 0, 0, "on_watermark"}.config(aggs...))
+	key, fields := textKey("k")
+	ins := []struct {
+		ts int64
+		n  float64
+		x  record.Value
+	}{
+		{5, 4, record.Text("a")}, {3, -2, record.Text("b")}, {3, 10, record.Text("c")},
+		{9, 1, record.Text("d")}, {9, 1, record.Number(1)}, {7, 2, record.Value{Num: 1, IsNum: true, Raw: "1.0"}},
+	}
+	for i, in := range ins {
+		n := record.Number(in.n)
+		e.Add(&record.Record{Offset: int64(i), Time: in.ts, Key: key, KeyFields: fields,
+			Values: []record.Value{{}, n, n, n, n, in.x, in.x, in.x, n}})
+	}
+	e.Advance(math.MaxInt64)
+	want := []record.Value{record.Number(6), record.Number(16), record.Number(-2), record.Number(10),
+		record.Number(16.0 / 6), record.Text("b"), record.Number(1), record.Number(6), record.Number(1)}
+	names := []string{"count", "sum", "min", "max", "avg", "first (ties: earliest arrival)",
+		"last (ties: latest arrival)", "count_distinct (by Raw)", "quantile 0.5"}
+	got := c.got[0].Aggregates
+	for i := range want[:8] {
+		if got[i] != want[i] {
+			t.Errorf("%s = %+v, want %+v", names[i], got[i], want[i])
+		}
+	}
+	if q := got[8].Num; math.Abs(q-1) > 0.01 { // sorted -2 1 1 2 4 10: rank 0.5*5 rounds down to 1
+		t.Errorf("quantile 0.5 = %v, want 1 within 1%%", q)
+	}
+}
+
+func TestNewEngineRejects(t *testing.T) {
+	tests := map[string]config.Config{
+		"unknown type":       params{"session", 5, 0, 0, 0, "on_watermark"}.config(),
+		"zero size":          params{"tumbling", 0, 0, 0, 0, "on_watermark"}.config(),
+		"slide above size":   params{"sliding", 5, 6, 0, 0, "on_watermark"}.config(),
+		"zero slide":         params{"sliding", 5, 0, 0, 0, "on_watermark"}.config(),
+		"negative lateness":  params{"tumbling", 5, 0, 0, -1, "on_watermark"}.config(),
+		"unknown emit":       params{"tumbling", 5, 0, 0, 0, "sometimes"}.config(),
+		"unknown fn":         params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "median"}),
+		"quantile q above 1": params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "quantile", Q: 1.5}),
+	}
+	for name, cfg := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := windowing.NewEngine(cfg, &collector{}); err == nil {
+				t.Errorf("NewEngine(%+v, %+v) = nil error, want one", cfg.Window, cfg.Aggregates)
+			}
+		})
+	}
+}
+
+// TestTumblingAddDoesNotAllocate: in steady state (keys and windows seen
+// before) a tumbling Add plus Advance allocates nothing.
+func TestTumblingAddDoesNotAllocate(t *testing.T) {
+	e, err := windowing.NewEngine(params{"tumbling", 100, 0, 0, 0, "on_watermark"}.config(sumCount...), discard{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*record.Record, 100)
+	for i := range recs {
+		key, fields := numKey(float64(i % 10))
+		recs[i] = rec(0, int64(i), key, fields, 0, float64(i))
+	}
+	ts := int64(0)
+	step := func() {
+		for _, r := range recs {
+			r.Time = ts
+			ts++
+			e.Add(r)
+			e.Advance(ts - 2)
+		}
+	}
+	step()
+	step()
+	if allocs := testing.AllocsPerRun(20, step); allocs != 0 {
+		t.Errorf("100 steady-state Add+Advance = %v allocs, want 0", allocs)
+	}
+}

@@ -1,0 +1,171 @@
+package windowing_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"aggregator/internal/config"
+	"aggregator/internal/record"
+	"aggregator/internal/windowing"
+)
+
+// sketchBound is the quantile sketch's relative accuracy.
+const sketchBound = 0.01
+
+var allAggs = []config.Aggregate{
+	{Name: "count", Fn: "count"},
+	{Name: "sum", Fn: "sum", Field: "n"},
+	{Name: "min", Fn: "min", Field: "n"},
+	{Name: "max", Fn: "max", Field: "n"},
+	{Name: "avg", Fn: "avg", Field: "n"},
+	{Name: "first", Fn: "first", Field: "x"},
+	{Name: "last", Fn: "last", Field: "x"},
+	{Name: "distinct", Fn: "count_distinct", Field: "x"},
+	{Name: "p50", Fn: "quantile", Field: "n", Q: 0.5},
+	{Name: "p90", Fn: "quantile", Field: "n", Q: 0.9},
+}
+
+var propertyCombos = map[string]params{
+	"tumbling":                          {"tumbling", 5, 0, 0, 0, "on_watermark"},
+	"tumbling lateness offset":          {"tumbling", 5, 0, 2, 3, "on_watermark"},
+	"tumbling negative offset":          {"tumbling", 4, 0, -3, 6, "on_watermark"},
+	"tumbling on_close":                 {"tumbling", 5, 0, 1, 4, "on_close"},
+	"sliding multiple":                  {"sliding", 6, 2, 0, 0, "on_watermark"},
+	"sliding multiple lateness":         {"sliding", 6, 2, 1, 5, "on_watermark"},
+	"sliding not multiple":              {"sliding", 7, 3, 0, 4, "on_watermark"},
+	"sliding not multiple offset":       {"sliding", 10, 4, -1, 3, "on_watermark"},
+	"sliding not multiple on_close":     {"sliding", 7, 3, 2, 4, "on_close"},
+	"sliding slide equals size":         {"sliding", 3, 3, 1, 2, "on_watermark"},
+	"sliding many windows on_close":     {"sliding", 8, 1, 0, 2, "on_close"},
+	"sliding many windows on_watermark": {"sliding", 8, 1, 0, 2, "on_watermark"},
+}
+
+// TestEngineMatchesReference drives the engine and the naive reference with
+// the same random streams (random keys and partitions, out-of-order times,
+// random watermark advances, removed partitions) and requires the same
+// outcomes, results, open windows and held offsets.
+func TestEngineMatchesReference(t *testing.T) {
+	for name, p := range propertyCombos {
+		t.Run(name, func(t *testing.T) {
+			var seen [3]int
+			for seed := range uint64(40) {
+				compareWithReference(t, p, rand.New(rand.NewPCG(seed, 7)), 400, &seen)
+			}
+			if seen[windowing.LateEvent] == 0 || p.typ == "sliding" && p.size > p.slide && seen[windowing.PartiallyLate] == 0 {
+				t.Errorf("outcomes seen %v: the streams miss late or partially late records", seen)
+			}
+		})
+	}
+}
+
+type streamGen struct {
+	rng     *rand.Rand
+	offsets [3]int64
+	maxTs   int64
+	wm      int64
+}
+
+// record returns a random record: one of 6 keys (numbers and strings), on
+// one of 3 partitions, up to 12 ms older than the latest time seen.
+func (g *streamGen) record() *record.Record {
+	part := g.rng.Int32N(3)
+	var key string
+	var fields []record.Value
+	if k := g.rng.IntN(6); k < 3 {
+		key, fields = numKey(float64(k*7 - 5))
+	} else {
+		key, fields = textKey(string(rune('a' + k)))
+	}
+	g.maxTs += g.rng.Int64N(3)
+	ts := g.maxTs - g.rng.Int64N(13)
+	n := record.Number(float64(g.rng.IntN(41) - 20))
+	x := record.Number(float64(g.rng.IntN(5)))
+	if g.rng.IntN(2) == 0 {
+		x = record.Text(string(rune('p' + g.rng.IntN(4))))
+	}
+	g.offsets[part]++
+	return &record.Record{Partition: part, Offset: g.offsets[part], Time: ts, Key: key, KeyFields: fields,
+		Values: []record.Value{{}, n, n, n, n, x, x, x, n, n}}
+}
+
+func compareWithReference(t *testing.T, p params, rng *rand.Rand, steps int, seen *[3]int) {
+	t.Helper()
+	e, got := newEngine(t, p.config(allAggs...))
+	ref := newReference(p, allAggs)
+	g := &streamGen{rng: rng, maxTs: rng.Int64N(40) - 30, wm: math.MinInt64}
+	for step := range steps {
+		what := ""
+		switch r := rng.IntN(100); {
+		case r < 75:
+			rec := g.record()
+			what = fmt.Sprintf("Add(p%d %s t=%d)", rec.Partition, rec.Key, rec.Time)
+			o, want := e.Add(rec), ref.Add(rec)
+			if o != want {
+				t.Fatalf("step %d: %s = %+v, want %+v", step, what, o, want)
+			}
+			seen[want.Kind]++
+		case r < 97:
+			g.wm = max(g.wm, g.maxTs-rng.Int64N(8))
+			what = fmt.Sprintf("Advance(%d)", g.wm)
+			e.Advance(g.wm)
+			ref.Advance(g.wm)
+		default:
+			part := rng.Int32N(3)
+			what = fmt.Sprintf("RemovePartition(%d)", part)
+			e.RemovePartition(part)
+			ref.RemovePartition(part)
+		}
+		checkState(t, fmt.Sprintf("step %d %s", step, what), e, ref, got.got)
+	}
+	e.Advance(math.MaxInt64)
+	ref.Advance(math.MaxInt64)
+	checkState(t, "flush", e, ref, got.got)
+}
+
+func checkState(t *testing.T, at string, e *windowing.Engine, ref *reference, got []windowing.Result) {
+	t.Helper()
+	if len(got) != len(ref.out) {
+		t.Fatalf("%s: %d results, want %d\ngot  %v\nwant %v", at, len(got), len(ref.out), got, ref.out)
+	}
+	for i := len(got) - ref.checked; i < len(got); i++ {
+		if err := sameResult(got[i], ref.out[i], ref.qHigh[i], ref.aggs); err != nil {
+			t.Fatalf("%s: result %d: %v\ngot  %+v\nwant %+v", at, i, err, got[i], ref.out[i])
+		}
+	}
+	ref.checked = 0
+	if n, want := e.OpenWindows(), len(ref.wins); n != want {
+		t.Fatalf("%s: OpenWindows() = %d, want %d", at, n, want)
+	}
+	for p := range int32(3) {
+		off, ok := e.MinOpenOffset(p)
+		wantOff, wantOK := ref.MinOpenOffset(p)
+		if off != wantOff && wantOK || ok != wantOK {
+			t.Fatalf("%s: MinOpenOffset(%d) = %d, %v, want %d, %v", at, p, off, ok, wantOff, wantOK)
+		}
+	}
+}
+
+func sameResult(got, want windowing.Result, high []float64, aggs []config.Aggregate) error {
+	ga, wa := got.Aggregates, want.Aggregates
+	got.Aggregates, want.Aggregates = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		return fmt.Errorf("result differs")
+	}
+	for i, a := range aggs {
+		if a.Fn != "quantile" {
+			if ga[i] != wa[i] {
+				return fmt.Errorf("%s = %+v, want %+v", a.Name, ga[i], wa[i])
+			}
+			continue
+		}
+		lo, hi := wa[i].Num, high[i]
+		slack := sketchBound * max(math.Abs(lo), math.Abs(hi))
+		if ga[i].Num < lo-slack || ga[i].Num > hi+slack {
+			return fmt.Errorf("%s = %v, want within %v of [%v, %v]", a.Name, ga[i].Num, sketchBound, lo, hi)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package windowing_test
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"aggregator/internal/config"
+	"aggregator/internal/record"
+	"aggregator/internal/windowing"
+)
+
+// reference is the naive engine the real one must match: per-window
+// assignment, every window keeps its records, aggregates are computed from
+// scratch at each firing, and Advance scans every window.
+type reference struct {
+	p    params
+	aggs []config.Aggregate
+	wm   int64
+	seq  uint64
+	wins map[refID]*refWin
+	out  []windowing.Result
+	// qHigh holds, per result, the exact value at rank q*(n-1) rounded up
+	// for each quantile aggregate (the result holds it rounded down).
+	qHigh   [][]float64
+	checked int // results not compared yet
+}
+
+type refID struct {
+	part  int32
+	key   string
+	start int64
+}
+
+type refWin struct {
+	id     refID
+	fields []record.Value
+	recs   []refRec
+	rev    int64
+}
+
+type refRec struct {
+	t, offset int64
+	seq       uint64
+	values    []record.Value
+}
+
+func newReference(p params, aggs []config.Aggregate) *reference {
+	return &reference{p: p, aggs: aggs, wm: math.MinInt64, wins: map[refID]*refWin{}}
+}
+
+func (r *reference) windows(ts int64) []windowing.Window {
+	if r.p.typ == "tumbling" {
+		return []windowing.Window{windowing.Tumbling{Size: r.p.size, Offset: r.p.offset}.Assign(ts)}
+	}
+	return windowing.Sliding{Size: r.p.size, Slide: r.p.slide, Offset: r.p.offset}.AssignTo(ts, nil)
+}
+
+func (r *reference) Add(rec *record.Record) windowing.Outcome {
+	r.seq++
+	ws := r.windows(rec.Time)
+	added := 0
+	for _, w := range ws { // latest start first
+		if w.CleanupTime(r.p.lateness) <= r.wm {
+			continue
+		}
+		added++
+		id := refID{rec.Partition, rec.Key, w.Start}
+		rw := r.wins[id]
+		if rw == nil {
+			rw = &refWin{id: id, fields: slices.Clone(rec.KeyFields)}
+			r.wins[id] = rw
+		}
+		rw.recs = append(rw.recs, refRec{rec.Time, rec.Offset, r.seq, slices.Clone(rec.Values)})
+		if r.p.emit != "on_close" && w.MaxTimestamp() <= r.wm {
+			r.fire(rw, windowing.Late)
+		}
+	}
+	switch added {
+	case 0:
+		return windowing.Outcome{Kind: windowing.LateEvent, Missed: ws[0]}
+	case len(ws):
+		return windowing.Outcome{Kind: windowing.Aggregated}
+	}
+	return windowing.Outcome{Kind: windowing.PartiallyLate}
+}
+
+func (r *reference) Advance(wm int64) {
+	if wm <= r.wm {
+		return
+	}
+	r.wm = wm
+	onClose := r.p.emit == "on_close"
+	var due []*refWin
+	for _, w := range r.wins {
+		win := r.window(w)
+		if !onClose && win.MaxTimestamp() <= wm && !r.hasFired(w) || onClose && win.CleanupTime(r.p.lateness) <= wm {
+			due = append(due, w)
+		}
+	}
+	slices.SortFunc(due, func(a, b *refWin) int {
+		if c := cmp.Compare(r.window(a).End, r.window(b).End); c != 0 {
+			return c
+		}
+		for i := range a.fields {
+			if c := record.Compare(a.fields[i], b.fields[i]); c != 0 {
+				return c
+			}
+		}
+		if c := cmp.Compare(a.id.part, b.id.part); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id.key, b.id.key)
+	})
+	for _, w := range due {
+		r.fire(w, map[bool]windowing.Firing{false: windowing.OnTime, true: windowing.Final}[onClose])
+	}
+	for id, w := range r.wins {
+		if r.window(w).CleanupTime(r.p.lateness) <= wm {
+			delete(r.wins, id)
+		}
+	}
+}
+
+// hasFired reports whether w fired on time already: every window that was
+// due at the previous watermark did (on time, or late when it was created).
+func (r *reference) hasFired(w *refWin) bool { return w.rev > 0 }
+
+func (r *reference) RemovePartition(p int32) {
+	for id := range r.wins {
+		if id.part == p {
+			delete(r.wins, id)
+		}
+	}
+}
+
+func (r *reference) MinOpenOffset(p int32) (int64, bool) {
+	lowest, ok := int64(math.MaxInt64), false
+	for id, w := range r.wins {
+		for _, rec := range w.recs {
+			if id.part == p {
+				lowest, ok = min(lowest, rec.offset), true
+			}
+		}
+	}
+	return lowest, ok
+}
+
+func (r *reference) window(w *refWin) windowing.Window {
+	end := w.id.start + r.p.size
+	if w.id.start > math.MaxInt64-r.p.size {
+		end = math.MaxInt64
+	}
+	return windowing.Window{Start: w.id.start, End: end}
+}
+
+func (r *reference) fire(w *refWin, f windowing.Firing) {
+	res := windowing.Result{Partition: w.id.part, Key: w.id.key, Window: r.window(w), Count: int64(len(w.recs)),
+		Firing: f, Revision: w.rev, Watermark: r.wm}
+	high := make([]float64, len(r.aggs))
+	for i, a := range r.aggs {
+		res.Aggregates = append(res.Aggregates, aggregate(a, i, w.recs))
+		if a.Fn == "quantile" {
+			high[i] = quantileHigh(a.Q, i, w.recs)
+		}
+	}
+	w.rev++
+	r.out = append(r.out, res)
+	r.qHigh = append(r.qHigh, high)
+	r.checked++
+}
+
+// aggregate computes aggregate a (the i-th) over recs in one pass, in
+// arrival order. For quantile it returns the exact value at the sketch's
+// rank, q*(n-1) rounded down.
+func aggregate(a config.Aggregate, i int, recs []refRec) record.Value {
+	nums := make([]float64, len(recs))
+	for j, rc := range recs {
+		nums[j] = rc.values[i].Num
+	}
+	switch a.Fn {
+	case "count":
+		return record.Number(float64(len(recs)))
+	case "sum", "avg":
+		s := 0.0
+		for _, n := range nums {
+			s += n
+		}
+		if a.Fn == "avg" {
+			s /= float64(len(recs))
+		}
+		return record.Number(s)
+	case "min":
+		return record.Number(slices.Min(nums))
+	case "max":
+		return record.Number(slices.Max(nums))
+	case "first", "last":
+		best := recs[0]
+		for _, rc := range recs[1:] {
+			earlier := rc.t < best.t || rc.t == best.t && rc.seq < best.seq
+			if earlier == (a.Fn == "first") {
+				best = rc
+			}
+		}
+		return best.values[i]
+	case "count_distinct":
+		set := map[string]bool{}
+		for _, rc := range recs {
+			set[rc.values[i].Raw] = true
+		}
+		return record.Number(float64(len(set)))
+	case "quantile":
+		slices.Sort(nums)
+		return record.Number(nums[int(a.Q*float64(len(nums)-1))])
+	}
+	panic("unknown fn " + a.Fn)
+}
+
+func quantileHigh(q float64, i int, recs []refRec) float64 {
+	nums := make([]float64, len(recs))
+	for j, rc := range recs {
+		nums[j] = rc.values[i].Num
+	}
+	slices.Sort(nums)
+	return nums[int(math.Ceil(q*float64(len(nums)-1)))]
+}
