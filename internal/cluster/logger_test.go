@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -62,5 +63,18 @@ func TestLoggerDropsBelowLevel(t *testing.T) {
 	l.Log(kgo.LogLevelInfo, "producing", "topic", "calls")
 	if buf.Len() != 0 {
 		t.Errorf("Log(info) on a warn logger wrote %q, want nothing", buf.String())
+	}
+}
+
+func BenchmarkLoggerLog(b *testing.B) {
+	for _, lvl := range []zerolog.Level{zerolog.InfoLevel, zerolog.WarnLevel} {
+		b.Run(lvl.String(), func(b *testing.B) {
+			l := cluster.NewLogger(zerolog.New(io.Discard).Level(lvl), "kafka_consumer")
+			err := errors.New("refused")
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Log(kgo.LogLevelInfo, "unable to open connection", "broker", "seed_0", "err", err, "backoff", time.Second)
+			}
+		})
 	}
 }

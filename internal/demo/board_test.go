@@ -79,3 +79,14 @@ func TestBoardRejectsBadResult(t *testing.T) {
 		t.Errorf(`Observe(res, "not json") = %v, want an error naming the results topic`, err)
 	}
 }
+
+func BenchmarkBoardObserve(b *testing.B) {
+	value := resultJSON(`{"sid":"sid_1"}`, 10_000, 4, "on_time", 0)
+	board := demo.NewBoard("res", "late", "dlq")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := board.Observe("res", value); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

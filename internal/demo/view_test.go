@@ -101,3 +101,11 @@ func TestReadPipeline(t *testing.T) {
 		t.Errorf("ReadPipeline() = %+v, %v; want 7 processed, watermark 1922350204999", got, err)
 	}
 }
+
+func BenchmarkRender(b *testing.B) {
+	s := sampleState()
+	b.ReportAllocs()
+	for b.Loop() {
+		demo.Render(s)
+	}
+}

@@ -415,6 +415,7 @@ func TestDecodeKafkaFieldsAndGlobalKey(t *testing.T) {
 		c.Source.Timestamp = config.Timestamp{Field: "$timestamp"}
 	}))
 	global := newDecoder(t, with(callsConfig("csv"), func(c *config.Config) { c.Source.Key = nil }))
+	byTime := newDecoder(t, with(callsConfig("csv"), func(c *config.Config) { c.Source.Key = []string{"$timestamp"} }))
 	tests := map[string]struct {
 		dec   *record.Decoder
 		value string
@@ -423,6 +424,9 @@ func TestDecodeKafkaFieldsAndGlobalKey(t *testing.T) {
 		"kafka key and timestamp": {kafka, `{"sid":"s","callType":"success","duration":1}`,
 			decoded{Kind: record.Event, Time: 1607654003161, Key: `{"$key":"k\"1","sid":"s"}`,
 				KeyFields: []record.Value{str(`k"1`, `"k\"1"`), str("s", `"s"`)}, Values: []record.Value{num(1, "1"), {}}}},
+		"kafka timestamp as key": {byTime, `s,success,2030-12-01 10:10:04.456,1`,
+			decoded{Kind: record.Event, Time: 1922350204456, Key: `{"$timestamp":1607654003161}`,
+				KeyFields: []record.Value{num(1607654003161, "1607654003161")}, Values: []record.Value{numText(1, "1"), {}}}},
 		"global key": {global, `s,success,2030-12-01 10:10:04.456,1`,
 			decoded{Kind: record.Event, Time: 1922350204456, Key: `{}`, Values: []record.Value{numText(1, "1"), {}}}},
 	}

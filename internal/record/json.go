@@ -37,7 +37,8 @@ type token struct {
 type pathNode struct {
 	name     string
 	children []int
-	slot     int // index into jsonScanner.slots, or -1
+	names    []string // the children's names, for a tight match loop
+	slot     int      // index into jsonScanner.slots, or -1
 }
 
 // jsonScanner finds the configured paths in one pass over a JSON object,
@@ -74,6 +75,7 @@ func (s *jsonScanner) child(n int, name string) int {
 	s.nodes = append(s.nodes, pathNode{name: name, slot: -1})
 	c := len(s.nodes) - 1
 	s.nodes[n].children = append(s.nodes[n].children, c)
+	s.nodes[n].names = append(s.nodes[n].names, name)
 	return c
 }
 
@@ -148,17 +150,29 @@ func (s *jsonScanner) match(node int, name []byte, esc bool) int {
 	if node < 0 {
 		return -1
 	}
-	children := s.nodes[node].children
-	if len(children) == 0 {
+	n := &s.nodes[node]
+	if len(n.names) == 0 {
 		return -1
 	}
 	if esc {
 		s.scratch = unescapeJSON(s.scratch[:0], name)
 		name = s.scratch
 	}
-	for _, c := range children {
-		if string(name) == s.nodes[c].name {
-			return c
+	if len(name) == 0 {
+		return n.childNamed("")
+	}
+	for k, want := range n.names {
+		if len(want) == len(name) && want[0] == name[0] && string(name) == want {
+			return n.children[k]
+		}
+	}
+	return -1
+}
+
+func (n *pathNode) childNamed(name string) int {
+	for k, want := range n.names {
+		if want == name {
+			return n.children[k]
 		}
 	}
 	return -1

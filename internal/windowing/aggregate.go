@@ -55,6 +55,9 @@ type layout struct {
 	specs                       []aggSpec
 	nums, picks, sets, sketches int
 	mapping                     mapping.IndexMapping // for quantile sketches
+	// sums, mins and maxes list the nums slots by how they merge, so that
+	// merging the many panes of a sliding window needs no switch per slot.
+	sums, mins, maxes []int
 }
 
 func newLayout(aggs []config.Aggregate) (layout, error) {
@@ -79,6 +82,14 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 			s.slot, l.sketches = l.sketches, l.sketches+1
 		}
 		l.specs = append(l.specs, s)
+		switch fn {
+		case fnSum, fnAvg:
+			l.sums = append(l.sums, s.slot)
+		case fnMin:
+			l.mins = append(l.mins, s.slot)
+		case fnMax:
+			l.maxes = append(l.maxes, s.slot)
+		}
 	}
 	if l.sketches > 0 {
 		m, err := mapping.NewDefaultMapping(sketchAccuracy)
@@ -199,14 +210,25 @@ func addToSketch(sk *ddsketch.DDSketch, v float64) {
 
 // merge folds pane src into dst (dst.count > 0 or dst freshly reset).
 func (l *layout) merge(dst, src *pane) {
+	for _, i := range l.sums {
+		dst.nums[i] += src.nums[i]
+	}
+	for _, i := range l.mins {
+		dst.nums[i] = min(dst.nums[i], src.nums[i])
+	}
+	for _, i := range l.maxes {
+		dst.nums[i] = max(dst.nums[i], src.nums[i])
+	}
+	if src.ext != nil {
+		l.mergeExt(dst, src)
+	}
+	dst.count += src.count
+}
+
+// mergeExt merges the aggregates that are not a single float.
+func (l *layout) mergeExt(dst, src *pane) {
 	for _, s := range l.specs {
 		switch s.fn {
-		case fnSum, fnAvg:
-			dst.nums[s.slot] += src.nums[s.slot]
-		case fnMin:
-			dst.nums[s.slot] = min(dst.nums[s.slot], src.nums[s.slot])
-		case fnMax:
-			dst.nums[s.slot] = max(dst.nums[s.slot], src.nums[s.slot])
 		case fnFirst:
 			if dst.count == 0 || src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
 				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
@@ -224,7 +246,6 @@ func (l *layout) merge(dst, src *pane) {
 			_ = dst.ext.sketches[s.slot].MergeWith(src.ext.sketches[s.slot]) // same mapping: cannot fail
 		}
 	}
-	dst.count += src.count
 }
 
 // values writes the aggregates of p into out, one per spec.

@@ -60,17 +60,21 @@ func benchEngine(b *testing.B, p params) *windowing.Engine {
 // BenchmarkMapIncrement is the floor: a bare map[string]int64 increment
 // over the same records.
 func BenchmarkMapIncrement(b *testing.B) {
-	s := newBenchStream(1000, 10)
-	m := map[string]int64{}
-	b.ReportAllocs()
-	i := int64(0)
-	for b.Loop() {
-		r := &s.recs[i%int64(len(s.recs))]
-		r.Time = i / s.perMs
-		m[r.Key]++
-		i++
+	for _, keys := range []int{1000, 1_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			s := newBenchStream(keys, 10*int64(keys)/1000)
+			m := map[string]int64{}
+			b.ReportAllocs()
+			i := int64(0)
+			for b.Loop() {
+				r := &s.recs[i%int64(len(s.recs))]
+				r.Time = i / s.perMs
+				m[r.Key]++
+				i++
+			}
+			reportPerRecord(b)
+		})
 	}
-	reportPerRecord(b)
 }
 
 func BenchmarkTumbling(b *testing.B) {

@@ -1,0 +1,111 @@
+package helm_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"regexp"
+	"slices"
+	"testing"
+
+	"aggregator/internal/metrics"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// serviceMetrics returns the names of the series the service exports, as
+// internal/metrics describes them (histograms with their _bucket, _sum and
+// _count series).
+func serviceMetrics(t *testing.T) []string {
+	t.Helper()
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	m := reflect.ValueOf(metrics.New(prometheus.NewRegistry())).Elem()
+	var names []string
+	for i := range m.NumField() {
+		c, ok := m.Field(i).Interface().(prometheus.Collector)
+		if !ok {
+			continue
+		}
+		ch := make(chan *prometheus.Desc, 1)
+		go func() { c.Describe(ch); close(ch) }()
+		for desc := range ch {
+			name := fqName.FindStringSubmatch(desc.String())[1]
+			names = append(names, name, name+"_bucket", name+"_sum", name+"_count")
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("metrics.Metrics describes no metric")
+	}
+	return names
+}
+
+type dashboard struct {
+	Title  string `json:"title"`
+	Panels []struct {
+		Title   string `json:"title"`
+		Type    string `json:"type"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+func TestDashboard(t *testing.T) {
+	objs := mustRender(t, parseValues(t, "dashboard: {enabled: true}"))
+	var cm *corev1.ConfigMap
+	for _, o := range objs {
+		if o.Kind == "ConfigMap" && o.Metadata.Name == releaseName+"-dashboard" {
+			v, err := decodeStrict(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm = v.(*corev1.ConfigMap)
+		}
+	}
+	if cm == nil {
+		t.Fatalf("no ConfigMap %s-dashboard with dashboard.enabled", releaseName)
+	}
+	if cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap labels = %v, want grafana_dashboard: \"1\" for the Grafana sidecar", cm.Labels)
+	}
+	var d dashboard
+	if err := json.Unmarshal([]byte(cm.Data["aggregator.json"]), &d); err != nil {
+		t.Fatalf("aggregator.json: %v", err)
+	}
+	known := serviceMetrics(t)
+	metricName := regexp.MustCompile(`\baggregator_[a-z_]+\b`)
+	var titles []string
+	for _, p := range d.Panels {
+		titles = append(titles, p.Title)
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, target := range p.Targets {
+			for _, name := range metricName.FindAllString(target.Expr, -1) {
+				if !slices.Contains(known, name) {
+					t.Errorf("panel %q queries %s, which the service does not export", p.Title, name)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"Records by outcome", "Late events per partition", "Watermark per partition",
+		"Watermark lag per partition", "Firings", "End-to-end latency", "Consumer lag per partition"} {
+		if !slices.Contains(titles, want) {
+			t.Errorf("dashboard has no panel %q; panels: %v", want, titles)
+		}
+	}
+}
+
+// TestAlertsQueryServiceMetrics keeps the alert expressions on metric names
+// the service exports.
+func TestAlertsQueryServiceMetrics(t *testing.T) {
+	known := serviceMetrics(t)
+	metricName := regexp.MustCompile(`\baggregator_[a-z_]+\b`)
+	for _, r := range renderRules(t).Spec.Groups[0].Rules {
+		for _, name := range metricName.FindAllString(r.Expr.String(), -1) {
+			if !slices.Contains(known, name) {
+				t.Errorf("%s queries %s, which the service does not export", r.Alert, name)
+			}
+		}
+	}
+}

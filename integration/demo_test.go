@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// demoResult is the part of a results-topic value the demo test checks.
+type demoResult struct {
+	Key         map[string]string  `json:"key"`
+	WindowStart int64              `json:"window_start"`
+	WindowEnd   int64              `json:"window_end"`
+	Count       int64              `json:"count"`
+	Aggregates  map[string]float64 `json:"aggregates"`
+	Firing      string             `json:"firing"`
+}
+
+// TestDemoAgainstBrokers runs `aggregator demo --brokers` against a kfake
+// cluster the test owns, so the topics outlive the process: the demo must
+// create them, feed the pipeline, and leave results, late events and dead
+// letters behind, with keys partitioned by the producer.
+func TestDemoAgainstBrokers(t *testing.T) {
+	needBinary(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(kc.Close)
+	brokers := kc.ListenAddrs()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	// At 4x event time, 6s of wall clock spans several 5s windows.
+	cmd := exec.CommandContext(ctx, binary, "demo", "--brokers", strings.Join(brokers, ","), "--duration", "6s",
+		"--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--partitions", "2", "--listen", "127.0.0.1:0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("aggregator demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if !regexp.MustCompile(`(?m)^demo: elapsed=\S+ produced=\d+ .* results=[1-9]`).MatchString(stdout.String()) {
+		t.Errorf("stdout (not a terminal) has no summary line with results:\n%s", stdout.String())
+	}
+
+	checkDemoResults(t, readAll(t, brokers, "calls-windows"))
+	checkHeaders(t, readAll(t, brokers, "calls-late"), "aggregator.window_end")
+	checkHeaders(t, readAll(t, brokers, "calls-dlq"), "aggregator.reason")
+	checkKeyedByPartition(t, readAll(t, brokers, "calls"))
+	checkCompacted(t, brokers, "calls-windows")
+}
+
+func checkDemoResults(t *testing.T, recs []*kgo.Record) {
+	t.Helper()
+	if len(recs) == 0 {
+		t.Fatal("calls-windows is empty, want window results")
+	}
+	names := []string{"avg_duration", "calls", "p99_duration", "total_duration"}
+	for _, rec := range recs {
+		var r demoResult
+		if err := json.Unmarshal(rec.Value, &r); err != nil {
+			t.Fatalf("result %s: %v", rec.Value, err)
+		}
+		got := []string{}
+		for name := range r.Aggregates {
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		switch {
+		case !strings.HasPrefix(r.Key["sid"], "sid_"), r.WindowEnd-r.WindowStart != 5000, r.WindowStart%5000 != 0,
+			r.Count < 1, r.Aggregates["calls"] != float64(r.Count), !slices.Equal(got, names),
+			r.Firing != "on_time" && r.Firing != "late":
+			t.Errorf("result %s: want a sid key, an aligned 5s window, calls = count and aggregates %v", rec.Value, names)
+		}
+	}
+}
+
+func checkHeaders(t *testing.T, recs []*kgo.Record, header string) {
+	t.Helper()
+	if len(recs) == 0 {
+		t.Fatalf("want records with header %s, topic is empty", header)
+	}
+	for _, rec := range recs {
+		if !slices.ContainsFunc(rec.Headers, func(h kgo.RecordHeader) bool { return h.Key == header }) {
+			t.Errorf("%s record %s has no %s header: %v", rec.Topic, rec.Value, header, rec.Headers)
+		}
+	}
+}
+
+// checkKeyedByPartition checks the generator let the producer partition by
+// key: every sid in exactly one partition, SPEC §7's assumption.
+func checkKeyedByPartition(t *testing.T, recs []*kgo.Record) {
+	t.Helper()
+	partitionOf := map[string]int32{}
+	used := map[int32]bool{}
+	for _, rec := range recs {
+		key := string(rec.Key)
+		if p, ok := partitionOf[key]; ok && p != rec.Partition {
+			t.Fatalf("key %s is in partitions %d and %d", key, p, rec.Partition)
+		}
+		partitionOf[key] = rec.Partition
+		used[rec.Partition] = true
+	}
+	if len(partitionOf) != 8 || len(used) != 2 {
+		t.Errorf("calls: %d keys over %d partitions, want 8 keys (--keys default) over 2", len(partitionOf), len(used))
+	}
+}
+
+func checkCompacted(t *testing.T, brokers []string, topic string) {
+	t.Helper()
+	configs, err := kadm.NewClient(client(t, brokers)).DescribeTopicConfigs(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := configs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.MaybeValue() == "compact" {
+			return
+		}
+	}
+	t.Errorf("%s configs %v: want cleanup.policy=compact", topic, rc.Configs)
+}

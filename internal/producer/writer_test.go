@@ -1,0 +1,108 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/config"
+	"aggregator/internal/metrics"
+	"aggregator/internal/pipeline"
+	"aggregator/internal/producer"
+	"aggregator/internal/record"
+	"aggregator/internal/windowing"
+)
+
+// fakeClient keeps the records and acknowledges them at once with err.
+type fakeClient struct {
+	recs []*kgo.Record
+	err  error
+}
+
+func (f *fakeClient) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	f.recs = append(f.recs, r)
+	promise(r, f.err)
+}
+
+func sinkConfig() config.Config {
+	return config.Config{
+		Sink:       config.Sink{ResultsTopic: "res", LateTopic: "late", DeadLetterTopic: "dlq"},
+		Aggregates: []config.Aggregate{{Name: "calls", Fn: "count"}},
+	}
+}
+
+func TestWriterRoutesOutputs(t *testing.T) {
+	cl := &fakeClient{}
+	m := metrics.New(prometheus.NewRegistry())
+	w := producer.NewWriter(cl, sinkConfig(), m, time.Now)
+	in := &pipeline.Input{Topic: "calls", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"), Timestamp: 1234}
+	r := &windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 0, End: 5000}, Count: 1,
+		Aggregates: []record.Value{record.Number(1)}, Firing: windowing.Late, Revision: 1}
+	w.Result(r)
+	w.Late(in, 1000, 6999, windowing.Window{Start: 0, End: 5000})
+	w.DeadLetter(in, &record.DecodeError{Reason: "bad_json"})
+	if len(cl.recs) != 3 {
+		t.Fatalf("produced %d records, want 3", len(cl.recs))
+	}
+	res, late, dlq := cl.recs[0], cl.recs[1], cl.recs[2]
+	if res.Topic != "res" || string(res.Key) != string(producer.ResultKey(nil, r)) || !strings.Contains(string(res.Value), `"revision":1`) {
+		t.Errorf("result record = %s %s %s", res.Topic, res.Key, res.Value)
+	}
+	for _, rec := range []*kgo.Record{late, dlq} {
+		if string(rec.Key) != "k" || string(rec.Value) != "v" || rec.Timestamp.UnixMilli() != 1234 {
+			t.Errorf("%s record = key %q value %q ts %v, want the original", rec.Topic, rec.Key, rec.Value, rec.Timestamp)
+		}
+	}
+	if late.Topic != "late" || dlq.Topic != "dlq" {
+		t.Errorf("topics = %s, %s; want late, dlq", late.Topic, dlq.Topic)
+	}
+	if got := value(m.Produced.WithLabelValues("res")); got != 1 {
+		t.Errorf("produced{res} = %v, want 1", got)
+	}
+	if got := value(m.Firings.WithLabelValues("late")); got != 1 {
+		t.Errorf("firings{late} = %v, want 1", got)
+	}
+	if err := w.Err(); err != nil {
+		t.Errorf("Err() = %v, want nil", err)
+	}
+}
+
+func TestWriterKeepsFirstError(t *testing.T) {
+	boom := errors.New("boom")
+	cl := &fakeClient{err: boom}
+	m := metrics.New(prometheus.NewRegistry())
+	w := producer.NewWriter(cl, sinkConfig(), m, time.Now)
+	in := &pipeline.Input{Topic: "calls"}
+	w.Late(in, 0, 0, windowing.Window{})
+	if err := w.Err(); !errors.Is(err, boom) {
+		t.Errorf("Err() = %v, want %v", err, boom)
+	}
+	if got := value(m.ProduceErrors.WithLabelValues("late")); got != 1 {
+		t.Errorf("produce_errors{late} = %v, want 1", got)
+	}
+}
+
+func TestWriterWithoutDeadLetterTopic(t *testing.T) {
+	cl := &fakeClient{}
+	cfg := sinkConfig()
+	cfg.Sink.DeadLetterTopic = ""
+	w := producer.NewWriter(cl, cfg, nil, time.Now)
+	w.DeadLetter(&pipeline.Input{}, &record.DecodeError{Reason: "bad_json"})
+	if len(cl.recs) != 0 {
+		t.Errorf("produced %d records without a dead-letter topic, want 0", len(cl.recs))
+	}
+}
+
+func value(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
