@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"aggregator/internal/cluster"
 	"aggregator/internal/config"
 )
 
@@ -36,7 +37,9 @@ func main() {
 // exitCode maps an error to SPEC §1's exit status: 2 for bad usage or
 // config, 1 for a runtime failure.
 func exitCode(err error) int {
-	if errors.Is(err, config.ErrInvalid) || errors.Is(err, errUsage) {
+	switch {
+	case errors.Is(err, config.ErrInvalid), errors.Is(err, errUsage),
+		errors.Is(err, cluster.ErrTopicsNotPermitted), errors.Is(err, cluster.ErrTopicsMissing):
 		return 2
 	}
 	return 1
