@@ -115,8 +115,7 @@ func (c *Consumer) finishRebuild(p *partition) {
 	now := c.nowMs()
 	c.proc.Restore(p.phantom(), holdAt(max(p.finalW, p.phantomW)), now)
 	p.rebuilding, p.steps = false, nil
-	c.proc.Revoke(p.phantom())
-	c.proc.Tick(now) // Revoke does not advance the engine
+	c.proc.Revoke(p.phantom()) // lets the merged watermark go, firing what is due
 }
 
 // revoked commits the revoked partitions' outputs and offsets, then drops

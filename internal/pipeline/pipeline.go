@@ -90,9 +90,12 @@ func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDec
 func (p *Processor) Assign(partition int32, now int64) { p.marks.Assign(partition, now) }
 
 // Revoke drops a partition's windows and generator without firing them.
+// The partition no longer holds the merged watermark back, so windows of
+// the others may fire.
 func (p *Processor) Revoke(partition int32) {
 	p.marks.Revoke(partition)
 	p.engine.RemovePartition(partition)
+	p.advance()
 }
 
 // SetCaughtUp tells whether the partition's position is at its log end;
