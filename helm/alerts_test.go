@@ -35,7 +35,7 @@ func renderRules(t *testing.T) *monitoringv1.PrometheusRule {
 }
 
 func TestAlertsAreDocumented(t *testing.T) {
-	readme := string(repoFile(t, "README-sections.md"))
+	readme := string(repoFile(t, "../README.md"))
 	tests := string(repoFile(t, promtoolTests))
 	var got []string
 	for _, r := range renderRules(t).Spec.Groups[0].Rules {
@@ -53,7 +53,7 @@ func TestAlertsAreDocumented(t *testing.T) {
 			t.Errorf("%s: runbook_url %q does not end in #%s", r.Alert, r.Annotations["runbook_url"], anchor)
 		}
 		if !regexp.MustCompile(`(?m)^#+ ` + r.Alert + `$`).MatchString(readme) {
-			t.Errorf("%s: README-sections.md has no runbook heading %q", r.Alert, r.Alert)
+			t.Errorf("%s: README.md has no runbook heading %q", r.Alert, r.Alert)
 		}
 		if !strings.Contains(tests, "alertname: "+r.Alert) {
 			t.Errorf("%s: %s does not test it", r.Alert, promtoolTests)

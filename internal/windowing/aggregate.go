@@ -58,6 +58,8 @@ type layout struct {
 	// sums, mins and maxes list the nums slots by how they merge, so that
 	// merging the many panes of a sliding window needs no switch per slot.
 	sums, mins, maxes []int
+	// firsts and lasts list the picks slots by how they merge.
+	firsts, lasts []int
 }
 
 func newLayout(aggs []config.Aggregate) (layout, error) {
@@ -89,6 +91,10 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 			l.mins = append(l.mins, s.slot)
 		case fnMax:
 			l.maxes = append(l.maxes, s.slot)
+		case fnFirst:
+			l.firsts = append(l.firsts, s.slot)
+		case fnLast:
+			l.lasts = append(l.lasts, s.slot)
 		}
 	}
 	if l.sketches > 0 {

@@ -25,6 +25,7 @@ type Engine struct {
 	offset   int64
 	lateness int64
 	onClose  bool
+	fifo     bool // windows merge through per-key fifoAggs
 	agg      layout
 
 	wm  int64
@@ -91,6 +92,7 @@ func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
 		return nil, err
 	}
 	e.acc = e.newPane(0)
+	e.fifo = e.usesFifo()
 	e.res.Aggregates = make([]record.Value, len(e.agg.specs))
 	e.ints = make([]record.Value, smallInts)
 	for i := range e.ints {
@@ -199,6 +201,12 @@ func (e *Engine) newPane(start int64) pane {
 	}
 	e.agg.reset(p.nums, p.ext)
 	return p
+}
+
+// resetPane empties p, keeping its memory.
+func (e *Engine) resetPane(p *pane) {
+	p.count = 0
+	e.agg.reset(p.nums, p.ext)
 }
 
 func (e *Engine) freePane(p *pane) {

@@ -35,6 +35,9 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	}
 	e.seq++
 	e.agg.add(&k.panes.live()[i], rec, e.seq)
+	if k.fifo != nil {
+		e.fifoNote(k, paneStart, rec, e.seq)
+	}
 	ps.hold(last, rec.Offset)
 	if !e.onClose && e.maxTimestamp(first) <= e.wm {
 		e.fireLate(k, first, last)
@@ -163,6 +166,9 @@ func (e *Engine) emit(k *keyState, w *win, f Firing) {
 // mergeWindow leaves in e.acc the merge of k's panes in the window that
 // starts at start.
 func (e *Engine) mergeWindow(k *keyState, start int64) {
+	if e.fifo && e.fifoWindow(k, start) {
+		return
+	}
 	e.acc.count = 0
 	e.agg.reset(e.acc.nums, e.acc.ext)
 	end := e.window(start).End
@@ -218,7 +224,10 @@ func (e *Engine) evictIdle(lastStart int64) {
 			return
 		default:
 			delete(e.parts[k.part].keys, k.key)
-			*k = keyState{panes: deque[pane]{s: k.panes.s[:0]}, wins: deque[win]{s: k.wins.s[:0]}}
+			*k = keyState{panes: deque[pane]{s: k.panes.s[:0]}, wins: deque[win]{s: k.wins.s[:0]}, fifo: k.fifo}
+			if k.fifo != nil {
+				k.fifo.valid = false
+			}
 			e.freeKeys = append(e.freeKeys, k)
 		}
 	}

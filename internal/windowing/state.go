@@ -54,8 +54,16 @@ type keyState struct {
 	// partition's map for about one window, so that a key that comes back
 	// every window does not allocate again.
 	emptySince int64
-	queued     bool // in Engine.idle
-	removed    bool // its partition was removed
+	queued     bool     // in Engine.idle
+	removed    bool     // its partition was removed
+	fifo       *fifoAgg // sliding windows of many panes only
+}
+
+// paneIndex returns the index of the first live pane starting at or after
+// start.
+func (k *keyState) paneIndex(start int64) int {
+	i, _ := slices.BinarySearchFunc(k.panes.live(), start, func(p pane, s int64) int { return cmpInt(p.start, s) })
+	return i
 }
 
 func (k *keyState) findPane(start int64) (int, bool) {
