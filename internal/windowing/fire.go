@@ -31,7 +31,7 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	i, found := k.findPane(paneStart)
 	if !found {
 		k.panes.insert(i, e.newPane(paneStart))
-		e.addWindows(k, first, last)
+		e.addWindows(k, i, first, last)
 	}
 	e.seq++
 	e.agg.add(&k.panes.live()[i], rec, e.seq)
@@ -45,9 +45,21 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	return Outcome{Kind: kind}
 }
 
-// addWindows makes sure k has every window starting in [first, last] (a
-// new pane may start windows no earlier pane of k was in).
-func (e *Engine) addWindows(k *keyState, first, last int64) {
+// addWindows makes sure k has every window starting in [first, last], the
+// open windows of its new pane i. The windows a neighbouring pane is in
+// exist already, so only those between the neighbours' are added: usually
+// one per new pane, however many windows a pane is in.
+func (e *Engine) addWindows(k *keyState, i int, first, last int64) {
+	ps := k.panes.live()
+	if i > 0 {
+		first = max(first, e.lastStart(ps[i-1].start)+e.slide)
+	}
+	if i+1 < len(ps) {
+		last = min(last, e.firstStart(ps[i+1].start)-e.slide)
+	}
+	if first > last {
+		return
+	}
 	j, _ := slices.BinarySearchFunc(k.wins.live(), first, func(w win, s int64) int { return cmpInt(w.start, s) })
 	for s := first; ; s += e.slide {
 		if ws := k.wins.live(); j >= len(ws) || ws[j].start != s {
@@ -60,6 +72,15 @@ func (e *Engine) addWindows(k *keyState, first, last int64) {
 			return
 		}
 	}
+}
+
+// lastStart is the start of the latest window that holds time t.
+func (e *Engine) lastStart(t int64) int64 { return t - floorMod(t-e.offset, e.slide) }
+
+// firstStart is the start of the earliest window that holds time t.
+func (e *Engine) firstStart(t int64) int64 {
+	last := e.lastStart(t)
+	return last - (last-t+e.size-1)/e.slide*e.slide
 }
 
 // fireLate fires, latest start first, the windows starting in [first,
