@@ -60,7 +60,14 @@ type layout struct {
 	sums, mins, maxes []int
 	// firsts and lasts list the picks slots by how they merge.
 	firsts, lasts []int
+	// numsOnly: every aggregate is count, sum, avg, min or max, so add can
+	// skip the switch; addSums etc. pair a nums slot with its input index.
+	numsOnly                  bool
+	addSums, addMins, addMaxs []slotInput
 }
+
+// slotInput says which record value (input) feeds which nums slot.
+type slotInput struct{ slot, input int }
 
 func newLayout(aggs []config.Aggregate) (layout, error) {
 	var l layout
@@ -95,6 +102,17 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 			l.firsts = append(l.firsts, s.slot)
 		case fnLast:
 			l.lasts = append(l.lasts, s.slot)
+		}
+	}
+	l.numsOnly = l.picks+l.sets+l.sketches == 0
+	for i, s := range l.specs {
+		switch s.fn {
+		case fnSum, fnAvg:
+			l.addSums = append(l.addSums, slotInput{s.slot, i})
+		case fnMin:
+			l.addMins = append(l.addMins, slotInput{s.slot, i})
+		case fnMax:
+			l.addMaxs = append(l.addMaxs, slotInput{s.slot, i})
 		}
 	}
 	if l.sketches > 0 {
@@ -174,6 +192,10 @@ func (l *layout) reset(nums []float64, x *paneExt) {
 
 // add folds one record into p; seq is its engine-wide arrival number.
 func (l *layout) add(p *pane, rec *record.Record, seq uint64) {
+	if l.numsOnly {
+		l.addNums(p, rec.Values)
+		return
+	}
 	p.count++
 	for i, s := range l.specs {
 		v := &rec.Values[i]
@@ -199,6 +221,20 @@ func (l *layout) add(p *pane, rec *record.Record, seq uint64) {
 		case fnQuantile:
 			addToSketch(p.ext.sketches[s.slot], v.Num)
 		}
+	}
+}
+
+// addNums is add for layouts of numeric aggregates only.
+func (l *layout) addNums(p *pane, vs []record.Value) {
+	p.count++
+	for _, s := range l.addSums {
+		p.nums[s.slot] += vs[s.input].Num
+	}
+	for _, s := range l.addMins {
+		p.nums[s.slot] = min(p.nums[s.slot], vs[s.input].Num)
+	}
+	for _, s := range l.addMaxs {
+		p.nums[s.slot] = max(p.nums[s.slot], vs[s.input].Num)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"aggregator/internal/config"
 	"aggregator/internal/record"
@@ -253,9 +252,13 @@ func (e *Engine) keyOf(ps *partState, rec *record.Record) *keyState {
 		k = &keyState{}
 	}
 	e.sortKey = appendSortKey(e.sortKey[:0], rec.KeyFields)
-	k.key = strings.Clone(rec.Key) // the decoder may reuse the bytes behind rec.Key
-	k.sortKey = string(e.sortKey)
+	// One allocation holds both the sort key and a copy of rec.Key (the
+	// decoder may reuse the bytes behind rec.Key).
+	n := len(e.sortKey)
+	e.sortKey = append(e.sortKey, rec.Key...)
+	id := string(e.sortKey)
+	k.id, k.split = id, uint32(n)
 	k.part = ps.id
-	ps.keys[k.key] = k
+	ps.keys[k.key()] = k
 	return k
 }

@@ -27,7 +27,10 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	}
 	ps := e.partition(rec.Partition)
 	k := e.keyOf(ps, rec)
-	paneStart := t - floorMod(t-e.offset, e.paneLen)
+	paneStart := last
+	if e.paneLen != e.slide {
+		paneStart = t - floorMod(t-e.offset, e.paneLen)
+	}
 	i, found := k.findPane(paneStart)
 	if !found {
 		k.panes.insert(i, e.newPane(paneStart))
@@ -173,7 +176,7 @@ func (e *Engine) emit(k *keyState, w *win, f Firing) {
 	e.mergeWindow(k, w.start)
 	r := &e.res
 	r.Partition = k.part
-	r.Key = k.key
+	r.Key = k.key()
 	r.Window = e.window(w.start)
 	r.Count = e.acc.count
 	r.Firing = f
@@ -244,7 +247,7 @@ func (e *Engine) evictIdle(lastStart int64) {
 			e.idle = e.idle[:n]
 			return
 		default:
-			delete(e.parts[k.part].keys, k.key)
+			delete(e.parts[k.part].keys, k.key())
 			*k = keyState{panes: deque[pane]{s: k.panes.s[:0]}, wins: deque[win]{s: k.wins.s[:0]}, fifo: k.fifo}
 			if k.fifo != nil {
 				k.fifo.valid = false

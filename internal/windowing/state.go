@@ -45,23 +45,34 @@ type win struct {
 
 // keyState is the state of one (partition, key).
 type keyState struct {
-	key     string
-	sortKey string // KeyFields encoded so that bytewise order is record.Compare order
-	part    int32
-	panes   deque[pane] // sorted by start
-	wins    deque[win]  // sorted by start
+	id    string // the sort key (KeyFields encoded so that bytewise order is record.Compare order), then the key
+	split uint32 // len(sort key)
+	part  int32
+	panes deque[pane] // sorted by start
+	wins  deque[win]  // sorted by start
 	// idle bookkeeping: a key whose windows are all dropped stays in its
 	// partition's map for about one window, so that a key that comes back
 	// every window does not allocate again.
-	emptySince int64
+	emptySince int64    // the start of the bucket whose drop left the key without windows
 	queued     bool     // in Engine.idle
 	removed    bool     // its partition was removed
 	fifo       *fifoAgg // sliding windows of many panes only
 }
 
+// key is the group key's JSON object, as in record.Record.Key.
+func (k *keyState) key() string { return k.id[k.split:] }
+
+func (k *keyState) sortKey() string { return k.id[:k.split] }
+
 // paneIndex returns the index of the first live pane starting at or after
 // start.
 func (k *keyState) paneIndex(start int64) int {
+	ps := k.panes.live()
+	if n := len(ps); n == 0 || ps[n-1].start < start {
+		return n
+	} else if ps[n-1].start == start && (n == 1 || ps[n-2].start < start) {
+		return n - 1
+	}
 	i, _ := slices.BinarySearchFunc(k.panes.live(), start, func(p pane, s int64) int { return cmpInt(p.start, s) })
 	return i
 }
@@ -85,13 +96,13 @@ func (k *keyState) findWin(start int64) (int, bool) {
 // compareKeys orders keys as firings are ordered: key fields, then
 // partition, then the key text (distinct keys that compare equal).
 func compareKeys(a, b *keyState) int {
-	if c := cmpString(a.sortKey, b.sortKey); c != 0 {
+	if c := cmpString(a.sortKey(), b.sortKey()); c != 0 {
 		return c
 	}
 	if c := cmpInt(int64(a.part), int64(b.part)); c != 0 {
 		return c
 	}
-	return cmpString(a.key, b.key)
+	return cmpString(a.key(), b.key())
 }
 
 func cmpInt(a, b int64) int {
