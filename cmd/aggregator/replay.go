@@ -14,6 +14,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
 
@@ -185,7 +186,7 @@ func (o *replayOutput) Late(in *pipeline.Input, eventTime, watermark int64, _ wi
 	b = append(b, `,"watermark":`...)
 	b = strconv.AppendInt(b, watermark, 10)
 	b = append(b, `,"value":`...)
-	b = producer.AppendString(b, string(in.Value))
+	b = record.AppendQuoted(b, in.Value)
 	o.line(append(b, '}'))
 }
 
@@ -195,9 +196,9 @@ func (o *replayOutput) DeadLetter(in *pipeline.Input, err error) {
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, in.Offset, 10)
 	b = append(b, `,"error":`...)
-	b = producer.AppendString(b, err.Error())
+	b = record.AppendQuoted(b, []byte(err.Error()))
 	b = append(b, `,"value":`...)
-	b = producer.AppendString(b, string(in.Value))
+	b = record.AppendQuoted(b, in.Value)
 	o.line(append(b, '}'))
 }
 

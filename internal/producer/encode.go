@@ -4,7 +4,6 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -48,7 +47,7 @@ func AppendResult(dst []byte, r *windowing.Result, names []string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendString(dst, names[i])
+		dst = record.AppendQuoted(dst, []byte(names[i]))
 		dst = append(dst, ':')
 		dst = AppendValue(dst, v)
 	}
@@ -87,7 +86,7 @@ func AppendTime(dst []byte, ms int64) []byte {
 // without a fraction (4, not 4.0); non-finite numbers print as null.
 func AppendValue(dst []byte, v record.Value) []byte {
 	if !v.IsNum {
-		return AppendString(dst, v.Str)
+		return append(dst, v.Raw...) // already JSON, quoted by the decoder
 	}
 	return AppendNumber(dst, v.Num)
 }
@@ -101,41 +100,6 @@ func AppendNumber(dst []byte, f float64) []byte {
 		return strconv.AppendFloat(dst, f, 'f', -1, 64)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
-}
-
-// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
-func AppendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
 }
 
 // LateHeaders are the provenance headers of a late event.

@@ -225,7 +225,7 @@ func (d *Decoder) compileKeys(cfg config.Config) error {
 		if i == 0 {
 			prefix[0] = '{'
 		}
-		prefix = append(appendQuoted(prefix, []byte(name)), ':')
+		prefix = append(AppendQuoted(prefix, []byte(name)), ':')
 		d.keys = append(d.keys, keyRef{ref: r, prefix: prefix})
 	}
 	d.keySpans = make([]keySpan, len(d.keys))
@@ -438,7 +438,7 @@ func (d *Decoder) appendKeyField(buf []byte, tok token, v *Value, sp *keySpan) [
 		sp.str, sp.strIn = span{start, len(buf)}, true
 	default:
 		text := d.content(tok)
-		buf = appendQuoted(buf, text)
+		buf = AppendQuoted(buf, text)
 		if len(buf)-start == len(text)+2 { // nothing was escaped: Str is inside
 			sp.str, sp.strIn = span{start + 1, len(buf) - 1}, true
 		} else {
@@ -534,7 +534,7 @@ func (d *Decoder) addPending(dst *string, form textForm, text []byte) {
 	case textAsIs:
 		d.arena = append(d.arena, text...)
 	case textQuoted:
-		d.arena = appendQuoted(d.arena, text)
+		d.arena = AppendQuoted(d.arena, text)
 	case textValid:
 		d.arena = appendValidUTF8(d.arena, text)
 	}
@@ -611,7 +611,7 @@ func grow(s []Value, n int) []Value {
 }
 
 // appendValidUTF8 appends s with each invalid byte replaced by U+FFFD, as
-// appendQuoted does.
+// AppendQuoted does.
 func appendValidUTF8(dst, s []byte) []byte {
 	for len(s) > 0 {
 		r, n := utf8.DecodeRune(s)

@@ -405,10 +405,10 @@ func hex4(s []byte) rune {
 	return hexVal(s[0])<<12 | hexVal(s[1])<<8 | hexVal(s[2])<<4 | hexVal(s[3])
 }
 
-// appendQuoted appends s as a JSON string. Only '"', '\' and control
+// AppendQuoted appends s as a JSON string. Only '"', '\' and control
 // characters are escaped, so a JSON string literal without escapes comes
 // out exactly as it went in. Invalid UTF-8 becomes U+FFFD.
-func appendQuoted(dst []byte, s []byte) []byte {
+func AppendQuoted(dst []byte, s []byte) []byte {
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
 		c := s[i]

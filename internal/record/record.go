@@ -20,7 +20,7 @@ func Number(f float64) Value {
 // Text returns a string Value. Raw is s as a JSON string (strconv.Quote
 // would write \x escapes, which JSON does not have).
 func Text(s string) Value {
-	return Value{Str: s, Raw: string(appendQuoted(nil, []byte(s)))}
+	return Value{Str: s, Raw: string(AppendQuoted(nil, []byte(s)))}
 }
 
 // Compare orders values as keys sort (SPEC §3): numbers numerically before
