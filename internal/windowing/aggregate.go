@@ -64,6 +64,7 @@ type layout struct {
 	// skip the switch; addSums etc. pair a nums slot with its input index.
 	numsOnly                  bool
 	addSums, addMins, addMaxs []slotInput
+	empty                     []float64 // the nums of an empty pane
 }
 
 // slotInput says which record value (input) feeds which nums slot.
@@ -105,6 +106,15 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 		}
 	}
 	l.numsOnly = l.picks+l.sets+l.sketches == 0
+	l.empty = make([]float64, l.nums)
+	for _, s := range l.specs {
+		switch s.fn {
+		case fnMin:
+			l.empty[s.slot] = math.Inf(1)
+		case fnMax:
+			l.empty[s.slot] = math.Inf(-1)
+		}
+	}
 	for i, s := range l.specs {
 		switch s.fn {
 		case fnSum, fnAvg:
@@ -125,14 +135,34 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 	return l, nil
 }
 
-// pane is the state of one key's records in one slice of time
-// [start, start+gcd(size, slide)). Windows are merges of panes.
+// pane is a pane's state as the aggregate functions see it: a pane of
+// the pool (see panePool) or a merge of panes (ownPane).
 type pane struct {
-	start int64
-	count int64
+	count *int64
 	nums  []float64 // sum, min, max, avg (as a sum)
 	ext   *paneExt  // nil unless first, last, count_distinct or quantile is configured
 }
+
+// ownPane is pane state outside the pool: a merge accumulator.
+type ownPane struct {
+	n int64
+	pane
+}
+
+func (l *layout) newOwnPane() *ownPane {
+	p := &ownPane{}
+	p.count, p.nums, p.ext = &p.n, make([]float64, l.nums), l.newExt()
+	l.reset(p.nums, p.ext)
+	return p
+}
+
+// clear empties p, keeping its memory.
+func (l *layout) clear(p pane) {
+	*p.count = 0
+	l.reset(p.nums, p.ext)
+}
+
+func (l *layout) hasExt() bool { return l.picks+l.sets+l.sketches > 0 }
 
 // paneExt holds the aggregates whose state is not a single float.
 type paneExt struct {
@@ -153,7 +183,7 @@ type pick struct {
 func (a pick) earlier(b pick) bool { return a.t < b.t || a.t == b.t && a.seq < b.seq }
 
 func (l *layout) newExt() *paneExt {
-	if l.picks+l.sets+l.sketches == 0 {
+	if !l.hasExt() {
 		return nil
 	}
 	x := &paneExt{picks: make([]pick, l.picks), sets: make([]map[string]struct{}, l.sets), sketches: make([]*ddsketch.DDSketch, l.sketches)}
@@ -168,16 +198,7 @@ func (l *layout) newExt() *paneExt {
 
 // reset empties p's state, keeping its memory.
 func (l *layout) reset(nums []float64, x *paneExt) {
-	for _, s := range l.specs {
-		switch s.fn {
-		case fnSum, fnAvg:
-			nums[s.slot] = 0
-		case fnMin:
-			nums[s.slot] = math.Inf(1)
-		case fnMax:
-			nums[s.slot] = math.Inf(-1)
-		}
-	}
+	copy(nums, l.empty)
 	if x == nil {
 		return
 	}
@@ -191,12 +212,12 @@ func (l *layout) reset(nums []float64, x *paneExt) {
 }
 
 // add folds one record into p; seq is its engine-wide arrival number.
-func (l *layout) add(p *pane, rec *record.Record, seq uint64) {
+func (l *layout) add(p pane, rec *record.Record, seq uint64) {
 	if l.numsOnly {
-		l.addNums(p, rec.Values)
+		l.addNums(p.count, p.nums, rec.Values)
 		return
 	}
-	p.count++
+	*p.count++
 	for i, s := range l.specs {
 		v := &rec.Values[i]
 		switch s.fn {
@@ -208,12 +229,12 @@ func (l *layout) add(p *pane, rec *record.Record, seq uint64) {
 			p.nums[s.slot] = max(p.nums[s.slot], v.Num)
 		case fnFirst:
 			c := pick{v: *v, t: rec.Time, seq: seq}
-			if p.count == 1 || c.earlier(p.ext.picks[s.slot]) {
+			if *p.count == 1 || c.earlier(p.ext.picks[s.slot]) {
 				p.ext.picks[s.slot] = c
 			}
 		case fnLast:
 			c := pick{v: *v, t: rec.Time, seq: seq}
-			if p.count == 1 || !c.earlier(p.ext.picks[s.slot]) {
+			if *p.count == 1 || !c.earlier(p.ext.picks[s.slot]) {
 				p.ext.picks[s.slot] = c
 			}
 		case fnDistinct:
@@ -225,16 +246,16 @@ func (l *layout) add(p *pane, rec *record.Record, seq uint64) {
 }
 
 // addNums is add for layouts of numeric aggregates only.
-func (l *layout) addNums(p *pane, vs []record.Value) {
-	p.count++
+func (l *layout) addNums(count *int64, nums []float64, vs []record.Value) {
+	*count++
 	for _, s := range l.addSums {
-		p.nums[s.slot] += vs[s.input].Num
+		nums[s.slot] += vs[s.input].Num
 	}
 	for _, s := range l.addMins {
-		p.nums[s.slot] = min(p.nums[s.slot], vs[s.input].Num)
+		nums[s.slot] = min(nums[s.slot], vs[s.input].Num)
 	}
 	for _, s := range l.addMaxs {
-		p.nums[s.slot] = max(p.nums[s.slot], vs[s.input].Num)
+		nums[s.slot] = max(nums[s.slot], vs[s.input].Num)
 	}
 }
 
@@ -251,7 +272,7 @@ func addToSketch(sk *ddsketch.DDSketch, v float64) {
 }
 
 // merge folds pane src into dst (dst.count > 0 or dst freshly reset).
-func (l *layout) merge(dst, src *pane) {
+func (l *layout) merge(dst, src pane) {
 	for _, i := range l.sums {
 		dst.nums[i] += src.nums[i]
 	}
@@ -264,19 +285,19 @@ func (l *layout) merge(dst, src *pane) {
 	if src.ext != nil {
 		l.mergeExt(dst, src)
 	}
-	dst.count += src.count
+	*dst.count += *src.count
 }
 
 // mergeExt merges the aggregates that are not a single float.
-func (l *layout) mergeExt(dst, src *pane) {
+func (l *layout) mergeExt(dst, src pane) {
 	for _, s := range l.specs {
 		switch s.fn {
 		case fnFirst:
-			if dst.count == 0 || src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
+			if *dst.count == 0 || src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
 				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
 			}
 		case fnLast:
-			if dst.count == 0 || !src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
+			if *dst.count == 0 || !src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
 				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
 			}
 		case fnDistinct:
@@ -291,25 +312,25 @@ func (l *layout) mergeExt(dst, src *pane) {
 }
 
 // values writes the aggregates of p into out, one per spec.
-func (l *layout) values(p *pane, out []record.Value, num func(float64) record.Value) {
-	for i, s := range l.specs {
+func (e *Engine) values(p pane, out []record.Value) {
+	for i, s := range e.agg.specs {
 		switch s.fn {
 		case fnCount:
-			out[i] = num(float64(p.count))
+			out[i] = e.number(float64(*p.count))
 		case fnSum, fnMin, fnMax:
-			out[i] = num(p.nums[s.slot])
+			out[i] = e.number(p.nums[s.slot])
 		case fnAvg:
-			out[i] = num(p.nums[s.slot] / float64(p.count))
+			out[i] = e.number(p.nums[s.slot] / float64(*p.count))
 		case fnFirst, fnLast:
 			out[i] = p.ext.picks[s.slot].v
 		case fnDistinct:
-			out[i] = num(float64(len(p.ext.sets[s.slot])))
+			out[i] = e.number(float64(len(p.ext.sets[s.slot])))
 		case fnQuantile:
 			q, err := p.ext.sketches[s.slot].GetValueAtQuantile(s.q)
 			if err != nil { // an empty sketch: every value was NaN
 				q = math.NaN()
 			}
-			out[i] = num(q)
+			out[i] = e.number(q)
 		}
 	}
 }

@@ -8,7 +8,10 @@
 // as much per record as a tumbling one. Sliding windows of 3 panes or more
 // merge through a per-key two-stacks (FIFO) aggregation (fifo.go), so an
 // on-time firing costs amortized O(1) merges whatever size/slide is.
-// Firings are driven by Advance, which fires due windows across all
+// Keys live in a slab indexed by int32 (found through an open-addressing
+// table, keytable.go) and panes in a chunked pool (pool.go), so a key with
+// one tumbling window costs about 120 bytes and no allocation besides its
+// text. Firings are driven by Advance, which fires due windows across all
 // partitions in order of window end, then key (record.Compare field by
 // field), then partition.
 //

@@ -14,6 +14,9 @@ import (
 // per firing.
 const smallInts = 1024
 
+// numCacheBits sizes Engine.nums, the cache of other result values.
+const numCacheBits = 8
+
 // Engine holds the window state of every partition and fires windows as the
 // merged watermark advances. It is not safe for concurrent use.
 type Engine struct {
@@ -24,14 +27,21 @@ type Engine struct {
 	offset   int64
 	lateness int64
 	onClose  bool
+	tumbling bool // slide == size: a window is its one pane, which keeps its revision
 	fifo     bool // windows merge through per-key fifoAggs
 	agg      layout
 
-	wm  int64
-	seq uint64 // arrival number of the last record, for first/last ties
+	wm      int64
+	span    span   // the last record's pane
+	nextDue int64  // no window fires or drops at a watermark below it
+	seq     uint64 // arrival number of the last record, for first/last ties
 
 	parts    map[int32]*partState
 	lastPart *partState
+
+	keys  keySlab
+	table keyTable
+	pool  panePool
 
 	// buckets are the live window starts, sorted; in emit mode
 	// on_watermark buckets[:fired] have had their on-time firing.
@@ -41,17 +51,18 @@ type Engine struct {
 	lastBucket *bucket
 	open       int
 
-	idle []*keyState // keys whose windows are all dropped, oldest first
+	idle     []idleKey // keys left without windows, oldest first
+	idleMark int32     // the mark of the last idle entry
 
 	// reused memory
 	freeBuckets []*bucket
-	freeKeys    []*keyState
-	freeNums    [][]float64
-	freeExts    []*paneExt
 	sortKey     []byte
-	acc         pane
+	sorted      []sortEntry
+	flip        []int32
+	acc         *ownPane
 	res         Result
 	ints        []record.Value
+	nums        []record.Value // 1 << numCacheBits
 }
 
 // NewEngine builds the engine from the validated config (window, aggregates;
@@ -64,8 +75,11 @@ func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
 		offset:   w.Offset.Milliseconds(),
 		lateness: w.AllowedLateness.Milliseconds(),
 		wm:       math.MinInt64,
+		nextDue:  math.MaxInt64,
+		span:     span{from: 1, to: 0}, // empty: the first Add assigns
 		parts:    map[int32]*partState{},
 		byStart:  map[int64]*bucket{},
+		table:    newKeyTable(),
 	}
 	switch w.Type {
 	case "tumbling":
@@ -90,9 +104,12 @@ func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
 	if e.agg, err = newLayout(cfg.Aggregates); err != nil {
 		return nil, err
 	}
-	e.acc = e.newPane(0)
+	e.tumbling = e.slide == e.size
+	e.pool = panePool{stride: e.agg.nums, free: noPane}
+	e.acc = e.agg.newOwnPane()
 	e.fifo = e.usesFifo()
 	e.res.Aggregates = make([]record.Value, len(e.agg.specs))
+	e.nums = make([]record.Value, 1<<numCacheBits)
 	e.ints = make([]record.Value, smallInts)
 	for i := range e.ints {
 		e.ints[i] = record.Number(float64(i))
@@ -140,12 +157,8 @@ func (e *Engine) MinOpenOffset(p int32) (int64, bool) {
 
 // RemovePartition drops a revoked partition's state without firing.
 func (e *Engine) RemovePartition(p int32) {
-	ps, ok := e.parts[p]
-	if !ok {
+	if _, ok := e.parts[p]; !ok {
 		return
-	}
-	for _, k := range ps.keys {
-		k.removed = true
 	}
 	delete(e.parts, p)
 	e.lastPart = nil
@@ -153,7 +166,7 @@ func (e *Engine) RemovePartition(p int32) {
 	fired := 0
 	for i, b := range e.buckets {
 		n := len(b.keys)
-		b.keys = slices.DeleteFunc(b.keys, func(k *keyState) bool { return k.part == p })
+		b.keys = slices.DeleteFunc(b.keys, func(ki int32) bool { return e.keys.at(ki).part == p })
 		e.open -= n - len(b.keys)
 		if len(b.keys) == 0 {
 			e.freeBucket(b)
@@ -166,6 +179,16 @@ func (e *Engine) RemovePartition(p int32) {
 	}
 	clear(e.buckets[len(kept):])
 	e.buckets, e.fired = kept, fired
+	for ki := range e.keys.n {
+		if k := e.keys.at(ki); k.id != "" && k.part == p {
+			for i := k.first; i != noPane; {
+				next := e.pool.hdr(i).next
+				e.pool.freePane(i)
+				i = next
+			}
+			e.forget(ki, k)
+		}
+	}
 }
 
 // window returns the window that starts at start.
@@ -177,43 +200,19 @@ func (e *Engine) maxTimestamp(start int64) int64 { return e.window(start).MaxTim
 
 func (e *Engine) cleanupTime(start int64) int64 { return e.window(start).CleanupTime(e.lateness) }
 
-// number returns f as a result value.
+// number returns f as a result value. Small integers come from a table;
+// other values from a small cache of the last ones made, since many keys'
+// windows often share a count or sum.
 func (e *Engine) number(f float64) record.Value {
 	if f >= 0 && f < smallInts && f == math.Trunc(f) {
 		return e.ints[int(f)]
 	}
-	return record.Number(f)
-}
-
-// newPane returns an empty pane starting at start, reusing freed memory.
-func (e *Engine) newPane(start int64) pane {
-	p := pane{start: start}
-	if n := len(e.freeNums); n > 0 {
-		p.nums, e.freeNums = e.freeNums[n-1], e.freeNums[:n-1]
-	} else {
-		p.nums = make([]float64, e.agg.nums)
+	bits := math.Float64bits(f)
+	c := &e.nums[(bits*0x9E3779B97F4A7C15)>>(64-numCacheBits)]
+	if !c.IsNum || math.Float64bits(c.Num) != bits {
+		*c = record.Number(f)
 	}
-	if n := len(e.freeExts); n > 0 {
-		p.ext, e.freeExts = e.freeExts[n-1], e.freeExts[:n-1]
-	} else {
-		p.ext = e.agg.newExt()
-	}
-	e.agg.reset(p.nums, p.ext)
-	return p
-}
-
-// resetPane empties p, keeping its memory.
-func (e *Engine) resetPane(p *pane) {
-	p.count = 0
-	e.agg.reset(p.nums, p.ext)
-}
-
-func (e *Engine) freePane(p *pane) {
-	e.freeNums = append(e.freeNums, p.nums)
-	if p.ext != nil {
-		e.freeExts = append(e.freeExts, p.ext)
-	}
-	*p = pane{}
+	return *c
 }
 
 func (e *Engine) freeBucket(b *bucket) {
@@ -233,32 +232,49 @@ func (e *Engine) partition(p int32) *partState {
 	}
 	ps, ok := e.parts[p]
 	if !ok {
-		ps = &partState{id: p, keys: map[string]*keyState{}}
+		ps = &partState{id: p}
 		e.parts[p] = ps
 	}
 	e.lastPart = ps
 	return ps
 }
 
-// keyOf returns the state of rec's key in ps, creating it if needed.
-func (e *Engine) keyOf(ps *partState, rec *record.Record) *keyState {
-	if k, ok := ps.keys[rec.Key]; ok {
-		return k
+// keyOf returns the slab index and state of rec's key in partition part,
+// creating them if needed.
+func (e *Engine) keyOf(part int32, rec *record.Record) (int32, *keyState) {
+	t := &e.table
+	tag := t.hash(part, rec.Key)
+	m := t.mask()
+	for i := t.home(tag); ; i = (i + 1) & m {
+		s := t.slots[i]
+		if s == 0 {
+			break
+		}
+		if uint32(s>>32) == tag {
+			ki := int32(uint32(s) - 1)
+			if k := e.keys.at(ki); k.part == part && k.key() == rec.Key {
+				return ki, k
+			}
+		}
 	}
-	var k *keyState
-	if n := len(e.freeKeys); n > 0 {
-		k, e.freeKeys = e.freeKeys[n-1], e.freeKeys[:n-1]
-	} else {
-		k = &keyState{}
-	}
+	return e.newKey(part, tag, rec)
+}
+
+func (e *Engine) newKey(part int32, tag uint32, rec *record.Record) (int32, *keyState) {
+	ki := e.keys.alloc(!e.tumbling)
+	k := e.keys.at(ki)
 	e.sortKey = appendSortKey(e.sortKey[:0], rec.KeyFields)
 	// One allocation holds both the sort key and a copy of rec.Key (the
 	// decoder may reuse the bytes behind rec.Key).
 	n := len(e.sortKey)
 	e.sortKey = append(e.sortKey, rec.Key...)
-	id := string(e.sortKey)
-	k.id, k.split = id, uint32(n)
-	k.part = ps.id
-	ps.keys[k.key()] = k
-	return k
+	*k = keyState{id: string(e.sortKey), split: uint32(n), part: part, first: noPane, last: noPane}
+	e.table.insert(tag, ki)
+	return ki, k
+}
+
+// forget frees key ki, whose panes are already freed.
+func (e *Engine) forget(ki int32, k *keyState) {
+	e.table.remove(e.table.hash(k.part, k.key()), ki)
+	e.keys.release(ki)
 }

@@ -27,7 +27,10 @@ type fifoAgg struct {
 	counts []int64
 	nums   []float64 // layout.nums per entry
 	picks  []pick    // layout.picks per entry
-	back   pane
+	back   *ownPane
+	// cur is the last pane merged into the back (its start < hi), where
+	// the next push resumes; noPane to start from the key's first pane.
+	cur int32
 }
 
 // usesFifo reports whether windows are merged with a fifoAgg: sliding
@@ -41,11 +44,12 @@ func (e *Engine) usesFifo() bool {
 // at start, through k's fifoAgg. It reports false, leaving the fifoAgg
 // alone, for a window older than the last one queried (a late re-firing):
 // those take the plain merge.
-func (e *Engine) fifoWindow(k *keyState, start int64) bool {
-	f := k.fifo
+func (e *Engine) fifoWindow(ki int32, k *keyState, start int64) bool {
+	sk := e.keys.slide(ki)
+	f := sk.fifo
 	if f == nil {
-		f = &fifoAgg{back: e.newPane(0)}
-		k.fifo = f
+		f = &fifoAgg{back: e.agg.newOwnPane(), cur: noPane}
+		sk.fifo = f
 	}
 	end := e.window(start).End
 	if f.valid && start < f.lo {
@@ -62,13 +66,12 @@ func (e *Engine) fifoWindow(k *keyState, start int64) bool {
 	if f.lo >= f.mid {
 		e.fifoFlip(k, f)
 	}
-	e.acc.count = 0
-	e.agg.reset(e.acc.nums, e.acc.ext)
+	e.agg.clear(e.acc.pane)
 	if f.head < len(f.starts) {
-		e.mergeFlat(&e.acc, f.counts[f.head], e.flatNums(f, f.head), e.flatPicks(f, f.head))
+		e.mergeFlat(e.acc.pane, f.counts[f.head], e.flatNums(f, f.head), e.flatPicks(f, f.head))
 	}
-	if f.back.count > 0 {
-		e.mergeFlat(&e.acc, f.back.count, f.back.nums, e.panePicks(&f.back))
+	if f.back.n > 0 {
+		e.mergeFlat(e.acc.pane, f.back.n, f.back.nums, panePicks(f.back.pane))
 	}
 	return true
 }
@@ -78,8 +81,9 @@ func (e *Engine) fifoReset(f *fifoAgg, start int64) {
 	f.valid = true
 	f.lo, f.mid, f.hi = start, start, start
 	f.head = 0
+	f.cur = noPane
 	f.starts, f.counts, f.nums, f.picks = f.starts[:0], f.counts[:0], f.nums[:0], f.picks[:0]
-	e.resetPane(&f.back)
+	e.agg.clear(f.back.pane)
 }
 
 // fifoPush merges into the back the panes in [f.hi, end).
@@ -87,9 +91,19 @@ func (e *Engine) fifoPush(k *keyState, f *fifoAgg, end int64) {
 	if end <= f.hi {
 		return
 	}
-	ps := k.panes.live()
-	for i := k.paneIndex(f.hi); i < len(ps) && ps[i].start < end; i++ {
-		e.agg.merge(&f.back, &ps[i])
+	i := k.first
+	if f.cur != noPane {
+		i = f.cur
+	}
+	for ; i != noPane; i = e.pool.hdr(i).next {
+		h := e.pool.hdr(i)
+		if h.start >= end {
+			break
+		}
+		if h.start >= f.hi {
+			e.agg.merge(f.back.pane, e.pool.view(i))
+			f.cur = i
+		}
 	}
 	f.hi = end
 }
@@ -97,32 +111,41 @@ func (e *Engine) fifoPush(k *keyState, f *fifoAgg, end int64) {
 // fifoFlip moves every pane of [lo, hi) to the front, computing the
 // suffix aggregates right to left, and empties the back.
 func (e *Engine) fifoFlip(k *keyState, f *fifoAgg) {
-	ps := k.panes.live()
-	i0, i1 := k.paneIndex(f.lo), k.paneIndex(f.hi)
-	n := i1 - i0
+	in := e.flip[:0]
+	for i := k.first; i != noPane; i = e.pool.hdr(i).next {
+		h := e.pool.hdr(i)
+		if h.start >= f.hi {
+			break
+		}
+		if h.start >= f.lo {
+			in = append(in, i)
+		}
+	}
+	e.flip = in
+	n := len(in)
 	f.head = 0
 	f.starts = resize(f.starts, n)
 	f.counts = resize(f.counts, n)
 	f.nums = resize(f.nums, n*e.agg.nums)
 	f.picks = resize(f.picks, n*e.agg.picks)
 	for j := n - 1; j >= 0; j-- {
-		p := &ps[i0+j]
-		f.starts[j] = p.start
-		f.counts[j] = p.count
+		p := e.pool.view(in[j])
+		f.starts[j] = e.pool.hdr(in[j]).start
+		f.counts[j] = *p.count
 		copy(e.flatNums(f, j), p.nums)
-		copy(e.flatPicks(f, j), e.panePicks(p))
+		copy(e.flatPicks(f, j), panePicks(p))
 		if j < n-1 {
 			e.mergeFlatInto(&f.counts[j], e.flatNums(f, j), e.flatPicks(f, j), f.counts[j+1], e.flatNums(f, j+1), e.flatPicks(f, j+1))
 		}
 	}
 	f.mid = f.hi
-	e.resetPane(&f.back)
+	e.agg.clear(f.back.pane)
 }
 
-// fifoNote keeps k's fifoAgg right after rec was added to the pane that
-// starts at paneStart.
-func (e *Engine) fifoNote(k *keyState, paneStart int64, rec *record.Record, seq uint64) {
-	f := k.fifo
+// fifoNote keeps key ki's fifoAgg right after rec was added to the pane
+// that starts at paneStart.
+func (e *Engine) fifoNote(ki int32, paneStart int64, rec *record.Record, seq uint64) {
+	f := e.keys.slide(ki).fifo
 	if f == nil || !f.valid || paneStart < f.lo || paneStart >= f.hi {
 		return
 	}
@@ -130,7 +153,7 @@ func (e *Engine) fifoNote(k *keyState, paneStart int64, rec *record.Record, seq 
 		f.valid = false
 		return
 	}
-	e.agg.add(&f.back, rec, seq)
+	e.agg.add(f.back.pane, rec, seq)
 }
 
 func (e *Engine) flatNums(f *fifoAgg, i int) []float64 {
@@ -141,7 +164,7 @@ func (e *Engine) flatPicks(f *fifoAgg, i int) []pick {
 	return f.picks[i*e.agg.picks : (i+1)*e.agg.picks]
 }
 
-func (e *Engine) panePicks(p *pane) []pick {
+func panePicks(p pane) []pick {
 	if p.ext == nil {
 		return nil
 	}
@@ -149,8 +172,8 @@ func (e *Engine) panePicks(p *pane) []pick {
 }
 
 // mergeFlat merges a flat state into the pane dst.
-func (e *Engine) mergeFlat(dst *pane, count int64, nums []float64, picks []pick) {
-	e.mergeFlatInto(&dst.count, dst.nums, e.panePicks(dst), count, nums, picks)
+func (e *Engine) mergeFlat(dst pane, count int64, nums []float64, picks []pick) {
+	e.mergeFlatInto(dst.count, dst.nums, panePicks(dst), count, nums, picks)
 }
 
 // mergeFlatInto merges the non-empty state (count, nums, picks) into the

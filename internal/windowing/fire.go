@@ -12,63 +12,137 @@ import (
 // mode on_watermark late-fires every window it was added to whose
 // maxTimestamp <= W, latest window start first.
 func (e *Engine) Add(rec *record.Record) Outcome {
-	t := rec.Time
-	last := t - floorMod(t-e.offset, e.slide)
-	if e.cleanupTime(last) <= e.wm {
-		return Outcome{Kind: LateEvent, Missed: e.window(last)}
+	c := &e.span
+	if t := rec.Time; t < c.from || t >= c.to {
+		e.assign(t)
 	}
-	n := (last-t+e.size-1)/e.slide + 1 // t's windows start at last - i*slide, i < n
-	first := last - (n-1)*e.slide
-	kind := Aggregated
-	if e.cleanupTime(first) <= e.wm {
+	if c.lastCleanup <= e.wm {
+		return Outcome{Kind: LateEvent, Missed: e.window(c.last)}
+	}
+	first, kind, firstMaxTs := c.first, Aggregated, c.firstMaxTs
+	if c.firstCleanup <= e.wm {
 		kind = PartiallyLate
 		for first += e.slide; e.cleanupTime(first) <= e.wm; first += e.slide {
 		}
+		firstMaxTs = e.maxTimestamp(first)
 	}
+	last, paneStart := c.last, c.from
 	ps := e.partition(rec.Partition)
-	k := e.keyOf(ps, rec)
-	paneStart := last
-	if e.paneLen != e.slide {
-		paneStart = t - floorMod(t-e.offset, e.paneLen)
-	}
-	i, found := k.findPane(paneStart)
-	if !found {
-		k.panes.insert(i, e.newPane(paneStart))
-		e.addWindows(k, i, first, last)
-	}
+	ki, k := e.keyOf(rec.Partition, rec)
+	pi := e.paneOf(ki, k, paneStart, first, last)
 	e.seq++
-	e.agg.add(&k.panes.live()[i], rec, e.seq)
-	if k.fifo != nil {
-		e.fifoNote(k, paneStart, rec, e.seq)
+	if e.agg.numsOnly {
+		e.agg.addNums(&e.pool.hdr(pi).count, e.pool.numsOf(pi), rec.Values)
+	} else {
+		e.agg.add(e.pool.view(pi), rec, e.seq)
+	}
+	if e.fifo {
+		e.fifoNote(ki, paneStart, rec, e.seq)
 	}
 	ps.hold(last, rec.Offset)
-	if !e.onClose && e.maxTimestamp(first) <= e.wm {
-		e.fireLate(k, first, last)
+	if !e.onClose && firstMaxTs <= e.wm {
+		e.fireLate(ki, k, first, last)
 	}
 	return Outcome{Kind: kind}
 }
 
-// addWindows makes sure k has every window starting in [first, last], the
-// open windows of its new pane i. The windows a neighbouring pane is in
-// exist already, so only those between the neighbours' are added: usually
-// one per new pane, however many windows a pane is in.
-func (e *Engine) addWindows(k *keyState, i int, first, last int64) {
-	ps := k.panes.live()
-	if i > 0 {
-		first = max(first, e.lastStart(ps[i-1].start)+e.slide)
+// span is what Add needs to know of a record's time t, the same for every
+// t of one pane [from, to) (no window starts or ends inside a pane), so it
+// is computed once per pane rather than once per record.
+type span struct {
+	from, to     int64 // the pane
+	last, first  int64 // the starts of the latest and earliest windows that hold t
+	lastCleanup  int64
+	firstCleanup int64
+	firstMaxTs   int64
+}
+
+// assign sets e.span to the pane of time t.
+func (e *Engine) assign(t int64) {
+	last := t - floorMod(t-e.offset, e.slide)
+	first, pane := last, last
+	if !e.tumbling {
+		n := (last-t+e.size-1)/e.slide + 1 // t's windows start at last - i*slide, i < n
+		first = last - (n-1)*e.slide
+		pane = t - floorMod(t-e.offset, e.paneLen)
 	}
-	if i+1 < len(ps) {
-		last = min(last, e.firstStart(ps[i+1].start)-e.slide)
+	e.span = span{
+		from: pane, to: addSat(pane, e.paneLen),
+		last: last, first: first,
+		lastCleanup: e.cleanupTime(last), firstCleanup: e.cleanupTime(first),
+		firstMaxTs: e.maxTimestamp(first),
+	}
+}
+
+// paneOf returns k's pane at start, creating it (and the windows it
+// opens, which start in [first, last]) if needed. Records mostly go to the
+// key's newest pane or a new one after it; others walk the key's panes.
+func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
+	prev, next := int32(noPane), k.first
+	if k.first != noPane {
+		switch h := e.pool.hdr(k.last); {
+		case h.start == start:
+			return k.last
+		case h.start < start:
+			prev, next = k.last, noPane
+		}
+	}
+	for next != noPane {
+		h := e.pool.hdr(next)
+		if h.start == start {
+			return next
+		}
+		if h.start > start {
+			break
+		}
+		prev, next = next, h.next
+	}
+	i := e.allocPane(start)
+	e.pool.hdr(i).next = next
+	if prev == noPane {
+		k.first = i
+	} else {
+		e.pool.hdr(prev).next = i
+	}
+	if next == noPane {
+		k.last = i
+	}
+	if e.tumbling {
+		e.addWindow(ki, start)
+	} else {
+		e.addWindows(ki, prev, next, first, last)
+	}
+	return i
+}
+
+// addWindow puts key ki in the timer of its new window at start.
+func (e *Engine) addWindow(ki int32, start int64) {
+	b := e.bucketAt(start)
+	b.keys = append(b.keys, ki)
+	e.open++
+}
+
+// addWindows makes sure sliding key ki has every window starting in
+// [first, last], the open windows of its new pane between the panes prev
+// and next. The windows a neighbouring pane is in exist already, so only
+// those between the neighbours' are added: usually one per new pane,
+// however many windows a pane is in.
+func (e *Engine) addWindows(ki, prev, next int32, first, last int64) {
+	if prev != noPane {
+		first = max(first, e.lastStart(e.pool.hdr(prev).start)+e.slide)
+	}
+	if next != noPane {
+		last = min(last, e.firstStart(e.pool.hdr(next).start)-e.slide)
 	}
 	if first > last {
 		return
 	}
-	j, _ := slices.BinarySearchFunc(k.wins.live(), first, func(w win, s int64) int { return cmpInt(w.start, s) })
+	sk := e.keys.slide(ki)
+	j, _ := sk.findWin(first, e.slide)
 	for s := first; ; s += e.slide {
-		if ws := k.wins.live(); j >= len(ws) || ws[j].start != s {
-			k.wins.insert(j, win{start: s})
-			e.bucketAt(s).keys = append(e.bucketAt(s).keys, k)
-			e.open++
+		if ws := sk.wins.live(); j >= len(ws) || ws[j].start != s {
+			sk.wins.insert(j, win{start: s})
+			e.addWindow(ki, s)
 		}
 		j++
 		if s == last {
@@ -88,13 +162,12 @@ func (e *Engine) firstStart(t int64) int64 {
 
 // fireLate fires, latest start first, the windows starting in [first,
 // last] that are already due.
-func (e *Engine) fireLate(k *keyState, first, last int64) {
+func (e *Engine) fireLate(ki int32, k *keyState, first, last int64) {
 	due := int64(0)
 	for n := (last-first)/e.slide + 1; due < n && e.maxTimestamp(first+due*e.slide) <= e.wm; due++ {
 	}
 	for i := due - 1; i >= 0; i-- {
-		j, _ := k.findWin(first + i*e.slide)
-		e.emit(k, &k.wins.live()[j], Late)
+		e.emit(ki, k, first+i*e.slide, Late)
 	}
 }
 
@@ -117,6 +190,7 @@ func (e *Engine) bucketAt(start int64) *bucket {
 		if !e.onClose && e.maxTimestamp(start) <= e.wm {
 			e.fired++ // it is among the due buckets: they all fired already
 		}
+		e.nextDue = min(e.nextDue, e.maxTimestamp(start))
 	}
 	e.lastBucket = b
 	return b
@@ -127,12 +201,34 @@ func (e *Engine) bucketAt(start int64) *bucket {
 // have not fired fire on time (emit on_watermark) in order of end, key,
 // partition; then windows with cleanupTime <= wm are dropped, firing Final
 // first in emit mode on_close. Advance(math.MaxInt64) flushes everything.
-// When nothing is due it costs O(1).
+// When nothing is due it costs one compare.
 func (e *Engine) Advance(wm int64) {
 	if wm <= e.wm {
 		return
 	}
 	e.wm = wm
+	if wm < e.nextDue {
+		return
+	}
+	e.fireDue()
+	e.nextDue = e.dueTime()
+}
+
+// dueTime is the watermark at which the next bucket fires or drops.
+func (e *Engine) dueTime() int64 {
+	due := int64(1<<63 - 1)
+	if !e.onClose && e.fired < len(e.buckets) {
+		due = e.maxTimestamp(e.buckets[e.fired].start)
+	}
+	if len(e.buckets) > 0 {
+		due = min(due, e.cleanupTime(e.buckets[0].start))
+	}
+	return due
+}
+
+// fireDue fires and drops the buckets due at the current watermark.
+func (e *Engine) fireDue() {
+	wm := e.wm
 	if !e.onClose {
 		for ; e.fired < len(e.buckets) && e.maxTimestamp(e.buckets[e.fired].start) <= wm; e.fired++ {
 			e.fireBucket(e.buckets[e.fired], OnTime)
@@ -162,99 +258,154 @@ func (e *Engine) Advance(wm int64) {
 	e.evictIdle(lastStart)
 }
 
+// sortEntry is a key of a timer being sorted, with its sort key prefix.
+type sortEntry struct {
+	prefix uint64
+	key    int32
+}
+
 // fireBucket fires every key's window of b, in key order.
 func (e *Engine) fireBucket(b *bucket, f Firing) {
-	slices.SortFunc(b.keys, compareKeys)
-	for _, k := range b.keys {
-		j, _ := k.findWin(b.start)
-		e.emit(k, &k.wins.live()[j], f)
+	e.sortBucket(b)
+	for _, ki := range b.keys {
+		e.emit(ki, e.keys.at(ki), b.start, f)
 	}
 }
 
-// emit merges the panes of k's window w and hands the result to the sink.
-func (e *Engine) emit(k *keyState, w *win, f Firing) {
-	e.mergeWindow(k, w.start)
+// sortBucket puts b's keys in firing order.
+func (e *Engine) sortBucket(b *bucket) {
+	if len(b.keys) < 2 {
+		return
+	}
+	s := e.sorted[:0]
+	for _, ki := range b.keys {
+		s = append(s, sortEntry{sortPrefix(e.keys.at(ki).sortKey()), ki})
+	}
+	byKey := func(a, b sortEntry) int {
+		if a.prefix != b.prefix {
+			if a.prefix < b.prefix {
+				return -1
+			}
+			return 1
+		}
+		return compareKeys(e.keys.at(a.key), e.keys.at(b.key))
+	}
+	if !slices.IsSortedFunc(s, byKey) {
+		slices.SortFunc(s, byKey)
+		for i := range s {
+			b.keys[i] = s[i].key
+		}
+	}
+	e.sorted = s
+}
+
+// emit hands the result of k's window at start to the sink.
+func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 	r := &e.res
+	var rev *int64
+	if e.tumbling {
+		i := e.findPane(k, start)
+		h := e.pool.hdr(i)
+		r.Count, rev = h.count, &h.rev
+		e.values(e.pool.view(i), r.Aggregates)
+	} else {
+		sk := e.keys.slide(ki)
+		j, _ := sk.findWin(start, e.slide)
+		rev = &sk.wins.live()[j].rev
+		e.mergeWindow(ki, k, start)
+		r.Count = e.acc.n
+		e.values(e.acc.pane, r.Aggregates)
+	}
 	r.Partition = k.part
 	r.Key = k.key()
-	r.Window = e.window(w.start)
-	r.Count = e.acc.count
+	r.Window = e.window(start)
 	r.Firing = f
-	r.Revision = w.rev
+	r.Revision = *rev
 	r.Watermark = e.wm
-	e.agg.values(&e.acc, r.Aggregates, e.number)
-	w.rev++
+	*rev++
 	e.sink.Emit(r)
+}
+
+// findPane returns k's pane at start, which must exist.
+func (e *Engine) findPane(k *keyState, start int64) int32 {
+	i := k.first
+	for e.pool.hdr(i).start != start {
+		i = e.pool.hdr(i).next
+	}
+	return i
 }
 
 // mergeWindow leaves in e.acc the merge of k's panes in the window that
 // starts at start.
-func (e *Engine) mergeWindow(k *keyState, start int64) {
-	if e.fifo && e.fifoWindow(k, start) {
+func (e *Engine) mergeWindow(ki int32, k *keyState, start int64) {
+	if e.fifo && e.fifoWindow(ki, k, start) {
 		return
 	}
-	e.acc.count = 0
-	e.agg.reset(e.acc.nums, e.acc.ext)
+	e.agg.clear(e.acc.pane)
 	end := e.window(start).End
-	ps := k.panes.live()
-	i, _ := slices.BinarySearchFunc(ps, start, func(p pane, s int64) int { return cmpInt(p.start, s) })
-	for ; i < len(ps) && ps[i].start < end; i++ {
-		e.agg.merge(&e.acc, &ps[i])
+	for i := k.first; i != noPane; i = e.pool.hdr(i).next {
+		h := e.pool.hdr(i)
+		if h.start >= end {
+			break
+		}
+		if h.start >= start {
+			e.agg.merge(e.acc.pane, e.pool.view(i))
+		}
 	}
 }
 
 // dropBucket removes b's window from every key in it, with the panes no
 // open window of the key needs any more.
 func (e *Engine) dropBucket(b *bucket) {
-	for _, k := range b.keys {
-		if j, _ := k.findWin(b.start); j == 0 {
-			k.wins.popFront()
-		} else { // not reached: buckets drop in start order
-			k.wins.s = slices.Delete(k.wins.s, k.wins.head+j, k.wins.head+j+1)
+	for _, ki := range b.keys {
+		k := e.keys.at(ki)
+		var sk *slideKey
+		if !e.tumbling {
+			sk = e.keys.slide(ki)
+			if j, _ := sk.findWin(b.start, e.slide); j == 0 {
+				sk.wins.popFront()
+			} else { // not reached: buckets drop in start order
+				sk.wins.s = slices.Delete(sk.wins.s, sk.wins.head+j, sk.wins.head+j+1)
+			}
 		}
 		e.open--
-		for k.panes.len() > 0 {
-			p := &k.panes.live()[0]
-			if p.start-floorMod(p.start-e.offset, e.slide) > b.start { // its latest window is still open
+		for k.first != noPane {
+			h := e.pool.hdr(k.first)
+			if !e.tumbling && e.lastStart(h.start) > b.start || e.tumbling && h.start > b.start { // its latest window is still open
 				break
 			}
-			e.freePane(p)
-			k.panes.popFront()
-		}
-		if k.wins.len() == 0 {
-			k.emptySince = b.start
-			if !k.queued {
-				k.queued = true
-				e.idle = append(e.idle, k)
+			i := k.first
+			k.first = h.next
+			if sk != nil && sk.fifo != nil && sk.fifo.cur == i {
+				sk.fifo.cur = noPane
 			}
+			e.pool.freePane(i)
+		}
+		if k.first == noPane {
+			e.idleMark++
+			k.last = e.idleMark
+			e.idle = append(e.idle, idleKey{since: b.start, key: ki, mark: e.idleMark})
 		}
 	}
 }
 
 // evictIdle forgets keys that have had no window for about a window's
-// length of event time (since a bucket before lastStart-size dropped).
+// length of event time (since a bucket before lastStart-size dropped), so
+// that a key that comes back every window keeps its slot. An entry whose
+// key has windows again, was freed, or has a later entry, is skipped.
 func (e *Engine) evictIdle(lastStart int64) {
 	i := 0
 	for ; i < len(e.idle); i++ {
-		k := e.idle[i]
-		switch {
-		case k.removed:
-		case k.wins.len() > 0:
-			k.queued = false
-		case addSat(k.emptySince, e.size) > lastStart:
-			n := copy(e.idle, e.idle[i:])
-			clear(e.idle[n:])
-			e.idle = e.idle[:n]
-			return
-		default:
-			delete(e.parts[k.part].keys, k.key())
-			*k = keyState{panes: deque[pane]{s: k.panes.s[:0]}, wins: deque[win]{s: k.wins.s[:0]}, fifo: k.fifo}
-			if k.fifo != nil {
-				k.fifo.valid = false
-			}
-			e.freeKeys = append(e.freeKeys, k)
+		ik := e.idle[i]
+		k := e.keys.at(ik.key)
+		if k.id == "" || k.first != noPane || k.last != ik.mark {
+			continue
 		}
+		if addSat(ik.since, e.size) > lastStart {
+			break
+		}
+		e.forget(ik.key, k)
 	}
-	clear(e.idle)
-	e.idle = e.idle[:0]
+	n := copy(e.idle, e.idle[i:])
+	e.idle = e.idle[:n]
 }

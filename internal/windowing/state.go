@@ -36,61 +36,110 @@ func (d *deque[T]) popFront() {
 	}
 }
 
-// win is the bookkeeping of one (key, window): the state itself lives in
-// the key's panes.
-type win struct {
-	start int64
-	rev   int64 // firings so far
-}
+// reset empties d, keeping its memory.
+func (d *deque[T]) reset() { d.s, d.head = d.s[:0], 0 }
 
-// keyState is the state of one (partition, key).
+// keyState is the state of one (partition, key). Keys live in a slab and
+// are referred to by index, so that timers and the key table hold 4 bytes
+// per key instead of a pointer, and a key costs no allocation of its own
+// besides its text.
 type keyState struct {
-	id    string // the sort key (KeyFields encoded so that bytewise order is record.Compare order), then the key
+	id    string // the sort key (KeyFields encoded so that bytewise order is record.Compare order), then the key; "" for a free slot
 	split uint32 // len(sort key)
 	part  int32
-	panes deque[pane] // sorted by start
-	wins  deque[win]  // sorted by start
-	// idle bookkeeping: a key whose windows are all dropped stays in its
-	// partition's map for about one window, so that a key that comes back
-	// every window does not allocate again.
-	emptySince int64    // the start of the bucket whose drop left the key without windows
-	queued     bool     // in Engine.idle
-	removed    bool     // its partition was removed
-	fifo       *fifoAgg // sliding windows of many panes only
+	// first and last are the key's panes in the pool, linked in order of
+	// start through paneHdr.next; first is noPane if it has none. A key has
+	// windows exactly when it has panes. A key without panes keeps in last
+	// the mark of its entry in Engine.idle.
+	first, last int32
 }
+
+// noPane is the null pane index.
+const noPane = -1
 
 // key is the group key's JSON object, as in record.Record.Key.
 func (k *keyState) key() string { return k.id[k.split:] }
 
 func (k *keyState) sortKey() string { return k.id[:k.split] }
 
-// paneIndex returns the index of the first live pane starting at or after
-// start.
-func (k *keyState) paneIndex(start int64) int {
-	ps := k.panes.live()
-	if n := len(ps); n == 0 || ps[n-1].start < start {
-		return n
-	} else if ps[n-1].start == start && (n == 1 || ps[n-2].start < start) {
-		return n - 1
-	}
-	i, _ := slices.BinarySearchFunc(k.panes.live(), start, func(p pane, s int64) int { return cmpInt(p.start, s) })
-	return i
+// win is the bookkeeping of one (key, window) of a sliding window: the
+// state itself lives in the key's panes. Tumbling windows are their one
+// pane and keep their revision there.
+type win struct {
+	start int64
+	rev   int64 // firings so far
 }
 
-func (k *keyState) findPane(start int64) (int, bool) {
-	ps := k.panes.live()
-	if n := len(ps); n > 0 && ps[n-1].start == start {
-		return n - 1, true
-	}
-	return slices.BinarySearchFunc(ps, start, func(p pane, s int64) int { return cmpInt(p.start, s) })
+// slideKey is the part of a key's state that only sliding windows need.
+type slideKey struct {
+	wins deque[win] // sorted by start
+	fifo *fifoAgg   // windows of 3 panes or more only
 }
 
-func (k *keyState) findWin(start int64) (int, bool) {
-	ws := k.wins.live()
-	if len(ws) > 0 && ws[0].start == start {
-		return 0, true
+// findWin returns the index of k's window at start, or where it would go.
+// Windows are usually consecutive, which the first guess exploits.
+func (s *slideKey) findWin(start, slide int64) (int, bool) {
+	ws := s.wins.live()
+	if len(ws) == 0 || ws[len(ws)-1].start < start {
+		return len(ws), false
+	}
+	if d := start - ws[0].start; d >= 0 && d%slide == 0 {
+		if j := d / slide; j < int64(len(ws)) && ws[j].start == start {
+			return int(j), true
+		}
 	}
 	return slices.BinarySearchFunc(ws, start, func(w win, s int64) int { return cmpInt(w.start, s) })
+}
+
+// slabChunk is how many keys a slab chunk holds; chunks never move, so a
+// *keyState stays valid while keys are added.
+const (
+	slabBits  = 10
+	slabChunk = 1 << slabBits
+	slabMask  = slabChunk - 1
+)
+
+// keySlab holds every key's state, indexed by int32.
+type keySlab struct {
+	chunks []*[slabChunk]keyState
+	slides []*[slabChunk]slideKey // sliding windows only
+	free   []int32
+	n      int32 // slots ever used
+}
+
+func (s *keySlab) at(i int32) *keyState { return &s.chunks[i>>slabBits][i&slabMask] }
+
+func (s *keySlab) slide(i int32) *slideKey { return &s.slides[i>>slabBits][i&slabMask] }
+
+// alloc returns a free slot for a new key.
+func (s *keySlab) alloc(sliding bool) int32 {
+	if n := len(s.free); n > 0 {
+		i := s.free[n-1]
+		s.free = s.free[:n-1]
+		return i
+	}
+	if s.n&slabMask == 0 {
+		s.chunks = append(s.chunks, new([slabChunk]keyState))
+		if sliding {
+			s.slides = append(s.slides, new([slabChunk]slideKey))
+		}
+	}
+	s.n++
+	return s.n - 1
+}
+
+// release frees slot i; its sliding state keeps its memory for reuse.
+func (s *keySlab) release(i int32) {
+	*s.at(i) = keyState{}
+	if s.slides != nil {
+		sk := s.slide(i)
+		sk.wins.reset()
+		if sk.fifo != nil {
+			sk.fifo.valid = false
+			sk.fifo.cur = noPane
+		}
+	}
+	s.free = append(s.free, i)
 }
 
 // compareKeys orders keys as firings are ordered: key fields, then
@@ -103,6 +152,15 @@ func compareKeys(a, b *keyState) int {
 		return c
 	}
 	return cmpString(a.key(), b.key())
+}
+
+// sortPrefix is the first 8 bytes of a sort key as a number (zero padded),
+// so that most comparisons while sorting a timer's keys are one integer
+// compare.
+func sortPrefix(sortKey string) uint64 {
+	var b [8]byte
+	copy(b[:], sortKey)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 func cmpInt(a, b int64) int {
@@ -158,13 +216,12 @@ func appendSortKey(dst []byte, fields []record.Value) []byte {
 // for all keys, so Advance does nothing per key until a window is due.
 type bucket struct {
 	start int64
-	keys  []*keyState
+	keys  []int32 // slab indices
 }
 
-// partState is one input partition's keys and held offsets.
+// partState is one input partition's held offsets.
 type partState struct {
-	id   int32
-	keys map[string]*keyState
+	id int32
 	// held lists, by the start of the latest window of its records, the
 	// smallest offset a window still holds; sorted by start.
 	held deque[heldOffset]
@@ -173,13 +230,18 @@ type partState struct {
 type heldOffset struct{ start, offset int64 }
 
 // hold notes that the record at offset, whose latest window starts at
-// start, is now held in state.
+// start, is now held in state. Offsets grow, so the usual case is one
+// compare against the newest entry.
 func (p *partState) hold(start, offset int64) {
-	hs := p.held.live()
-	if n := len(hs); n > 0 && hs[n-1].start == start {
-		hs[n-1].offset = min(hs[n-1].offset, offset)
-		return
+	if n := len(p.held.s); n > p.held.head {
+		if h := &p.held.s[n-1]; h.start == start {
+			if offset < h.offset {
+				h.offset = offset
+			}
+			return
+		}
 	}
+	hs := p.held.live()
 	i, found := slices.BinarySearchFunc(hs, start, func(h heldOffset, s int64) int { return cmpInt(h.start, s) })
 	if found {
 		hs[i].offset = min(hs[i].offset, offset)
@@ -193,4 +255,12 @@ func (p *partState) release(start int64) {
 	for p.held.len() > 0 && p.held.live()[0].start <= start {
 		p.held.popFront()
 	}
+}
+
+// idleKey is a key that was left without windows when the bucket at since
+// dropped. mark tells the key's latest entry from older ones.
+type idleKey struct {
+	since int64
+	key   int32
+	mark  int32
 }
