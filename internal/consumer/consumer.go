@@ -54,8 +54,12 @@ type Consumer struct {
 	parts      map[topicPartition]*partition
 	byID       map[int32]*partition
 	lastCommit time.Time
-	dec        decoders
 	closing    bool // Drain or Close began: rebalance callbacks commit nothing more
+
+	// rebalanceWaits is set when kgo signals that a rebalance waits for the
+	// polled records to be applied (see fetcher).
+	rebalanceWaits atomic.Bool
+	fetch          *fetcher
 
 	fetched   sync.Mutex // guards pending
 	pending   map[topicPartition]fetchedOffset
@@ -102,7 +106,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		c.pr.Close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	if c.dec, err = newDecoders(c.proc); err != nil {
+	if c.fetch, err = newFetcher(c); err != nil {
 		c.pr.Close()
 		return nil, err
 	}
@@ -188,6 +192,7 @@ func (c *Consumer) newGroupClient(log zerolog.Logger, reg prometheus.Registerer,
 		kgo.OnPartitionsAssigned(c.assigned),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.rebalanceWaits.Store(true) }),
 		kgo.OnOffsetsFetched(c.offsetsFetched),
 		metrics.KafkaHooks(reg, "kafka_consumer"),
 	)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"aggregator/internal/pipeline"
 	"aggregator/internal/watermark"
 )
 
@@ -39,6 +38,7 @@ type partition struct {
 	phantomW   int64 // the phantom's watermark
 
 	records [6]prometheus.Counter // by pipeline.Outcome
+	counts  [6]uint64             // outcomes not yet added to records
 	lag     prometheus.Gauge
 	wm      prometheus.Gauge
 }
@@ -67,5 +67,13 @@ func holdAt(w int64) watermark.State {
 	return watermark.State{MaxTimestamp: math.MinInt64, Watermark: w}
 }
 
-// count increments the outcome counter.
-func (p *partition) count(o pipeline.Outcome) { p.records[o].Inc() }
+// flushCounts adds the outcomes counted since the last flush to the
+// records counters: once per poll rather than once per record.
+func (p *partition) flushCounts() {
+	for o, n := range p.counts {
+		if n > 0 {
+			p.records[o].Add(float64(n))
+			p.counts[o] = 0
+		}
+	}
+}

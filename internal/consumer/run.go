@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 	"time"
 
@@ -15,28 +14,42 @@ import (
 
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
-	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
 
-// Run consumes until ctx is canceled and returns nil once the batch in
-// hand is processed; it returns an error if an output could not be
-// produced (nothing past it is committed) or the client failed.
+// Run consumes until ctx is canceled and returns nil once the poll in
+// hand is applied; it returns an error if an output could not be produced
+// (nothing past it is committed) or the client failed. A fetcher
+// goroutine polls and decodes the next poll while this goroutine applies
+// the current one.
 func (c *Consumer) Run(ctx context.Context) error {
-	for {
-		pctx, cancel := context.WithTimeout(ctx, tickInterval)
-		fs := c.cl.PollRecords(pctx, maxPollRecords)
-		cancel()
-		fetchedAt := c.clock()
-		if fs.IsClientClosed() {
+	f := c.fetch
+	f.ready = make(chan *poll, pollsInFlight)
+	fctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { f.run(fctx) })
+	err := c.consume(ctx, f)
+	stop()
+	for p := range f.ready {
+		p.decoding.Wait()
+		f.free <- p // polled but not applied: not committed either, so read again by the partition's next owner
+	}
+	wg.Wait()
+	c.cl.AllowRebalance()
+	return err
+}
+
+// consume applies the fetcher's polls in order.
+func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
+	for p := range f.ready {
+		p.decoding.Wait()
+		if p.closed {
+			f.free <- p
 			return nil
 		}
-		c.logFetchErrors(fs)
-		c.mu.Lock()
-		err := c.step(ctx, fs, fetchedAt)
-		c.mu.Unlock()
+		err := c.step(ctx, p)
 		c.checkUnfetched(ctx)
-		c.cl.AllowRebalance()
+		f.free <- p // never blocks: the channel has room for every poll
 		if err != nil {
 			return err
 		}
@@ -44,6 +57,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	return nil
 }
 
 func (c *Consumer) logFetchErrors(fs kgo.Fetches) {
@@ -55,15 +69,17 @@ func (c *Consumer) logFetchErrors(fs kgo.Fetches) {
 	})
 }
 
-// step processes one poll's records, ticks the watermark, updates the
-// gauges and commits when due. c.mu is held.
-func (c *Consumer) step(ctx context.Context, fs kgo.Fetches, fetchedAt time.Time) error {
+// step applies one poll's records, ticks the watermark, updates the
+// metrics and commits when due.
+func (c *Consumer) step(ctx context.Context, p *poll) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.applyFetched()
-	c.writer.SetFetched(fetchedAt)
-	c.process(fs)
+	c.writer.SetFetched(p.fetchedAt)
+	c.apply(p)
 	now := c.nowMs()
 	c.proc.Tick(now)
-	c.updateGauges(now)
+	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
 		return err
 	}
@@ -77,35 +93,25 @@ func (c *Consumer) step(ctx context.Context, fs kgo.Fetches, fetchedAt time.Time
 	return c.commit(cctx, c.allParts())
 }
 
-// process decodes the poll's records in parallel, then applies them on
-// this goroutine, partition by partition in offset order.
-func (c *Consumer) process(fs kgo.Fetches) {
-	batch := c.dec.prepare(fs, c.id)
-	if len(batch) == 0 {
-		return
-	}
-	c.dec.decodeAll()
+// apply runs the poll's records through the pipeline, partition by
+// partition in offset order.
+func (c *Consumer) apply(pl *poll) {
 	now := c.nowMs()
-	i := 0
-	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if len(fp.Records) == 0 {
-			return
+	for _, pp := range pl.parts {
+		p := c.parts[pp.tp]
+		if p == nil {
+			continue
 		}
-		p := c.parts[topicPartition{fp.Topic, fp.Partition}]
-		n := len(fp.Records)
-		if p != nil {
-			for j := i; j < i+n; j++ {
-				c.apply(p, &batch[j], now)
-			}
-			p.hwm = fp.HighWatermark
-			c.proc.SetCaughtUp(p.id, p.next >= p.hwm, now)
+		for i := pp.lo; i < pp.hi; i++ {
+			c.applyOne(p, &pl.recs[i], now)
 		}
-		i += n
-	})
+		p.hwm = pp.hwm
+		c.proc.SetCaughtUp(p.id, p.next >= p.hwm, now)
+	}
 }
 
-// apply runs one decoded record through the pipeline.
-func (c *Consumer) apply(p *partition, d *decoded, now int64) {
+// applyOne runs one decoded record through the pipeline.
+func (c *Consumer) applyOne(p *partition, d *decoded, now int64) {
 	off := d.in.Offset
 	if p.rebuilding {
 		if off >= p.emitted {
@@ -121,7 +127,7 @@ func (c *Consumer) apply(p *partition, d *decoded, now int64) {
 	}
 	out := c.proc.ProcessDecoded(&d.in, &d.rec, d.kind, d.err, now)
 	if !muted {
-		p.count(out)
+		p.counts[out]++
 	}
 	p.next = off + 1
 	if p.rebuilding && p.next >= p.emitted {
@@ -131,7 +137,8 @@ func (c *Consumer) apply(p *partition, d *decoded, now int64) {
 
 func (c *Consumer) nowMs() int64 { return c.clock().UnixMilli() }
 
-func (c *Consumer) updateGauges(now int64) {
+// updateMetrics adds the poll's outcome counts and sets the gauges.
+func (c *Consumer) updateMetrics(now int64) {
 	w := c.proc.Watermark()
 	c.m.Watermark.Set(metrics.Seconds(w))
 	if w > math.MinInt64 {
@@ -140,6 +147,7 @@ func (c *Consumer) updateGauges(now int64) {
 	c.m.OpenWindows.Set(float64(c.proc.OpenWindows()))
 	c.m.IdlePartitions.Set(float64(c.proc.IdleCount()))
 	for _, p := range c.parts {
+		p.flushCounts()
 		pw, _ := c.proc.PartitionWatermark(p.id)
 		p.wm.Set(metrics.Seconds(pw))
 		if p.hwm >= 0 && p.next >= 0 {
@@ -291,81 +299,6 @@ func commitErrors(resp *kmsg.OffsetCommitResponse) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// decoded is one input record and what its decoder made of it.
-type decoded struct {
-	in   pipeline.Input
-	rec  record.Record
-	kind record.Kind
-	err  error
-}
-
-// decoders decodes a poll's records in parallel, one decoder per worker;
-// the batch buffer is reused across polls.
-type decoders struct {
-	decs  []*record.Decoder
-	batch []decoded
-}
-
-// parallelMin is the batch size below which decoding stays on the engine
-// goroutine: starting workers costs more than it saves.
-const parallelMin = 256
-
-func newDecoders(proc *pipeline.Processor) (decoders, error) {
-	var d decoders
-	for range max(runtime.GOMAXPROCS(0), 1) {
-		dec, err := proc.NewDecoder()
-		if err != nil {
-			return d, fmt.Errorf("decoder: %w", err)
-		}
-		d.decs = append(d.decs, dec)
-	}
-	return d, nil
-}
-
-// prepare fills the batch with the poll's records, in processing order.
-// Input.Partition is the engine's partition id (see Consumer.id).
-func (d *decoders) prepare(fs kgo.Fetches, id func(topicPartition) int32) []decoded {
-	n := fs.NumRecords()
-	if cap(d.batch) < n {
-		d.batch = append(d.batch[:cap(d.batch)], make([]decoded, n-cap(d.batch))...)
-	}
-	d.batch = d.batch[:n]
-	i := 0
-	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		pid := id(topicPartition{fp.Topic, fp.Partition})
-		for _, r := range fp.Records {
-			d.batch[i].in = pipeline.Input{Topic: r.Topic, Partition: pid, Offset: r.Offset,
-				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
-			i++
-		}
-	})
-	return d.batch
-}
-
-// decodeAll decodes the batch, split in one contiguous chunk per worker.
-func (d *decoders) decodeAll() {
-	n := len(d.batch)
-	workers := min(len(d.decs), max(n/parallelMin, 1))
-	if workers == 1 {
-		decodeRange(d.decs[0], d.batch)
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for w := range workers {
-		lo, hi := w*chunk, min((w+1)*chunk, n)
-		wg.Go(func() { decodeRange(d.decs[w], d.batch[lo:hi]) })
-	}
-	wg.Wait()
-}
-
-func decodeRange(dec *record.Decoder, batch []decoded) {
-	for i := range batch {
-		b := &batch[i]
-		b.kind, b.err = pipeline.Decode(dec, &b.in, &b.rec)
-	}
 }
 
 // gate is the pipeline's Output: it mutes what a rebuild re-emits and

@@ -46,10 +46,17 @@ func floorDiv(a, b int64) int64 {
 type history struct {
 	steps []Step
 	last  bucket
+	w     int64 // the watermark of the last observe, when seen is set
+	seen  bool
 }
 
-// observe notes that the record at offset is judged against w.
+// observe notes that the record at offset is judged against w. Most
+// records see the watermark the previous one saw: that costs a compare.
 func (h *history) observe(b boundaries, offset, w int64) {
+	if h.seen && w == h.w && len(h.steps) > 0 {
+		return
+	}
+	h.w, h.seen = w, true
 	k := b.bucket(w)
 	if len(h.steps) > 0 && k == h.last {
 		return

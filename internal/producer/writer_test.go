@@ -99,6 +99,63 @@ func TestWriterWithoutDeadLetterTopic(t *testing.T) {
 	}
 }
 
+// discard acknowledges every record at once and keeps none.
+type discard struct{}
+
+func (discard) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	promise(r, nil)
+}
+
+func sampleResult() *windowing.Result {
+	return &windowing.Result{Key: `{"sid":"sid_42"}`, Window: windowing.Window{Start: 1_900_000_000_000, End: 1_900_000_005_000},
+		Count: 25, Aggregates: []record.Value{record.Number(123), record.Number(25)}, Firing: windowing.OnTime, Watermark: 1_900_000_004_999}
+}
+
+func resultConfig() config.Config {
+	cfg := sinkConfig()
+	cfg.Aggregates = []config.Aggregate{{Name: "total", Fn: "sum", Field: "d"}, {Name: "calls", Fn: "count"}}
+	return cfg
+}
+
+// A result costs one allocation: its record and bytes together.
+func TestWriterResultAllocatesOnce(t *testing.T) {
+	w := producer.NewWriter(discard{}, resultConfig(), nil, time.Now)
+	w.SetFetched(time.Now())
+	r := sampleResult()
+	if got := testing.AllocsPerRun(100, func() { w.Result(r) }); got > 1 {
+		t.Errorf("Result allocates %v times per result, want 1", got)
+	}
+}
+
+// SetFetched's promise observes the latency of each acknowledged result.
+func TestWriterObservesLatency(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	fetched := time.Unix(1000, 0)
+	w := producer.NewWriter(discard{}, resultConfig(), m, func() time.Time { return fetched.Add(3 * time.Millisecond) })
+	w.Result(sampleResult()) // no fetch time yet: no latency
+	w.SetFetched(fetched)
+	w.Result(sampleResult())
+	w.Result(sampleResult())
+	var pb dto.Metric
+	if err := m.Latency.(prometheus.Metric).Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	if n, sum := pb.GetHistogram().GetSampleCount(), pb.GetHistogram().GetSampleSum(); n != 2 || sum < 0.0059 || sum > 0.0061 {
+		t.Errorf("latency = %d samples summing %vs, want 2 summing 0.006s", n, sum)
+	}
+}
+
+func BenchmarkWriterResult(b *testing.B) {
+	w := producer.NewWriter(discard{}, resultConfig(), nil, time.Now)
+	w.SetFetched(time.Now())
+	r := sampleResult()
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Result(r)
+	}
+}
+
 func value(c prometheus.Counter) float64 {
 	var m dto.Metric
 	if err := c.Write(&m); err != nil {

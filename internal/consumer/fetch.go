@@ -1,0 +1,208 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/pipeline"
+	"aggregator/internal/record"
+)
+
+// A poll is one PollRecords result on its way from the fetcher to the
+// engine goroutine, decoded by its own workers meanwhile. Its buffers are
+// reused: the engine goroutine hands it back once applied.
+type poll struct {
+	fetchedAt time.Time
+	closed    bool // the client was closed
+	recs      []decoded
+	parts     []polledPart      // the partitions with records, in poll order
+	decs      []*record.Decoder // one per decoding worker
+	decoding  sync.WaitGroup    // the workers decoding recs
+}
+
+// polledPart is one partition's records in a poll, in offset order:
+// records, decoded into recs[lo:hi].
+type polledPart struct {
+	tp      topicPartition
+	id      int32 // the engine's partition id (see Consumer.id)
+	hwm     int64
+	lo, hi  int
+	records []*kgo.Record
+}
+
+// decoded is one input record and what its decoder made of it.
+type decoded struct {
+	in   pipeline.Input
+	rec  record.Record
+	kind record.Kind
+	err  error
+}
+
+// pollsInFlight is how many polls exist at once: one being applied by the
+// engine goroutine, the next ones being decoded, and one being polled. The
+// client fetches from a broker again only once its last fetch is polled
+// empty; enough polls in flight keep that fetch going while the engine
+// goroutine applies.
+const pollsInFlight = 4
+
+// parallelMin is the number of records below which a poll is decoded by
+// one worker: more workers cost more than they save.
+const parallelMin = 256
+
+// A fetcher polls ahead of the engine goroutine and has each poll decoded
+// in parallel, so that fetching and decoding the next polls overlap with
+// applying this one.
+//
+// Rebalance safety: the group client uses kgo.BlockRebalanceOnPoll, so no
+// OnPartitions* callback runs between a non-empty poll and AllowRebalance.
+// The fetcher is the only goroutine that polls or calls AllowRebalance, and
+// it calls AllowRebalance only while it holds every poll buffer, that is
+// while no polled record is being decoded or waits to be applied or is
+// being applied: a callback therefore never runs while a polled record is
+// unapplied, exactly as when polling and applying alternated on one
+// goroutine (commits on revocation see every polled record applied, and a
+// revoked partition's records are never applied after it is dropped). As
+// polling ahead keeps the client's poll block held, the fetcher stops
+// polling ahead and lets the engine goroutine finish whenever kgo signals
+// that a rebalance waits (OnPartitionsCallbackBlocked), and allows
+// rebalances whenever the engine goroutine is idle.
+type fetcher struct {
+	c     *Consumer
+	free  chan *poll // polls neither decoding nor held by the engine goroutine; cap pollsInFlight
+	ready chan *poll // polls in poll order; cap pollsInFlight, so the fetcher never waits to send; closed when the fetcher ends
+}
+
+func newFetcher(c *Consumer) (*fetcher, error) {
+	f := &fetcher{c: c, free: make(chan *poll, pollsInFlight)}
+	for range pollsInFlight {
+		p := &poll{}
+		for range max(runtime.GOMAXPROCS(0), 1) {
+			dec, err := c.proc.NewDecoder()
+			if err != nil {
+				return nil, fmt.Errorf("decoder: %w", err)
+			}
+			p.decs = append(p.decs, dec)
+		}
+		f.free <- p
+	}
+	return f, nil
+}
+
+// run polls until ctx is canceled or the client is closed, and sends each
+// poll to ready while it decodes.
+func (f *fetcher) run(ctx context.Context) {
+	defer close(f.ready)
+	for {
+		p := f.next(ctx)
+		if p == nil {
+			return
+		}
+		f.poll(ctx, p)
+		f.ready <- p // never blocks: ready has room for every poll
+		if p.closed {
+			return
+		}
+	}
+}
+
+// next returns a poll buffer for the next poll, or nil once ctx is
+// canceled. First, if a rebalance waits or the engine goroutine is idle,
+// it waits until the engine goroutine holds no poll and allows rebalances.
+func (f *fetcher) next(ctx context.Context) *poll {
+	if !f.c.rebalanceWaits.Swap(false) && len(f.free) < cap(f.free) {
+		select {
+		case p := <-f.free:
+			return p
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	held := make([]*poll, 0, cap(f.free))
+	for len(held) < cap(held) {
+		select {
+		case p := <-f.free:
+			held = append(held, p)
+		case <-ctx.Done():
+			for _, p := range held {
+				f.free <- p
+			}
+			return nil
+		}
+	}
+	f.c.cl.AllowRebalance()
+	for _, p := range held[1:] {
+		f.free <- p
+	}
+	return held[0]
+}
+
+// poll fills p with the next PollRecords result and starts decoding it.
+func (f *fetcher) poll(ctx context.Context, p *poll) {
+	pctx, cancel := context.WithTimeout(ctx, tickInterval)
+	fs := f.c.cl.PollRecords(pctx, maxPollRecords)
+	cancel()
+	p.fetchedAt = f.c.clock()
+	p.closed = fs.IsClientClosed()
+	f.c.logFetchErrors(fs)
+	f.prepare(p, fs)
+	p.decode()
+}
+
+// prepare sizes p for the poll's records and notes where each partition's
+// records go; decoding fills them in.
+func (f *fetcher) prepare(p *poll, fs kgo.Fetches) {
+	n := fs.NumRecords()
+	if cap(p.recs) < n {
+		p.recs = append(p.recs[:cap(p.recs)], make([]decoded, n-cap(p.recs))...)
+	}
+	p.recs, p.parts = p.recs[:n], p.parts[:0]
+	i := 0
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) == 0 {
+			return
+		}
+		tp := topicPartition{fp.Topic, fp.Partition}
+		p.parts = append(p.parts, polledPart{tp: tp, id: f.c.id(tp), hwm: fp.HighWatermark,
+			lo: i, hi: i + len(fp.Records), records: fp.Records})
+		i += len(fp.Records)
+	})
+}
+
+// decode starts decoding the poll's records, split in one contiguous chunk
+// per worker; each worker also copies its records in, while they are in
+// cache. p.decoding is done once all are decoded.
+func (p *poll) decode() {
+	n := len(p.recs)
+	if n == 0 {
+		return
+	}
+	workers := min(len(p.decs), max(n/parallelMin, 1))
+	chunk := (n + workers - 1) / workers
+	for w := range workers {
+		lo, hi := w*chunk, min((w+1)*chunk, n)
+		p.decoding.Go(func() { decodeRange(p.decs[w], p, lo, hi) })
+	}
+}
+
+// decodeRange fills and decodes p.recs[lo:hi].
+func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
+	j := 0
+	for j < len(p.parts) && p.parts[j].hi <= lo {
+		j++
+	}
+	for i := lo; i < hi; i++ {
+		for p.parts[j].hi <= i {
+			j++
+		}
+		pp := &p.parts[j]
+		r, d := pp.records[i-pp.lo], &p.recs[i]
+		d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, Offset: r.Offset,
+			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+		d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
+	}
+}
