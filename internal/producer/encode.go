@@ -73,13 +73,67 @@ func ResultKey(dst []byte, r *windowing.Result) []byte {
 }
 
 // AppendTime appends ms as RFC 3339 in UTC, with milliseconds only when
-// they are not zero.
+// they are not zero. Years 0 to 9999 are formatted by hand (two per result,
+// on the hot path); others fall back to time.Format.
 func AppendTime(dst []byte, ms int64) []byte {
-	t := time.UnixMilli(ms).UTC()
-	if ms%1000 == 0 {
-		return t.AppendFormat(dst, "2006-01-02T15:04:05Z07:00")
+	const minMs, maxMs = -62167219200000, 253402300800000 // 0000-01-01, 10000-01-01
+	if ms < minMs || ms >= maxMs {
+		t := time.UnixMilli(ms).UTC()
+		if ms%1000 == 0 {
+			return t.AppendFormat(dst, time.RFC3339)
+		}
+		return t.AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
 	}
-	return t.AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	days, rem := floorDiv(ms, 86_400_000)
+	y, m, d := civil(days)
+	dst = appendDigits(dst, y, 4)
+	dst = appendDigits(append(dst, '-'), m, 2)
+	dst = appendDigits(append(dst, '-'), d, 2)
+	dst = appendDigits(append(dst, 'T'), rem/3_600_000, 2)
+	dst = appendDigits(append(dst, ':'), rem/60_000%60, 2)
+	dst = appendDigits(append(dst, ':'), rem/1000%60, 2)
+	if frac := rem % 1000; frac != 0 {
+		dst = appendDigits(append(dst, '.'), frac, 3)
+	}
+	return append(dst, 'Z')
+}
+
+func floorDiv(a, b int64) (q, r int64) {
+	q, r = a/b, a%b
+	if r < 0 {
+		q, r = q-1, r+b
+	}
+	return q, r
+}
+
+// civil converts days since 1970-01-01 to a proleptic Gregorian date
+// (Howard Hinnant's days_from_civil, inverted).
+func civil(days int64) (y, m, d int64) {
+	z := days + 719_468
+	era, _ := floorDiv(z, 146_097)
+	doe := z - era*146_097
+	yoe := (doe - doe/1460 + doe/36_524 - doe/146_096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d = doy - (153*mp+2)/5 + 1
+	m = mp + 3
+	if m > 12 {
+		m -= 12
+	}
+	y = yoe + era*400
+	if m <= 2 {
+		y++
+	}
+	return y, m, d
+}
+
+func appendDigits(dst []byte, v int64, width int) []byte {
+	var buf [4]byte
+	for i := width - 1; i >= 0; i-- {
+		buf[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(dst, buf[:width]...)
 }
 
 // AppendValue appends an aggregate value: numbers that are whole print
