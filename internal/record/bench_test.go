@@ -37,6 +37,33 @@ func benchRecords(n int) (jsonRecs, csvRecs [][]byte) {
 	return jsonRecs, csvRecs
 }
 
+// pipelineCall is what encoding/json unmarshals the end-to-end
+// benchmark's records into (integration/bench_test.go).
+type pipelineCall struct {
+	Sid string  `json:"sid"`
+	T   int64   `json:"t"`
+	D   float64 `json:"d"`
+}
+
+// pipelineRecords returns n records shaped as the end-to-end benchmark's:
+// 100 keys, a unix_ms time, a small number and a padding string.
+func pipelineRecords(n int) [][]byte {
+	recs := make([][]byte, n)
+	for i := range recs {
+		recs[i] = fmt.Appendf(nil, `{"sid":"sid_%d","t":%d,"d":%d,"pad":"%040d"}`, i%100, 1_900_000_000_000+int64(i)*50, i%10, i)
+	}
+	return recs
+}
+
+// pipelineConfig is the end-to-end benchmark's source and aggregates.
+func pipelineConfig() config.Config {
+	return config.Config{
+		Source:     config.Source{Format: "json", Key: []string{"sid"}, Timestamp: config.Timestamp{Field: "t", Layout: "unix_ms"}},
+		Watermark:  config.Watermark{Strategy: "bounded"},
+		Aggregates: []config.Aggregate{{Name: "total", Fn: "sum", Field: "d"}, {Name: "calls", Fn: "count"}},
+	}
+}
+
 func benchConfig(format string) config.Config {
 	return config.Config{
 		Source: config.Source{
@@ -57,6 +84,12 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("json/encoding_json", func(b *testing.B) {
 		var c benchCall
 		benchLoop(b, jsonRecs, func(v []byte) error { return json.Unmarshal(v, &c) })
+	})
+	pipeRecs := pipelineRecords(1000)
+	b.Run("pipeline/decoder", func(b *testing.B) { benchDecoder(b, pipelineConfig(), pipeRecs) })
+	b.Run("pipeline/encoding_json", func(b *testing.B) {
+		var c pipelineCall
+		benchLoop(b, pipeRecs, func(v []byte) error { return json.Unmarshal(v, &c) })
 	})
 	b.Run("csv/decoder", func(b *testing.B) { benchDecoder(b, benchConfig("csv"), csvRecs) })
 	b.Run("csv/encoding_csv", func(b *testing.B) {

@@ -15,10 +15,6 @@ const (
 	FieldKafkaTimestamp = "$timestamp" // the record timestamp, ms
 )
 
-// maxInterned bounds the group keys a Decoder remembers so that a repeated
-// key costs no allocation; the set is emptied when it is full.
-const maxInterned = 4096
-
 // source says where a field comes from.
 type source uint8
 
@@ -84,7 +80,7 @@ type Decoder struct {
 	keys      []keyRef
 	aggs      []aggRef
 
-	interned map[string]string
+	interned internTable
 	keyBuf   []byte
 	keySpans []keySpan
 	arena    []byte // the text of this record's Values, one string at the end
@@ -105,7 +101,7 @@ type keySpan struct {
 // *config.KeyError (config.Load reports them first).
 func NewDecoder(cfg config.Config) (*Decoder, error) {
 	src := cfg.Source
-	d := &Decoder{interned: make(map[string]string)}
+	d := &Decoder{interned: newInternTable()}
 	if err := d.setFormat(src); err != nil {
 		return nil, err
 	}
@@ -406,14 +402,7 @@ func (d *Decoder) key(meta Meta, rec *Record) error {
 	}
 	buf = append(buf, '}')
 	d.keyBuf = buf
-	key, ok := d.interned[string(buf)]
-	if !ok {
-		if len(d.interned) >= maxInterned {
-			clear(d.interned)
-		}
-		key = string(buf)
-		d.interned[key] = key
-	}
+	key := d.interned.intern(buf)
 	rec.Key = key
 	for i, sp := range d.keySpans {
 		rec.KeyFields[i].Raw = key[sp.raw.start:sp.raw.end]
@@ -463,13 +452,15 @@ func (d *Decoder) values(meta Meta, rec *Record) error {
 		case tokMissing, tokNull:
 			return &DecodeError{Reason: ReasonMissingField, Field: a.ref.name, Detail: missingDetail(tok)}
 		}
-		if a.kind == aggNumeric {
+		if a.kind == aggNumeric { // the engine reads only Num: no text to copy
 			n, ok := d.number(tok)
 			if !ok {
 				return &DecodeError{Reason: ReasonNonNumeric, Field: a.ref.name, Detail: d.describe(tok) + " is not a number"}
 			}
 			v.Num, v.IsNum = n, true
-		} else if tok.kind == tokNumber {
+			continue
+		}
+		if tok.kind == tokNumber {
 			v.Num, v.IsNum = parseFloat(tok.text), true
 		}
 		d.setText(v, tok)
@@ -491,6 +482,9 @@ func (d *Decoder) number(tok token) (float64, bool) {
 		}
 	default:
 		return 0, false
+	}
+	if f, ok := parseSimpleFloat(text); ok {
+		return f, true
 	}
 	f, err := strconv.ParseFloat(string(text), 64)
 	return f, err == nil
@@ -598,8 +592,53 @@ func truncate(s string) string {
 }
 
 func parseFloat(text []byte) float64 {
+	if f, ok := parseSimpleFloat(text); ok {
+		return f
+	}
 	f, _ := strconv.ParseFloat(string(text), 64) // ±Inf beyond float64
 	return f
+}
+
+// float64Pow10 holds the powers of ten that float64 represents exactly.
+var float64Pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// parseSimpleFloat is strconv.ParseFloat's exact fast path for a valid
+// JSON number without exponent: at most 2^53 as an integer of its digits,
+// at most 22 of them after the point. Both operands of the one division
+// are exact, so the result is correctly rounded, the same float64. It
+// reports false for anything else.
+func parseSimpleFloat(text []byte) (float64, bool) {
+	i, neg := 0, false
+	if len(text) > 0 && text[0] == '-' {
+		i, neg = 1, true
+	}
+	var mant uint64
+	digits, point := 0, -1
+	for ; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case c >= '0' && c <= '9':
+			mant = mant*10 + uint64(c-'0')
+			digits++
+		case c == '.' && point < 0:
+			point = digits
+		default:
+			return 0, false
+		}
+	}
+	frac := 0
+	if point >= 0 {
+		frac = digits - point
+	}
+	if digits == 0 || digits > 19 || mant > 1<<53 || frac >= len(float64Pow10) {
+		return 0, false
+	}
+	f := float64(mant) / float64Pow10[frac]
+	if neg {
+		f = -f
+	}
+	return f, true
 }
 
 // grow returns s resized to n, reusing its array when it is big enough.

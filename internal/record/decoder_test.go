@@ -71,10 +71,9 @@ func decode(d *record.Decoder, value string, meta record.Meta) (decoded, error) 
 func num(f float64, raw string) record.Value { return record.Value{Num: f, Raw: raw, IsNum: true} }
 func str(s, raw string) record.Value         { return record.Value{Str: s, Raw: raw} }
 
-// numText is a numeric aggregate read from a string (or a CSV cell).
-func numText(f float64, s string) record.Value {
-	return record.Value{Num: f, Str: s, Raw: `"` + s + `"`, IsNum: true}
-}
+// sum is the Value of a numeric aggregate: only Num is set, whether it was
+// read from a number, a string or a CSV cell.
+func sum(f float64) record.Value { return record.Value{Num: f, IsNum: true} }
 
 // event is the decoded Event of the calls config at 2030-12-01 10:10:04.456.
 func event(key string, keyField, duration record.Value) decoded {
@@ -96,34 +95,34 @@ func TestDecodeJSON(t *testing.T) {
 		want  decoded
 	}{
 		"flat record": {calls, `{"sid":"sid_1",` + callTime + `,"duration":1}`,
-			event(`{"sid":"sid_1"}`, str("sid_1", `"sid_1"`), num(1, "1"))},
+			event(`{"sid":"sid_1"}`, str("sid_1", `"sid_1"`), sum(1))},
 		"other members skipped": {calls, `{"x":{"sid":"no","y":[1,{"sid":2},[]]},"sid":"s",` + callTime + `,"z":[true,false,null],"duration":2}`,
-			event(`{"sid":"s"}`, str("s", `"s"`), num(2, "2"))},
+			event(`{"sid":"s"}`, str("s", `"s"`), sum(2))},
 		"whitespace everywhere": {calls, " \n{ \"sid\" :\t\"s\" , \"callType\":\"success\",\"callTime\" : \"2030-12-01 10:10:04.456\" ,\"duration\": 3 }\r\n",
-			event(`{"sid":"s"}`, str("s", `"s"`), num(3, "3"))},
+			event(`{"sid":"s"}`, str("s", `"s"`), sum(3))},
 		"nested path": {nested, `{"a":{"x":{"b":0},"b":42},` + callTime + `,"duration":1}`,
-			event(`{"a.b":42}`, num(42, "42"), num(1, "1"))},
+			event(`{"a.b":42}`, num(42, "42"), sum(1))},
 		"escapes in strings": {calls, `{"sid":"s\u0069d\t\"q\"\\\/",` + callTime + `,"duration":1}`,
-			event(`{"sid":"sid\t\"q\"\\/"}`, str("sid\t\"q\"\\/", `"sid\t\"q\"\\/"`), num(1, "1"))},
+			event(`{"sid":"sid\t\"q\"\\/"}`, str("sid\t\"q\"\\/", `"sid\t\"q\"\\/"`), sum(1))},
 		"escaped member name": {calls, `{"s\u0069d":"x",` + callTime + `,"duration":1}`,
-			event(`{"sid":"x"}`, str("x", `"x"`), num(1, "1"))},
+			event(`{"sid":"x"}`, str("x", `"x"`), sum(1))},
 		"unicode and surrogate pair": {calls, `{"sid":"ü\ud83d\ude00",` + callTime + `,"duration":1}`,
-			event(`{"sid":"ü😀"}`, str("ü😀", `"ü😀"`), num(1, "1"))},
+			event(`{"sid":"ü😀"}`, str("ü😀", `"ü😀"`), sum(1))},
 		"lone surrogate": {calls, `{"sid":"\ud83d",` + callTime + `,"duration":1}`,
-			event(`{"sid":"�"}`, str("�", `"�"`), num(1, "1"))},
+			event(`{"sid":"�"}`, str("�", `"�"`), sum(1))},
 		"control character escaped in key": {calls, `{"sid":"a\u0001",` + callTime + `,"duration":1}`,
-			event(`{"sid":"a\u0001"}`, str("a\x01", `"a\u0001"`), num(1, "1"))},
-		"negative zero":    {calls, `{"sid":"s",` + callTime + `,"duration":-0}`, event(`{"sid":"s"}`, str("s", `"s"`), num(0, "-0"))},
-		"exponent":         {calls, `{"sid":"s",` + callTime + `,"duration":1.5E+3}`, event(`{"sid":"s"}`, str("s", `"s"`), num(1500, "1.5E+3"))},
-		"small exponent":   {calls, `{"sid":"s",` + callTime + `,"duration":-2.5e-1}`, event(`{"sid":"s"}`, str("s", `"s"`), num(-0.25, "-2.5e-1"))},
-		"big integer":      {calls, `{"sid":"s",` + callTime + `,"duration":12345678901234567890}`, event(`{"sid":"s"}`, str("s", `"s"`), num(12345678901234567890, "12345678901234567890"))},
-		"numeric string":   {calls, `{"sid":"s",` + callTime + `,"duration":"42.5"}`, event(`{"sid":"s"}`, str("s", `"s"`), numText(42.5, "42.5"))},
-		"padded number":    {calls, `{"sid":"s",` + callTime + `,"duration":" 7 "}`, event(`{"sid":"s"}`, str("s", `"s"`), numText(7, " 7 "))},
-		"number key":       {calls, `{"sid":4.20,` + callTime + `,"duration":1}`, event(`{"sid":4.20}`, num(4.2, "4.20"), num(1, "1"))},
-		"bool key":         {calls, `{"sid":true,` + callTime + `,"duration":1}`, event(`{"sid":true}`, str("true", "true"), num(1, "1"))},
-		"empty string key": {calls, `{"sid":"",` + callTime + `,"duration":1}`, event(`{"sid":""}`, str("", `""`), num(1, "1"))},
+			event(`{"sid":"a\u0001"}`, str("a\x01", `"a\u0001"`), sum(1))},
+		"negative zero":    {calls, `{"sid":"s",` + callTime + `,"duration":-0}`, event(`{"sid":"s"}`, str("s", `"s"`), sum(0))},
+		"exponent":         {calls, `{"sid":"s",` + callTime + `,"duration":1.5E+3}`, event(`{"sid":"s"}`, str("s", `"s"`), sum(1500))},
+		"small exponent":   {calls, `{"sid":"s",` + callTime + `,"duration":-2.5e-1}`, event(`{"sid":"s"}`, str("s", `"s"`), sum(-0.25))},
+		"big integer":      {calls, `{"sid":"s",` + callTime + `,"duration":12345678901234567890}`, event(`{"sid":"s"}`, str("s", `"s"`), sum(12345678901234567890))},
+		"numeric string":   {calls, `{"sid":"s",` + callTime + `,"duration":"42.5"}`, event(`{"sid":"s"}`, str("s", `"s"`), sum(42.5))},
+		"padded number":    {calls, `{"sid":"s",` + callTime + `,"duration":" 7 "}`, event(`{"sid":"s"}`, str("s", `"s"`), sum(7))},
+		"number key":       {calls, `{"sid":4.20,` + callTime + `,"duration":1}`, event(`{"sid":4.20}`, num(4.2, "4.20"), sum(1))},
+		"bool key":         {calls, `{"sid":true,` + callTime + `,"duration":1}`, event(`{"sid":true}`, str("true", "true"), sum(1))},
+		"empty string key": {calls, `{"sid":"",` + callTime + `,"duration":1}`, event(`{"sid":""}`, str("", `""`), sum(1))},
 		"duplicate member: last wins": {calls, `{"sid":"a","sid":"b",` + callTime + `,"duration":1,"duration":2}`,
-			event(`{"sid":"b"}`, str("b", `"b"`), num(2, "2"))},
+			event(`{"sid":"b"}`, str("b", `"b"`), sum(2))},
 		"last of an object": {last, `{"sid":"s",` + callTime + `,"p":{"x": [1]}}`,
 			decoded{Kind: record.Event, Time: 1922350204456, Key: `{"sid":"s"}`, KeyFields: []record.Value{str("s", `"s"`)},
 				Values: []record.Value{str(`{"x": [1]}`, `{"x": [1]}`), {}}}},
@@ -154,20 +153,20 @@ func TestDecodeCSV(t *testing.T) {
 		value string
 		want  decoded
 	}{
-		"golden line":         {calls, "sid_1,success,2030-12-01 10:10:04.456,1", event(`{"sid":"sid_1"}`, str("sid_1", `"sid_1"`), numText(1, "1"))},
-		"trailing line break": {calls, "s,success,2030-12-01 10:10:04.456,1\r\n", event(`{"sid":"s"}`, str("s", `"s"`), numText(1, "1"))},
-		"quoted delimiter":    {calls, `"s,1",success,2030-12-01 10:10:04.456,1`, event(`{"sid":"s,1"}`, str("s,1", `"s,1"`), numText(1, "1"))},
-		"escaped quotes":      {calls, `"say ""hi""","success","2030-12-01 10:10:04.456","2.5"`, event(`{"sid":"say \"hi\""}`, str(`say "hi"`, `"say \"hi\""`), numText(2.5, "2.5"))},
+		"golden line":         {calls, "sid_1,success,2030-12-01 10:10:04.456,1", event(`{"sid":"sid_1"}`, str("sid_1", `"sid_1"`), sum(1))},
+		"trailing line break": {calls, "s,success,2030-12-01 10:10:04.456,1\r\n", event(`{"sid":"s"}`, str("s", `"s"`), sum(1))},
+		"quoted delimiter":    {calls, `"s,1",success,2030-12-01 10:10:04.456,1`, event(`{"sid":"s,1"}`, str("s,1", `"s,1"`), sum(1))},
+		"escaped quotes":      {calls, `"say ""hi""","success","2030-12-01 10:10:04.456","2.5"`, event(`{"sid":"say \"hi\""}`, str(`say "hi"`, `"say \"hi\""`), sum(2.5))},
 		"line break in quotes": {calls, "\"a\nb\",success,2030-12-01 10:10:04.456,1",
-			event(`{"sid":"a\nb"}`, str("a\nb", `"a\nb"`), numText(1, "1"))},
-		"quoted empty key": {calls, `"",success,2030-12-01 10:10:04.456,1`, event(`{"sid":""}`, str("", `""`), numText(1, "1"))},
-		"numeric key text": {calls, "42,success,2030-12-01 10:10:04.456,1", event(`{"sid":"42"}`, str("42", `"42"`), numText(1, "1"))},
-		"padded number":    {calls, "s,success,2030-12-01 10:10:04.456, -1e1 ", event(`{"sid":"s"}`, str("s", `"s"`), numText(-10, " -1e1 "))},
-		"semicolon":        {delim(";"), "s;success;2030-12-01 10:10:04.456;1", event(`{"sid":"s"}`, str("s", `"s"`), numText(1, "1"))},
-		"tab":              {delim("\t"), "s,x\tsuccess\t2030-12-01 10:10:04.456\t1", event(`{"sid":"s,x"}`, str("s,x", `"s,x"`), numText(1, "1"))},
+			event(`{"sid":"a\nb"}`, str("a\nb", `"a\nb"`), sum(1))},
+		"quoted empty key": {calls, `"",success,2030-12-01 10:10:04.456,1`, event(`{"sid":""}`, str("", `""`), sum(1))},
+		"numeric key text": {calls, "42,success,2030-12-01 10:10:04.456,1", event(`{"sid":"42"}`, str("42", `"42"`), sum(1))},
+		"padded number":    {calls, "s,success,2030-12-01 10:10:04.456, -1e1 ", event(`{"sid":"s"}`, str("s", `"s"`), sum(-10))},
+		"semicolon":        {delim(";"), "s;success;2030-12-01 10:10:04.456;1", event(`{"sid":"s"}`, str("s", `"s"`), sum(1))},
+		"tab":              {delim("\t"), "s,x\tsuccess\t2030-12-01 10:10:04.456\t1", event(`{"sid":"s,x"}`, str("s,x", `"s,x"`), sum(1))},
 		"multibyte delimiter": {delim("¦"), `"a¦b"¦success¦2030-12-01 10:10:04.456¦1`,
-			event(`{"sid":"a¦b"}`, str("a¦b", `"a¦b"`), numText(1, "1"))},
-		"invalid UTF-8 replaced": {calls, "a\xff,success,2030-12-01 10:10:04.456,1", event(`{"sid":"a�"}`, str("a�", `"a�"`), numText(1, "1"))},
+			event(`{"sid":"a¦b"}`, str("a¦b", `"a¦b"`), sum(1))},
+		"invalid UTF-8 replaced": {calls, "a\xff,success,2030-12-01 10:10:04.456,1", event(`{"sid":"a�"}`, str("a�", `"a�"`), sum(1))},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -387,12 +386,12 @@ func TestDecodeMarker(t *testing.T) {
 			decoded{Kind: record.Marker, Time: 1922350205500}},
 		"unix marker": {punctuated("json", "unix_ms"), `{"wm":1922350205000}`, decoded{Kind: record.Marker, Time: 1922350205000}},
 		"null marker is an event": {punctuated("json", "2006-01-02 15:04:05"), `{"wm":null,"sid":"s",` + callTime + `,"duration":1}`,
-			event(`{"sid":"s"}`, str("s", `"s"`), num(1, "1"))},
+			event(`{"sid":"s"}`, str("s", `"s"`), sum(1))},
 		"no marker is an event": {punctuated("json", "2006-01-02 15:04:05"), `{"sid":"s",` + callTime + `,"duration":1}`,
-			event(`{"sid":"s"}`, str("s", `"s"`), num(1, "1"))},
+			event(`{"sid":"s"}`, str("s", `"s"`), sum(1))},
 		"csv marker": {punctuated("csv", "2006-01-02 15:04:05"), `,,,,2030-12-01 10:10:05`, decoded{Kind: record.Marker, Time: 1922350205000}},
 		"csv empty marker cell is an event": {punctuated("csv", "2006-01-02 15:04:05"), `s,success,2030-12-01 10:10:04.456,1,`,
-			event(`{"sid":"s"}`, str("s", `"s"`), numText(1, "1"))},
+			event(`{"sid":"s"}`, str("s", `"s"`), sum(1))},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -423,12 +422,12 @@ func TestDecodeKafkaFieldsAndGlobalKey(t *testing.T) {
 	}{
 		"kafka key and timestamp": {kafka, `{"sid":"s","callType":"success","duration":1}`,
 			decoded{Kind: record.Event, Time: 1607654003161, Key: `{"$key":"k\"1","sid":"s"}`,
-				KeyFields: []record.Value{str(`k"1`, `"k\"1"`), str("s", `"s"`)}, Values: []record.Value{num(1, "1"), {}}}},
+				KeyFields: []record.Value{str(`k"1`, `"k\"1"`), str("s", `"s"`)}, Values: []record.Value{sum(1), {}}}},
 		"kafka timestamp as key": {byTime, `s,success,2030-12-01 10:10:04.456,1`,
 			decoded{Kind: record.Event, Time: 1922350204456, Key: `{"$timestamp":1607654003161}`,
-				KeyFields: []record.Value{num(1607654003161, "1607654003161")}, Values: []record.Value{numText(1, "1"), {}}}},
+				KeyFields: []record.Value{num(1607654003161, "1607654003161")}, Values: []record.Value{sum(1), {}}}},
 		"global key": {global, `s,success,2030-12-01 10:10:04.456,1`,
-			decoded{Kind: record.Event, Time: 1922350204456, Key: `{}`, Values: []record.Value{numText(1, "1"), {}}}},
+			decoded{Kind: record.Event, Time: 1922350204456, Key: `{}`, Values: []record.Value{sum(1), {}}}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -461,8 +460,10 @@ func TestDecodeAllocations(t *testing.T) {
 		recs []string
 	}{
 		"count only: interned key, nothing else": {count, 0, []string{`{"sid":"a",` + callTime + `}`, `{"sid":"b",` + callTime + `}`}},
-		"sum: one string for the values":         {callsConfig("json"), 1, []string{`{"sid":"a",` + callTime + `,"duration":17}`, `{"sid":"b",` + callTime + `,"duration":42}`}},
-		"filtered record":                        {callsConfig("json"), 0, []string{`{"sid":"a","callType":"x"}`}},
+		"sum: no text kept for numeric values":   {callsConfig("json"), 0, []string{`{"sid":"a",` + callTime + `,"duration":17}`, `{"sid":"b",` + callTime + `,"duration":42}`}},
+		"last: one string for its text": {with(callsConfig("json"), func(c *config.Config) { c.Aggregates[0].Fn = "last" }), 1,
+			[]string{`{"sid":"a",` + callTime + `,"duration":17}`, `{"sid":"b",` + callTime + `,"duration":"x"}`}},
+		"filtered record": {callsConfig("json"), 0, []string{`{"sid":"a","callType":"x"}`}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -5,7 +5,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -69,10 +71,30 @@ func checkKeyAgainstJSON(t *testing.T, data []byte, m map[string]any, rec *recor
 	if !reflect.DeepEqual(key, want) {
 		t.Fatalf("Decode(%q).Key = %s, encoding/json finds %v", data, rec.Key, want)
 	}
-	for i, v := range append(rec.KeyFields, rec.Values...) {
+	for i, v := range append(rec.KeyFields, rec.Values[1]) { // Values[0] is a sum: Num only
 		if !json.Valid([]byte(v.Raw)) || !utf8.ValidString(v.Str) {
 			t.Fatalf("Decode(%q): value %d = %+v: Raw is not JSON or Str is not UTF-8", data, i, v)
 		}
+	}
+	checkSumAgainstJSON(t, data, m["duration"], rec.Values[0])
+}
+
+// checkSumAgainstJSON checks the value of a numeric aggregate against
+// strconv.ParseFloat of what encoding/json finds (a number, or a string
+// holding one).
+func checkSumAgainstJSON(t *testing.T, data []byte, field any, got record.Value) {
+	var text string
+	switch v := field.(type) {
+	case json.Number:
+		text = string(v)
+	case string:
+		text = strings.Trim(v, " \t")
+	default:
+		t.Fatalf("Decode(%q) accepted %v (%T) for a sum", data, field, field)
+	}
+	want, err := strconv.ParseFloat(text, 64)
+	if err != nil || !got.IsNum || math.Float64bits(got.Num) != math.Float64bits(want) || got.Raw != "" || got.Str != "" {
+		t.Fatalf("Decode(%q) sum = %+v; strconv.ParseFloat(%q) = %v, %v", data, got, text, want, err)
 	}
 }
 

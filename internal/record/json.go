@@ -1,6 +1,8 @@
 package record
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -282,12 +284,16 @@ func (s *jsonScanner) literal(i int, lit string) (int, error) {
 }
 
 // str skips the string at data[i] (a '"') and returns the index after its
-// closing quote and whether it has escapes.
+// closing quote and whether it has escapes. Runs of ordinary bytes are
+// skipped eight at a time.
 func (s *jsonScanner) str(i int) (end int, esc bool, err error) {
 	data := s.data
-	for i++; i < len(data); i++ {
-		c := data[i]
-		switch {
+	for i++; ; {
+		i = nextSpecial(data, i)
+		if i >= len(data) {
+			return i, esc, s.syntaxError(i, `"`)
+		}
+		switch c := data[i]; {
 		case c == '"':
 			return i + 1, esc, nil
 		case c == '\\':
@@ -296,12 +302,43 @@ func (s *jsonScanner) str(i int) (end int, esc bool, err error) {
 			if n == 0 {
 				return i, esc, s.syntaxError(i, "a valid escape")
 			}
-			i += n - 1
-		case c < 0x20:
+			i += n
+		default:
 			return i, esc, s.syntaxError(i, "no control character in a string")
 		}
 	}
-	return i, esc, s.syntaxError(i, `"`)
+}
+
+// Byte masks for the word-at-a-time string scan.
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+// nextSpecial returns the index of the first byte at or after data[i] that
+// ends a run of plain string content: '"', '\\' or a control character; or
+// len(data).
+func nextSpecial(data []byte, i int) int {
+	for ; i+8 <= len(data); i += 8 {
+		if m := specialBytes(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(data); i++ {
+		if c := data[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return i
+}
+
+// specialBytes flags (in the high bit of each byte) the bytes of v that are
+// '"', '\\' or below 0x20. Only the lowest flag is exact (a borrow may flag
+// bytes above it), which is all nextSpecial uses.
+func specialBytes(v uint64) uint64 {
+	q := v ^ (lowBits * '"')
+	b := v ^ (lowBits * '\\')
+	return (((q - lowBits) &^ q) | ((b - lowBits) &^ b) | ((v - lowBits*0x20) &^ v)) & highBits
 }
 
 // escapeLen returns the length of the escape sequence at the start of s
@@ -348,7 +385,7 @@ func (s *jsonScanner) syntaxError(i int, want string) error {
 }
 
 func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t') {
+	for i < len(data) && data[i] <= ' ' && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t') {
 		i++
 	}
 	return i
@@ -410,6 +447,10 @@ func hex4(s []byte) rune {
 // out exactly as it went in. Invalid UTF-8 becomes U+FFFD.
 func AppendQuoted(dst []byte, s []byte) []byte {
 	dst = append(dst, '"')
+	if plainASCII(s) {
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= utf8.RuneSelf {
@@ -440,4 +481,22 @@ func AppendQuoted(dst []byte, s []byte) []byte {
 		i++
 	}
 	return append(dst, '"')
+}
+
+// plainASCII reports whether s is ASCII with nothing to escape in a JSON
+// string, so that AppendQuoted can copy it as it is.
+func plainASCII(s []byte) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		v := binary.LittleEndian.Uint64(s[i:])
+		if specialBytes(v)|(v&highBits) != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,16 @@ import "strconv"
 // Value is one field taken from a record: a number, or else text.
 // Raw is the value as it appears in the record (a JSON literal for JSON
 // numbers and strings, so it can be written back unchanged).
+//
+// Which fields Decode sets depends on the use, so that the hot path copies
+// no text the engine does not read:
+//   - key fields and first/last/count_distinct values: Raw always, Str for
+//     strings and booleans (and the text of objects and arrays), Num and
+//     IsNum for JSON numbers;
+//   - sum/min/max/avg/quantile values: only Num and IsNum (always true);
+//     Raw and Str are empty, whether the number was written as a number, a
+//     numeric string or a CSV cell;
+//   - count: the zero Value.
 type Value struct {
 	Num   float64
 	Str   string // the text of a string value (unquoted); empty for numbers
@@ -75,8 +85,11 @@ type Record struct {
 	Offset    int64
 	Time      int64 // event time, ms since the epoch
 	// Key identifies the group key: the JSON object of the configured key
-	// fields, {"sid":"sid_1"}, or {} for the global key.
+	// fields, {"sid":"sid_1"}, or {} for the global key. It is an ordinary
+	// (interned) string, still valid after later Decode calls.
 	Key       string
-	KeyFields []Value // the key's values in configured order, for sorting
-	Values    []Value // one per configured aggregate, in order; zero for count
+	KeyFields []Value // the key's values in configured order, for sorting; Raw/Str point into Key
+	// Values holds one Value per configured aggregate, in order (see Value
+	// for which of its fields are set for which fn).
+	Values []Value
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,8 +27,10 @@ type TimeParser struct {
 	loc    *time.Location
 	unix   bool // unix_*: a decimal number scaled by 10^shift to ms
 	shift  int
-	rfc    bool          // rfc3339: the strict RFC 3339 fast path
-	fast   []layoutToken // nil when the layout has no fast path
+	rfc    bool                     // rfc3339: the strict RFC 3339 fast path
+	fast   []layoutToken            // nil when the layout has no fast path
+	fixed  *fixedLayout             // the fast path's positions, when they are fixed
+	zone   atomic.Pointer[zoneSpan] // the last offset of loc looked up
 }
 
 // NewTimeParser compiles layout (a Go layout, or unix_s | unix_ms |
@@ -55,6 +58,7 @@ func NewTimeParser(layout string, loc *time.Location) (*TimeParser, error) {
 			return nil, fmt.Errorf("layout %q has no full date (year, month and day)", layout)
 		}
 		p.fast = compileLayout(layout)
+		p.fixed = fixedPositions(p.fast)
 	}
 	return p, nil
 }
@@ -84,6 +88,10 @@ func (p *TimeParser) Parse(text []byte) (int64, error) {
 	}
 	if p.rfc {
 		if ms, ok := parseRFC3339(text); ok {
+			return ms, nil
+		}
+	} else if p.fixed != nil {
+		if ms, ok := p.parseFixed(text); ok {
 			return ms, nil
 		}
 	} else if p.fast != nil {
@@ -215,7 +223,87 @@ func (p *TimeParser) parseFast(text []byte) (int64, bool) {
 	if i != len(text) || !validDate(year, month, day, hour, minute, sec) {
 		return 0, false
 	}
-	return toMillis(year, month, day, hour, minute, sec, ms, p.loc), true
+	return p.toMillis(year, month, day, hour, minute, sec, ms), true
+}
+
+// fixedLayout is a fast-path layout whose fields all sit at fixed
+// positions: the seconds, if any, come last (a fraction may follow them).
+type fixedLayout struct {
+	size int     // the text's length without a fraction
+	at   [7]int  // the position of each field* (0: absent, then the value is 0)
+	has  [7]bool // whether the layout has the field
+	lits []litAt // the separators
+	frac bool    // the layout ends with seconds: a fraction may follow
+}
+
+type litAt struct {
+	pos int
+	c   byte
+}
+
+// fixedPositions returns the fixed positions of toks, or nil when a field
+// follows the seconds.
+func fixedPositions(toks []layoutToken) *fixedLayout {
+	if toks == nil {
+		return nil
+	}
+	f := &fixedLayout{}
+	for k, tok := range toks {
+		if tok.field == 0 {
+			f.lits = append(f.lits, litAt{f.size, tok.lit})
+			f.size++
+			continue
+		}
+		f.at[tok.field], f.has[tok.field] = f.size, true
+		f.size += 2
+		if tok.field == fieldYear {
+			f.size += 2
+		}
+		if tok.field == fieldSecond {
+			if k != len(toks)-1 {
+				return nil
+			}
+			f.frac = true
+		}
+	}
+	return f
+}
+
+// parseFixed is parseFast for a fixedLayout.
+func (p *TimeParser) parseFixed(text []byte) (int64, bool) {
+	f := p.fixed
+	if len(text) < f.size || (len(text) > f.size && !f.frac) {
+		return 0, false
+	}
+	for _, l := range f.lits {
+		if text[l.pos] != l.c {
+			return 0, false
+		}
+	}
+	var v [7]int
+	for field := fieldYear; field <= fieldSecond; field++ {
+		if !f.has[field] {
+			continue
+		}
+		width := 2
+		if field == fieldYear {
+			width = 4
+		}
+		n, ok := digits(text, f.at[field], width)
+		if !ok {
+			return 0, false
+		}
+		v[field] = n
+	}
+	ms, i := 0, f.size
+	if f.frac {
+		ms, i = fraction(text, i)
+	}
+	year, month, day, hour, minute, sec := v[fieldYear], v[fieldMonth], v[fieldDay], v[fieldHour], v[fieldMinute], v[fieldSecond]
+	if i != len(text) || !validDate(year, month, day, hour, minute, sec) {
+		return 0, false
+	}
+	return p.toMillis(year, month, day, hour, minute, sec, ms), true
 }
 
 // parseRFC3339 is time.Parse's strict RFC 3339 fast path:
@@ -250,7 +338,7 @@ func parseRFC3339(s []byte) (int64, bool) {
 			offset = -offset
 		}
 	}
-	return toMillis(year, month, day, hour, minute, sec, ms, time.UTC) - int64(offset), true
+	return utcSeconds(year, month, day, hour, minute, sec)*1000 + int64(ms) - int64(offset), true
 }
 
 // digits reads exactly width decimal digits at s[i:].
@@ -306,15 +394,54 @@ func daysIn(month, year int) int {
 	return 31
 }
 
-// toMillis converts a wall-clock time in loc to ms since the epoch; UTC is
-// computed directly, other zones go through time.Date (which resolves DST
-// gaps and overlaps exactly as time.ParseInLocation does).
-func toMillis(year, month, day, hour, minute, sec, ms int, loc *time.Location) int64 {
-	if loc != time.UTC {
-		return time.Date(year, time.Month(month), day, hour, minute, sec, ms*1e6, loc).UnixMilli()
+// utcSeconds returns a wall-clock time read as UTC, in seconds since the
+// epoch.
+func utcSeconds(year, month, day, hour, minute, sec int) int64 {
+	return daysFromCivil(year, month, day)*86400 + int64(hour*3600+minute*60+sec)
+}
+
+// toMillis converts a wall-clock time in p.loc to ms since the epoch,
+// exactly as time.Date does (DST gaps and overlaps included) but without
+// building a time.Time while the offset stays the one last looked up.
+func (p *TimeParser) toMillis(year, month, day, hour, minute, sec, ms int) int64 {
+	local := utcSeconds(year, month, day, hour, minute, sec)
+	if p.loc == time.UTC {
+		return local*1000 + int64(ms)
 	}
-	secs := daysFromCivil(year, month, day)*86400 + int64(hour*3600+minute*60+sec)
-	return secs*1000 + int64(ms)
+	// time.Date's steps: the offset at the wall clock read as UTC, checked
+	// against the zone it belongs to, else the offset at the adjusted time.
+	z := p.lookup(local)
+	offset := z.offset
+	if offset != 0 {
+		if utc := local - offset; utc < z.start || utc >= z.end {
+			offset = p.lookup(utc).offset
+		}
+	}
+	return (local-offset)*1000 + int64(ms)
+}
+
+// zoneSpan is what time.Location's lookup says about an instant: the zone
+// offset, and the span [start, end) of seconds it holds for.
+type zoneSpan struct{ offset, start, end int64 }
+
+// lookup returns the zone of p.loc at sec (unix seconds), from the cache
+// when sec is in the span last looked up.
+func (p *TimeParser) lookup(sec int64) *zoneSpan {
+	if z := p.zone.Load(); z != nil && z.start <= sec && sec < z.end {
+		return z
+	}
+	t := time.Unix(sec, 0).In(p.loc)
+	_, offset := t.Zone()
+	z := &zoneSpan{offset: int64(offset), start: math.MinInt64, end: math.MaxInt64}
+	start, end := t.ZoneBounds() // zero: unbounded
+	if !start.IsZero() {
+		z.start = start.Unix()
+	}
+	if !end.IsZero() {
+		z.end = end.Unix()
+	}
+	p.zone.Store(z)
+	return z
 }
 
 // daysFromCivil returns the days since 1970-01-01 of a proleptic Gregorian
@@ -344,6 +471,9 @@ var (
 // unix_s 1607654003.161 is 1607654003161 ms, unix_us -1500 is -2 ms. It
 // works on the digits, so no precision is lost to float64.
 func parseUnix(text []byte, shift int) (int64, error) {
+	if ms, ok := parseUnixInt(text, shift); ok {
+		return ms, nil
+	}
 	n, ok := scanDecimal(trimSpaces(text))
 	if !ok {
 		return 0, errNotNumber
@@ -373,6 +503,48 @@ func parseUnix(text []byte, shift int) (int64, error) {
 		}
 	}
 	return v, nil
+}
+
+// unixPow10 are the scales of the unix_* layouts.
+var unixPow10 = [...]int64{1, 10, 100, 1000, 10000, 100000, 1000000}
+
+// parseUnixInt is parseUnix's fast path for the usual text: a number
+// without sign, spaces or exponent, with at most 15 digits before the
+// point (18 when shift ≤ 0), so that the result fits an int64 with room to
+// spare. Digits beyond the millisecond are dropped, which is the floor for
+// a number that is not negative. It reports false for anything else.
+func parseUnixInt(text []byte, shift int) (int64, bool) {
+	i := 0
+	var v int64
+	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+		v = v*10 + int64(text[i]-'0')
+		i++
+	}
+	if i == 0 || i > 18 || (shift > 0 && i > 15) || (text[0] == '0' && i > 1) {
+		return 0, false
+	}
+	frac := text[i:]
+	if len(frac) > 0 {
+		if len(frac) < 2 || frac[0] != '.' {
+			return 0, false
+		}
+		frac = frac[1:]
+		for _, c := range frac {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+		}
+	}
+	if shift <= 0 {
+		return v / unixPow10[-shift], true
+	}
+	for k := range shift {
+		v *= 10
+		if k < len(frac) {
+			v += int64(frac[k] - '0')
+		}
+	}
+	return v, true
 }
 
 // decimal is a JSON number split into its parts, pointing into the text.

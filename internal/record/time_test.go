@@ -205,3 +205,47 @@ func abs(n int) int {
 	}
 	return n
 }
+
+// TestParseTimeAcrossZoneTransitions reads wall-clock times every 5
+// minutes within 3 hours of each zone transition from 1890 to 2040 (gaps,
+// overlaps, odd historical offsets) with one parser, so that its cached
+// offset is reused, and compares with time.ParseInLocation.
+func TestParseTimeAcrossZoneTransitions(t *testing.T) {
+	const layout = "2006-01-02 15:04:05"
+	zones := []string{"Europe/Berlin", "America/St_Johns", "Australia/Lord_Howe", "Asia/Kathmandu", "Europe/Amsterdam", "America/Sao_Paulo", "Pacific/Apia"}
+	for _, name := range zones {
+		t.Run(name, func(t *testing.T) {
+			loc := mustLoc(t, name)
+			p, err := record.NewTimeParser(layout, loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
+			transitions := 0
+			for at := time.Date(1890, 1, 1, 0, 0, 0, 0, loc); at.Before(end); {
+				_, next := at.ZoneBounds()
+				if next.IsZero() {
+					break
+				}
+				_, before := at.Zone()
+				_, after := next.Zone()
+				for _, offset := range []int{before, after} {
+					wall := next.Unix() + int64(offset)
+					for k := int64(-36); k <= 36; k++ {
+						text := time.Unix(wall+k*300+7, 0).UTC().Format(layout)
+						want, err := time.ParseInLocation(layout, text, loc)
+						got, gerr := p.Parse([]byte(text))
+						if err != nil || gerr != nil || got != want.UnixMilli() {
+							t.Fatalf("Parse(%q) in %s = %d, %v; time.ParseInLocation gives %d, %v", text, name, got, gerr, want.UnixMilli(), err)
+						}
+					}
+				}
+				at = next
+				transitions++
+			}
+			if transitions < 2 {
+				t.Fatalf("%s has %d transitions after 1890, want a zone that has some", name, transitions)
+			}
+		})
+	}
+}
