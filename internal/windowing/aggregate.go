@@ -48,6 +48,10 @@ type aggSpec struct {
 	fn   aggFn
 	slot int
 	q    float64
+	// lo and hi are the nums slots of a quantile's exact min and max: the
+	// sketch's answer is clamped to them, so a window of one value, and
+	// q = 0 or 1, come out exact.
+	lo, hi int
 }
 
 // layout says how many state slots of each kind a pane has.
@@ -90,6 +94,8 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 				return layout{}, fmt.Errorf("aggregates[%d].q %v: must be in [0, 1]", i, a.Q)
 			}
 			s.slot, l.sketches = l.sketches, l.sketches+1
+			s.lo, s.hi, l.nums = l.nums, l.nums+1, l.nums+2
+			l.mins, l.maxes = append(l.mins, s.lo), append(l.maxes, s.hi)
 		}
 		l.specs = append(l.specs, s)
 		switch fn {
@@ -113,6 +119,8 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 			l.empty[s.slot] = math.Inf(1)
 		case fnMax:
 			l.empty[s.slot] = math.Inf(-1)
+		case fnQuantile:
+			l.empty[s.lo], l.empty[s.hi] = math.Inf(1), math.Inf(-1)
 		}
 	}
 	for i, s := range l.specs {
@@ -241,6 +249,8 @@ func (l *layout) add(p pane, rec *record.Record, seq uint64) {
 			p.ext.sets[s.slot][v.Raw] = struct{}{}
 		case fnQuantile:
 			addToSketch(p.ext.sketches[s.slot], v.Num)
+			p.nums[s.lo] = min(p.nums[s.lo], v.Num)
+			p.nums[s.hi] = max(p.nums[s.hi], v.Num)
 		}
 	}
 }
@@ -329,6 +339,8 @@ func (e *Engine) values(p pane, out []record.Value) {
 			q, err := p.ext.sketches[s.slot].GetValueAtQuantile(s.q)
 			if err != nil { // an empty sketch: every value was NaN
 				q = math.NaN()
+			} else {
+				q = min(max(q, p.nums[s.lo]), p.nums[s.hi])
 			}
 			out[i] = e.number(q)
 		}

@@ -288,3 +288,37 @@ func TestTumblingAddDoesNotAllocate(t *testing.T) {
 		t.Errorf("100 steady-state Add+Advance = %v allocs, want 0", allocs)
 	}
 }
+
+// TestQuantileExactAtTheEdges: the sketch's answer is clamped to the exact
+// min and max, so one value, q = 0 and q = 1 come out exact.
+func TestQuantileExactAtTheEdges(t *testing.T) {
+	tests := map[string]struct {
+		q    float64
+		vals []float64
+		want float64
+	}{
+		"one value":      {0.5, []float64{3}, 3},
+		"one value, p99": {0.99, []float64{1922.5}, 1922.5},
+		"q 0 is the min": {0, []float64{7, 3.3, 12}, 3.3},
+		"q 1 is the max": {1, []float64{7, 3.3, 12.25}, 12.25},
+		"negative":       {0.5, []float64{-41}, -41},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			e, c := newEngine(t, params{"sliding", 100, 50, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "quantile", Q: tt.q}))
+			key, fields := textKey("k")
+			for i, v := range tt.vals {
+				e.Add(&record.Record{Offset: int64(i), Time: 60, Key: key, KeyFields: fields, Values: []record.Value{record.Number(v)}})
+			}
+			e.Advance(math.MaxInt64)
+			for _, r := range c.got {
+				if got := r.Aggregates[0].Num; got != tt.want {
+					t.Errorf("quantile %v of %v in %v = %v, want %v", tt.q, tt.vals, r.Window, got, tt.want)
+				}
+			}
+			if len(c.got) != 2 {
+				t.Errorf("got %d results, want 2 (two sliding windows)", len(c.got))
+			}
+		})
+	}
+}
