@@ -101,7 +101,6 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	if c.pr, err = newProducer(cfg, log, reg, extra); err != nil {
 		return nil, err
 	}
-	c.writer = producer.NewWriter(c.pr, cfg, c.m, clock)
 	if c.proc, err = pipeline.New(cfg, gate{c}); err != nil {
 		c.pr.Close()
 		return nil, fmt.Errorf("pipeline: %w", err)
@@ -114,7 +113,9 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		c.pr.Close()
 		return nil, err
 	}
+	c.writer = producer.NewWriter(c.pr, cfg, c.m, clock)
 	if c.cl, err = c.newGroupClient(log, reg, extra); err != nil {
+		c.writer.Close()
 		c.pr.Close()
 		return nil, err
 	}
@@ -244,7 +245,8 @@ func (c *Consumer) Close() {
 }
 
 func (c *Consumer) close() {
-	c.cl.Close() // leaves the group; the revoke callback sees closing
+	c.cl.Close()     // leaves the group; the revoke callback sees closing
+	c.writer.Close() // drops what was not handed to the producer: uncommitted
 	c.pr.Close()
 }
 

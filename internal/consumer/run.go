@@ -79,6 +79,7 @@ func (c *Consumer) step(ctx context.Context, p *poll) error {
 	c.apply(p)
 	now := c.nowMs()
 	c.proc.Tick(now)
+	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
 		return err
@@ -216,6 +217,7 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 // in an open window (or its position), with its checkpoint as metadata.
 // c.mu is held.
 func (c *Consumer) commit(ctx context.Context, ps []*partition) error {
+	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
 	if err := c.writer.Err(); err != nil {
 		return err // never commit past an output that was lost
 	}

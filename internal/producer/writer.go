@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,6 +14,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
 
@@ -21,10 +24,14 @@ type Client interface {
 	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
 }
 
-// Writer turns pipeline outputs into Kafka records. It remembers the first
-// produce failure (Err): the consumer must not commit past it. Result,
-// Late, DeadLetter and SetFetched are called from one goroutine; the
-// promises run on the client's.
+// Writer turns pipeline outputs into Kafka records. Result, Late,
+// DeadLetter, SetFetched, Send, Sync and Close are called from one
+// goroutine at a time (the engine's); results are copied there and
+// encoded and produced by the Writer's own goroutine, in emission order,
+// so that the engine goroutine does not wait for encoding or Produce.
+// Outputs are produced once Send or Sync hands them over (or a batch
+// fills). It remembers the first produce failure (Err): the consumer must
+// not commit past it. The promises run on the client's goroutines.
 type Writer struct {
 	cl    Client
 	sink  config.Sink
@@ -37,6 +44,15 @@ type Writer struct {
 	fetched             time.Time                // when the records being processed were fetched
 	resultDone          func(*kgo.Record, error) // the promise of results caused by those records
 	lateDone, deadDone  func(*kgo.Record, error)
+	pool                sync.Pool // *resultRecord: a result's record is reused once acknowledged
+
+	cur      *batch      // being filled by the engine goroutine
+	queue    chan *batch // to the writer goroutine, in order
+	free     chan *batch // back from it
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stopping atomic.Bool
+	stopped  chan struct{}
 
 	mu  sync.Mutex
 	err error
@@ -56,10 +72,47 @@ type resultRecord struct {
 	buf [resultSize]byte
 }
 
-// NewWriter returns a Writer producing with cl. m may be nil (no metrics);
-// now is the wall clock, for the end-to-end latency.
+const (
+	// batchOutputs is how many outputs a batch holds before it is handed
+	// over without waiting for Send: large enough to make the hand-over
+	// cost nothing per output, small enough to keep the writer busy.
+	batchOutputs = 1024
+	// batches is how many batches exist: one being filled, the others
+	// queued or being written. With all of them queued, the engine
+	// goroutine waits: the writer's backpressure.
+	batches = 4
+)
+
+// A batch is outputs on their way from the engine goroutine to the writer
+// goroutine, in emission order.
+type batch struct {
+	outs       []output
+	results    []windowing.Result // copies of the results; Aggregates are in vals
+	vals       []record.Value
+	resultDone func(*kgo.Record, error) // the promise of the batch's results
+	synced     chan struct{}            // if set, closed once the batch is handed to the client
+}
+
+// output is one output of a batch: rec (a late event or dead letter,
+// produced with done), or else results[res] with its aggregates vals[lo:hi].
+type output struct {
+	rec         *kgo.Record
+	done        func(*kgo.Record, error)
+	res, lo, hi int
+}
+
+func (b *batch) reset() {
+	clear(b.outs) // drop the records, so they can be collected
+	b.outs, b.results, b.vals, b.synced = b.outs[:0], b.results[:0], b.vals[:0], nil
+}
+
+// NewWriter returns a Writer producing with cl, and starts its goroutine;
+// Close stops it. m may be nil (no metrics); now is the wall clock, for
+// the end-to-end latency.
 func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time) *Writer {
-	w := &Writer{cl: cl, sink: cfg.Sink, now: now}
+	w := &Writer{cl: cl, sink: cfg.Sink, now: now,
+		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	for _, a := range cfg.Aggregates {
 		w.names = append(w.names, a.Name)
 	}
@@ -74,11 +127,17 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	}
 	w.results, w.late, w.dead = topic(cfg.Sink.ResultsTopic), topic(cfg.Sink.LateTopic), topic(cfg.Sink.DeadLetterTopic)
 	w.latency = m.Latency
+	w.pool.New = func() any { return new(resultRecord) }
 	// Promises are made once, not per record: a closure per record is an
 	// allocation per record.
 	w.lateDone = func(rec *kgo.Record, err error) { w.acked(&w.late, rec, err) }
 	w.deadDone = func(rec *kgo.Record, err error) { w.acked(&w.dead, rec, err) }
 	w.setResultDone()
+	for range batches - 1 {
+		w.free <- &batch{}
+	}
+	w.cur = &batch{resultDone: w.resultDone}
+	go w.run()
 	return w
 }
 
@@ -88,28 +147,111 @@ func (w *Writer) SetFetched(t time.Time) {
 	if !t.Equal(w.fetched) {
 		w.fetched = t
 		w.setResultDone()
+		if len(w.cur.outs) > 0 {
+			w.Send()
+		}
+		w.cur.resultDone = w.resultDone
 	}
 }
 
 // setResultDone makes the results' promise for the current fetch time.
+// Once a result is acknowledged its record is reused.
 func (w *Writer) setResultDone() {
 	fetched := w.fetched
 	w.resultDone = func(rec *kgo.Record, err error) {
 		if w.acked(&w.results, rec, err) && !fetched.IsZero() {
 			w.latency.Observe(w.now().Sub(fetched).Seconds())
 		}
+		out := (*resultRecord)(unsafe.Pointer(rec)) // rec is the first field of a resultRecord
+		out.rec = kgo.Record{}
+		w.pool.Put(out)
 	}
 }
 
-// Result produces one window firing to the results topic.
+// Result queues one window firing for the results topic.
 func (w *Writer) Result(r *windowing.Result) {
 	w.firings[r.Firing].Inc()
-	out := new(resultRecord)
-	b := ResultKey(out.buf[:0], r)
-	k := len(b)
-	b = AppendResult(b, r, w.names)
-	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: b[:k:k], Value: b[k:]}
-	w.cl.Produce(context.Background(), &out.rec, w.resultDone)
+	b := w.cur
+	lo := len(b.vals)
+	b.vals = append(b.vals, r.Aggregates...)
+	b.outs = append(b.outs, output{res: len(b.results), lo: lo, hi: len(b.vals)})
+	b.results = append(b.results, *r)
+	b.results[len(b.results)-1].Aggregates = nil
+	w.sendIfFull()
+}
+
+// Send hands the outputs so far to the writer goroutine.
+func (w *Writer) Send() {
+	w.queue <- w.cur
+	w.cur = <-w.free
+	w.cur.resultDone = w.resultDone
+}
+
+// Sync hands the outputs so far to the writer goroutine and returns once
+// each has been given to the client: a client Flush after Sync waits for
+// every output so far to be acknowledged.
+func (w *Writer) Sync() {
+	done := make(chan struct{})
+	w.cur.synced = done
+	w.Send()
+	<-done
+}
+
+// Close stops the writer goroutine; outputs not yet handed to the client
+// are dropped (a crash, as far as they are concerned: nothing past them was
+// committed). Produce calls blocked on a full buffer are canceled.
+func (w *Writer) Close() {
+	if w.stopping.Swap(true) {
+		return
+	}
+	w.cancel()
+	close(w.queue)
+	<-w.stopped
+}
+
+func (w *Writer) sendIfFull() {
+	if len(w.cur.outs) >= batchOutputs {
+		w.Send()
+	}
+}
+
+// run is the writer goroutine: it encodes and produces the batches in order.
+func (w *Writer) run() {
+	defer close(w.stopped)
+	for b := range w.queue {
+		if !w.stopping.Load() {
+			w.write(b)
+		}
+		if b.synced != nil {
+			close(b.synced)
+		}
+		b.reset()
+		w.free <- b // never blocks: free has room for every batch
+	}
+}
+
+// write produces a batch's outputs in order.
+func (w *Writer) write(b *batch) {
+	for i := range b.outs {
+		o := &b.outs[i]
+		if o.rec != nil {
+			w.cl.Produce(w.ctx, o.rec, o.done)
+			continue
+		}
+		r := &b.results[o.res]
+		r.Aggregates = b.vals[o.lo:o.hi]
+		w.produceResult(r, b.resultDone)
+	}
+}
+
+// produceResult encodes a result into a reused record and produces it.
+func (w *Writer) produceResult(r *windowing.Result, done func(*kgo.Record, error)) {
+	out := w.pool.Get().(*resultRecord)
+	k := ResultKey(out.buf[:0], r)
+	n := len(k)
+	v := AppendResult(k, r, w.names)
+	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:]}
+	w.cl.Produce(w.ctx, &out.rec, done)
 }
 
 // Late produces the original record to the late topic with its provenance.
@@ -126,6 +268,8 @@ func (w *Writer) DeadLetter(in *pipeline.Input, err error) {
 	w.produceOriginal(w.sink.DeadLetterTopic, in, DeadLetterHeaders(in, err), w.deadDone)
 }
 
+// produceOriginal queues the original record; its headers are made now,
+// as in is valid only during the call.
 func (w *Writer) produceOriginal(topic string, in *pipeline.Input, headers []kgo.RecordHeader, done func(*kgo.Record, error)) {
 	rec := &kgo.Record{
 		Topic:     topic,
@@ -134,7 +278,8 @@ func (w *Writer) produceOriginal(topic string, in *pipeline.Input, headers []kgo
 		Timestamp: time.UnixMilli(in.Timestamp),
 		Headers:   headers,
 	}
-	w.cl.Produce(context.Background(), rec, done)
+	w.cur.outs = append(w.cur.outs, output{rec: rec, done: done})
+	w.sendIfFull()
 }
 
 // acked counts an acknowledgement and keeps the first failure; it reports

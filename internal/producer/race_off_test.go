@@ -1,0 +1,5 @@
+//go:build !race
+
+package producer_test
+
+const raceEnabled = false
