@@ -337,12 +337,6 @@ func readLines(t testing.TB, path string) []string {
 	return out
 }
 
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
-}
-
 // noWallClock is the now replay uses: no idleness, no future guard.
 const noWallClock = math.MaxInt64
 

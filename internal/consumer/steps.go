@@ -75,15 +75,3 @@ func (h *history) since(offset int64) []Step {
 	h.steps = h.steps[i:]
 	return h.steps
 }
-
-// at returns the watermark in effect for the record at offset.
-func at(steps []Step, offset int64) (int64, bool) {
-	w, ok := int64(math.MinInt64), false
-	for _, s := range steps {
-		if s.Offset > offset {
-			break
-		}
-		w, ok = s.W, true
-	}
-	return w, ok
-}

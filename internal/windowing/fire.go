@@ -59,7 +59,7 @@ type span struct {
 
 // assign sets e.span to the pane of time t.
 func (e *Engine) assign(t int64) {
-	last := t - floorMod(t-e.offset, e.slide)
+	last := e.lastStart(t)
 	first, pane := last, last
 	if !e.tumbling {
 		n := (last-t+e.size-1)/e.slide + 1 // t's windows start at last - i*slide, i < n
@@ -152,7 +152,9 @@ func (e *Engine) addWindows(ki, prev, next int32, first, last int64) {
 }
 
 // lastStart is the start of the latest window that holds time t.
-func (e *Engine) lastStart(t int64) int64 { return t - floorMod(t-e.offset, e.slide) }
+func (e *Engine) lastStart(t int64) int64 {
+	return Sliding{Size: e.size, Slide: e.slide, Offset: e.offset}.Last(t).Start // tumbling: slide = size
+}
 
 // firstStart is the start of the earliest window that holds time t.
 func (e *Engine) firstStart(t int64) int64 {
