@@ -1,6 +1,7 @@
 package windowing
 
 import (
+	"cmp"
 	"slices"
 
 	"aggregator/internal/record"
@@ -187,7 +188,7 @@ func (e *Engine) bucketAt(start int64) *bucket {
 		}
 		b.start = start
 		e.byStart[start] = b
-		i, _ := slices.BinarySearchFunc(e.buckets, start, func(b *bucket, s int64) int { return cmpInt(b.start, s) })
+		i, _ := slices.BinarySearchFunc(e.buckets, start, func(b *bucket, s int64) int { return cmp.Compare(b.start, s) })
 		e.buckets = slices.Insert(e.buckets, i, b)
 		if !e.onClose && e.maxTimestamp(start) <= e.wm {
 			e.fired++ // it is among the due buckets: they all fired already

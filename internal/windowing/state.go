@@ -1,6 +1,7 @@
 package windowing
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
 	"slices"
@@ -88,7 +89,7 @@ func (s *slideKey) findWin(start, slide int64) (int, bool) {
 			return int(j), true
 		}
 	}
-	return slices.BinarySearchFunc(ws, start, func(w win, s int64) int { return cmpInt(w.start, s) })
+	return slices.BinarySearchFunc(ws, start, func(w win, s int64) int { return cmp.Compare(w.start, s) })
 }
 
 // slabChunk is how many keys a slab chunk holds; chunks never move, so a
@@ -145,13 +146,13 @@ func (s *keySlab) release(i int32) {
 // compareKeys orders keys as firings are ordered: key fields, then
 // partition, then the key text (distinct keys that compare equal).
 func compareKeys(a, b *keyState) int {
-	if c := cmpString(a.sortKey(), b.sortKey()); c != 0 {
+	if c := cmp.Compare(a.sortKey(), b.sortKey()); c != 0 {
 		return c
 	}
-	if c := cmpInt(int64(a.part), int64(b.part)); c != 0 {
+	if c := cmp.Compare(a.part, b.part); c != 0 {
 		return c
 	}
-	return cmpString(a.key(), b.key())
+	return cmp.Compare(a.key(), b.key())
 }
 
 // sortPrefix is the first 8 bytes of a sort key as a number (zero padded),
@@ -161,26 +162,6 @@ func sortPrefix(sortKey string) uint64 {
 	var b [8]byte
 	copy(b[:], sortKey)
 	return binary.BigEndian.Uint64(b[:])
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // appendSortKey encodes key fields so that comparing encodings bytewise
@@ -242,7 +223,7 @@ func (p *partState) hold(start, offset int64) {
 		}
 	}
 	hs := p.held.live()
-	i, found := slices.BinarySearchFunc(hs, start, func(h heldOffset, s int64) int { return cmpInt(h.start, s) })
+	i, found := slices.BinarySearchFunc(hs, start, func(h heldOffset, s int64) int { return cmp.Compare(h.start, s) })
 	if found {
 		hs[i].offset = min(hs[i].offset, offset)
 		return
