@@ -120,6 +120,12 @@ func TestReplaySpecExamples(t *testing.T) {
 			"result 2030-12-01T10:10:05Z on_time rev=0 count=2 wm=" + itoa(base+9999),
 			"result 2030-12-01T10:10:10Z on_time rev=0 count=1 wm=9223372036854775807",
 		}},
+		"on_close, lateness 2s": {"testdata/on_close_2s.yaml", []string{
+			"result 2030-12-01T10:10:00Z final rev=0 count=6 wm=" + itoa(base+6999),
+			"late offset=8 wm=" + itoa(base+6999),
+			"result 2030-12-01T10:10:05Z final rev=0 count=2 wm=9223372036854775807",
+			"result 2030-12-01T10:10:10Z final rev=0 count=1 wm=9223372036854775807",
+		}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
