@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -214,8 +213,7 @@ func newDemoClient(cfg config.Config, log zerolog.Logger, component string, opts
 func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, log zerolog.Logger, stdout io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	pipe, err := consumer.New(cfg, log, reg)
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)

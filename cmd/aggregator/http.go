@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -47,4 +48,12 @@ func probesMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
 		fmt.Fprintln(w, "ready")
 	})
 	return mux
+}
+
+// newRegistry is the metrics registry of one service run (never the global
+// one), with the Go runtime and process collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }

@@ -9,9 +9,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"aggregator/internal/config"
 	"aggregator/internal/consumer"
 )
@@ -24,8 +21,7 @@ func serve(ctx context.Context, cfg config.Config, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := newLogger(cfg.Log, stdout)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	pipe, err := consumer.New(cfg, log, reg)
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
