@@ -46,11 +46,10 @@ type Writer struct {
 	lateDone, deadDone  func(*kgo.Record, error)
 	pool                sync.Pool // *resultRecord: a result's record is reused once acknowledged
 
-	cur      *batch      // being filled by the engine goroutine
-	queue    chan *batch // to the writer goroutine, in order
-	free     chan *batch // back from it
-	ctx      context.Context
-	cancel   context.CancelFunc
+	cur      *batch             // being filled by the engine goroutine
+	queue    chan *batch        // to the writer goroutine, in order
+	free     chan *batch        // back from it
+	cancel   context.CancelFunc // unblocks a Produce waiting on a full buffer, at Close
 	stopping atomic.Bool
 	stopped  chan struct{}
 
@@ -112,7 +111,8 @@ func (b *batch) reset() {
 func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time) *Writer {
 	w := &Writer{cl: cl, sink: cfg.Sink, now: now,
 		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
-	w.ctx, w.cancel = context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
 	for _, a := range cfg.Aggregates {
 		w.names = append(w.names, a.Name)
 	}
@@ -137,7 +137,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 		w.free <- &batch{}
 	}
 	w.cur = &batch{resultDone: w.resultDone}
-	go w.run()
+	go w.run(ctx)
 	return w
 }
 
@@ -216,11 +216,11 @@ func (w *Writer) sendIfFull() {
 }
 
 // run is the writer goroutine: it encodes and produces the batches in order.
-func (w *Writer) run() {
+func (w *Writer) run(ctx context.Context) {
 	defer close(w.stopped)
 	for b := range w.queue {
 		if !w.stopping.Load() {
-			w.write(b)
+			w.write(ctx, b)
 		}
 		if b.synced != nil {
 			close(b.synced)
@@ -231,27 +231,27 @@ func (w *Writer) run() {
 }
 
 // write produces a batch's outputs in order.
-func (w *Writer) write(b *batch) {
+func (w *Writer) write(ctx context.Context, b *batch) {
 	for i := range b.outs {
 		o := &b.outs[i]
 		if o.rec != nil {
-			w.cl.Produce(w.ctx, o.rec, o.done)
+			w.cl.Produce(ctx, o.rec, o.done)
 			continue
 		}
 		r := &b.results[o.res]
 		r.Aggregates = b.vals[o.lo:o.hi]
-		w.produceResult(r, b.resultDone)
+		w.produceResult(ctx, r, b.resultDone)
 	}
 }
 
 // produceResult encodes a result into a reused record and produces it.
-func (w *Writer) produceResult(r *windowing.Result, done func(*kgo.Record, error)) {
+func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, done func(*kgo.Record, error)) {
 	out := w.pool.Get().(*resultRecord)
 	k := ResultKey(out.buf[:0], r)
 	n := len(k)
 	v := AppendResult(k, r, w.names)
 	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:]}
-	w.cl.Produce(w.ctx, &out.rec, done)
+	w.cl.Produce(ctx, &out.rec, done)
 }
 
 // Late produces the original record to the late topic with its provenance.
