@@ -55,7 +55,7 @@ type aggRef struct {
 	kind aggKind
 }
 
-// span locates a string inside the key or the arena.
+// span locates a string inside the arena.
 type span struct{ start, end int }
 
 // pendingString is a Value string that will point into the record's arena
@@ -72,6 +72,7 @@ type Decoder struct {
 	csv       bool
 	json      jsonScanner
 	cells     csvScanner
+	fields    []token        // json.slots or cells.cells, by slot
 	columns   map[string]int // CSV column index by name
 	timeField fieldRef
 	times     *TimeParser // nil when the event time is $timestamp and there are no markers
@@ -81,18 +82,14 @@ type Decoder struct {
 	aggs      []aggRef
 
 	interned internTable
+	keyParts []keyPart // one per key field, for the record being decoded
+	partBuf  []byte    // key parts that are not in the record as they are
 	keyBuf   []byte
-	keySpans []keySpan
 	arena    []byte // the text of this record's Values, one string at the end
 	pending  []pendingString
 	scratch  []byte // unescaped content, valid until the next content call
 	tsText   []byte // meta.Timestamp as text, for $timestamp fields
-}
-
-// keySpan locates a key field's Raw and Str inside the key string.
-type keySpan struct {
-	raw, str span
-	strIn    bool // Str is inside the key (else pending in the arena, or none)
+	metaTok  token  // what metaToken returns
 }
 
 // NewDecoder compiles the source, watermark and aggregate config. It uses
@@ -224,7 +221,7 @@ func (d *Decoder) compileKeys(cfg config.Config) error {
 		prefix = append(AppendQuoted(prefix, []byte(name)), ':')
 		d.keys = append(d.keys, keyRef{ref: r, prefix: prefix})
 	}
-	d.keySpans = make([]keySpan, len(d.keys))
+	d.keyParts = make([]keyPart, len(d.keys))
 	return nil
 }
 
@@ -268,7 +265,7 @@ func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
 		return Event, err
 	}
 	if d.marker != nil {
-		if tok := d.token(*d.marker, meta); tok.kind != tokMissing && tok.kind != tokNull {
+		if tok := d.token(d.marker, &meta); tok.kind != tokMissing && tok.kind != tokNull {
 			t, err := d.parseTime(d.marker.name, tok)
 			if err != nil {
 				return Event, err
@@ -277,55 +274,67 @@ func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
 			return Marker, nil
 		}
 	}
-	for _, f := range d.filters {
-		if !d.equals(d.token(f.ref, meta), f.equals) {
+	for i := range d.filters {
+		if f := &d.filters[i]; !d.equals(d.token(&f.ref, &meta), f.equals) {
 			return Filtered, nil
 		}
 	}
-	t, err := d.eventTime(meta)
+	t, err := d.eventTime(&meta)
 	if err != nil {
 		return Event, err
 	}
 	rec.Time = t
 	d.arena, d.pending = d.arena[:0], d.pending[:0]
-	if err := d.key(meta, rec); err != nil {
+	if err := d.key(&meta, rec); err != nil {
 		return Event, err
 	}
-	if err := d.values(meta, rec); err != nil {
+	if err := d.values(&meta, rec); err != nil {
 		return Event, err
 	}
 	d.resolvePending()
 	return Event, nil
 }
 
+// split finds the fields of value and points d.fields at them.
 func (d *Decoder) split(value []byte) error {
 	if d.csv {
-		return d.cells.split(value)
+		err := d.cells.split(value)
+		d.fields = d.cells.cells
+		return err
 	}
-	return d.json.scan(value)
+	err := d.json.scan(value)
+	d.fields = d.json.slots
+	return err
 }
 
-// token returns the field r of the record just split.
-func (d *Decoder) token(r fieldRef, meta Meta) token {
-	switch r.src {
-	case srcKafkaKey:
-		if meta.Key == nil {
-			return token{}
-		}
-		return token{kind: tokString, text: meta.Key}
-	case srcKafkaTimestamp:
+// token returns the field r of the record just split, valid until the
+// next call. It is small enough to be inlined. Tokens, r and meta are
+// passed by pointer: copying a token just written by the scanner stalls on
+// store forwarding, and copying the others showed in profiles too.
+func (d *Decoder) token(r *fieldRef, meta *Meta) *token {
+	if r.src != srcValue {
+		return d.metaToken(r.src, meta)
+	}
+	return &d.fields[r.slot]
+}
+
+// metaToken returns $key or $timestamp.
+func (d *Decoder) metaToken(src source, meta *Meta) *token {
+	switch {
+	case src == srcKafkaTimestamp:
 		d.tsText = strconv.AppendInt(d.tsText[:0], meta.Timestamp, 10)
-		return token{kind: tokNumber, text: d.tsText}
+		d.metaTok = token{kind: tokNumber, text: d.tsText}
+	case meta.Key == nil:
+		d.metaTok = token{}
+	default:
+		d.metaTok = token{kind: tokString, text: meta.Key}
 	}
-	if d.csv {
-		return d.cells.cells[r.slot]
-	}
-	return d.json.slots[r.slot]
+	return &d.metaTok
 }
 
 // content returns a string token's text with escapes resolved. The result
 // may live in d.scratch: use it before the next call.
-func (d *Decoder) content(tok token) []byte {
+func (d *Decoder) content(tok *token) []byte {
 	if !tok.esc {
 		return tok.text
 	}
@@ -340,7 +349,7 @@ func (d *Decoder) content(tok token) []byte {
 // equals reports whether a filter field has the text want: the content of
 // a string, or the literal of a number, true, false or null. Missing
 // fields, objects and arrays never match.
-func (d *Decoder) equals(tok token, want string) bool {
+func (d *Decoder) equals(tok *token, want string) bool {
 	switch tok.kind {
 	case tokMissing, tokObject, tokArray:
 		return false
@@ -350,18 +359,24 @@ func (d *Decoder) equals(tok token, want string) bool {
 	return string(tok.text) == want
 }
 
-func (d *Decoder) eventTime(meta Meta) (int64, error) {
+func (d *Decoder) eventTime(meta *Meta) (int64, error) {
 	if d.timeField.src == srcKafkaTimestamp {
 		if meta.Timestamp < 0 { // Kafka's "no timestamp" is -1
 			return 0, &DecodeError{Reason: ReasonMissingTimestamp, Field: FieldKafkaTimestamp, Detail: "the Kafka record has no timestamp"}
 		}
 		return meta.Timestamp, nil
 	}
-	return d.parseTime(d.timeField.name, d.token(d.timeField, meta))
+	tok := d.token(&d.timeField, meta)
+	if tok.kind == tokNumber && d.times.unix { // the usual unix_* number, two calls sooner
+		if ms, ok := parseUnixInt(tok.text, d.times.shift); ok {
+			return ms, nil
+		}
+	}
+	return d.parseTime(d.timeField.name, tok)
 }
 
 // parseTime reads the time in tok (the field named field) with the layout.
-func (d *Decoder) parseTime(field string, tok token) (int64, error) {
+func (d *Decoder) parseTime(field string, tok *token) (int64, error) {
 	var text []byte
 	switch tok.kind {
 	case tokMissing, tokNull:
@@ -381,73 +396,184 @@ func (d *Decoder) parseTime(field string, tok token) (int64, error) {
 	return ms, nil
 }
 
-// key sets rec.Key (interned) and rec.KeyFields.
-func (d *Decoder) key(meta Meta, rec *Record) error {
+// keyPart is how the value of one key field goes into the key.
+type keyPart struct {
+	// text is the value's JSON text or, when quoted, the content of a
+	// string that goes between quotes as it is. It points into the
+	// record, or with inBuf into d.partBuf from start to end (set once all
+	// parts are, as partBuf may move while it grows).
+	text       []byte
+	quoted     bool // text is also the field's Str
+	strIsRaw   bool // a boolean: its Str is its JSON text
+	inBuf      bool
+	start, end int
+	num        float64 // a number's value
+	isNum      bool
+}
+
+// rawLen returns the length of the part's JSON text in the key.
+func (p *keyPart) rawLen() int {
+	if p.quoted {
+		return len(p.text) + 2
+	}
+	return len(p.text)
+}
+
+// key sets rec.Key (interned) and rec.KeyFields. The key is the JSON
+// object of the configured prefixes and the fields' JSON texts; it is
+// looked up in the intern table by its parts, so that a key seen before
+// is neither written out nor copied.
+func (d *Decoder) key(meta *Meta, rec *Record) error {
 	if len(d.keys) == 0 {
 		rec.Key = "{}"
 		return nil
 	}
 	rec.KeyFields = grow(rec.KeyFields, len(d.keys))
-	buf := d.keyBuf[:0]
-	for i, k := range d.keys {
-		tok := d.token(k.ref, meta)
+	parts := d.keyParts
+	d.partBuf = d.partBuf[:0]
+	for i := range d.keys {
+		k := &d.keys[i]
+		tok := d.token(&k.ref, meta)
 		switch tok.kind {
 		case tokMissing, tokNull:
 			return &DecodeError{Reason: ReasonMissingKey, Field: k.ref.name, Detail: missingDetail(tok)}
 		case tokObject, tokArray:
 			return &DecodeError{Reason: ReasonBadKey, Field: k.ref.name, Detail: d.describe(tok) + " cannot be a key"}
 		}
-		buf = append(buf, k.prefix...)
-		buf = d.appendKeyField(buf, tok, &rec.KeyFields[i], &d.keySpans[i])
+		d.setKeyPart(&parts[i], k.ref.src, tok, &rec.KeyFields[i].Str)
 	}
-	buf = append(buf, '}')
-	d.keyBuf = buf
-	key := d.interned.intern(buf)
-	rec.Key = key
-	for i, sp := range d.keySpans {
-		rec.KeyFields[i].Raw = key[sp.raw.start:sp.raw.end]
-		if sp.strIn {
-			rec.KeyFields[i].Str = key[sp.str.start:sp.str.end]
+	size := 1 // the closing brace
+	var h uint64
+	for i := range parts {
+		p := &parts[i]
+		if p.inBuf {
+			p.text = d.partBuf[p.start:p.end]
 		}
+		size += len(d.keys[i].prefix) + p.rawLen()
+		h = d.interned.fold(h, p.text, p.quoted)
+	}
+	key, ok := d.interned.lookup(h, d.isKey, size)
+	if !ok {
+		key = d.interned.add(h, d.appendKey(d.keyBuf[:0]))
+	}
+	rec.Key = key
+	off := 0
+	for i := range parts {
+		p := &parts[i]
+		off += len(d.keys[i].prefix)
+		n := p.rawLen()
+		// Field by field: building the Value on the stack and copying it
+		// stalls on store forwarding.
+		v := &rec.KeyFields[i]
+		v.Raw, v.Num, v.IsNum = key[off:off+n], p.num, p.isNum
+		switch {
+		case p.quoted:
+			v.Str = v.Raw[1 : n-1]
+		case p.strIsRaw:
+			v.Str = v.Raw
+		default:
+			v.Str = "" // or pending in the arena, set by resolvePending
+		}
+		off += n
 	}
 	return nil
 }
 
-// appendKeyField appends the JSON text of a key field to buf, sets v's
-// number and records where v's strings are.
-func (d *Decoder) appendKeyField(buf []byte, tok token, v *Value, sp *keySpan) []byte {
-	*v, *sp = Value{}, keySpan{}
-	start := len(buf)
+// setKeyPart sets p for a key field's token from src. A string that would
+// not go into the key as it is (escapes, invalid UTF-8) is quoted into
+// d.partBuf, and its Str is arranged in the arena through str.
+func (d *Decoder) setKeyPart(p *keyPart, src source, tok *token, str *string) {
+	p.quoted, p.strIsRaw, p.inBuf, p.num, p.isNum = false, false, false, 0, false
 	switch tok.kind {
 	case tokNumber:
-		v.Num, v.IsNum = parseFloat(tok.text), true
-		buf = append(buf, tok.text...)
+		p.text, p.num, p.isNum = tok.text, parseFloat(tok.text), true
+		return
 	case tokBool:
-		buf = append(buf, tok.text...)
-		sp.str, sp.strIn = span{start, len(buf)}, true
-	default:
-		text := d.content(tok)
-		buf = AppendQuoted(buf, text)
-		if len(buf)-start == len(text)+2 { // nothing was escaped: Str is inside
-			sp.str, sp.strIn = span{start + 1, len(buf) - 1}, true
-		} else {
-			d.addPending(&v.Str, textValid, text)
+		p.text, p.strIsRaw = tok.text, true
+		return
+	}
+	if !tok.esc {
+		// The JSON scanner proved that an unescaped string has no quote,
+		// backslash or control character; only its UTF-8 is unchecked.
+		if src == srcValue && !d.csv && (isASCII(tok.text) || utf8.Valid(tok.text)) || quotesAsIs(tok.text) {
+			p.text, p.quoted = tok.text, true
+			return
 		}
 	}
-	sp.raw = span{start, len(buf)}
-	return buf
+	text := d.content(tok) // may be d.scratch: copied before the next call
+	p.inBuf, p.start = true, len(d.partBuf)
+	if quotesAsIs(text) {
+		d.partBuf = append(d.partBuf, text...)
+		p.quoted = true
+	} else {
+		d.partBuf = AppendQuoted(d.partBuf, text)
+		d.addPending(str, textValid, text)
+	}
+	p.end = len(d.partBuf)
+}
+
+// isKey reports whether s is the key that d.keyParts describe, given that
+// the key has size bytes. Every key of d starts with the first prefix and
+// ends with '}', so those are not compared.
+func (d *Decoder) isKey(s string, size int) bool {
+	if len(s) != size {
+		return false
+	}
+	off := len(d.keys[0].prefix)
+	for i := range d.keyParts {
+		if i > 0 {
+			prefix := d.keys[i].prefix
+			if s[off:off+len(prefix)] != string(prefix) {
+				return false
+			}
+			off += len(prefix)
+		}
+		p := &d.keyParts[i]
+		text := p.text
+		if p.quoted {
+			if s[off] != '"' || s[off+1+len(text)] != '"' {
+				return false
+			}
+			off++
+		}
+		if s[off:off+len(text)] != string(text) {
+			return false
+		}
+		off += len(text)
+		if p.quoted {
+			off++
+		}
+	}
+	return true
+}
+
+// appendKey appends the key that d.keyParts describe to buf.
+func (d *Decoder) appendKey(buf []byte) []byte {
+	for i := range d.keyParts {
+		buf = append(buf, d.keys[i].prefix...)
+		p := &d.keyParts[i]
+		if p.quoted {
+			buf = append(buf, '"')
+			buf = append(buf, p.text...)
+			buf = append(buf, '"')
+		} else {
+			buf = append(buf, p.text...)
+		}
+	}
+	d.keyBuf = append(buf, '}')
+	return d.keyBuf
 }
 
 // values sets rec.Values, one per aggregate.
-func (d *Decoder) values(meta Meta, rec *Record) error {
+func (d *Decoder) values(meta *Meta, rec *Record) error {
 	rec.Values = grow(rec.Values, len(d.aggs))
-	for i, a := range d.aggs {
-		v := &rec.Values[i]
-		*v = Value{}
+	for i := range d.aggs {
+		a, v := &d.aggs[i], &rec.Values[i]
 		if a.kind == aggCount {
+			*v = Value{}
 			continue
 		}
-		tok := d.token(a.ref, meta)
+		tok := d.token(&a.ref, meta)
 		switch tok.kind {
 		case tokMissing, tokNull:
 			return &DecodeError{Reason: ReasonMissingField, Field: a.ref.name, Detail: missingDetail(tok)}
@@ -457,9 +583,10 @@ func (d *Decoder) values(meta Meta, rec *Record) error {
 			if !ok {
 				return &DecodeError{Reason: ReasonNonNumeric, Field: a.ref.name, Detail: d.describe(tok) + " is not a number"}
 			}
-			v.Num, v.IsNum = n, true
+			*v = Value{Num: n, IsNum: true}
 			continue
 		}
+		*v = Value{}
 		if tok.kind == tokNumber {
 			v.Num, v.IsNum = parseFloat(tok.text), true
 		}
@@ -471,7 +598,7 @@ func (d *Decoder) values(meta Meta, rec *Record) error {
 // number returns the value of a JSON number, or of a string holding one
 // (surrounding spaces allowed), and false for anything else, including
 // numbers beyond float64.
-func (d *Decoder) number(tok token) (float64, bool) {
+func (d *Decoder) number(tok *token) (float64, bool) {
 	text := tok.text
 	switch tok.kind {
 	case tokNumber:
@@ -492,7 +619,7 @@ func (d *Decoder) number(tok token) (float64, bool) {
 
 // setText sets v.Raw (and v.Str for strings and booleans) to the value's
 // text in the arena.
-func (d *Decoder) setText(v *Value, tok token) {
+func (d *Decoder) setText(v *Value, tok *token) {
 	switch tok.kind {
 	case tokString:
 		text := d.content(tok)
@@ -548,7 +675,7 @@ func (d *Decoder) resolvePending() {
 }
 
 // describe names a value in an error message.
-func (d *Decoder) describe(tok token) string {
+func (d *Decoder) describe(tok *token) string {
 	switch tok.kind {
 	case tokObject:
 		return "an object"
@@ -562,7 +689,7 @@ func (d *Decoder) describe(tok token) string {
 
 // missingDetail says why a field counts as missing: absent (no detail
 // needed) or null.
-func missingDetail(tok token) string {
+func missingDetail(tok *token) string {
 	if tok.kind == tokNull {
 		return "the value is null"
 	}
@@ -634,7 +761,10 @@ func parseSimpleFloat(text []byte) (float64, bool) {
 	if digits == 0 || digits > 19 || mant > 1<<53 || frac >= len(float64Pow10) {
 		return 0, false
 	}
-	f := float64(mant) / float64Pow10[frac]
+	f := float64(mant)
+	if frac > 0 { // no division for an integer: it is the slow part
+		f /= float64Pow10[frac]
+	}
 	if neg {
 		f = -f
 	}

@@ -39,8 +39,27 @@ type token struct {
 type pathNode struct {
 	name     string
 	children []int
-	names    []string // the children's names, for a tight match loop
-	slot     int      // index into jsonScanner.slots, or -1
+	want     []wantedName // the children, for a tight match loop
+	slot     int          // index into jsonScanner.slots, or -1
+}
+
+// wantedName is a child of a pathNode, ready to be matched: prefix holds
+// the first eight bytes of its name, zero-padded, so that one comparison
+// of words mostly decides.
+type wantedName struct {
+	prefix uint64
+	name   string
+	node   int
+	short  bool   // the name has up to eight bytes and is plain (JSON has it as it is)
+	mask   uint64 // with short: the bytes of a word that the name covers
+}
+
+func newWantedName(name string, node int) wantedName {
+	w := wantedName{prefix: namePrefix([]byte(name)), name: name, node: node}
+	if len(name) <= 8 && nextSpecial([]byte(name), 0) == len(name) {
+		w.short, w.mask = true, 1<<(8*len(name))-1 // all ones for 8
+	}
+	return w
 }
 
 // jsonScanner finds the configured paths in one pass over a JSON object,
@@ -77,7 +96,7 @@ func (s *jsonScanner) child(n int, name string) int {
 	s.nodes = append(s.nodes, pathNode{name: name, slot: -1})
 	c := len(s.nodes) - 1
 	s.nodes[n].children = append(s.nodes[n].children, c)
-	s.nodes[n].names = append(s.nodes[n].names, name)
+	s.nodes[n].want = append(s.nodes[n].want, newWantedName(name, c))
 	return c
 }
 
@@ -112,6 +131,10 @@ func (s *jsonScanner) object(i, node, depth int) (int, error) {
 	if depth >= maxDepth {
 		return i, &DecodeError{Reason: ReasonBadJSON, Detail: "nested too deeply at offset " + strconv.Itoa(i)}
 	}
+	var want []wantedName
+	if node >= 0 {
+		want = s.nodes[node].want
+	}
 	data := s.data
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
@@ -121,132 +144,185 @@ func (s *jsonScanner) object(i, node, depth int) (int, error) {
 		if i >= len(data) || data[i] != '"' {
 			return i, s.syntaxError(i, "a member name")
 		}
-		end, esc, err := s.str(i)
-		if err != nil {
-			return end, err
+		child, end := -1, 0
+		if i+10 <= len(data) { // the name's first word and the byte after it
+			// Most names are plain and short. The first word of the name
+			// is compared with each short wanted name and the byte after
+			// it with '"': unlike the search for the closing quote, this
+			// does not hold up the rest of the scan, which depends on
+			// where the name ends. Another name shorter than eight bytes
+			// has its closing quote in the word.
+			w := binary.LittleEndian.Uint64(data[i+1:])
+			for k := range want {
+				if c := &want[k]; c.short && w&c.mask == c.prefix && data[i+1+len(c.name)] == '"' {
+					child, end = c.node, i+2+len(c.name)
+					break
+				}
+			}
+			if n := bits.TrailingZeros64(specialBytes(w)) >> 3; end == 0 && n < 8 && data[i+1+n] == '"' {
+				end = i + n + 2
+			}
 		}
-		child := s.match(node, data[i+1:end-1], esc)
-		i = skipSpace(data, end)
-		if i >= len(data) || data[i] != ':' {
-			return i, s.syntaxError(i, `":"`)
+		if end == 0 {
+			var esc bool
+			var err error
+			if end, esc, err = s.str(i); err != nil {
+				return end, err
+			}
+			if len(want) > 0 {
+				child = s.match(want, i+1, end-1, esc)
+			}
 		}
-		i = skipSpace(data, i+1)
-		if i, err = s.member(i, child, depth+1); err != nil {
-			return i, err
+		i = end
+		if i < len(data) && data[i] == ':' {
+			i++
+		} else {
+			i = skipSpace(data, i)
+			if i >= len(data) || data[i] != ':' {
+				return i, s.syntaxError(i, `":"`)
+			}
+			i++
+		}
+		// Strings and numbers, the usual values, are scanned here as
+		// member would, saving a call.
+		i = skipSpace(data, i)
+		var c byte
+		if i < len(data) {
+			c = data[i]
+		}
+		var err error
+		switch start := i; {
+		case c == '"':
+			var esc bool
+			if i, esc, err = s.str(i); err != nil {
+				return i, err
+			}
+			if child >= 0 {
+				s.keep(child, token{kind: tokString, esc: esc, text: data[start+1 : i-1]})
+			}
+		case c >= '0' && c <= '9' || c == '-':
+			var ok bool
+			if i, ok = scanNumber(data, i); !ok {
+				return i, s.syntaxError(i, "a value")
+			}
+			if child >= 0 {
+				s.keep(child, token{kind: tokNumber, text: data[start:i]})
+			}
+		default:
+			if i, err = s.member(i, child, depth+1); err != nil {
+				return i, err
+			}
+		}
+		if i < len(data) && data[i] == ',' {
+			i++
+		} else {
+			i = skipSpace(data, i)
+			switch {
+			case i >= len(data):
+				return i, s.syntaxError(i, `"," or "}"`)
+			case data[i] == '}':
+				return i + 1, nil
+			case data[i] != ',':
+				return i, s.syntaxError(i, `"," or "}"`)
+			}
+			i++
 		}
 		i = skipSpace(data, i)
-		switch {
-		case i >= len(data):
-			return i, s.syntaxError(i, `"," or "}"`)
-		case data[i] == '}':
-			return i + 1, nil
-		case data[i] != ',':
-			return i, s.syntaxError(i, `"," or "}"`)
-		}
-		i = skipSpace(data, i+1)
 	}
 }
 
-// match returns the child of node named name, or -1.
-func (s *jsonScanner) match(node int, name []byte, esc bool) int {
-	if node < 0 {
-		return -1
-	}
-	n := &s.nodes[node]
-	if len(n.names) == 0 {
-		return -1
-	}
+// match returns the node of the wanted name that the member name
+// data[start:end] (esc: with escapes) is, or -1.
+func (s *jsonScanner) match(want []wantedName, start, end int, esc bool) int {
+	name := s.data[start:end]
 	if esc {
 		s.scratch = unescapeJSON(s.scratch[:0], name)
 		name = s.scratch
 	}
-	if len(name) == 0 {
-		return n.childNamed("")
-	}
-	for k, want := range n.names {
-		if len(want) == len(name) && want[0] == name[0] && string(name) == want {
-			return n.children[k]
+	prefix := namePrefix(name)
+	for k := range want {
+		w := &want[k]
+		if w.prefix == prefix && len(w.name) == len(name) && (len(name) <= 8 || string(name[8:]) == w.name[8:]) {
+			return w.node
 		}
 	}
 	return -1
 }
 
-func (n *pathNode) childNamed(name string) int {
-	for k, want := range n.names {
-		if want == name {
-			return n.children[k]
-		}
+// namePrefix returns the first eight bytes of name as a little-endian
+// word, zero-padded.
+func namePrefix(name []byte) uint64 {
+	if len(name) >= 8 {
+		return binary.LittleEndian.Uint64(name)
 	}
-	return -1
+	var w uint64
+	for k := len(name) - 1; k >= 0; k-- {
+		w = w<<8 | uint64(name[k])
+	}
+	return w
 }
 
-// member scans the value at data[i] of a member that matched node (-1: no
-// configured path goes through it).
+// keep puts tok in node's slot, if it has one.
+func (s *jsonScanner) keep(node int, tok token) {
+	if slot := s.nodes[node].slot; slot >= 0 {
+		s.slots[slot] = tok
+	}
+}
+
+// member scans the value at data[i] of a member whose name matched node
+// (-1: no configured path goes through it), checking its syntax, and keeps
+// it in the node's slot. It returns the index after the value.
 func (s *jsonScanner) member(i, node, depth int) (int, error) {
-	if node < 0 {
-		end, _, err := s.value(i, depth)
-		return end, err
-	}
-	n := &s.nodes[node]
-	var end int
-	var esc bool
-	var err error
-	if len(n.children) > 0 && i < len(s.data) && s.data[i] == '{' {
-		end, err = s.object(i, node, depth)
-	} else {
-		end, esc, err = s.value(i, depth)
-	}
-	if err != nil || n.slot < 0 {
-		return end, err
-	}
-	s.slots[n.slot] = s.tokenAt(i, end, esc)
-	return end, nil
-}
-
-func (s *jsonScanner) tokenAt(start, end int, esc bool) token {
-	text := s.data[start:end]
-	switch text[0] {
-	case '"':
-		return token{kind: tokString, esc: esc, text: text[1 : len(text)-1]}
-	case '{':
-		return token{kind: tokObject, text: text}
-	case '[':
-		return token{kind: tokArray, text: text}
-	case 't', 'f':
-		return token{kind: tokBool, text: text}
-	case 'n':
-		return token{kind: tokNull, text: text}
-	}
-	return token{kind: tokNumber, text: text}
-}
-
-// value skips the value at data[i], checking its syntax. For a string it
-// also reports whether it has escapes.
-func (s *jsonScanner) value(i, depth int) (end int, esc bool, err error) {
 	data := s.data
 	if i >= len(data) {
-		return i, false, s.syntaxError(i, "a value")
+		return i, s.syntaxError(i, "a value")
 	}
-	switch c := data[i]; {
-	case c == '"':
-		return s.str(i)
-	case c == '{':
-		end, err = s.object(i, -1, depth)
-	case c == '[':
-		end, err = s.array(i, depth)
-	case c == 't':
-		end, err = s.literal(i, "true")
-	case c == 'f':
-		end, err = s.literal(i, "false")
-	case c == 'n':
-		end, err = s.literal(i, "null")
-	default:
-		var ok bool
-		if end, ok = scanNumber(data, i); !ok {
-			err = s.syntaxError(end, "a value")
+	slot, nested := -1, -1
+	if node >= 0 {
+		n := &s.nodes[node]
+		slot = n.slot
+		if len(n.children) > 0 {
+			nested = node
 		}
 	}
-	return end, false, err
+	var kind tokenKind
+	var end int
+	var err error
+	switch c := data[i]; {
+	case c == '"':
+		var esc bool
+		if end, esc, err = s.str(i); err == nil && slot >= 0 {
+			s.slots[slot] = token{kind: tokString, esc: esc, text: data[i+1 : end-1]}
+		}
+		return end, err
+	case c >= '0' && c <= '9' || c == '-':
+		var ok bool
+		if end, ok = scanNumber(data, i); !ok {
+			return end, s.syntaxError(end, "a value")
+		}
+		kind = tokNumber
+	case c == '{':
+		end, err = s.object(i, nested, depth)
+		kind = tokObject
+	case c == '[':
+		end, err = s.array(i, depth)
+		kind = tokArray
+	case c == 't':
+		end, err = s.literal(i, "true")
+		kind = tokBool
+	case c == 'f':
+		end, err = s.literal(i, "false")
+		kind = tokBool
+	case c == 'n':
+		end, err = s.literal(i, "null")
+		kind = tokNull
+	default:
+		return i, s.syntaxError(i, "a value")
+	}
+	if err == nil && slot >= 0 {
+		s.slots[slot] = token{kind: kind, text: data[i:end]}
+	}
+	return end, err
 }
 
 func (s *jsonScanner) array(i, depth int) (int, error) {
@@ -259,7 +335,7 @@ func (s *jsonScanner) array(i, depth int) (int, error) {
 		return i + 1, nil
 	}
 	for {
-		end, _, err := s.value(i, depth+1)
+		end, err := s.member(i, -1, depth+1)
 		if err != nil {
 			return end, err
 		}
@@ -334,11 +410,13 @@ func nextSpecial(data []byte, i int) int {
 
 // specialBytes flags (in the high bit of each byte) the bytes of v that are
 // '"', '\\' or below 0x20. Only the lowest flag is exact (a borrow may flag
-// bytes above it), which is all nextSpecial uses.
+// bytes above it), which is all nextSpecial uses. For a byte below 0x80, each
+// difference has its high bit set exactly when the byte is special; bytes
+// from 0x80 up are masked by &^ v (and never borrow).
 func specialBytes(v uint64) uint64 {
 	q := v ^ (lowBits * '"')
 	b := v ^ (lowBits * '\\')
-	return (((q - lowBits) &^ q) | ((b - lowBits) &^ b) | ((v - lowBits*0x20) &^ v)) & highBits
+	return ((q - lowBits) | (b - lowBits) | (v - lowBits*0x20)) &^ v & highBits
 }
 
 // escapeLen returns the length of the escape sequence at the start of s
@@ -481,6 +559,35 @@ func AppendQuoted(dst []byte, s []byte) []byte {
 		i++
 	}
 	return append(dst, '"')
+}
+
+// quotesAsIs reports whether AppendQuoted copies s unchanged: s has no
+// quote, backslash or control character, and is valid UTF-8.
+func quotesAsIs(s []byte) bool {
+	return plainASCII(s) || nextSpecial(s, 0) == len(s) && utf8.Valid(s)
+}
+
+// isASCII reports whether s has no byte above 0x7f. Up to 16 bytes take
+// two overlapping loads.
+func isASCII(s []byte) bool {
+	n := len(s)
+	switch {
+	case n >= 8:
+		acc := binary.LittleEndian.Uint64(s[n-8:])
+		for i := 0; i+8 <= n; i += 8 {
+			acc |= binary.LittleEndian.Uint64(s[i:])
+		}
+		return acc&highBits == 0
+	case n >= 4:
+		acc := uint64(binary.LittleEndian.Uint32(s)) | uint64(binary.LittleEndian.Uint32(s[n-4:]))<<32
+		return acc&highBits == 0
+	}
+	for _, c := range s {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // plainASCII reports whether s is ASCII with nothing to escape in a JSON

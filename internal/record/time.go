@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -80,6 +81,9 @@ func (p *TimeParser) Layout() string { return p.name }
 // are dropped, rounding toward minus infinity, as time.Time.UnixMilli does.
 func (p *TimeParser) Parse(text []byte) (int64, error) {
 	if p.unix {
+		if ms, ok := parseUnixInt(text, p.shift); ok {
+			return ms, nil
+		}
 		ms, err := parseUnix(text, p.shift)
 		if err != nil {
 			return 0, fmt.Errorf("%q as %s: %w", text, p.name, err)
@@ -469,11 +473,9 @@ var (
 // parseUnix parses a decimal number (JSON number syntax, surrounding spaces
 // allowed) and returns it times 10^shift, rounded toward minus infinity:
 // unix_s 1607654003.161 is 1607654003161 ms, unix_us -1500 is -2 ms. It
-// works on the digits, so no precision is lost to float64.
+// works on the digits, so no precision is lost to float64. (Parse tries
+// parseUnixInt first.)
 func parseUnix(text []byte, shift int) (int64, error) {
-	if ms, ok := parseUnixInt(text, shift); ok {
-		return ms, nil
-	}
 	n, ok := scanDecimal(trimSpaces(text))
 	if !ok {
 		return 0, errNotNumber
@@ -505,9 +507,6 @@ func parseUnix(text []byte, shift int) (int64, error) {
 	return v, nil
 }
 
-// unixPow10 are the scales of the unix_* layouts.
-var unixPow10 = [...]int64{1, 10, 100, 1000, 10000, 100000, 1000000}
-
 // parseUnixInt is parseUnix's fast path for the usual text: a number
 // without sign, spaces or exponent, with at most 15 digits before the
 // point (18 when shift ≤ 0), so that the result fits an int64 with room to
@@ -516,6 +515,16 @@ var unixPow10 = [...]int64{1, 10, 100, 1000, 10000, 100000, 1000000}
 func parseUnixInt(text []byte, shift int) (int64, bool) {
 	i := 0
 	var v int64
+	if n := len(text); n >= 8 && n <= 16 {
+		// All digits, as unix_s, unix_ms and unix_us times are these
+		// days: two overlapping words instead of a loop. The bytes that
+		// the last word shares with the first are masked to leading
+		// zeros (all of them for n = 8, where 1<<64 is 0).
+		first, last := binary.LittleEndian.Uint64(text), binary.LittleEndian.Uint64(text[n-8:])
+		if nonDigits(first)|nonDigits(last) == 0 {
+			i, v = n, int64(eightDigits(first)*pow10[n-8]+eightDigits(last&^(1<<(8*(16-n))-1)))
+		}
+	}
 	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
 		v = v*10 + int64(text[i]-'0')
 		i++
@@ -535,8 +544,13 @@ func parseUnixInt(text []byte, shift int) (int64, bool) {
 			}
 		}
 	}
-	if shift <= 0 {
-		return v / unixPow10[-shift], true
+	switch shift { // the layouts' 3, 0, -3 or -6; constant divisors: a multiply, not a division
+	case 0:
+		return v, true
+	case -3:
+		return v / 1e3, true
+	case -6:
+		return v / 1e6, true
 	}
 	for k := range shift {
 		v *= 10
@@ -545,6 +559,26 @@ func parseUnixInt(text []byte, shift int) (int64, bool) {
 		}
 	}
 	return v, true
+}
+
+// pow10 holds the powers of ten up to 10^8.
+var pow10 = [...]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000}
+
+// nonDigits flags (in the high bit of each byte) the bytes of v that are
+// not decimal digits. The sums are per byte (seven bits plus at most 0x50)
+// and never carry into the next one.
+func nonDigits(v uint64) uint64 {
+	low7 := v &^ highBits
+	return ((low7 + lowBits*(0x80-'9'-1)) | ^(low7 + lowBits*(0x80-'0')) | v) & highBits
+}
+
+// eightDigits returns the number written by the eight digits in v, the
+// first one in the lowest byte. Zero bytes count as leading zeros. It
+// combines neighbours pairwise: 2, 4, then 8 digits.
+func eightDigits(v uint64) uint64 {
+	v = (v & (lowBits * 0x0f)) * (10<<8 + 1) >> 8
+	v = (v & 0x00ff00ff00ff00ff) * (100<<16 + 1) >> 16
+	return (v & 0x0000ffff0000ffff) * (10000<<32 + 1) >> 32
 }
 
 // decimal is a JSON number split into its parts, pointing into the text.
