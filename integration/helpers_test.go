@@ -288,11 +288,7 @@ func replay(t testing.TB, cfg config.Config, inputs []input, now int64) expected
 func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool) expected {
 	t.Helper()
 	var exp expected
-	names := make([]string, len(cfg.Aggregates))
-	for i, a := range cfg.Aggregates {
-		names[i] = a.Name
-	}
-	p, err := pipeline.New(cfg, capture{names, &exp})
+	p, err := pipeline.New(cfg, capture{cfg.AggregateNames(), &exp})
 	if err != nil {
 		t.Fatal(err)
 	}

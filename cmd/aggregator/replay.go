@@ -55,7 +55,7 @@ func replayCmd(args []string, getenv func(string) string, stdin io.Reader, stdou
 // JSON lines (SPEC §5). Wall-clock time plays no part: idleness and the
 // future guard are off.
 func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) error {
-	out := &replayOutput{w: w, names: aggregateNames(cfg)}
+	out := &replayOutput{w: w, enc: producer.NewEncoder(cfg.AggregateNames())}
 	proc, err := pipeline.New(cfg, out)
 	if err != nil {
 		return err
@@ -100,14 +100,6 @@ func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) 
 		proc.Flush()
 	}
 	return out.err
-}
-
-func aggregateNames(cfg config.Config) []string {
-	names := make([]string, len(cfg.Aggregates))
-	for i, a := range cfg.Aggregates {
-		names[i] = a.Name
-	}
-	return names
 }
 
 // kcatLine is one line of `kcat -C -J`.
@@ -162,16 +154,16 @@ func partitionsOf(inputs []pipeline.Input) []int32 {
 
 // replayOutput writes the pipeline's emissions as SPEC §5 JSON lines.
 type replayOutput struct {
-	w     *bufio.Writer
-	names []string
-	buf   []byte
-	err   error
+	w   *bufio.Writer
+	enc *producer.Encoder
+	buf []byte
+	err error
 }
 
 func (o *replayOutput) Result(r *windowing.Result) {
 	b := append(o.buf[:0], `{"type":"result"`...)
 	n := len(b)
-	b = producer.AppendResult(b, r, o.names)
+	b = o.enc.AppendResult(b, r)
 	b[n] = ',' // join the result's fields onto this object
 	o.line(b)
 }

@@ -89,6 +89,16 @@ type Window struct {
 	Emit            string        `yaml:"emit"` // on_watermark | on_close
 }
 
+// AggregateNames returns the aggregates' names, in order: the fields of a
+// result's "aggregates" object.
+func (c Config) AggregateNames() []string {
+	names := make([]string, len(c.Aggregates))
+	for i, a := range c.Aggregates {
+		names[i] = a.Name
+	}
+	return names
+}
+
 // Aggregate is one output column: Fn over Field, named Name.
 type Aggregate struct {
 	Name  string  `yaml:"name"`

@@ -33,10 +33,10 @@ type Client interface {
 // fills). It remembers the first produce failure (Err): the consumer must
 // not commit past it. The promises run on the client's goroutines.
 type Writer struct {
-	cl    Client
-	sink  config.Sink
-	names []string
-	now   func() time.Time
+	cl   Client
+	sink config.Sink
+	enc  *Encoder // used by the writer goroutine only
+	now  func() time.Time
 
 	firings             [3]prometheus.Counter // by windowing.Firing
 	results, late, dead topicMetrics
@@ -113,9 +113,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
-	for _, a := range cfg.Aggregates {
-		w.names = append(w.names, a.Name)
-	}
+	w.enc = NewEncoder(cfg.AggregateNames())
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
@@ -230,8 +228,10 @@ func (w *Writer) run(ctx context.Context) {
 	}
 }
 
-// write produces a batch's outputs in order.
+// write produces a batch's outputs in order. Its results share one
+// timestamp, so the client does not read the clock for each.
 func (w *Writer) write(ctx context.Context, b *batch) {
+	now := w.now()
 	for i := range b.outs {
 		o := &b.outs[i]
 		if o.rec != nil {
@@ -240,17 +240,17 @@ func (w *Writer) write(ctx context.Context, b *batch) {
 		}
 		r := &b.results[o.res]
 		r.Aggregates = b.vals[o.lo:o.hi]
-		w.produceResult(ctx, r, b.resultDone)
+		w.produceResult(ctx, r, now, b.resultDone)
 	}
 }
 
 // produceResult encodes a result into a reused record and produces it.
-func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, done func(*kgo.Record, error)) {
+func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now time.Time, done func(*kgo.Record, error)) {
 	out := w.pool.Get().(*resultRecord)
-	k := ResultKey(out.buf[:0], r)
+	k := w.enc.AppendKey(out.buf[:0], r)
 	n := len(k)
-	v := AppendResult(k, r, w.names)
-	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:]}
+	v := w.enc.AppendResult(k, r)
+	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:], Timestamp: now}
 	w.cl.Produce(ctx, &out.rec, done)
 }
 
