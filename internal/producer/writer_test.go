@@ -51,7 +51,8 @@ func sinkConfig() config.Config {
 func TestWriterRoutesOutputs(t *testing.T) {
 	cl := &fakeClient{}
 	m := metrics.New(prometheus.NewRegistry())
-	w := newWriter(t, cl, sinkConfig(), m, time.Now)
+	produced := time.UnixMilli(1922350209000)
+	w := newWriter(t, cl, sinkConfig(), m, func() time.Time { return produced })
 	in := &pipeline.Input{Topic: "calls", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"), Timestamp: 1234}
 	r := &windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 0, End: 5000}, Count: 1,
 		Aggregates: []record.Value{record.Number(1)}, Firing: windowing.Late, Revision: 1}
@@ -68,6 +69,9 @@ func TestWriterRoutesOutputs(t *testing.T) {
 	res, late, dlq := cl.recs[0], cl.recs[1], cl.recs[2]
 	if res.Topic != "res" || string(res.Key) != string(producer.ResultKey(nil, r)) || !strings.Contains(string(res.Value), `"revision":1`) {
 		t.Errorf("result record = %s %s %s", res.Topic, res.Key, res.Value)
+	}
+	if !res.Timestamp.Equal(produced) {
+		t.Errorf("result timestamp = %v, want the wall clock when produced, %v", res.Timestamp, produced)
 	}
 	for _, rec := range []*kgo.Record{late, dlq} {
 		if string(rec.Key) != "k" || string(rec.Value) != "v" || rec.Timestamp.UnixMilli() != 1234 {
