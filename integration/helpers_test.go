@@ -238,12 +238,12 @@ type lateEvent struct {
 
 // capture is a pipeline.Output that encodes like the producer.
 type capture struct {
-	names []string
-	exp   *expected
+	enc *producer.Encoder
+	exp *expected
 }
 
 func (c capture) Result(r *windowing.Result) {
-	c.exp.results = append(c.exp.results, string(producer.AppendResult(nil, r, c.names)))
+	c.exp.results = append(c.exp.results, string(c.enc.AppendResult(nil, r)))
 }
 
 func (c capture) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
@@ -288,7 +288,7 @@ func replay(t testing.TB, cfg config.Config, inputs []input, now int64) expected
 func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool) expected {
 	t.Helper()
 	var exp expected
-	p, err := pipeline.New(cfg, capture{cfg.AggregateNames(), &exp})
+	p, err := pipeline.New(cfg, capture{producer.NewEncoder(cfg.AggregateNames()), &exp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -278,5 +277,3 @@ func (c *Consumer) forgetMetrics(p *partition) {
 	c.m.ConsumerLag.DeleteLabelValues(labels...)
 	c.m.PartitionWatermark.DeleteLabelValues(labels...)
 }
-
-var errClosing = errors.New("consumer closing")

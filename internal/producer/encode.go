@@ -27,20 +27,6 @@ const (
 // ReasonLate is the reason header of a late event.
 const ReasonLate = "late"
 
-// AppendResult appends the results-topic value of r (SPEC §4): names are the
-// configured aggregate names, in order. An Encoder does the same faster for
-// a stream of results.
-func AppendResult(dst []byte, r *windowing.Result, names []string) []byte {
-	return NewEncoder(names).AppendResult(dst, r)
-}
-
-// ResultKey appends the Kafka record key of r: the same for every revision
-// of one (group key, window), so a compacted topic keeps the latest result.
-func ResultKey(dst []byte, r *windowing.Result) []byte {
-	var e Encoder
-	return e.AppendKey(dst, r)
-}
-
 // An Encoder writes result keys and values. A firing emits every key of a
 // window one after the other, so it formats a window's part of the text
 // once and reuses it until the window changes; the aggregate names are
@@ -78,7 +64,8 @@ func (e *Encoder) window(w windowing.Window) {
 	e.text, e.win = append(t, '"'), w
 }
 
-// AppendKey appends the Kafka record key of r (see ResultKey).
+// AppendKey appends the Kafka record key of r: the same for every revision
+// of one (group key, window), so a compacted topic keeps the latest result.
 func (e *Encoder) AppendKey(dst []byte, r *windowing.Result) []byte {
 	e.window(r.Window)
 	dst = append(dst, `{"key":`...)
@@ -87,7 +74,7 @@ func (e *Encoder) AppendKey(dst []byte, r *windowing.Result) []byte {
 	return append(dst, '}')
 }
 
-// AppendResult appends the results-topic value of r (see AppendResult).
+// AppendResult appends the results-topic value of r (SPEC §4).
 func (e *Encoder) AppendResult(dst []byte, r *windowing.Result) []byte {
 	e.window(r.Window)
 	dst = append(dst, `{"key":`...)

@@ -79,7 +79,7 @@ func TestEncoderReusesWindowsExactly(t *testing.T) {
 		if got, want := string(e.AppendResult(nil, r)), string(fresh.AppendResult(nil, r)); got != want {
 			t.Errorf("result %d: reused encoder wrote\n%s\nwant\n%s", i, got, want)
 		}
-		if got, want := string(e.AppendKey(nil, r)), string(producer.ResultKey(nil, r)); got != want {
+		if got, want := string(e.AppendKey(nil, r)), string(fresh.AppendKey(nil, r)); got != want {
 			t.Errorf("key %d: reused encoder wrote %s, want %s", i, got, want)
 		}
 	}

@@ -67,7 +67,7 @@ func TestWriterRoutesOutputs(t *testing.T) {
 		t.Fatalf("produced %d records, want 3", len(cl.recs))
 	}
 	res, late, dlq := cl.recs[0], cl.recs[1], cl.recs[2]
-	if res.Topic != "res" || string(res.Key) != string(producer.ResultKey(nil, r)) || !strings.Contains(string(res.Value), `"revision":1`) {
+	if res.Topic != "res" || string(res.Key) != string(producer.NewEncoder(nil).AppendKey(nil, r)) || !strings.Contains(string(res.Value), `"revision":1`) {
 		t.Errorf("result record = %s %s %s", res.Topic, res.Key, res.Value)
 	}
 	if !res.Timestamp.Equal(produced) {
@@ -164,6 +164,7 @@ func TestWriterKeepsEmissionOrder(t *testing.T) {
 	cl := &fakeClient{}
 	w := newWriter(t, cl, resultConfig(), nil, time.Now)
 	in := &pipeline.Input{Topic: "calls", Key: []byte("k"), Value: []byte("v")}
+	enc := producer.NewEncoder([]string{"total", "calls"})
 	var want []string
 	for i := range 3000 {
 		if i%700 == 0 {
@@ -173,7 +174,7 @@ func TestWriterKeepsEmissionOrder(t *testing.T) {
 		r := sampleResult()
 		r.Revision = int64(i)
 		w.Result(r)
-		want = append(want, string(producer.AppendResult(nil, r, []string{"total", "calls"})))
+		want = append(want, string(enc.AppendResult(nil, r)))
 		if i%1000 == 999 {
 			w.Send()
 		}
