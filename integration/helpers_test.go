@@ -182,7 +182,8 @@ func waitCount(t testing.TB, brokers []string, topic string, n int64) {
 	}
 }
 
-// readAll reads every record of topic, up to its end offsets now.
+// readAll reads every committed record of topic (read_committed), up to
+// its end offsets now.
 func readAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
 	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
@@ -190,21 +191,30 @@ func readAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want int64
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	if want == 0 {
-		return nil
-	}
-	cl := client(t, brokers, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	left := map[int32]int64{} // partition → end offset, for those not read to it
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl := client(t, brokers, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	var out []*kgo.Record
-	for int64(len(out)) < want {
+	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			t.Fatalf("read %s: %d of %d records: %v", topic, len(out), want, err)
+			t.Fatalf("read %s: %d records, partitions %v not at their end: %v", topic, len(out), left, err)
 		}
-		out = append(out, fs.Records()...)
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
 	}
 	slices.SortStableFunc(out, func(a, b *kgo.Record) int {
 		if a.Partition != b.Partition {

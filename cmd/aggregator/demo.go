@@ -110,7 +110,7 @@ sink:
   create_topics: true
   partitions: %d
   replication_factor: %d
-delivery: at_least_once
+delivery: exactly_once
 http: {listen: %q}
 log: {level: warn, format: console}
 `

@@ -2,7 +2,9 @@ package consumer
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,17 +20,15 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/windowing"
 )
 
 const (
-	// commitInterval is how often offsets are committed. A crash repeats
-	// at most about this much output.
-	commitInterval = time.Second
 	// tickInterval bounds how long a poll waits, so idleness is judged
 	// and commits happen while no record arrives.
 	tickInterval = 100 * time.Millisecond
-	// commitTimeout bounds a periodic commit: flushing outputs and
-	// committing offsets.
+	// commitTimeout bounds a commit: flushing outputs and state, and
+	// committing offsets (or the transaction).
 	commitTimeout = 30 * time.Second
 	// setupTimeout bounds the topic checks at start.
 	setupTimeout = 30 * time.Second
@@ -38,15 +38,17 @@ const (
 
 // Consumer consumes source.topics in a group and drives a pipeline.Processor.
 type Consumer struct {
-	cfg    config.Config
-	log    zerolog.Logger
-	m      *metrics.Metrics
-	clock  func() time.Time
-	cl     *kgo.Client // the group consumer
-	pr     *kgo.Client // the idempotent producer
-	writer *producer.Writer
-	topics map[string]int32 // topic → index in source.topics
-	bounds boundaries
+	cfg       config.Config
+	log       zerolog.Logger
+	m         *metrics.Metrics
+	clock     func() time.Time
+	sess      *kgo.GroupTransactSession // exactly_once; nil with at_least_once
+	cl        *kgo.Client               // the group consumer (the session's client with exactly_once)
+	pr        *kgo.Client               // produces outputs and changelog records (= cl with exactly_once)
+	writer    *producer.Writer
+	base      map[string]int32 // topic → dense id of its partition 0
+	changelog string
+	readOpts  []kgo.Opt // for the clients that read the changelog at restore
 
 	mu         sync.Mutex // guards what follows; the engine goroutine holds it while processing
 	proc       *pipeline.Processor
@@ -54,27 +56,26 @@ type Consumer struct {
 	byID       map[int32]*partition
 	lastCommit time.Time
 	closing    bool // Drain or Close began: rebalance callbacks commit nothing more
+	inTxn      bool // exactly_once: a transaction is open
+	// epoch counts transaction aborts: a poll taken before the last abort
+	// holds records past the rewound positions and is dropped.
+	epoch atomic.Uint64
 
 	// rebalanceWaits is set when kgo signals that a rebalance waits for the
 	// polled records to be applied (see fetcher).
 	rebalanceWaits atomic.Bool
 	fetch          *fetcher
+	// polling is held by the fetcher while it polls; with exactly_once a
+	// commit holds it, as a transaction must not end during a poll.
+	polling sync.Mutex
 
-	fetched   sync.Mutex // guards pending
-	pending   map[topicPartition]fetchedOffset
 	ready     atomic.Bool
 	unfetched time.Time // last end-offset check of never-fetched partitions
 }
 
-// fetchedOffset is a committed offset and its metadata, as read at assignment.
-type fetchedOffset struct {
-	offset   int64 // -1: none
-	metadata string
-}
-
 // New connects to the brokers, verifies the input topics, creates missing
-// output topics, and joins the group. extra is applied last to both Kafka
-// clients (tests point them at kfake).
+// output topics and the changelog, and joins the group. extra is applied
+// last to every Kafka client (tests point them at kfake).
 func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra ...kgo.Opt) (*Consumer, error) {
 	return NewWithClock(cfg, log, reg, time.Now, extra...)
 }
@@ -82,46 +83,109 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 // NewWithClock is New with the wall clock the pipeline judges idleness
 // and future timestamps by; tests pass a clock they move.
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
-	if cfg.Delivery != "at_least_once" {
-		return nil, &config.KeyError{Key: "delivery", Value: cfg.Delivery,
-			Reason: "only at_least_once is available in this version (exactly_once needs the changelog, not built yet); set delivery: at_least_once"}
-	}
 	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
-		topics: map[string]int32{}, parts: map[topicPartition]*partition{}, byID: map[int32]*partition{},
-		pending: map[topicPartition]fetchedOffset{}}
-	if len(cfg.Source.Topics) >= 1<<(31-partitionBits) {
-		return nil, &config.KeyError{Key: "source.topics", Value: fmt.Sprint(len(cfg.Source.Topics)), Reason: "too many topics"}
-	}
-	c.bounds = newBoundaries(cfg.Window)
-	for i, t := range cfg.Source.Topics {
-		c.topics[t] = int32(i)
-	}
+		base: map[string]int32{}, parts: map[topicPartition]*partition{}, byID: map[int32]*partition{},
+		changelog: cfg.State.ChangelogTopic}
 	var err error
-	if c.pr, err = newProducer(cfg, log, reg, extra); err != nil {
-		return nil, err
-	}
-	if c.proc, err = pipeline.New(cfg, gate{c}); err != nil {
-		c.pr.Close()
+	if c.proc, err = pipeline.New(cfg, c); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	if c.fetch, err = newFetcher(c); err != nil {
-		c.pr.Close()
 		return nil, err
 	}
-	if err = c.checkTopics(); err != nil {
-		c.pr.Close()
+	base, err := cluster.ClientOpts(cfg.Source, log, "kafka_restore")
+	if err != nil {
+		return nil, err
+	}
+	c.readOpts = append(base, extra...)
+	admin, err := kgo.NewClient(c.readOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka admin: %w", err)
+	}
+	err = c.checkTopics(kadm.NewClient(admin))
+	admin.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err = c.newClients(reg, extra); err != nil {
 		return nil, err
 	}
 	c.writer = producer.NewWriter(c.pr, cfg, c.m, clock)
-	if c.cl, err = c.newGroupClient(log, reg, extra); err != nil {
-		c.writer.Close()
-		c.pr.Close()
-		return nil, err
+	if c.sess != nil {
+		if err := c.begin(); err != nil {
+			c.close()
+			return nil, err
+		}
 	}
 	return c, nil
 }
 
-func newProducer(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra []kgo.Opt) (*kgo.Client, error) {
+// checkTopics verifies the inputs, maps their partitions to dense ids,
+// creates missing outputs and checks (or creates) the changelog.
+func (c *Consumer) checkTopics(adm *kadm.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	if err := cluster.VerifyInputs(ctx, adm, c.cfg.Source.Topics); err != nil {
+		return err
+	}
+	counts, err := cluster.InputPartitions(ctx, adm, c.cfg.Source.Topics)
+	if err != nil {
+		return err
+	}
+	total := int32(0)
+	for i, t := range c.cfg.Source.Topics {
+		c.base[t] = total
+		total += counts[i]
+	}
+	if err := cluster.EnsureOutputs(ctx, adm, c.cfg.Sink); err != nil {
+		return err
+	}
+	return cluster.EnsureChangelog(ctx, adm, c.changelog, total, c.cfg.Sink)
+}
+
+// newClients makes the group consumer and the producer: one transactional
+// session with exactly_once, two clients with at_least_once.
+func (c *Consumer) newClients(reg prometheus.Registerer, extra []kgo.Opt) error {
+	group, err := c.groupOpts()
+	if err != nil {
+		return err
+	}
+	prod, err := producerOpts(c.cfg, c.log)
+	if err != nil {
+		return err
+	}
+	if c.cfg.Delivery == "exactly_once" {
+		opts := append(append(group, prod...),
+			kgo.TransactionalID(transactionalID(c.cfg.Source.Group)),
+			kgo.TransactionTimeout(c.cfg.State.TransactionTimeout),
+			metrics.KafkaHooks(reg, "kafka_consumer"))
+		if c.sess, err = kgo.NewGroupTransactSession(append(opts, extra...)...); err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		c.cl, c.pr = c.sess.Client(), c.sess.Client()
+		return nil
+	}
+	if c.pr, err = kgo.NewClient(append(append(prod, metrics.KafkaHooks(reg, "kafka_producer")), extra...)...); err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	if c.cl, err = kgo.NewClient(append(append(group, metrics.KafkaHooks(reg, "kafka_consumer")), extra...)...); err != nil {
+		c.pr.Close()
+		return fmt.Errorf("kafka consumer: %w", err)
+	}
+	return nil
+}
+
+// transactionalID is unique per process: with KIP-447 the group
+// generation, not the transactional ID, fences a zombie's commits.
+func transactionalID(group string) string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%s-%d-%x", group, host, os.Getpid(), b)
+}
+
+// producerOpts are the options of the client that produces outputs.
+func producerOpts(cfg config.Config, log zerolog.Logger) ([]kgo.Opt, error) {
 	opts, err := cluster.ClientOpts(cfg.Source, log, "kafka_producer")
 	if err != nil {
 		return nil, err
@@ -130,18 +194,12 @@ func newProducer(cfg config.Config, log zerolog.Logger, reg prometheus.Registere
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts,
+	return append(opts,
 		kgo.ProducerBatchCompression(codec),
 		kgo.ProducerLinger(cfg.Sink.Linger),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent: the kgo default, which needs all acks
 		kgo.MaxBufferedRecords(100_000),
-		metrics.KafkaHooks(reg, "kafka_producer"),
-	)
-	cl, err := kgo.NewClient(append(opts, extra...)...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka producer: %w", err)
-	}
-	return cl, nil
+	), nil
 }
 
 // compression maps sink.compression to a codec; "" means none.
@@ -161,19 +219,9 @@ func compression(name string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, &config.KeyError{Key: "sink.compression", Value: name, Reason: "want none, gzip, snappy, lz4 or zstd"}
 }
 
-// checkTopics verifies the inputs and creates missing outputs.
-func (c *Consumer) checkTopics() error {
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
-	adm := kadm.NewClient(c.pr)
-	if err := cluster.VerifyInputs(ctx, adm, c.cfg.Source.Topics); err != nil {
-		return err
-	}
-	return cluster.EnsureOutputs(ctx, adm, c.cfg.Sink)
-}
-
-func (c *Consumer) newGroupClient(log zerolog.Logger, reg prometheus.Registerer, extra []kgo.Opt) (*kgo.Client, error) {
-	opts, err := cluster.ClientOpts(c.cfg.Source, log, "kafka_consumer")
+// groupOpts are the options of the group consumer.
+func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
+	opts, err := cluster.ClientOpts(c.cfg.Source, c.log, "kafka_consumer")
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +229,7 @@ func (c *Consumer) newGroupClient(log zerolog.Logger, reg prometheus.Registerer,
 	if c.cfg.Source.StartOffset == "latest" {
 		start = kgo.NewOffset().AtEnd()
 	}
-	opts = append(opts,
+	return append(opts,
 		kgo.ConsumerGroup(c.cfg.Source.Group),
 		kgo.ConsumeTopics(c.cfg.Source.Topics...),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -193,14 +241,7 @@ func (c *Consumer) newGroupClient(log zerolog.Logger, reg prometheus.Registerer,
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.rebalanceWaits.Store(true) }),
-		kgo.OnOffsetsFetched(c.offsetsFetched),
-		metrics.KafkaHooks(reg, "kafka_consumer"),
-	)
-	cl, err := kgo.NewClient(append(opts, extra...)...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka consumer: %w", err)
-	}
-	return cl, nil
+	), nil
 }
 
 // Ready reports whether the group is joined and the consumer is not
@@ -217,15 +258,14 @@ func (c *Consumer) setReady(ok bool) {
 }
 
 // Drain ends the service after Run returned: it fires nothing early,
-// waits for every output to be acknowledged, commits, and leaves the
-// group. Open windows stay uncommitted: the partition's next owner
-// rebuilds them from the committed offset.
+// commits the state, outputs and offsets, and leaves the group. Open
+// windows are in the changelog: the partition's next owner continues them.
 func (c *Consumer) Drain(ctx context.Context) error {
 	c.setReady(false)
 	c.mu.Lock()
 	c.closing = true
-	err := c.commit(ctx, c.allParts())
 	c.mu.Unlock()
+	err := c.lockedCommit(ctx)
 	if err != nil {
 		err = fmt.Errorf("drain: %w", err)
 	}
@@ -234,7 +274,7 @@ func (c *Consumer) Drain(ctx context.Context) error {
 }
 
 // Close leaves the group and closes the clients without committing (a
-// crash, as far as the offsets are concerned).
+// crash, as far as state and offsets are concerned).
 func (c *Consumer) Close() {
 	c.setReady(false)
 	c.mu.Lock()
@@ -244,23 +284,17 @@ func (c *Consumer) Close() {
 }
 
 func (c *Consumer) close() {
-	c.cl.Close()     // leaves the group; the revoke callback sees closing
+	if c.sess != nil {
+		c.sess.Close() // aborts an open transaction and leaves the group
+	} else {
+		c.cl.Close() // leaves the group; the revoke callback sees closing
+	}
 	c.writer.Close() // drops what was not handed to the producer: uncommitted
 	c.pr.Close()
 }
 
-func (c *Consumer) allParts() []*partition {
-	ps := make([]*partition, 0, len(c.parts))
-	for _, p := range c.parts {
-		ps = append(ps, p)
-	}
-	return ps
-}
-
-// id is the engine partition id of tp.
-func (c *Consumer) id(tp topicPartition) int32 {
-	return c.topics[tp.topic]<<partitionBits | tp.partition
-}
+// id is the dense id of tp.
+func (c *Consumer) id(tp topicPartition) int32 { return c.base[tp.topic] + tp.partition }
 
 func (c *Consumer) newPartition(tp topicPartition) *partition {
 	labels := []string{tp.topic, strconv.Itoa(int(tp.partition))}
@@ -276,4 +310,28 @@ func (c *Consumer) forgetMetrics(p *partition) {
 	labels := []string{p.tp.topic, strconv.Itoa(int(p.tp.partition))}
 	c.m.ConsumerLag.DeleteLabelValues(labels...)
 	c.m.PartitionWatermark.DeleteLabelValues(labels...)
+}
+
+// Result is the pipeline's output of a firing.
+func (c *Consumer) Result(r *windowing.Result) { c.writer.Result(r) }
+
+// Late is the pipeline's output of a late event.
+func (c *Consumer) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
+	c.writer.Late(c.kafkaInput(in), eventTime, watermark, missed)
+}
+
+// DeadLetter is the pipeline's output of a record it could not use.
+func (c *Consumer) DeadLetter(in *pipeline.Input, err error) {
+	c.writer.DeadLetter(c.kafkaInput(in), err)
+}
+
+// kafkaInput returns in with its Kafka partition in place of the dense id.
+func (c *Consumer) kafkaInput(in *pipeline.Input) *pipeline.Input {
+	p := c.byID[in.Partition]
+	if p == nil || p.tp.partition == in.Partition {
+		return in
+	}
+	real := *in
+	real.Partition = p.tp.partition
+	return &real
 }

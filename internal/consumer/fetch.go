@@ -18,7 +18,8 @@ import (
 // reused: the engine goroutine hands it back once applied.
 type poll struct {
 	fetchedAt time.Time
-	closed    bool // the client was closed
+	epoch     uint64 // Consumer.epoch when polled: a poll from before an abort is dropped
+	closed    bool   // the client was closed
 	recs      []decoded
 	parts     []polledPart      // the partitions with records, in poll order
 	decs      []*record.Decoder // one per decoding worker
@@ -114,7 +115,8 @@ func (f *fetcher) run(ctx context.Context) {
 // canceled. First, if a rebalance waits or the engine goroutine is idle,
 // it waits until the engine goroutine holds no poll and allows rebalances.
 func (f *fetcher) next(ctx context.Context) *poll {
-	if !f.c.rebalanceWaits.Swap(false) && len(f.free) < cap(f.free) {
+	waits := f.c.rebalanceWaits.Swap(false)
+	if !waits && len(f.free) < cap(f.free) {
 		select {
 		case p := <-f.free:
 			return p
@@ -134,6 +136,9 @@ func (f *fetcher) next(ctx context.Context) *poll {
 			return nil
 		}
 	}
+	if waits {
+		f.c.commitBeforeRebalance(ctx)
+	}
 	f.c.cl.AllowRebalance()
 	for _, p := range held[1:] {
 		f.free <- p
@@ -144,7 +149,10 @@ func (f *fetcher) next(ctx context.Context) *poll {
 // poll fills p with the next PollRecords result and starts decoding it.
 func (f *fetcher) poll(ctx context.Context, p *poll) {
 	pctx, cancel := context.WithTimeout(ctx, tickInterval)
+	f.c.polling.Lock()
+	p.epoch = f.c.epoch.Load()
 	fs := f.c.cl.PollRecords(pctx, maxPollRecords)
+	f.c.polling.Unlock()
 	cancel()
 	p.fetchedAt = f.c.clock()
 	p.closed = fs.IsClientClosed()

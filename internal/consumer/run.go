@@ -3,18 +3,14 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"aggregator/internal/metrics"
-	"aggregator/internal/pipeline"
-	"aggregator/internal/windowing"
 )
 
 // Run consumes until ctx is canceled and returns nil once the poll in
@@ -69,70 +65,62 @@ func (c *Consumer) logFetchErrors(fs kgo.Fetches) {
 	})
 }
 
-// step applies one poll's records, ticks the watermark, updates the
-// metrics and commits when due.
+// step restores newly assigned partitions, applies one poll's records,
+// ticks the watermark, updates the metrics and commits when due.
 func (c *Consumer) step(ctx context.Context, p *poll) error {
+	due, err := c.process(ctx, p)
+	if err != nil || !due {
+		return err
+	}
+	// A commit under way finishes even if shutdown begins meanwhile.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	return c.lockedCommit(cctx)
+}
+
+// process applies the poll and reports whether a commit is due.
+func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.applyFetched()
+	if err := c.restorePending(ctx); err != nil {
+		return false, err
+	}
 	c.writer.SetFetched(p.fetchedAt)
-	c.apply(p)
+	if p.epoch == c.epoch.Load() {
+		c.apply(p)
+	}
 	now := c.nowMs()
 	c.proc.Tick(now)
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
-		return err
+		return false, err
 	}
-	if ctx.Err() != nil || time.Since(c.lastCommit) < commitInterval {
-		return nil
-	}
-	c.lastCommit = time.Now()
-	// A commit under way finishes even if shutdown begins meanwhile.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-	defer cancel()
-	return c.commit(cctx, c.allParts())
+	return ctx.Err() == nil && c.clock().Sub(c.lastCommit) >= c.cfg.State.CommitInterval, nil
 }
 
 // apply runs the poll's records through the pipeline, partition by
-// partition in offset order.
+// partition in offset order. Records below a restored partition's
+// position are in its state already (at_least_once: the offsets were not
+// committed yet) and are skipped.
 func (c *Consumer) apply(pl *poll) {
 	now := c.nowMs()
 	for _, pp := range pl.parts {
 		p := c.parts[pp.tp]
-		if p == nil {
+		if p == nil || !p.restored {
 			continue
 		}
 		for i := pp.lo; i < pp.hi; i++ {
-			c.applyOne(p, &pl.recs[i], now)
+			d := &pl.recs[i]
+			if d.in.Offset < p.start {
+				continue
+			}
+			out := c.proc.ProcessDecoded(&d.in, &d.rec, d.kind, d.err, now)
+			p.counts[out]++
+			p.next = d.in.Offset + 1
 		}
 		p.hwm = pp.hwm
 		c.proc.SetCaughtUp(p.id, p.next >= p.hwm, now)
-	}
-}
-
-// applyOne runs one decoded record through the pipeline.
-func (c *Consumer) applyOne(p *partition, d *decoded, now int64) {
-	off := d.in.Offset
-	if p.rebuilding {
-		if off >= p.emitted {
-			c.finishRebuild(p)
-		} else if w := p.stepAt(off); w > p.phantomW {
-			p.phantomW = w
-			c.proc.Restore(p.phantom(), holdAt(w), now)
-		}
-	}
-	muted := p.muted(off)
-	if !p.rebuilding {
-		p.history.observe(c.bounds, off, c.proc.Watermark())
-	}
-	out := c.proc.ProcessDecoded(&d.in, &d.rec, d.kind, d.err, now)
-	if !muted {
-		p.counts[out]++
-	}
-	p.next = off + 1
-	if p.rebuilding && p.next >= p.emitted {
-		c.finishRebuild(p)
 	}
 }
 
@@ -210,136 +198,4 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 		}
 		c.proc.SetCaughtUp(p.id, pos >= end.Offset, now)
 	}
-}
-
-// commit waits until every output produced so far is acknowledged, then
-// commits, for each partition in ps, the offset of its oldest record still
-// in an open window (or its position), with its checkpoint as metadata.
-// c.mu is held.
-func (c *Consumer) commit(ctx context.Context, ps []*partition) error {
-	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
-	if err := c.writer.Err(); err != nil {
-		return err // never commit past an output that was lost
-	}
-	if err := c.pr.Flush(ctx); err != nil {
-		return fmt.Errorf("flush outputs: %w", err)
-	}
-	if err := c.writer.Err(); err != nil {
-		return err
-	}
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	meta := map[topicPartition]string{}
-	for _, p := range ps {
-		off, md, ok := c.checkpoint(p)
-		if !ok {
-			continue
-		}
-		if offsets[p.tp.topic] == nil {
-			offsets[p.tp.topic] = map[int32]kgo.EpochOffset{}
-		}
-		offsets[p.tp.topic][p.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
-		meta[p.tp] = md
-	}
-	if len(offsets) == 0 {
-		return nil
-	}
-	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
-		for i := range req.Topics {
-			t := &req.Topics[i]
-			for j := range t.Partitions {
-				if md, ok := meta[topicPartition{t.Topic, t.Partitions[j].Partition}]; ok {
-					t.Partitions[j].Metadata = &md
-				}
-			}
-		}
-		return nil
-	})
-	var cerr error
-	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		cerr = errors.Join(err, commitErrors(resp))
-	})
-	if cerr != nil {
-		return fmt.Errorf("commit: %w", cerr)
-	}
-	return nil
-}
-
-// checkpoint returns the offset to commit for p and its metadata; ok is
-// false when p has nothing new (no record since assignment, or rebuilding).
-func (c *Consumer) checkpoint(p *partition) (offset int64, metadata string, ok bool) {
-	if p.rebuilding || p.next < 0 {
-		return 0, "", false
-	}
-	offset = p.next
-	if low, open := c.proc.MinOpenOffset(p.id); open && low < offset {
-		offset = low
-	}
-	cp := Checkpoint{Emitted: p.next, W: c.proc.Watermark(), State: c.proc.Snapshot(p.id)}
-	if offset < p.next {
-		cp.Steps = p.history.since(offset)
-	} else {
-		p.history = history{}
-	}
-	md, dropped := cp.Fit(maxMetadata)
-	if dropped {
-		c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).
-			Msg("checkpoint too long for the commit metadata: dropped old watermark steps")
-	}
-	return offset, md, true
-}
-
-func commitErrors(resp *kmsg.OffsetCommitResponse) error {
-	if resp == nil {
-		return nil
-	}
-	var errs []error
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 {
-				errs = append(errs, fmt.Errorf("%s[%d]: error code %d", t.Topic, p.Partition, p.ErrorCode))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// gate is the pipeline's Output: it mutes what a rebuild re-emits and
-// hands the rest to the Writer with the real input partition.
-type gate struct{ c *Consumer }
-
-func (g gate) Result(r *windowing.Result) {
-	if p := g.c.byID[r.Partition]; p != nil && p.rebuilding {
-		return
-	}
-	g.c.writer.Result(r)
-}
-
-func (g gate) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
-	if real, ok := g.input(in); ok {
-		g.c.writer.Late(real, eventTime, watermark, missed)
-	}
-}
-
-func (g gate) DeadLetter(in *pipeline.Input, err error) {
-	if real, ok := g.input(in); ok {
-		g.c.writer.DeadLetter(real, err)
-	}
-}
-
-// input reports whether in's outputs are to be written, and returns it
-// with its Kafka partition in place of the engine's id.
-func (g gate) input(in *pipeline.Input) (*pipeline.Input, bool) {
-	p := g.c.byID[in.Partition]
-	if p == nil {
-		return in, true
-	}
-	if p.muted(in.Offset) {
-		return nil, false
-	}
-	if p.tp.partition != in.Partition {
-		real := *in
-		real.Partition = p.tp.partition
-		return &real, true
-	}
-	return in, true
 }

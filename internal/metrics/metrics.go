@@ -26,9 +26,14 @@ type Metrics struct {
 	Watermark          prometheus.Gauge     // merged, seconds
 	WatermarkLag       prometheus.Gauge     // wall clock minus merged watermark, seconds
 	IdlePartitions     prometheus.Gauge
-	Latency            prometheus.Histogram // record fetched → result acknowledged, seconds
-	ConsumerLag        *prometheus.GaugeVec // {topic, partition}
-	Ready              prometheus.Gauge     // 1 when the group is joined and not shutting down
+	Latency            prometheus.Histogram   // record fetched → result acknowledged, seconds
+	ConsumerLag        *prometheus.GaugeVec   // {topic, partition}
+	Ready              prometheus.Gauge       // 1 when the group is joined and not shutting down
+	RestoringParts     prometheus.Gauge       // partitions whose changelog is being read
+	RestoredRecords    prometheus.Counter     // changelog records read by restores
+	RestoreSeconds     prometheus.Histogram   // one restore of newly assigned partitions
+	ChangelogRecords   prometheus.Counter     // changelog records written (tombstones included)
+	Commits            *prometheus.CounterVec // {result}: committed, aborted
 }
 
 // Firing label values, pre-created so dashboards see zeros before the first firing.
@@ -90,7 +95,30 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_ready",
 			Help: "1 when the consumer group is joined and the process is not shutting down.",
 		}),
+		RestoringParts: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_restoring_partitions",
+			Help: "Assigned partitions whose state is being restored from the changelog.",
+		}),
+		RestoredRecords: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_restored_records_total",
+			Help: "Changelog records read while restoring state.",
+		}),
+		RestoreSeconds: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "aggregator_restore_duration_seconds",
+			Help:    "Time to restore the state of newly assigned partitions from the changelog.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 8),
+		}),
+		ChangelogRecords: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_changelog_records_total",
+			Help: "Changelog records written: state changes, tombstones and positions.",
+		}),
+		Commits: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_commits_total",
+			Help: "Commits of state, outputs and offsets, by result (committed, aborted).",
+		}, []string{"result"}),
 	}
+	m.Commits.WithLabelValues("committed")
+	m.Commits.WithLabelValues("aborted")
 	for _, name := range firings {
 		m.Firings.WithLabelValues(name)
 	}

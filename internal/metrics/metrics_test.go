@@ -27,6 +27,8 @@ func TestNewRegistersFixedNames(t *testing.T) {
 		"aggregator_produce_errors_total", "aggregator_open_windows", "aggregator_partition_watermark_seconds",
 		"aggregator_watermark_seconds", "aggregator_watermark_lag_seconds", "aggregator_idle_partitions",
 		"aggregator_end_to_end_latency_seconds", "aggregator_consumer_lag_records", "aggregator_ready",
+		"aggregator_restoring_partitions", "aggregator_restored_records_total", "aggregator_restore_duration_seconds",
+		"aggregator_changelog_records_total", "aggregator_commits_total",
 	}
 	families, err := reg.Gather()
 	if err != nil {

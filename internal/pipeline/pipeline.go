@@ -7,6 +7,7 @@ import (
 
 	"aggregator/internal/config"
 	"aggregator/internal/record"
+	"aggregator/internal/state"
 	"aggregator/internal/watermark"
 	"aggregator/internal/windowing"
 )
@@ -61,6 +62,16 @@ type Processor struct {
 	engine   *windowing.Engine
 	out      Output
 	futureMs int64 // 0 = no future guard
+	parts    []partPos // by partition id
+}
+
+// partPos is what the changelog needs of one partition besides its windows.
+type partPos struct {
+	assigned bool
+	next     int64  // offset after the last record processed; -1 none since restore
+	written  int64  // next as of the last checkpoint
+	tag      uint64 // the tag of its next checkpoint
+	repairs  []state.Repair
 }
 
 // New builds a Processor from a validated config.
@@ -86,8 +97,15 @@ func (s resultSink) Emit(r *windowing.Result) { s.out.Result(r) }
 // another goroutine before ProcessDecoded.
 func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDecoder(p.cfg) }
 
-// Assign starts a partition with fresh state.
-func (p *Processor) Assign(partition int32, now int64) { p.marks.Assign(partition, now) }
+// Assign starts a partition with fresh state; Restore may follow.
+// Partition ids are small and dense (they index a slice).
+func (p *Processor) Assign(partition int32, now int64) {
+	for int(partition) >= len(p.parts) {
+		p.parts = append(p.parts, partPos{})
+	}
+	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, tag: 1}
+	p.marks.Assign(partition, now)
+}
 
 // Revoke drops a partition's windows and generator without firing them.
 // The partition no longer holds the merged watermark back, so windows of
@@ -95,6 +113,9 @@ func (p *Processor) Assign(partition int32, now int64) { p.marks.Assign(partitio
 func (p *Processor) Revoke(partition int32) {
 	p.marks.Revoke(partition)
 	p.engine.RemovePartition(partition)
+	if int(partition) < len(p.parts) {
+		p.parts[partition] = partPos{}
+	}
 	p.advance()
 }
 
@@ -123,6 +144,9 @@ func Decode(dec *record.Decoder, in *Input, rec *record.Record) (record.Kind, er
 // ProcessDecoded applies a record that was decoded elsewhere (kind and
 // decodeErr are what Decode returned), in offset order per partition.
 func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
+	if int(in.Partition) < len(p.parts) {
+		p.parts[in.Partition].next = in.Offset + 1
+	}
 	if decodeErr != nil {
 		p.out.DeadLetter(in, decodeErr)
 		return DeadLetter
@@ -200,17 +224,82 @@ func (p *Processor) OpenWindows() int { return p.engine.OpenWindows() }
 // IdleCount counts idle partitions.
 func (p *Processor) IdleCount() int { return p.marks.IdleCount() }
 
-// MinOpenOffset is the smallest offset of the partition still held in a
-// window; a commit must not pass it.
-func (p *Processor) MinOpenOffset(partition int32) (int64, bool) {
-	return p.engine.MinOpenOffset(partition)
+// ChangelogRecord is one record for the changelog partition of an input
+// partition. A nil Value is a tombstone; it carries Tag in the
+// state.TagHeader header.
+type ChangelogRecord struct {
+	Partition  int32
+	Key, Value []byte
+	Tag        uint64
 }
 
-// Snapshot is the partition's watermark generator state, for commit metadata.
-func (p *Processor) Snapshot(partition int32) watermark.State { return p.marks.Snapshot(partition) }
+// Checkpoint returns the changelog records of everything that changed
+// since the last checkpoint: the window state (data) and the position of
+// every partition that moved (positions). With at least once delivery the
+// positions must be written after the data is acknowledged (see package
+// state). Each partition that wrote something moves to its next tag.
+func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
+	for id := range p.parts {
+		pp := &p.parts[id]
+		for _, r := range pp.repairs {
+			data = append(data, ChangelogRecord{Partition: int32(id), Key: r.Key, Value: r.Value, Tag: pp.tag})
+		}
+		if len(pp.repairs) > 0 {
+			pp.written = -2 // a repair needs a position record to count
+			pp.repairs = nil
+		}
+	}
+	p.engine.Changes(func(en *windowing.Entry) {
+		tag := p.parts[en.Partition].tag
+		r := ChangelogRecord{Partition: en.Partition, Key: state.AppendKey(nil, en), Tag: tag}
+		if !en.Deleted {
+			r.Value = state.AppendValue(nil, en, tag)
+		}
+		data = append(data, r)
+		p.parts[en.Partition].written = -2 // its position must be written too
+	})
+	w := p.marks.Current()
+	for id := range p.parts {
+		pp := &p.parts[id]
+		if !pp.assigned || pp.next < 0 || pp.next == pp.written {
+			continue
+		}
+		gen := p.marks.Snapshot(int32(id))
+		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp,
+			// The merged watermark is a floor of the partition's own: its
+			// records were judged against it, and its next owner goes on from there.
+			Watermark: max(gen.Watermark, w)}
+		positions = append(positions, ChangelogRecord{Partition: int32(id), Key: state.PositionKey(nil, int32(id)),
+			Value: state.AppendPosition(nil, pos, pp.tag), Tag: pp.tag})
+		pp.written = pp.next
+		pp.tag++
+	}
+	return data, positions
+}
 
-// Restore sets a partition's generator state from commit metadata.
-func (p *Processor) Restore(partition int32, s watermark.State, now int64) {
-	p.marks.Restore(partition, s, now)
+// Restore rebuilds an assigned partition from its changelog, read into r,
+// before any of its input: windows, fired revisions, watermark generator.
+// Windows already due at the current merged watermark fire. It returns
+// the offset input resumes from (-1: no position, the group's offset
+// rules) and what the restore found.
+func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
+	res, err := r.Finish(func(en *windowing.Entry) error {
+		if en.Partition != partition {
+			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
+		}
+		return p.engine.Restore(en)
+	})
+	p.engine.FinishRestore()
+	if err != nil {
+		return res, err
+	}
+	pp := &p.parts[partition]
+	pp.tag, pp.repairs = res.NextTag, res.Repairs
+	if res.HasPosition {
+		pp.next = res.Position.Offset
+		pp.written = res.Position.Offset
+		p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
+	}
 	p.advance()
+	return res, nil
 }

@@ -304,3 +304,21 @@ func (w *Writer) Err() error {
 	defer w.mu.Unlock()
 	return w.err
 }
+
+// Fail records err as a produce failure (the consumer's changelog records
+// share the Writer's failure), unless one is recorded already.
+func (w *Writer) Fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// Discard forgets a recorded failure: the transaction it belonged to was
+// aborted, and everything since the last commit is processed again.
+func (w *Writer) Discard() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.err = nil
+}

@@ -36,8 +36,14 @@ type Engine struct {
 	nextDue int64  // no window fires or drops at a watermark below it
 	seq     uint64 // arrival number of the last record, for first/last ties
 
-	parts    map[int32]*partState
-	lastPart *partState
+	changes changes // what the changelog lacks (snapshot.go)
+	// aheadUntil is the largest maxTimestamp of a restored window that
+	// had fired under its previous owner's higher watermark; while the
+	// watermark is below it, Add checks revisions (see fireAhead).
+	aheadUntil int64
+	// restoredMin is the earliest window start restored since the last
+	// FinishRestore; math.MaxInt64 for none.
+	restoredMin int64
 
 	keys  keySlab
 	table keyTable
@@ -70,16 +76,17 @@ type Engine struct {
 func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
 	w := cfg.Window
 	e := &Engine{
-		sink:     sink,
-		size:     w.Size.Milliseconds(),
-		offset:   w.Offset.Milliseconds(),
-		lateness: w.AllowedLateness.Milliseconds(),
-		wm:       math.MinInt64,
-		nextDue:  math.MaxInt64,
-		span:     span{from: 1, to: 0}, // empty: the first Add assigns
-		parts:    map[int32]*partState{},
-		byStart:  map[int64]*bucket{},
-		table:    newKeyTable(),
+		sink:        sink,
+		size:        w.Size.Milliseconds(),
+		offset:      w.Offset.Milliseconds(),
+		lateness:    w.AllowedLateness.Milliseconds(),
+		wm:          math.MinInt64,
+		nextDue:     math.MaxInt64,
+		span:        span{from: 1, to: 0}, // empty: the first Add assigns
+		aheadUntil:  math.MinInt64,
+		restoredMin: math.MaxInt64,
+		byStart:     map[int64]*bucket{},
+		table:       newKeyTable(),
 	}
 	switch w.Type {
 	case "tumbling":
@@ -140,28 +147,9 @@ func (e *Engine) Watermark() int64 { return e.wm }
 // OpenWindows returns the number of open (key, window) pairs.
 func (e *Engine) OpenWindows() int { return e.open }
 
-// MinOpenOffset returns the smallest offset of partition p that a window
-// not yet dropped still holds, and reports whether there is one. Offsets
-// below it are safe to commit.
-func (e *Engine) MinOpenOffset(p int32) (int64, bool) {
-	ps, ok := e.parts[p]
-	if !ok || ps.held.len() == 0 {
-		return 0, false
-	}
-	lowest := int64(math.MaxInt64)
-	for _, h := range ps.held.live() {
-		lowest = min(lowest, h.offset)
-	}
-	return lowest, true
-}
-
 // RemovePartition drops a revoked partition's state without firing.
 func (e *Engine) RemovePartition(p int32) {
-	if _, ok := e.parts[p]; !ok {
-		return
-	}
-	delete(e.parts, p)
-	e.lastPart = nil
+	e.changes.forget(e, p)
 	kept := e.buckets[:0]
 	fired := 0
 	for i, b := range e.buckets {
@@ -223,20 +211,6 @@ func (e *Engine) freeBucket(b *bucket) {
 	clear(b.keys)
 	b.keys = b.keys[:0]
 	e.freeBuckets = append(e.freeBuckets, b)
-}
-
-// partition returns p's state, creating it for a partition not seen before.
-func (e *Engine) partition(p int32) *partState {
-	if e.lastPart != nil && e.lastPart.id == p {
-		return e.lastPart
-	}
-	ps, ok := e.parts[p]
-	if !ok {
-		ps = &partState{id: p}
-		e.parts[p] = ps
-	}
-	e.lastPart = ps
-	return ps
 }
 
 // keyOf returns the slab index and state of rec's key in partition part,

@@ -28,7 +28,6 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 		firstMaxTs = e.maxTimestamp(first)
 	}
 	last, paneStart := c.last, c.from
-	ps := e.partition(rec.Partition)
 	ki, k := e.keyOf(rec.Partition, rec)
 	pi := e.paneOf(ki, k, paneStart, first, last)
 	e.seq++
@@ -37,11 +36,15 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	} else {
 		e.agg.add(e.pool.view(pi), rec, e.seq)
 	}
+	e.markPane(pi, ki)
 	if e.fifo {
 		e.fifoNote(ki, paneStart, rec, e.seq)
 	}
-	ps.hold(last, rec.Offset)
-	if !e.onClose && firstMaxTs <= e.wm {
+	switch {
+	case e.onClose:
+	case e.wm < e.aheadUntil:
+		e.fireAhead(ki, k, first, last)
+	case firstMaxTs <= e.wm:
 		e.fireLate(ki, k, first, last)
 	}
 	return Outcome{Kind: kind}
@@ -255,9 +258,6 @@ func (e *Engine) fireDue() {
 	clear(e.buckets[n:])
 	e.buckets = e.buckets[:n]
 	e.fired = max(e.fired-dropped, 0)
-	for _, ps := range e.parts {
-		ps.release(lastStart)
-	}
 	e.evictIdle(lastStart)
 }
 
@@ -302,19 +302,31 @@ func (e *Engine) sortBucket(b *bucket) {
 	e.sorted = s
 }
 
-// emit hands the result of k's window at start to the sink.
+// emit hands the result of k's window at start to the sink. An on-time
+// firing skips a window that has fired already: only a window restored
+// from an owner whose watermark was ahead has (see fireAhead).
 func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 	r := &e.res
-	var rev *int64
 	if e.tumbling {
 		i := e.findPane(k, start)
 		h := e.pool.hdr(i)
-		r.Count, rev = h.count, &h.rev
+		if f == OnTime && h.rev > 0 {
+			return
+		}
+		r.Count, r.Revision = h.count, h.rev
 		e.values(e.pool.view(i), r.Aggregates)
+		h.rev++
+		e.markPane(i, ki)
 	} else {
 		sk := e.keys.slide(ki)
 		j, _ := sk.findWin(start, e.slide)
-		rev = &sk.wins.live()[j].rev
+		w := &sk.wins.live()[j]
+		if f == OnTime && w.rev > 0 {
+			return
+		}
+		r.Revision = int64(w.rev)
+		w.rev++
+		e.markWin(ki, w)
 		e.mergeWindow(ki, k, start)
 		r.Count = e.acc.n
 		e.values(e.acc.pane, r.Aggregates)
@@ -323,9 +335,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 	r.Key = k.key()
 	r.Window = e.window(start)
 	r.Firing = f
-	r.Revision = *rev
 	r.Watermark = e.wm
-	*rev++
 	e.sink.Emit(r)
 }
 
@@ -365,7 +375,9 @@ func (e *Engine) dropBucket(b *bucket) {
 		var sk *slideKey
 		if !e.tumbling {
 			sk = e.keys.slide(ki)
-			if j, _ := sk.findWin(b.start, e.slide); j == 0 {
+			j, _ := sk.findWin(b.start, e.slide)
+			e.dropped(WindowEntry, k, b.start, sk.wins.live()[j].flags)
+			if j == 0 {
 				sk.wins.popFront()
 			} else { // not reached: buckets drop in start order
 				sk.wins.s = slices.Delete(sk.wins.s, sk.wins.head+j, sk.wins.head+j+1)
@@ -378,6 +390,7 @@ func (e *Engine) dropBucket(b *bucket) {
 				break
 			}
 			i := k.first
+			e.dropped(SliceEntry, k, h.start, h.flags)
 			k.first = h.next
 			if sk != nil && sk.fifo != nil && sk.fifo.cur == i {
 				sk.fifo.cur = noPane

@@ -8,6 +8,7 @@ type paneHdr struct {
 	count int64
 	rev   int64 // tumbling: firings so far of the window that is this pane
 	next  int32 // the key's next pane, or noPane; the next free pane when free
+	flags uint8 // changelog flags (see flagDirty); fits in the padding
 }
 
 const (
@@ -74,6 +75,7 @@ func (e *Engine) allocPane(start int64) int32 {
 
 // freePane returns pane i to the pool; its ext state is kept for reuse.
 func (p *panePool) freePane(i int32) {
+	p.hdr(i).flags = 0
 	p.hdr(i).next = p.free
 	p.free = i
 }

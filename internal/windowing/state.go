@@ -68,7 +68,8 @@ func (k *keyState) sortKey() string { return k.id[:k.split] }
 // pane and keep their revision there.
 type win struct {
 	start int64
-	rev   int64 // firings so far
+	rev   int32 // firings so far
+	flags uint8 // changelog flags (see flagDirty)
 }
 
 // slideKey is the part of a key's state that only sliding windows need.
@@ -198,44 +199,6 @@ func appendSortKey(dst []byte, fields []record.Value) []byte {
 type bucket struct {
 	start int64
 	keys  []int32 // slab indices
-}
-
-// partState is one input partition's held offsets.
-type partState struct {
-	id int32
-	// held lists, by the start of the latest window of its records, the
-	// smallest offset a window still holds; sorted by start.
-	held deque[heldOffset]
-}
-
-type heldOffset struct{ start, offset int64 }
-
-// hold notes that the record at offset, whose latest window starts at
-// start, is now held in state. Offsets grow, so the usual case is one
-// compare against the newest entry.
-func (p *partState) hold(start, offset int64) {
-	if n := len(p.held.s); n > p.held.head {
-		if h := &p.held.s[n-1]; h.start == start {
-			if offset < h.offset {
-				h.offset = offset
-			}
-			return
-		}
-	}
-	hs := p.held.live()
-	i, found := slices.BinarySearchFunc(hs, start, func(h heldOffset, s int64) int { return cmp.Compare(h.start, s) })
-	if found {
-		hs[i].offset = min(hs[i].offset, offset)
-		return
-	}
-	p.held.insert(i, heldOffset{start: start, offset: offset})
-}
-
-// release forgets the records whose latest window starts at or before start.
-func (p *partState) release(start int64) {
-	for p.held.len() > 0 && p.held.live()[0].start <= start {
-		p.held.popFront()
-	}
 }
 
 // idleKey is a key that was left without windows when the bucket at since

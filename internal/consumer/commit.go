@@ -1,0 +1,233 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"aggregator/internal/pipeline"
+	"aggregator/internal/state"
+)
+
+// lockedCommit is commit with its locks taken in their order: c.polling
+// (exactly_once: no poll while a transaction ends), then c.mu. A
+// rebalance callback takes c.mu while a poll waits for it, so the other
+// order could deadlock.
+func (c *Consumer) lockedCommit(ctx context.Context) error {
+	if c.sess != nil {
+		c.polling.Lock()
+		defer c.polling.Unlock()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.commit(ctx)
+}
+
+// commit makes everything processed so far durable: outputs, the state's
+// changes and the partitions' positions in the changelog, and the
+// consumed offsets. c.mu is held, and with exactly_once c.polling.
+func (c *Consumer) commit(ctx context.Context) error {
+	c.lastCommit = c.clock()
+	if c.sess != nil {
+		return c.commitTransaction(ctx)
+	}
+	return c.commitAtLeastOnce(ctx)
+}
+
+// commitAtLeastOnce: outputs and state changes acknowledged, then the
+// positions, then the offsets; a crash in between repeats outputs (each
+// identical) but never counts a record twice (see package state).
+func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
+	data, positions := c.proc.Checkpoint()
+	c.produceChangelog(ctx, data)
+	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	c.produceChangelog(ctx, positions)
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	offsets := c.offsets()
+	if len(offsets) == 0 {
+		return nil
+	}
+	var cerr error
+	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		cerr = errors.Join(err, commitErrors(resp))
+	})
+	if cerr != nil {
+		c.m.Commits.WithLabelValues("aborted").Inc()
+		return fmt.Errorf("commit: %w", cerr)
+	}
+	c.m.Commits.WithLabelValues("committed").Inc()
+	return nil
+}
+
+// flush waits for every record given to the producer; it fails if one
+// could not be produced (nothing past it may be committed).
+func (c *Consumer) flush(ctx context.Context) error {
+	if err := c.writer.Err(); err != nil {
+		return err
+	}
+	if err := c.pr.Flush(ctx); err != nil {
+		return fmt.Errorf("flush outputs: %w", err)
+	}
+	return c.writer.Err()
+}
+
+// commitTransaction ends the open transaction, with the state's changes
+// and the positions of every partition as its consumed offsets, and
+// begins the next. When the transaction aborts (a rebalance took
+// partitions meanwhile, the group generation moved on, a broker error),
+// the state goes back to the last commit: it is restored again from the
+// changelog, and the client rewinds to the committed offsets.
+func (c *Consumer) commitTransaction(ctx context.Context) error {
+	if !c.inTxn {
+		return nil // ended by Drain
+	}
+	data, positions := c.proc.Checkpoint()
+	c.produceChangelog(ctx, data)
+	c.produceChangelog(ctx, positions)
+	c.writer.Sync()
+	if err := c.writer.Err(); err != nil {
+		return err
+	}
+	offsets := c.offsets()
+	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		setTxnOffsets(req, offsets)
+		return nil
+	})
+	committed, err := c.sess.End(ctx, kgo.TryCommit)
+	c.inTxn = false
+	if err == nil && !committed {
+		c.m.Commits.WithLabelValues("aborted").Inc()
+		c.log.Warn().Msg("transaction aborted (rebalance or fenced); state goes back to the last commit")
+		c.resetState()
+	} else if committed {
+		c.m.Commits.WithLabelValues("committed").Inc()
+	}
+	if err != nil {
+		return fmt.Errorf("end transaction: %w", err)
+	}
+	if c.closing {
+		return nil
+	}
+	return c.begin()
+}
+
+// begin begins the next transaction. c.mu is held.
+func (c *Consumer) begin() error {
+	if err := c.sess.Begin(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	c.inTxn = true
+	return nil
+}
+
+// resetState drops the state of every partition since the last commit:
+// a fresh processor, every assigned partition to be restored, and the
+// polls taken before dropped. c.mu and c.polling are held.
+func (c *Consumer) resetState() {
+	proc, err := pipeline.New(c.cfg, c)
+	if err != nil { // the config was good moments ago
+		panic(fmt.Sprintf("pipeline: %v", err))
+	}
+	c.proc = proc
+	c.epoch.Add(1)
+	c.writer.Discard()
+	now := c.nowMs()
+	for _, p := range c.parts {
+		p.restored, p.next, p.start = false, -1, -1
+		c.proc.Assign(p.id, now)
+	}
+	c.updateReady()
+}
+
+// produceChangelog produces changelog records; failures surface at the
+// next flush or transaction end.
+func (c *Consumer) produceChangelog(ctx context.Context, recs []pipeline.ChangelogRecord) {
+	for i := range recs {
+		r := &recs[i]
+		kr := &kgo.Record{Topic: c.changelog, Partition: r.Partition, Key: r.Key, Value: r.Value}
+		if r.Value == nil {
+			kr.Headers = []kgo.RecordHeader{{Key: state.TagHeader, Value: state.AppendTag(nil, r.Tag)}}
+		}
+		c.pr.Produce(ctx, kr, c.changelogDone)
+	}
+	c.m.ChangelogRecords.Add(float64(len(recs)))
+}
+
+// changelogDone is the promise of changelog records: a failure stops
+// commits, like a failed output.
+func (c *Consumer) changelogDone(r *kgo.Record, err error) {
+	if err != nil {
+		c.writer.Fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
+	}
+}
+
+// offsets returns the position of every partition that has one.
+func (c *Consumer) offsets() map[string]map[int32]kgo.EpochOffset {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, p := range c.parts {
+		pos := p.position()
+		if pos < 0 || !p.restored {
+			continue
+		}
+		if offsets[p.tp.topic] == nil {
+			offsets[p.tp.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[p.tp.topic][p.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: pos}
+	}
+	return offsets
+}
+
+// setTxnOffsets makes the transaction commit the partitions' processed
+// positions rather than the polled ones (the fetcher polls ahead).
+func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, offsets map[string]map[int32]kgo.EpochOffset) {
+	req.Topics = req.Topics[:0]
+	for topic, ps := range offsets {
+		t := kmsg.NewTxnOffsetCommitRequestTopic()
+		t.Topic = topic
+		for n, o := range ps {
+			p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			p.Partition, p.Offset, p.LeaderEpoch = n, o.Offset, -1
+			t.Partitions = append(t.Partitions, p)
+		}
+		req.Topics = append(req.Topics, t)
+	}
+}
+
+func commitErrors(resp *kmsg.OffsetCommitResponse) error {
+	if resp == nil {
+		return nil
+	}
+	var errs []error
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				errs = append(errs, fmt.Errorf("%s[%d]: %w", t.Topic, p.Partition, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// commitBeforeRebalance commits (exactly_once) what the engine goroutine
+// applied, called by the fetcher while it holds every poll and before it
+// lets a waiting rebalance in: the session aborts a transaction open
+// during a revocation, and an empty one costs nothing to abort.
+func (c *Consumer) commitBeforeRebalance(ctx context.Context) {
+	if c.sess == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if err := c.lockedCommit(cctx); err != nil {
+		c.log.Error().Err(err).Msg("commit before rebalance")
+	}
+}

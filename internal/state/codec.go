@@ -1,0 +1,294 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/store"
+
+	"aggregator/internal/record"
+	"aggregator/internal/windowing"
+)
+
+// version is the first byte of every key and value this release writes.
+const version = 1
+
+// TagHeader is the header of a tombstone that holds its commit tag
+// (8 bytes, big endian): a tombstone has no value to hold it.
+const TagHeader = "aggregator.tag"
+
+// Record kinds, the key's second byte.
+const (
+	kindSlice    = 's'
+	kindWindow   = 'w'
+	kindPosition = 'p'
+)
+
+// ErrCorrupt is wrapped by the errors of decoding a changelog record that
+// this release cannot read.
+var ErrCorrupt = errors.New("unreadable changelog record")
+
+// Position is where a partition's state stands: the next input offset to
+// process and its watermark generator's state.
+type Position struct {
+	Offset       int64
+	MaxTimestamp int64
+	Watermark    int64
+}
+
+// AppendKey appends the changelog key of en.
+func AppendKey(dst []byte, en *windowing.Entry) []byte {
+	kind := byte(kindSlice)
+	if en.Kind == windowing.WindowEntry {
+		kind = kindWindow
+	}
+	dst = append(dst, version, kind)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(en.Partition))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(en.Start))
+	dst = binary.AppendUvarint(dst, uint64(en.Split))
+	return append(dst, en.ID...)
+}
+
+// PositionKey appends the key of partition's position record.
+func PositionKey(dst []byte, partition int32) []byte {
+	dst = append(dst, version, kindPosition)
+	return binary.BigEndian.AppendUint32(dst, uint32(partition))
+}
+
+// AppendValue appends en's value under commit tag tag; a deleted entry has
+// no value (a tombstone): use TagHeader.
+func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
+	dst = append(dst, version)
+	dst = binary.AppendUvarint(dst, tag)
+	dst = binary.AppendUvarint(dst, uint64(en.Revision))
+	if en.Kind == windowing.WindowEntry {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(en.Count))
+	dst = binary.AppendUvarint(dst, uint64(len(en.Nums)))
+	for _, f := range en.Nums {
+		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(f))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(en.Picks)))
+	for _, p := range en.Picks {
+		dst = appendValue(dst, p.Value)
+		dst = binary.AppendVarint(dst, p.Time)
+		dst = binary.AppendUvarint(dst, p.Seq)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(en.Sets)))
+	for _, s := range en.Sets {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+		for x := range s {
+			dst = appendString(dst, x)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(en.Sketches)))
+	for _, sk := range en.Sketches {
+		var b []byte
+		sk.Encode(&b, false)
+		dst = appendString(dst, string(b))
+	}
+	return dst
+}
+
+// AppendPosition appends the value of a position record.
+func AppendPosition(dst []byte, p Position, tag uint64) []byte {
+	dst = append(dst, version)
+	dst = binary.AppendUvarint(dst, tag)
+	dst = binary.AppendVarint(dst, p.Offset)
+	dst = binary.AppendVarint(dst, p.MaxTimestamp)
+	return binary.AppendVarint(dst, p.Watermark)
+}
+
+// AppendTag appends the TagHeader value of tag.
+func AppendTag(dst []byte, tag uint64) []byte { return binary.BigEndian.AppendUint64(dst, tag) }
+
+func appendString(dst []byte, s string) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+// appendValue writes a record.Value: numbers as their bits and JSON text,
+// strings as their text and JSON text.
+func appendValue(dst []byte, v record.Value) []byte {
+	if v.IsNum {
+		dst = binary.BigEndian.AppendUint64(append(dst, 1), math.Float64bits(v.Num))
+	} else {
+		dst = appendString(append(dst, 0), v.Str)
+	}
+	return appendString(dst, v.Raw)
+}
+
+// key is a decoded changelog key.
+type key struct {
+	kind      byte
+	partition int32
+	start     int64
+	split     int
+	id        string
+}
+
+func decodeKey(b []byte) (key, error) {
+	if len(b) < 6 || b[0] != version {
+		return key{}, fmt.Errorf("%w: key %q: unknown version", ErrCorrupt, b)
+	}
+	k := key{kind: b[1], partition: int32(binary.BigEndian.Uint32(b[2:6]))}
+	switch k.kind {
+	case kindPosition:
+		if len(b) != 6 {
+			return key{}, fmt.Errorf("%w: position key %q", ErrCorrupt, b)
+		}
+		return k, nil
+	case kindSlice, kindWindow:
+	default:
+		return key{}, fmt.Errorf("%w: key %q: unknown kind", ErrCorrupt, b)
+	}
+	if len(b) < 14 {
+		return key{}, fmt.Errorf("%w: key %q: short", ErrCorrupt, b)
+	}
+	k.start = int64(binary.BigEndian.Uint64(b[6:14]))
+	split, n := binary.Uvarint(b[14:])
+	if n <= 0 || split > uint64(len(b)-14-n) {
+		return key{}, fmt.Errorf("%w: key %q: bad split", ErrCorrupt, b)
+	}
+	k.split, k.id = int(split), string(b[14+n:])
+	return k, nil
+}
+
+// reader decodes a value; the first error sticks.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: value: bad %s", ErrCorrupt, what)
+	}
+	r.b = nil
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) u64(what string) uint64 {
+	if len(r.b) < 8 {
+		r.fail(what)
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *reader) str(what string) string {
+	n := r.uvarint(what)
+	if n > uint64(len(r.b)) {
+		r.fail(what)
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// count reads a length, bounded by the bytes left (each item takes one
+// byte or more), so a corrupt length cannot make a huge allocation.
+func (r *reader) count(what string) int {
+	n := r.uvarint(what)
+	if n > uint64(len(r.b)) {
+		r.fail(what)
+		return 0
+	}
+	return int(n)
+}
+
+// header reads the version and the tag.
+func (r *reader) header() uint64 {
+	if len(r.b) == 0 || r.b[0] != version {
+		r.fail("version")
+		return 0
+	}
+	r.b = r.b[1:]
+	return r.uvarint("tag")
+}
+
+func decodePosition(b []byte) (Position, uint64, error) {
+	r := reader{b: b}
+	tag := r.header()
+	p := Position{Offset: r.varint("offset"), MaxTimestamp: r.varint("max timestamp"), Watermark: r.varint("watermark")}
+	return p, tag, r.err
+}
+
+// decodeEntry fills en (whose key fields are set) from value b.
+func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
+	r := reader{b: b}
+	tag := r.header()
+	en.Revision = int64(r.uvarint("revision"))
+	if en.Kind == windowing.WindowEntry {
+		return tag, r.err
+	}
+	en.Count = int64(r.uvarint("count"))
+	en.Nums = make([]float64, r.count("nums"))
+	for i := range en.Nums {
+		en.Nums[i] = math.Float64frombits(r.u64("num"))
+	}
+	en.Picks = make([]windowing.Pick, r.count("picks"))
+	for i := range en.Picks {
+		p := &en.Picks[i]
+		if len(r.b) == 0 {
+			r.fail("pick")
+			break
+		}
+		isNum := r.b[0] == 1
+		r.b = r.b[1:]
+		if isNum {
+			p.Value = record.Value{IsNum: true, Num: math.Float64frombits(r.u64("pick"))}
+		} else {
+			p.Value.Str = r.str("pick")
+		}
+		p.Value.Raw = r.str("pick")
+		p.Time = r.varint("pick time")
+		p.Seq = r.uvarint("pick seq")
+	}
+	en.Sets = make([]map[string]struct{}, r.count("sets"))
+	for i := range en.Sets {
+		n := r.count("set")
+		s := make(map[string]struct{}, n)
+		for range n {
+			s[r.str("set member")] = struct{}{}
+		}
+		en.Sets[i] = s
+	}
+	en.Sketches = make([]*ddsketch.DDSketch, r.count("sketches"))
+	for i := range en.Sketches {
+		sk, err := ddsketch.DecodeDDSketch([]byte(r.str("sketch")), store.DefaultProvider, nil)
+		if err != nil && r.err == nil {
+			r.err = fmt.Errorf("%w: sketch: %v", ErrCorrupt, err)
+		}
+		en.Sketches[i] = sk
+	}
+	if len(r.b) != 0 && r.err == nil {
+		r.err = fmt.Errorf("%w: value: %d bytes left over", ErrCorrupt, len(r.b))
+	}
+	return tag, r.err
+}

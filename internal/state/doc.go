@@ -1,0 +1,17 @@
+// Package state is the changelog of window state (SPEC §7): the binary
+// encoding of a partition's state entries and position, and the restore
+// of a changelog partition read from its start.
+//
+// A changelog record's key is (version, kind, partition, start, group key);
+// its value starts with the format version and the commit tag, so a later
+// release can read what this one wrote. A tombstone (nil value) carries
+// its tag in the TagHeader header. Every record of one commit of a
+// partition has the same tag, and the partition's position record (input
+// offset and watermark generator) is written after the commit's other
+// records: a Restorer takes, for each entry, its latest record whose tag
+// is not past the last position, so a commit cut short by a crash (at
+// least once delivery: no transaction) is left out as a whole.
+//
+// The package is pure: no I/O, no clock. A Restorer is not safe for
+// concurrent use.
+package state

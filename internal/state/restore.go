@@ -1,0 +1,172 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"aggregator/internal/windowing"
+)
+
+// A Restorer rebuilds one changelog partition's state from its records,
+// given in log order from the start.
+type Restorer struct {
+	chains  map[string]chain // by record key
+	pos     Position
+	posTag  uint64
+	hasPos  bool
+	maxTag  uint64
+	records int
+}
+
+// chain is what a Restorer keeps of one key's records: the latest one
+// whose tag is not past the last position seen, then the later ones.
+type chain []revision
+
+type revision struct {
+	tag   uint64
+	value []byte // nil: a tombstone
+}
+
+// NewRestorer returns an empty Restorer.
+func NewRestorer() *Restorer { return &Restorer{chains: map[string]chain{}} }
+
+// Records returns how many records Add was given.
+func (r *Restorer) Records() int { return r.records }
+
+// Add takes the next record of the changelog partition; tag is the value
+// of its TagHeader header (nil if it has none). The Restorer copies what
+// it keeps.
+func (r *Restorer) Add(key, value, tag []byte) error {
+	r.records++
+	k, err := decodeKey(key)
+	if err != nil {
+		return err
+	}
+	var t uint64
+	switch {
+	case value != nil:
+		rd := reader{b: value}
+		if t = rd.header(); rd.err != nil {
+			return fmt.Errorf("key %q: %w", key, rd.err)
+		}
+	case len(tag) == 8:
+		t = binary.BigEndian.Uint64(tag)
+	}
+	r.maxTag = max(r.maxTag, t)
+	if k.kind == kindPosition {
+		if value == nil {
+			r.hasPos = false
+			return nil
+		}
+		p, pt, err := decodePosition(value)
+		if err != nil {
+			return fmt.Errorf("position: %w", err)
+		}
+		r.pos, r.posTag, r.hasPos = p, pt, true
+		return nil
+	}
+	c := r.chains[string(key)]
+	// Keep the newest revision not past the last position, and what
+	// follows it; a revision of the same tag supersedes.
+	keep := 0
+	for i, v := range c {
+		if v.tag <= r.posTag {
+			keep = i
+		}
+	}
+	c = c[keep:]
+	for len(c) > 0 && c[len(c)-1].tag == t {
+		c = c[:len(c)-1]
+	}
+	var v []byte
+	if value != nil {
+		v = append([]byte(nil), value...)
+	}
+	r.chains[string(key)] = append(c, revision{tag: t, value: v})
+	return nil
+}
+
+// Result is a restored partition.
+type Result struct {
+	Position    Position // where input resumes; meaningful when HasPosition
+	HasPosition bool
+	// NextTag is the tag the partition's next commit must use: above every
+	// tag in the changelog, so records of a commit cut short stay out.
+	NextTag uint64
+	// Repairs are records to write in the next commit (tagged NextTag)
+	// because the changelog's latest record for their key belongs to a
+	// commit cut short: each restores the key's committed value or deletes it.
+	Repairs []Repair
+	Entries int // entries handed to the engine
+}
+
+// A Repair is a changelog record to write again; Value nil is a tombstone.
+type Repair struct{ Key, Value []byte }
+
+// Finish hands fn the partition's committed entries, every slice first,
+// then every window; each *Entry is fn's to keep.
+func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
+	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: max(r.maxTag, r.posTag) + 1}
+	var windows []*windowing.Entry
+	for key, c := range r.chains {
+		chosen := -1
+		for i, v := range c {
+			if v.tag <= r.posTag {
+				chosen = i
+			}
+		}
+		if chosen != len(c)-1 {
+			rep := Repair{Key: []byte(key)}
+			if chosen >= 0 && c[chosen].value != nil {
+				rep.Value = retag(c[chosen].value, res.NextTag)
+			}
+			res.Repairs = append(res.Repairs, rep)
+		}
+		if chosen < 0 || c[chosen].value == nil {
+			continue
+		}
+		en, err := decode([]byte(key), c[chosen].value)
+		if err != nil {
+			return Result{}, err
+		}
+		if en.Kind == windowing.WindowEntry {
+			windows = append(windows, en)
+			continue
+		}
+		if err := fn(en); err != nil {
+			return Result{}, err
+		}
+		res.Entries++
+	}
+	for _, en := range windows {
+		if err := fn(en); err != nil {
+			return Result{}, err
+		}
+		res.Entries++
+	}
+	return res, nil
+}
+
+// decode makes an Entry of a slice or window record.
+func decode(key, value []byte) (*windowing.Entry, error) {
+	k, err := decodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	en := &windowing.Entry{Kind: windowing.SliceEntry, Partition: k.partition, ID: k.id, Split: k.split, Start: k.start}
+	if k.kind == kindWindow {
+		en.Kind = windowing.WindowEntry
+	}
+	if _, err := decodeEntry(value, en); err != nil {
+		return nil, fmt.Errorf("key %q: %w", key, err)
+	}
+	return en, nil
+}
+
+// retag returns value with its tag replaced.
+func retag(value []byte, tag uint64) []byte {
+	rd := reader{b: value}
+	rd.header()
+	out := binary.AppendUvarint([]byte{version}, tag)
+	return append(out, rd.b...)
+}

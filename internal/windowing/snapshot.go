@@ -1,0 +1,342 @@
+package windowing
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+
+	"aggregator/internal/record"
+)
+
+// EntryKind says what an Entry holds.
+type EntryKind uint8
+
+const (
+	// SliceEntry is one key's pane: its accumulators and, for tumbling
+	// windows (a window is its one pane), the window's revision.
+	SliceEntry EntryKind = iota + 1
+	// WindowEntry is the revision of one key's sliding window that has
+	// fired. A window that has not fired needs no entry: its panes make it.
+	WindowEntry
+)
+
+// Entry is one item of a partition's window state as a changelog keeps
+// it: Changes hands out what changed, Restore takes it back. (Kind,
+// Partition, ID, Start) identify it.
+type Entry struct {
+	Kind      EntryKind
+	Partition int32
+	ID        string // the group key, opaque: its sort key (ID[:Split]) then its JSON
+	Split     int
+	Start     int64
+	Deleted   bool  // a tombstone: the slice or window was dropped
+	Revision  int64 // firings so far (WindowEntry; tumbling SliceEntry)
+	// SliceEntry: the accumulators, one slot per configured aggregate kind
+	// (see layout). Changes lends them: valid during the call only.
+	Count    int64
+	Nums     []float64
+	Picks    []Pick
+	Sets     []map[string]struct{}
+	Sketches []*ddsketch.DDSketch
+}
+
+// Pick is a first/last aggregate's candidate: its value, event time and
+// arrival number (which breaks ties of event time).
+type Pick struct {
+	Value record.Value
+	Time  int64
+	Seq   uint64
+}
+
+// Changelog flags of a pane (paneHdr.flags) or sliding window (win.flags).
+const (
+	flagDirty  uint8 = 1 << iota // changed since the last Changes
+	flagStored                   // Changes has handed it out: dropping it needs a tombstone
+)
+
+// changes is what the changelog lacks since the last Changes call.
+type changes struct {
+	panes []paneRef // panes marked dirty, oldest first; stale entries are skipped
+	wins  []winRef  // sliding windows marked dirty
+	gone  []goneRef // stored slices and windows dropped since
+}
+
+type paneRef struct{ pane, key int32 }
+
+type winRef struct {
+	key   int32
+	start int64
+}
+
+type goneRef struct {
+	kind  EntryKind
+	part  int32
+	id    string
+	split uint32
+	start int64
+}
+
+// markPane notes that pane i (of key ki) changed.
+func (e *Engine) markPane(i, ki int32) {
+	h := e.pool.hdr(i)
+	if h.flags&flagDirty == 0 {
+		h.flags |= flagDirty
+		e.changes.panes = append(e.changes.panes, paneRef{i, ki})
+	}
+}
+
+// markWin notes that key ki's sliding window w changed revision.
+func (e *Engine) markWin(ki int32, w *win) {
+	if w.flags&flagDirty == 0 {
+		w.flags |= flagDirty
+		e.changes.wins = append(e.changes.wins, winRef{ki, w.start})
+	}
+}
+
+// dropped notes that k's slice or window at start, with flags, is gone.
+func (e *Engine) dropped(kind EntryKind, k *keyState, start int64, flags uint8) {
+	if flags&flagStored != 0 {
+		e.changes.gone = append(e.changes.gone, goneRef{kind, k.part, k.id, k.split, start})
+	}
+}
+
+// forget drops what partition p's changelog lacks: p is leaving.
+func (c *changes) forget(e *Engine, p int32) {
+	c.panes = slices.DeleteFunc(c.panes, func(r paneRef) bool {
+		if e.keys.at(r.key).part != p {
+			return false
+		}
+		e.pool.hdr(r.pane).flags &^= flagDirty
+		return true
+	})
+	c.wins = slices.DeleteFunc(c.wins, func(r winRef) bool { return e.keys.at(r.key).part == p })
+	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
+}
+
+// Changes hands fn every entry that changed since the last call, for the
+// changelog: tombstones of stored entries that were dropped, then slices
+// and windows that changed. The *Entry is valid during the call only.
+func (e *Engine) Changes(fn func(*Entry)) {
+	c := &e.changes
+	var en Entry
+	for _, g := range c.gone {
+		en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
+		fn(&en)
+	}
+	clear(c.gone)
+	c.gone = c.gone[:0]
+	// Newest first: a pane freed and reused since an older entry was
+	// marked has its flags cleared, so only its newest entry counts.
+	for i := len(c.panes) - 1; i >= 0; i-- {
+		r := c.panes[i]
+		h := e.pool.hdr(r.pane)
+		if h.flags&flagDirty == 0 {
+			continue
+		}
+		h.flags = h.flags&^flagDirty | flagStored
+		k := e.keys.at(r.key)
+		e.sliceEntry(&en, k, r.pane)
+		fn(&en)
+	}
+	c.panes = c.panes[:0]
+	for i := len(c.wins) - 1; i >= 0; i-- {
+		r := c.wins[i]
+		k := e.keys.at(r.key)
+		if k.id == "" {
+			continue
+		}
+		sk := e.keys.slide(r.key)
+		j, ok := sk.findWin(r.start, e.slide)
+		if !ok {
+			continue
+		}
+		w := &sk.wins.live()[j]
+		if w.flags&flagDirty == 0 {
+			continue
+		}
+		w.flags = w.flags&^flagDirty | flagStored
+		en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev)}
+		fn(&en)
+	}
+	c.wins = c.wins[:0]
+}
+
+// sliceEntry fills en with pane i of key k.
+func (e *Engine) sliceEntry(en *Entry, k *keyState, i int32) {
+	h := e.pool.hdr(i)
+	v := e.pool.view(i)
+	picks := en.Picks[:0]
+	*en = Entry{Kind: SliceEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: h.start,
+		Count: h.count, Revision: h.rev, Nums: v.nums}
+	if v.ext != nil {
+		for _, p := range v.ext.picks {
+			picks = append(picks, Pick{Value: p.v, Time: p.t, Seq: p.seq})
+		}
+		en.Picks, en.Sets, en.Sketches = picks, v.ext.sets, v.ext.sketches
+	}
+	if !e.tumbling {
+		en.Revision = 0
+	}
+}
+
+// Restore adds one entry of a partition's state, as Changes handed it
+// out (a changelog's latest entry per identity, tombstones left out):
+// every SliceEntry of the partition first, then its WindowEntries. The
+// partition must have no state in e (new, or removed). Call
+// FinishRestore after the last entry.
+func (e *Engine) Restore(en *Entry) error {
+	if en.Deleted {
+		return nil
+	}
+	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
+		return fmt.Errorf("restore: malformed key %q", en.ID)
+	}
+	ki, k := e.keyByID(en.Partition, en.ID, en.Split)
+	switch en.Kind {
+	case SliceEntry:
+		return e.restoreSlice(ki, k, en)
+	case WindowEntry:
+		return e.restoreWindow(ki, k, en)
+	}
+	return fmt.Errorf("restore: unknown entry kind %d", en.Kind)
+}
+
+// looksLikeKey reports whether key looks like a group key's JSON object.
+func looksLikeKey(key string) bool { return len(key) >= 2 && key[0] == '{' && key[len(key)-1] == '}' }
+
+func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry) error {
+	l := &e.agg
+	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches {
+		return fmt.Errorf("restore: slice at %d of %s has %d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d (were the aggregates changed?)",
+			en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), l.nums, l.picks, l.sets, l.sketches)
+	}
+	if got := en.Start - floorMod(en.Start-e.offset, e.paneLen); got != en.Start {
+		return fmt.Errorf("restore: slice at %d of %s is not on a slice boundary (was the window changed?)", en.Start, en.ID[en.Split:])
+	}
+	last := e.lastStart(en.Start)
+	pi := e.paneOf(ki, k, en.Start, e.firstStart(en.Start), last)
+	h := e.pool.hdr(pi)
+	if h.count != 0 {
+		return fmt.Errorf("restore: slice at %d of %s twice", en.Start, en.ID[en.Split:])
+	}
+	h.count, h.flags = en.Count, flagStored
+	v := e.pool.view(pi)
+	copy(v.nums, en.Nums)
+	if v.ext != nil {
+		for i, p := range en.Picks {
+			v.ext.picks[i] = pick{v: p.Value, t: p.Time, seq: p.Seq}
+			e.seq = max(e.seq, p.Seq)
+		}
+		for i, s := range en.Sets {
+			for x := range s {
+				v.ext.sets[i][x] = struct{}{}
+			}
+		}
+		for i, sk := range en.Sketches {
+			if err := v.ext.sketches[i].MergeWith(sk); err != nil {
+				return fmt.Errorf("restore: slice at %d of %s: quantile sketch: %w", en.Start, en.ID[en.Split:], err)
+			}
+		}
+	}
+	if e.tumbling {
+		h.rev = en.Revision
+		e.restored(en.Start, en.Revision)
+	} else {
+		e.restored(e.firstStart(en.Start), 0)
+	}
+	return nil
+}
+
+func (e *Engine) restoreWindow(ki int32, k *keyState, en *Entry) error {
+	if e.tumbling || en.Revision <= 0 || en.Revision > math.MaxInt32 {
+		return fmt.Errorf("restore: window entry at %d of %s (revision %d) does not fit a %s window", en.Start, en.ID[en.Split:], en.Revision, map[bool]string{true: "tumbling", false: "sliding"}[e.tumbling])
+	}
+	sk := e.keys.slide(ki)
+	j, ok := sk.findWin(en.Start, e.slide)
+	if !ok {
+		return fmt.Errorf("restore: window at %d of %s has no slice", en.Start, en.ID[en.Split:])
+	}
+	w := &sk.wins.live()[j]
+	w.rev, w.flags = int32(en.Revision), flagStored
+	e.restored(en.Start, en.Revision)
+	return nil
+}
+
+// restored notes a restored window at start that has fired rev times.
+func (e *Engine) restored(start, rev int64) {
+	e.restoredMin = min(e.restoredMin, start)
+	if rev > 0 {
+		e.aheadUntil = max(e.aheadUntil, e.maxTimestamp(start))
+	}
+}
+
+// FinishRestore ends a restore: restored windows already due at the
+// current watermark (the owner before had a lower one) fire on time, unless
+// they fired before, and those past their cleanup time are dropped (emit
+// on_close: with their final firing), as if the watermark had just come
+// there.
+func (e *Engine) FinishRestore() {
+	if e.restoredMin == math.MaxInt64 {
+		return
+	}
+	if !e.onClose {
+		i, _ := slices.BinarySearchFunc(e.buckets, e.restoredMin, func(b *bucket, s int64) int { return cmp.Compare(b.start, s) })
+		e.fired = min(e.fired, i)
+	}
+	e.restoredMin = math.MaxInt64
+	e.fireDue()
+	e.nextDue = e.dueTime()
+}
+
+// fireAhead is Add's late firing while a restored window may have fired
+// under a higher watermark than e's: it fires, latest start first, the
+// windows starting in [first, last] that are due or have fired before, as
+// the previous owner would have.
+func (e *Engine) fireAhead(ki int32, k *keyState, first, last int64) {
+	for s := last; s >= first; s -= e.slide {
+		if e.maxTimestamp(s) <= e.wm || e.revision(ki, k, s) > 0 {
+			e.emit(ki, k, s, Late)
+		}
+	}
+}
+
+// revision returns the firings so far of k's window at start.
+func (e *Engine) revision(ki int32, k *keyState, start int64) int64 {
+	if e.tumbling {
+		return e.pool.hdr(e.findPane(k, start)).rev
+	}
+	sk := e.keys.slide(ki)
+	j, ok := sk.findWin(start, e.slide)
+	if !ok {
+		return 0
+	}
+	return int64(sk.wins.live()[j].rev)
+}
+
+// keyByID returns key id of partition part, creating it if needed.
+func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
+	key := id[split:]
+	t := &e.table
+	tag := t.hash(part, key)
+	m := t.mask()
+	for i := t.home(tag); ; i = (i + 1) & m {
+		s := t.slots[i]
+		if s == 0 {
+			break
+		}
+		if uint32(s>>32) == tag {
+			ki := int32(uint32(s) - 1)
+			if k := e.keys.at(ki); k.part == part && k.key() == key {
+				return ki, k
+			}
+		}
+	}
+	ki := e.keys.alloc(!e.tumbling)
+	k := e.keys.at(ki)
+	*k = keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}
+	e.table.insert(tag, ki)
+	return ki, k
+}
