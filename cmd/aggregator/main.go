@@ -39,7 +39,8 @@ func main() {
 func exitCode(err error) int {
 	switch {
 	case errors.Is(err, config.ErrInvalid), errors.Is(err, errUsage),
-		errors.Is(err, cluster.ErrTopicsNotPermitted), errors.Is(err, cluster.ErrTopicsMissing):
+		errors.Is(err, cluster.ErrTopicsNotPermitted), errors.Is(err, cluster.ErrTopicsMissing),
+		errors.Is(err, cluster.ErrChangelogMismatch):
 		return 2
 	}
 	return 1

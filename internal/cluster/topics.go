@@ -21,9 +21,17 @@ import (
 // one: main exits 2.
 var ErrTopicsNotPermitted = errors.New("topics not permitted")
 
-// ErrTopicsMissing is wrapped by the error of VerifyInputs when input
-// topics do not exist; the error names every one of them.
+// ErrTopicsMissing is wrapped by the error of VerifyInputs and
+// InputPartitions when input topics do not exist; the error names every one
+// of them.
 var ErrTopicsMissing = errors.New("topics missing")
+
+// ErrChangelogMismatch is wrapped by the error of EnsureChangelog when the
+// changelog topic exists but cannot hold the state: its partition count is
+// not the one needed, or its cleanup.policy does not include compact. The
+// error says what was found and what is needed. Only an operator can fix
+// the topic: main exits 2.
+var ErrChangelogMismatch = errors.New("changelog mismatch")
 
 // VerifyInputs checks that every input topic exists, naming all the missing
 // ones in one error rather than failing on the first.
@@ -36,6 +44,90 @@ func VerifyInputs(ctx context.Context, adm *kadm.Client, topics []string) error 
 		return fmt.Errorf("source.topics: %w: %s", ErrTopicsMissing, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// InputPartitions returns the partition count of each input topic, in order.
+// Missing topics give an error wrapping ErrTopicsMissing that names them all.
+func InputPartitions(ctx context.Context, adm *kadm.Client, topics []string) ([]int32, error) {
+	details, missing, err := describeTopics(ctx, adm, topics)
+	if err != nil {
+		return nil, fmt.Errorf("count input partitions: %w", err)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("source.topics: %w: %s", ErrTopicsMissing, strings.Join(missing, ", "))
+	}
+	counts := make([]int32, len(topics))
+	for i, topic := range topics {
+		counts[i] = int32(len(details[topic].Partitions))
+	}
+	return counts, nil
+}
+
+// EnsureChangelog creates the changelog topic if it is missing (compacted,
+// `partitions` partitions, sink.replication_factor, only when
+// sink.create_topics; otherwise an error wrapping ErrTopicsNotPermitted),
+// and checks an existing one: its partition count must equal partitions
+// and its cleanup.policy must include compact; otherwise an error wrapping
+// ErrChangelogMismatch. A topic created concurrently by another replica
+// counts as created.
+func EnsureChangelog(ctx context.Context, adm *kadm.Client, topic string, partitions int32, sink config.Sink) error {
+	details, missing, err := describeTopics(ctx, adm, []string{topic})
+	if err != nil {
+		return fmt.Errorf("check changelog topic: %w", err)
+	}
+	if len(missing) > 0 {
+		if !sink.CreateTopics {
+			return fmt.Errorf("%w: changelog topic %s does not exist and sink.create_topics is false: create it compacted with %d partitions",
+				ErrTopicsNotPermitted, topic, partitions)
+		}
+		return createTopic(ctx, adm, topic, partitions, sink.ReplicationFactor, ChangelogTopicConfigs())
+	}
+	if got := int32(len(details[topic].Partitions)); got != partitions {
+		return fmt.Errorf("%w: changelog topic %s has %d partitions, the input topics have %d in all: delete it or create it with %d",
+			ErrChangelogMismatch, topic, got, partitions, partitions)
+	}
+	policy, err := cleanupPolicy(ctx, adm, topic)
+	if err != nil {
+		return fmt.Errorf("check changelog topic: %w", err)
+	}
+	if !slices.Contains(policy, "compact") {
+		return fmt.Errorf("%w: changelog topic %s has cleanup.policy=%s, which deletes state that is still needed: set cleanup.policy=compact",
+			ErrChangelogMismatch, topic, strings.Join(policy, ","))
+	}
+	return nil
+}
+
+// ChangelogTopicConfigs are the configs EnsureChangelog gives a changelog
+// topic it creates: compacted, as a changelog holds the latest state per key.
+func ChangelogTopicConfigs() map[string]*string {
+	return map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+}
+
+// cleanupPolicy returns the items of topic's cleanup.policy ("compact",
+// "delete"), Kafka's default [delete] when the broker does not list it.
+func cleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) ([]string, error) {
+	configs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return nil, notPermitted(err)
+	}
+	rc, err := configs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return nil, notPermitted(fmt.Errorf("describe configs of topic %s: %w", topic, err))
+	}
+	for _, c := range rc.Configs {
+		if c.Key != "cleanup.policy" || c.Value == nil {
+			continue
+		}
+		var policy []string
+		for item := range strings.SplitSeq(*c.Value, ",") {
+			policy = append(policy, strings.TrimSpace(item))
+		}
+		return policy, nil
+	}
+	return []string{"delete"}, nil
 }
 
 // EnsureOutputs creates the missing output topics of sink (results, late,
@@ -58,7 +150,11 @@ func EnsureOutputs(ctx context.Context, adm *kadm.Client, sink config.Sink) erro
 	}
 	var errs []error
 	for _, topic := range missing {
-		errs = append(errs, createTopic(ctx, adm, sink, topic))
+		var configs map[string]*string
+		if topic == sink.ResultsTopic {
+			configs = ResultsTopicConfigs()
+		}
+		errs = append(errs, createTopic(ctx, adm, topic, sink.Partitions, sink.ReplicationFactor, configs))
 	}
 	return errors.Join(errs...)
 }
@@ -77,12 +173,10 @@ func outputTopics(sink config.Sink) []string {
 	return topics
 }
 
-func createTopic(ctx context.Context, adm *kadm.Client, sink config.Sink, topic string) error {
-	var configs map[string]*string
-	if topic == sink.ResultsTopic {
-		configs = ResultsTopicConfigs()
-	}
-	resp, err := kadm.AnyE(adm.CreateTopics(ctx, sink.Partitions, sink.ReplicationFactor, configs, topic))
+// createTopic creates topic; one that another replica created meanwhile
+// counts as created.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replicationFactor int16, configs map[string]*string) error {
+	resp, err := kadm.AnyE(adm.CreateTopics(ctx, partitions, replicationFactor, configs, topic))
 	if err == nil {
 		err = resp.Err
 	}
@@ -99,13 +193,20 @@ func createTopic(ctx context.Context, adm *kadm.Client, sink config.Sink, topic 
 }
 
 // missingTopics returns the topics that do not exist, in the given order.
-// It asks the brokers afresh: kadm otherwise answers from kgo's metadata
-// cache, which keeps "unknown topic" for seconds after a topic is created.
-// Asking for authorized operations is kadm's documented way past the cache.
 func missingTopics(ctx context.Context, adm *kadm.Client, topics []string) ([]string, error) {
+	_, missing, err := describeTopics(ctx, adm, topics)
+	return missing, err
+}
+
+// describeTopics returns the details of topics and, in the given order,
+// the ones that do not exist. It asks the brokers afresh: kadm otherwise
+// answers from kgo's metadata cache, which keeps "unknown topic" for
+// seconds after a topic is created. Asking for authorized operations is
+// kadm's documented way past the cache.
+func describeTopics(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicDetails, []string, error) {
 	details, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), topics...)
 	if err != nil {
-		return nil, notPermitted(err)
+		return nil, nil, notPermitted(err)
 	}
 	var missing []string
 	for _, topic := range topics {
@@ -116,10 +217,10 @@ func missingTopics(ctx context.Context, adm *kadm.Client, topics []string) ([]st
 				missing = append(missing, topic)
 			}
 		case d.Err != nil:
-			return nil, notPermitted(fmt.Errorf("topic %s: %w", topic, d.Err))
+			return nil, nil, notPermitted(fmt.Errorf("topic %s: %w", topic, d.Err))
 		}
 	}
-	return missing, nil
+	return details, missing, nil
 }
 
 // notPermitted marks authorization failures with ErrTopicsNotPermitted.

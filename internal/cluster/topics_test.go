@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,18 @@ func TestTopicsNotPermitted(t *testing.T) {
 		"inputs denied": {"stranger", "stranger-pw", "check input topics", func(ctx context.Context, adm *kadm.Client) error {
 			return cluster.VerifyInputs(ctx, adm, []string{"calls"})
 		}},
+		"input partitions denied": {"stranger", "stranger-pw", "count input partitions", func(ctx context.Context, adm *kadm.Client) error {
+			_, err := cluster.InputPartitions(ctx, adm, []string{"calls"})
+			return err
+		}},
+		"changelog create denied": {"reader", "reader-pw", "create topic calls-agg-changelog", func(ctx context.Context, adm *kadm.Client) error {
+			return cluster.EnsureChangelog(ctx, adm, "calls-agg-changelog", 1, sink)
+		}},
+		// Checking an existing changelog's cleanup.policy needs DescribeConfigs
+		// on it, which Describe does not grant ("calls" stands in for it).
+		"changelog configs denied": {"reader", "reader-pw", "check changelog topic", func(ctx context.Context, adm *kadm.Client) error {
+			return cluster.EnsureChangelog(ctx, adm, "calls", 1, sink)
+		}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -143,5 +156,102 @@ func TestTopicsNotPermitted(t *testing.T) {
 				t.Errorf("%s as %s = %v, want ErrTopicsNotPermitted from %q", name, tt.user, err, tt.wantStep)
 			}
 		})
+	}
+}
+
+func TestInputPartitions(t *testing.T) {
+	kc := kfake.MustCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "calls"))
+	defer kc.Close()
+	if err := kc.CreateTopic("sms", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	adm := newAdmin(t, kc)
+
+	got, err := cluster.InputPartitions(ctxTimeout(t), adm, []string{"sms", "calls"})
+	if want := []int32{3, 2}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("InputPartitions(sms, calls) = %v, %v; want %v", got, err, want)
+	}
+	_, err = cluster.InputPartitions(ctxTimeout(t), adm, []string{"calls", "clicks", "views"})
+	if !errors.Is(err, cluster.ErrTopicsMissing) || !strings.Contains(err.Error(), "clicks, views") {
+		t.Errorf("InputPartitions(calls, clicks, views) = %v, want ErrTopicsMissing naming clicks, views", err)
+	}
+}
+
+func TestEnsureChangelogCreatesCompacted(t *testing.T) {
+	kc := kfake.MustCluster(kfake.NumBrokers(1))
+	defer kc.Close()
+	adm := newAdmin(t, kc)
+	sink := config.Sink{CreateTopics: true, Partitions: 1, ReplicationFactor: 1}
+
+	for range 2 { // the second call finds it there, and right
+		if err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, sink); err != nil {
+			t.Fatalf("EnsureChangelog(calls-agg-changelog, 4) = %v", err)
+		}
+	}
+	fresh := newAdmin(t, kc) // its metadata cache has never seen the topic missing
+	details, err := fresh.ListTopics(ctxTimeout(t), "calls-agg-changelog")
+	if err != nil {
+		t.Fatalf("ListTopics() = %v", err)
+	}
+	if got := len(details["calls-agg-changelog"].Partitions); got != 4 {
+		t.Errorf("changelog topic has %d partitions, want 4 (not sink.partitions)", got)
+	}
+	configs, err := fresh.DescribeTopicConfigs(ctxTimeout(t), "calls-agg-changelog")
+	if err != nil || len(configs) != 1 {
+		t.Fatalf("DescribeTopicConfigs() = %v, %v", configs, err)
+	}
+	if got := cleanupPolicy(configs[0]); got != "compact" {
+		t.Errorf("changelog topic cleanup.policy = %q, want compact", got)
+	}
+}
+
+// TestEnsureChangelogExisting checks an existing changelog topic of 4
+// partitions against the 4 input partitions it must mirror.
+func TestEnsureChangelogExisting(t *testing.T) {
+	tests := map[string]struct {
+		partitions int32
+		configs    map[string]string
+		wantErr    error
+		wantText   string
+	}{
+		"compacted":         {4, map[string]string{"cleanup.policy": "compact"}, nil, ""},
+		"compact, delete":   {4, map[string]string{"cleanup.policy": "compact,delete"}, nil, ""},
+		"too few":           {3, map[string]string{"cleanup.policy": "compact"}, cluster.ErrChangelogMismatch, "changelog topic calls-agg-changelog has 3 partitions, the input topics have 4 in all: delete it or create it with 4"},
+		"too many":          {5, map[string]string{"cleanup.policy": "compact"}, cluster.ErrChangelogMismatch, "has 5 partitions, the input topics have 4 in all"},
+		"delete":            {4, map[string]string{"cleanup.policy": "delete"}, cluster.ErrChangelogMismatch, "changelog topic calls-agg-changelog has cleanup.policy=delete"},
+		"broker default":    {4, nil, cluster.ErrChangelogMismatch, "has cleanup.policy=delete"},
+		"create_topics off": {4, map[string]string{"cleanup.policy": "compact"}, nil, ""}, // exists, so nothing to create
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			kc := kfake.MustCluster(kfake.NumBrokers(1))
+			defer kc.Close()
+			if err := kc.CreateTopic("calls-agg-changelog", tt.partitions, tt.configs); err != nil {
+				t.Fatal(err)
+			}
+			adm := newAdmin(t, kc)
+			sink := config.Sink{CreateTopics: name != "create_topics off", Partitions: 1, ReplicationFactor: 1}
+
+			err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, sink)
+			if !errors.Is(err, tt.wantErr) || tt.wantErr == nil && err != nil || err != nil && !strings.Contains(err.Error(), tt.wantText) {
+				t.Errorf("EnsureChangelog(%d partitions, %v; want 4) = %v, want %v with %q", tt.partitions, tt.configs, err, tt.wantErr, tt.wantText)
+			}
+		})
+	}
+}
+
+func TestEnsureChangelogWithoutCreateTopics(t *testing.T) {
+	kc := kfake.MustCluster(kfake.NumBrokers(1))
+	defer kc.Close()
+	adm := newAdmin(t, kc)
+	sink := config.Sink{Partitions: 1, ReplicationFactor: 1}
+
+	err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, sink)
+	if !errors.Is(err, cluster.ErrTopicsNotPermitted) || !strings.Contains(err.Error(), "calls-agg-changelog") {
+		t.Errorf("EnsureChangelog(missing, create_topics false) = %v, want ErrTopicsNotPermitted naming calls-agg-changelog", err)
+	}
+	details, err := adm.ListTopics(ctxTimeout(t), "calls-agg-changelog")
+	if err != nil || details["calls-agg-changelog"].Err == nil {
+		t.Errorf("ListTopics(calls-agg-changelog) = %v, %v; want the topic still missing", details, err)
 	}
 }

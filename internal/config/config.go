@@ -14,6 +14,7 @@ type Config struct {
 	HTTP            HTTP          `yaml:"http"`
 	Log             Log           `yaml:"log"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // bound on the drain after SIGTERM
+	State           State         `yaml:"state"`
 }
 
 // Source says where records come from and how to read them.
@@ -117,6 +118,13 @@ type Sink struct {
 	CreateTopics      bool          `yaml:"create_topics"`      // create missing output topics at start
 	Partitions        int32         `yaml:"partitions"`         // for created topics
 	ReplicationFactor int16         `yaml:"replication_factor"` // for created topics; -1 = broker default
+}
+
+// State configures durable window state and commits (SPEC §7).
+type State struct {
+	ChangelogTopic     string        `yaml:"changelog_topic"`     // default "<source.group>-changelog"
+	CommitInterval     time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"` // default 60s: exactly_once only; the broker aborts a transaction open longer than this
 }
 
 // HTTP is the metrics and probes endpoint.

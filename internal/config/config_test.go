@@ -133,6 +133,17 @@ func TestParseErrors(t *testing.T) {
 		"zero replication factor":        {map[string]string{"sink": "{replication_factor: 0}"}, "sink.replication_factor"},
 		"bool not a bool":                {map[string]string{"sink": "{create_topics: maybe}"}, "sink.create_topics"},
 		"listen without a port":          {map[string]string{"http": "{listen: '9090'}"}, "http.listen"},
+		"unknown state key":              {map[string]string{"state": "{commit_intervall: 1s}"}, "state.commit_intervall"},
+		"state given a list":             {map[string]string{"state": "[1s]"}, "state"},
+		"zero commit_interval":           {map[string]string{"state": "{commit_interval: 0}"}, "state.commit_interval"},
+		"negative commit_interval":       {map[string]string{"state": "{commit_interval: -100ms}"}, "state.commit_interval"},
+		"commit_interval below a ms":     {map[string]string{"state": "{commit_interval: 1500us}"}, "state.commit_interval"},
+		"commit_interval of default txn": {map[string]string{"state": "{commit_interval: 1m}"}, "state.commit_interval"},
+		"transaction_timeout below 1s":   {map[string]string{"state": "{transaction_timeout: 999ms}"}, "state.transaction_timeout"},
+		"transaction_timeout above 15m":  {map[string]string{"state": "{transaction_timeout: 15m1ms}"}, "state.transaction_timeout"},
+		"transaction_timeout below a ms": {map[string]string{"state": "{transaction_timeout: 10s100us}"}, "state.transaction_timeout"},
+		"transaction_timeout of commit":  {map[string]string{"state": "{commit_interval: 10s, transaction_timeout: 10s}"}, "state.transaction_timeout"},
+		"transaction_timeout, at_least":  {map[string]string{"delivery": "at_least_once", "state": "{transaction_timeout: 30s}"}, "state.transaction_timeout"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -184,6 +195,14 @@ func TestKeyErrorMessage(t *testing.T) {
 			`source.sasl.passwrd = "<redacted>": unknown key (did you mean source.sasl.password?)`},
 		"secret that does not apply": {doc(nil), map[string]string{"AGGREGATOR_SOURCE_SASL_PASSWORD": "hunter2"},
 			`source.sasl.password = "<redacted>" (from AGGREGATOR_SOURCE_SASL_PASSWORD): applies only when source.sasl.mechanism is set`},
+		"unknown state key suggests": {doc(map[string]string{"state": "{changlog_topic: x}"}), nil,
+			`state.changlog_topic = "x": unknown key (did you mean state.changelog_topic?)`},
+		"commit_interval against the default": {doc(map[string]string{"state": "{commit_interval: 90s}"}), nil,
+			`state.commit_interval = "90s": must be shorter than state.transaction_timeout (1m), or the brokers abort every transaction`},
+		"transaction_timeout against commit_interval": {doc(map[string]string{"state": "{commit_interval: 5s, transaction_timeout: 5000ms}"}), nil,
+			`state.transaction_timeout = "5000ms": must be longer than state.commit_interval (5s): a transaction stays open that long`},
+		"transaction_timeout with at_least_once": {doc(map[string]string{"delivery": "at_least_once", "state": "{transaction_timeout: 30s}"}), nil,
+			`state.transaction_timeout = "30s": applies only to delivery exactly_once`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -210,6 +229,12 @@ func TestParseEnvErrors(t *testing.T) {
 		"bad listen":        {map[string]string{"AGGREGATOR_HTTP_LISTEN": "localhost"}, "http.listen", "AGGREGATOR_HTTP_LISTEN"},
 		"validated after":   {map[string]string{"AGGREGATOR_WINDOW_TYPE": "sliding"}, "window.slide", ""},
 		"nested validation": {map[string]string{"AGGREGATOR_WATERMARK_STRATEGY": "punctuated"}, "watermark.marker_field", ""},
+		"bad commit_interval": {map[string]string{"AGGREGATOR_STATE_COMMIT_INTERVAL": "100"},
+			"state.commit_interval", "AGGREGATOR_STATE_COMMIT_INTERVAL"},
+		"transaction_timeout too long": {map[string]string{"AGGREGATOR_STATE_TRANSACTION_TIMEOUT": "1h"},
+			"state.transaction_timeout", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT"},
+		"transaction_timeout, at_least_once": {map[string]string{"AGGREGATOR_DELIVERY": "at_least_once", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT": "30s"},
+			"state.transaction_timeout", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -252,6 +277,10 @@ func TestParseEnvOverrides(t *testing.T) {
 			func(c Config) any { return c.Source.Timestamp.Field }, "t"},
 		"shutdown timeout": {map[string]string{"AGGREGATOR_SHUTDOWN_TIMEOUT": "0"},
 			func(c Config) any { return c.ShutdownTimeout }, time.Duration(0)},
+		"state": {map[string]string{"AGGREGATOR_STATE_CHANGELOG_TOPIC": "calls-state", "AGGREGATOR_STATE_COMMIT_INTERVAL": "1s", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT": "2m"},
+			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", CommitInterval: time.Second, TransactionTimeout: 2 * time.Minute}},
+		"changelog topic from the group": {map[string]string{"AGGREGATOR_SOURCE_GROUP": "calls-agg"},
+			func(c Config) any { return c.State.ChangelogTopic }, "calls-agg-changelog"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -282,6 +311,7 @@ func TestEnvNames(t *testing.T) {
 		"AGGREGATOR_SINK_RESULTS_TOPIC", "AGGREGATOR_SINK_LATE_TOPIC", "AGGREGATOR_SINK_DEAD_LETTER_TOPIC", "AGGREGATOR_SINK_COMPRESSION",
 		"AGGREGATOR_SINK_LINGER", "AGGREGATOR_SINK_CREATE_TOPICS", "AGGREGATOR_SINK_PARTITIONS", "AGGREGATOR_SINK_REPLICATION_FACTOR",
 		"AGGREGATOR_DELIVERY", "AGGREGATOR_HTTP_LISTEN", "AGGREGATOR_LOG_LEVEL", "AGGREGATOR_LOG_FORMAT", "AGGREGATOR_SHUTDOWN_TIMEOUT",
+		"AGGREGATOR_STATE_CHANGELOG_TOPIC", "AGGREGATOR_STATE_COMMIT_INTERVAL", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT",
 	}
 	if !slices.Equal(asked, want) {
 		t.Errorf("Parse asked for %v, want %v", asked, want)
@@ -305,6 +335,7 @@ func TestDefaults(t *testing.T) {
 		HTTP:            HTTP{Listen: ":9090"},
 		Log:             Log{Level: "info", Format: "json"},
 		ShutdownTimeout: 25 * time.Second,
+		State:           State{CommitInterval: 100 * time.Millisecond, TransactionTimeout: 60 * time.Second}, // no group, no changelog topic
 	}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse(minimal) = %+v, %v; want %+v", c, err, want)
@@ -343,6 +374,14 @@ func TestParseAccepts(t *testing.T) {
 			func(c Config) any { return c.Window }, Window{Type: "sliding", Size: 5 * time.Second, Slide: 7 * time.Second, Offset: 6 * time.Second, Emit: "on_watermark"}},
 		"alias": {map[string]string{"source": "{timestamp: {field: &f t}, key: [*f]}"},
 			func(c Config) any { return c.Source.Key }, []string{"t"}},
+		"state": {map[string]string{"state": "{changelog_topic: calls-state, commit_interval: 1s, transaction_timeout: 15m}"},
+			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", CommitInterval: time.Second, TransactionTimeout: 15 * time.Minute}},
+		"transaction_timeout of 1s": {map[string]string{"state": "{commit_interval: 999ms, transaction_timeout: 1s}"},
+			func(c Config) any { return c.State.TransactionTimeout }, time.Second},
+		"long commit_interval, at_least_once": {map[string]string{"delivery": "at_least_once", "state": "{commit_interval: 2m}"},
+			func(c Config) any { return c.State.CommitInterval }, 2 * time.Minute},
+		"empty changelog_topic is the default": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "state": "{changelog_topic: ''}"},
+			func(c Config) any { return c.State.ChangelogTopic }, "g-changelog"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -350,6 +389,31 @@ func TestParseAccepts(t *testing.T) {
 			c, err := Parse(data, nil)
 			if err != nil || !reflect.DeepEqual(tt.got(c), tt.want) {
 				t.Errorf("Parse(%q) = %#v, %v; want %#v", data, tt.got(c), err, tt.want)
+			}
+		})
+	}
+}
+
+// TestChangelogTopicDefault checks that state.changelog_topic defaults to
+// source.group + "-changelog" once the environment has had its say.
+func TestChangelogTopicDefault(t *testing.T) {
+	withGroup := map[string]string{"source": "{group: file-group, timestamp: {field: t}}"}
+	tests := map[string]struct {
+		sections, vars map[string]string
+		want           string
+	}{
+		"from the file's group":      {withGroup, nil, "file-group-changelog"},
+		"from the environment group": {withGroup, map[string]string{"AGGREGATOR_SOURCE_GROUP": "env-group"}, "env-group-changelog"},
+		"set in the file": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "state": "{changelog_topic: mine}"},
+			map[string]string{"AGGREGATOR_SOURCE_GROUP": "env-group"}, "mine"},
+		"set in the environment": {withGroup, map[string]string{"AGGREGATOR_STATE_CHANGELOG_TOPIC": "env-changelog"}, "env-changelog"},
+		"no group":               {nil, nil, ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse(doc(tt.sections), env(tt.vars))
+			if err != nil || c.State.ChangelogTopic != tt.want {
+				t.Errorf("Parse(%q) with %v state.changelog_topic = %q, %v; want %q", doc(tt.sections), tt.vars, c.State.ChangelogTopic, err, tt.want)
 			}
 		})
 	}

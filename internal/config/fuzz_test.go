@@ -14,6 +14,10 @@ func FuzzParse(f *testing.F) {
 		"window":     "{type: sliding, size: 1m, slide: 10s, offset: -1500ms, emit: on_close}",
 		"aggregates": "[{name: p99, fn: quantile, field: latency, q: 0.99}, {name: c, fn: count}]",
 	}))
+	f.Add(doc(map[string]string{
+		"source": "{group: g, timestamp: {field: t}}",
+		"state":  "{commit_interval: 1s, transaction_timeout: 2m}",
+	}))
 	f.Add(doc(map[string]string{"window": "{sizee: 5s}"}))
 	f.Add(doc(map[string]string{"window": "{size: 5s, slide: 1s}"}))
 	f.Add(doc(map[string]string{"window": "{size: 1500us}"}))

@@ -17,7 +17,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 }
 
 // Parse decodes a YAML config strictly, applies the AGGREGATOR_* overrides
-// that getenv (nil for none) returns, fills in defaults, validates
+// that getenv (nil for none) returns, fills in defaults (those derived from
+// other keys, such as state.changelog_topic, after the overrides), validates
 // everything but the Kafka keys (see ValidateKafka) and reads
 // source.sasl.password_file into source.sasl.password.
 func Parse(data []byte, getenv func(string) string) (Config, error) {
@@ -28,6 +29,7 @@ func Parse(data []byte, getenv func(string) string) (Config, error) {
 		err = src.applyEnv(&c, getenv)
 	}
 	if err == nil {
+		c.deriveDefaults()
 		err = c.validate(src)
 	}
 	if err == nil {
@@ -66,6 +68,21 @@ func defaults() Config {
 		HTTP:            HTTP{Listen: ":9090"},
 		Log:             Log{Level: "info", Format: "json"},
 		ShutdownTimeout: 25 * time.Second,
+		State:           State{CommitInterval: 100 * time.Millisecond, TransactionTimeout: 60 * time.Second},
+	}
+}
+
+// changelogSuffix makes the default state.changelog_topic from
+// source.group, as Kafka Streams names its changelogs after the application.
+const changelogSuffix = "-changelog"
+
+// deriveDefaults fills in the defaults that depend on other keys, once the
+// file and the environment have set those: state.changelog_topic, when
+// unset, is source.group + "-changelog" (and stays empty without a group,
+// which ValidateKafka reports).
+func (c *Config) deriveDefaults() {
+	if c.State.ChangelogTopic == "" && c.Source.Group != "" {
+		c.State.ChangelogTopic = c.Source.Group + changelogSuffix
 	}
 }
 

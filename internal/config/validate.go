@@ -16,7 +16,7 @@ func (c *Config) validate(src *sources) error {
 	for _, check := range []func(*sources) *KeyError{
 		c.validateSource, c.validateCSV, c.validateKey, c.validateTimestamp, c.validateFilter,
 		c.validateTLS, c.validateSASL, c.validateWatermark, c.validateWindow,
-		c.validateAggregates, c.validateSink, c.validateService,
+		c.validateAggregates, c.validateSink, c.validateService, c.validateState,
 	} {
 		if err := check(src); err != nil {
 			return err
@@ -42,6 +42,8 @@ func (c *Config) inapplicable(key string) string {
 		return "applies only to watermark.strategy punctuated"
 	case key == "window.slide" && c.Window.Type != "sliding":
 		return "applies only to window.type sliding"
+	case key == "state.transaction_timeout" && c.Delivery != "exactly_once":
+		return "applies only to delivery exactly_once"
 	}
 	if n, _ := fmt.Sscanf(key, "aggregates[%d].%s", &i, &field); n < 2 || i < 0 || i >= len(c.Aggregates) {
 		return ""
@@ -352,9 +354,42 @@ func (c *Config) validateService(*sources) *KeyError {
 	return notNegative("shutdown_timeout", c.ShutdownTimeout)
 }
 
+// maxTransactionTimeout is the brokers' default transaction.max.timeout.ms:
+// they refuse a producer that asks for a longer transaction timeout.
+const maxTransactionTimeout = 15 * time.Minute
+
+// validateState checks state.commit_interval and, with exactly_once,
+// state.transaction_timeout. state.changelog_topic is a Kafka key: see
+// ValidateKafka.
+func (c *Config) validateState(src *sources) *KeyError {
+	s := c.State
+	if err := positive(src, "state.commit_interval", s.CommitInterval); err != nil {
+		return err
+	}
+	if err := c.checkApplies(src, "state.transaction_timeout"); err != nil || c.Delivery != "exactly_once" {
+		return err
+	}
+	if s.TransactionTimeout < time.Second || s.TransactionTimeout > maxTransactionTimeout {
+		return &KeyError{Key: "state.transaction_timeout", Value: formatDuration(s.TransactionTimeout),
+			Reason: "must be between 1s and 15m (the brokers' default transaction.max.timeout.ms)"}
+	}
+	if s.TransactionTimeout > s.CommitInterval {
+		return nil
+	}
+	// A transaction stays open for a commit interval at least. Name the key
+	// that was set, not the default that it clashes with.
+	if src.present["state.transaction_timeout"] {
+		return &KeyError{Key: "state.transaction_timeout", Value: formatDuration(s.TransactionTimeout),
+			Reason: fmt.Sprintf("must be longer than state.commit_interval (%s): a transaction stays open that long", formatDuration(s.CommitInterval))}
+	}
+	return &KeyError{Key: "state.commit_interval", Value: formatDuration(s.CommitInterval),
+		Reason: fmt.Sprintf("must be shorter than state.transaction_timeout (%s), or the brokers abort every transaction", formatDuration(s.TransactionTimeout))}
+}
+
 // ValidateKafka checks the keys that only a Kafka connection needs: brokers,
-// topics, group and the output topics, which must all differ. Parse leaves
-// them out because replay runs without Kafka; run calls this.
+// topics, group, the output topics and the changelog topic, which must all
+// differ. Parse leaves them out because replay runs without Kafka; run
+// calls this.
 func (c Config) ValidateKafka() error {
 	for _, list := range []struct {
 		key   string
@@ -370,7 +405,10 @@ func (c Config) ValidateKafka() error {
 	if c.Source.Group == "" {
 		return required("source.group", "")
 	}
-	return c.validateSinkTopics()
+	if err := c.validateSinkTopics(); err != nil {
+		return err
+	}
+	return c.validateChangelogTopic()
 }
 
 // validateSinkTopics checks that the output topics are set and differ from
@@ -393,6 +431,52 @@ func (c Config) validateSinkTopics() error {
 		}
 	}
 	return nil
+}
+
+// validateChangelogTopic checks that state.changelog_topic is a topic name
+// Kafka accepts, and that it is neither an input nor an output topic.
+func (c Config) validateChangelogTopic() error {
+	const key = "state.changelog_topic"
+	topic := c.State.ChangelogTopic
+	if topic == "" {
+		return required(key, "")
+	}
+	if reason := checkTopicName(topic); reason != "" {
+		if topic == c.Source.Group+changelogSuffix {
+			reason += "; the default, source.group + \"" + changelogSuffix + "\", is not one: set " + key
+		}
+		return &KeyError{Key: key, Value: topic, Reason: reason}
+	}
+	if slices.Contains(c.Source.Topics, topic) {
+		return &KeyError{Key: key, Value: topic, Reason: "must not be one of source.topics"}
+	}
+	for _, t := range []struct{ key, topic string }{
+		{"sink.results_topic", c.Sink.ResultsTopic}, {"sink.late_topic", c.Sink.LateTopic}, {"sink.dead_letter_topic", c.Sink.DeadLetterTopic},
+	} {
+		if topic == t.topic {
+			return &KeyError{Key: key, Value: topic, Reason: "must differ from " + t.key}
+		}
+	}
+	return nil
+}
+
+// maxTopicName is the longest topic name Kafka accepts.
+const maxTopicName = 249
+
+// checkTopicName returns why Kafka would refuse name for a topic, or "":
+// Kafka's own rule, 1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and
+// '-', and neither "." nor "..".
+func checkTopicName(name string) string {
+	const rule = "must be a Kafka topic name: 1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-', not \".\" or \"..\""
+	if name == "" || len(name) > maxTopicName || name == "." || name == ".." {
+		return rule
+	}
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return rule
+		}
+	}
+	return ""
 }
 
 // required is the error for a missing Kafka key, naming its variable.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,6 +32,11 @@ func TestYAMLRoundTrip(t *testing.T) {
 			"source": "{group: '123', topics: ['yes', 'null', '1.5', '~', ''], timestamp: {field: 'true'}, key: ['#a', 'b: c', '- d'], filter: [{field: x, equals: ''}, {field: y, equals: 'off'}]}",
 			"sink":   "{results_topic: 'on', late_topic: '0x10', dead_letter_topic: '2006-01-02'}",
 		}),
+		"state": doc(map[string]string{
+			"source": "{group: g, timestamp: {field: t}}",
+			"state":  "{changelog_topic: g.state, commit_interval: 1s500ms, transaction_timeout: 15m}",
+		}),
+		"state with at_least_once": doc(map[string]string{"delivery": "at_least_once", "state": "{commit_interval: 5m}"}),
 		"tls and password file": doc(map[string]string{
 			"source": "{timestamp: {field: t}, tls: {enabled: true, ca_file: " + pem + ", cert_file: " + pem + ", key_file: " + pem + ", insecure_skip_verify: true}, sasl: {mechanism: SCRAM-SHA-256, username: u, password_file: " + pw + "}}",
 		}),
@@ -68,6 +74,26 @@ func TestYAMLLeavesOutKeysThatDoNotApply(t *testing.T) {
 		if strings.Contains(out, key) {
 			t.Errorf("YAML() contains %q, which does not apply:\n%s", key, out)
 		}
+	}
+}
+
+func TestYAMLState(t *testing.T) {
+	tests := map[string]struct {
+		sections map[string]string
+		want     string
+	}{
+		"exactly_once": {map[string]string{"source": "{group: g, timestamp: {field: t}}"},
+			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 1m\n"},
+		"at_least_once leaves out transaction_timeout": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "delivery": "at_least_once"},
+			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse(doc(tt.sections), nil)
+			if out := string(c.YAML()); err != nil || !strings.HasSuffix(out, tt.want) {
+				t.Errorf("Parse(%q).YAML() = %v\n%s\nwant it to end with\n%s", doc(tt.sections), err, out, tt.want)
+			}
+		})
 	}
 }
 
@@ -115,6 +141,7 @@ func TestLoadExample(t *testing.T) {
 		"sink topics": {[]string{c.Sink.ResultsTopic, c.Sink.LateTopic, c.Sink.DeadLetterTopic},
 			[]string{"calls-windows", "calls-late", "calls-dlq"}},
 		"delivery":      {c.Delivery, "at_least_once"},
+		"state":         {c.State, State{ChangelogTopic: "calls-aggregator-changelog", CommitInterval: 100 * time.Millisecond, TransactionTimeout: time.Minute}},
 		"ValidateKafka": {c.ValidateKafka(), nil},
 	}
 	for name, check := range checks {
@@ -146,6 +173,16 @@ func TestValidateKafka(t *testing.T) {
 		"dead letter is input":     {func(c *Config) { c.Sink.DeadLetterTopic = "calls" }, "sink.dead_letter_topic"},
 		"late same as results":     {func(c *Config) { c.Sink.LateTopic = c.Sink.ResultsTopic }, "sink.late_topic"},
 		"dead letter same as late": {func(c *Config) { c.Sink.DeadLetterTopic = c.Sink.LateTopic }, "sink.dead_letter_topic"},
+		"no changelog topic":       {func(c *Config) { c.State.ChangelogTopic = "" }, "state.changelog_topic"},
+		"changelog is an input":    {func(c *Config) { c.State.ChangelogTopic = "calls" }, "state.changelog_topic"},
+		"changelog is results":     {func(c *Config) { c.State.ChangelogTopic = c.Sink.ResultsTopic }, "state.changelog_topic"},
+		"changelog is late":        {func(c *Config) { c.State.ChangelogTopic = c.Sink.LateTopic }, "state.changelog_topic"},
+		"changelog is dead letter": {func(c *Config) { c.State.ChangelogTopic = c.Sink.DeadLetterTopic }, "state.changelog_topic"},
+		"changelog with a space":   {func(c *Config) { c.State.ChangelogTopic = "calls changelog" }, "state.changelog_topic"},
+		"changelog with a slash":   {func(c *Config) { c.State.ChangelogTopic = "calls/changelog" }, "state.changelog_topic"},
+		"changelog non-ASCII":      {func(c *Config) { c.State.ChangelogTopic = "calls-änderungen" }, "state.changelog_topic"},
+		"changelog is ..":          {func(c *Config) { c.State.ChangelogTopic = ".." }, "state.changelog_topic"},
+		"changelog too long":       {func(c *Config) { c.State.ChangelogTopic = strings.Repeat("c", 250) }, "state.changelog_topic"},
 	}
 	base, err := Load("../../examples/calls.yaml", nil)
 	if err != nil {
@@ -160,6 +197,35 @@ func TestValidateKafka(t *testing.T) {
 			var ke *KeyError
 			if !errors.As(err, &ke) || ke.Key != tt.key || !errors.Is(err, ErrInvalid) {
 				t.Errorf("ValidateKafka() = %v, want a *KeyError for %s", err, tt.key)
+			}
+		})
+	}
+}
+
+func TestValidateKafkaChangelogTopic(t *testing.T) {
+	base, err := Load("../../examples/calls.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		group, topic, want string // want "" for no error
+	}{
+		"default":              {"calls-aggregator", "calls-aggregator-changelog", ""},
+		"249 characters":       {"g", strings.Repeat("c", 249), ""},
+		"dots and underscores": {"g", "a.b_c-D9", ""},
+		"default from a group with a space": {"calls aggregator", "calls aggregator-changelog",
+			`state.changelog_topic = "calls aggregator-changelog": must be a Kafka topic name: 1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-', not "." or ".."; the default, source.group + "-changelog", is not one: set state.changelog_topic`},
+		"set with a space": {"g", "calls changelog",
+			`state.changelog_topic = "calls changelog": must be a Kafka topic name: 1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-', not "." or ".."`},
+		"same as results": {"g", "calls-windows", `state.changelog_topic = "calls-windows": must differ from sink.results_topic`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := base
+			c.Source.Group, c.State.ChangelogTopic = tt.group, tt.topic
+			err := c.ValidateKafka()
+			if got := fmt.Sprint(err); err == nil && tt.want != "" || err != nil && got != tt.want {
+				t.Errorf("ValidateKafka() with state.changelog_topic %q = %v, want %q", tt.topic, err, tt.want)
 			}
 		})
 	}

@@ -268,7 +268,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp,
 			// The merged watermark is a floor of the partition's own: its
 			// records were judged against it, and its next owner goes on from there.
-			Watermark: max(gen.Watermark, w)}
+			Watermark: max(gen.Watermark, w), Merged: w}
 		positions = append(positions, ChangelogRecord{Partition: int32(id), Key: state.PositionKey(nil, int32(id)),
 			Value: state.AppendPosition(nil, pos, pp.tag), Tag: pp.tag})
 		pp.written = pp.next
@@ -283,11 +283,15 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 // the offset input resumes from (-1: no position, the group's offset
 // rules) and what the restore found.
 func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
+	dropped := int64(math.MinInt64)
+	if pos, ok := r.Position(); ok {
+		dropped = pos.Merged
+	}
 	res, err := r.Finish(func(en *windowing.Entry) error {
 		if en.Partition != partition {
 			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
 		}
-		return p.engine.Restore(en)
+		return p.engine.Restore(en, dropped)
 	})
 	p.engine.FinishRestore()
 	if err != nil {

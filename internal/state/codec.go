@@ -37,6 +37,9 @@ type Position struct {
 	Offset       int64
 	MaxTimestamp int64
 	Watermark    int64
+	// Merged is the merged watermark at the commit: the windows whose
+	// cleanup time it had reached were dropped, and are not restored.
+	Merged int64
 }
 
 // AppendKey appends the changelog key of en.
@@ -100,7 +103,8 @@ func AppendPosition(dst []byte, p Position, tag uint64) []byte {
 	dst = binary.AppendUvarint(dst, tag)
 	dst = binary.AppendVarint(dst, p.Offset)
 	dst = binary.AppendVarint(dst, p.MaxTimestamp)
-	return binary.AppendVarint(dst, p.Watermark)
+	dst = binary.AppendVarint(dst, p.Watermark)
+	return binary.AppendVarint(dst, p.Merged)
 }
 
 // AppendTag appends the TagHeader value of tag.
@@ -235,7 +239,7 @@ func (r *reader) header() uint64 {
 func decodePosition(b []byte) (Position, uint64, error) {
 	r := reader{b: b}
 	tag := r.header()
-	p := Position{Offset: r.varint("offset"), MaxTimestamp: r.varint("max timestamp"), Watermark: r.varint("watermark")}
+	p := Position{Offset: r.varint("offset"), MaxTimestamp: r.varint("max timestamp"), Watermark: r.varint("watermark"), Merged: r.varint("merged watermark")}
 	return p, tag, r.err
 }
 

@@ -86,6 +86,9 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 	return nil
 }
 
+// Position returns the partition's position so far, and whether it has one.
+func (r *Restorer) Position() (Position, bool) { return r.pos, r.hasPos }
+
 // Result is a restored partition.
 type Result struct {
 	Position    Position // where input resumes; meaningful when HasPosition

@@ -186,8 +186,10 @@ func (e *Engine) sliceEntry(en *Entry, k *keyState, i int32) {
 // out (a changelog's latest entry per identity, tombstones left out):
 // every SliceEntry of the partition first, then its WindowEntries. The
 // partition must have no state in e (new, or removed). Call
-// FinishRestore after the last entry.
-func (e *Engine) Restore(en *Entry) error {
+// FinishRestore after the last entry. Windows whose cleanup time is at or
+// below dropped (the previous owner's watermark) were dropped there and
+// are not made again.
+func (e *Engine) Restore(en *Entry, dropped int64) error {
 	if en.Deleted {
 		return nil
 	}
@@ -197,7 +199,7 @@ func (e *Engine) Restore(en *Entry) error {
 	ki, k := e.keyByID(en.Partition, en.ID, en.Split)
 	switch en.Kind {
 	case SliceEntry:
-		return e.restoreSlice(ki, k, en)
+		return e.restoreSlice(ki, k, en, dropped)
 	case WindowEntry:
 		return e.restoreWindow(ki, k, en)
 	}
@@ -207,7 +209,7 @@ func (e *Engine) Restore(en *Entry) error {
 // looksLikeKey reports whether key looks like a group key's JSON object.
 func looksLikeKey(key string) bool { return len(key) >= 2 && key[0] == '{' && key[len(key)-1] == '}' }
 
-func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry) error {
+func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) error {
 	l := &e.agg
 	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches {
 		return fmt.Errorf("restore: slice at %d of %s has %d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d (were the aggregates changed?)",
@@ -216,8 +218,14 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry) error {
 	if got := en.Start - floorMod(en.Start-e.offset, e.paneLen); got != en.Start {
 		return fmt.Errorf("restore: slice at %d of %s is not on a slice boundary (was the window changed?)", en.Start, en.ID[en.Split:])
 	}
-	last := e.lastStart(en.Start)
-	pi := e.paneOf(ki, k, en.Start, e.firstStart(en.Start), last)
+	first, last := e.firstStart(en.Start), e.lastStart(en.Start)
+	for first <= last && e.cleanupTime(first) <= dropped {
+		first += e.slide
+	}
+	if first > last {
+		return fmt.Errorf("restore: slice at %d of %s has no open window", en.Start, en.ID[en.Split:])
+	}
+	pi := e.paneOf(ki, k, en.Start, first, last)
 	h := e.pool.hdr(pi)
 	if h.count != 0 {
 		return fmt.Errorf("restore: slice at %d of %s twice", en.Start, en.ID[en.Split:])
@@ -245,7 +253,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry) error {
 		h.rev = en.Revision
 		e.restored(en.Start, en.Revision)
 	} else {
-		e.restored(e.firstStart(en.Start), 0)
+		e.restored(first, 0)
 	}
 	return nil
 }

@@ -1,0 +1,283 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"aggregator/internal/pipeline"
+	"aggregator/internal/state"
+)
+
+// changelog is a compacted changelog topic in memory: the latest value
+// per key, partition by partition, in write order.
+type changelog map[int32][]logRecord
+
+type logRecord struct {
+	key, value []byte
+	tag        uint64
+}
+
+func (c changelog) write(recs ...[]pipeline.ChangelogRecord) {
+	for _, rs := range recs {
+		for _, r := range rs {
+			c[r.Partition] = append(c[r.Partition], logRecord{r.Key, r.Value, r.Tag})
+		}
+	}
+}
+
+func (c changelog) restorer(t *testing.T, part int32) *state.Restorer {
+	t.Helper()
+	r := state.NewRestorer()
+	for _, rec := range c[part] {
+		var tag []byte
+		if rec.value == nil {
+			tag = state.AppendTag(nil, rec.tag)
+		}
+		if err := r.Add(rec.key, rec.value, tag); err != nil {
+			t.Fatalf("Restorer.Add: %v", err)
+		}
+	}
+	return r
+}
+
+// crashInput is one record of a crash test stream.
+type crashInput struct {
+	part   int32
+	offset int64
+	value  string
+}
+
+// crashStream makes n records over parts partitions, interleaved at
+// random, with disorder, late records, malformed ones and ties.
+func crashStream(seed uint64, n, parts int) []crashInput {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	next := make([]int64, parts)
+	maxTs := int64(10_000)
+	var out []crashInput
+	for range n {
+		p := rng.IntN(parts)
+		var v string
+		switch r := rng.IntN(100); {
+		case r < 2:
+			v = `{"k": "a", "t": "not a time"}`
+		case r < 8:
+			v = fmt.Sprintf(`{"k": "k%d", "t": %d, "v": %d}`, rng.IntN(5), maxTs-3000-rng.Int64N(4000), rng.IntN(9))
+		default:
+			maxTs += rng.Int64N(300)
+			v = fmt.Sprintf(`{"k": "k%d", "t": %d, "v": %d}`, rng.IntN(5), maxTs-rng.Int64N(1500), rng.IntN(9))
+		}
+		out = append(out, crashInput{int32(p), next[p], v})
+		next[p]++
+	}
+	return out
+}
+
+// crashConfigs cover tumbling and sliding, both emit modes, lateness 0
+// and > 0, and aggregates of every state kind.
+var crashConfigs = map[string]string{
+	"tumbling": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 2s, allowed_lateness: 1s}
+aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: f, fn: first, field: v}, {name: d, fn: count_distinct, field: v}, {name: q, fn: quantile, field: v, q: 0.5}]
+`,
+	"sliding": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+watermark: {max_out_of_orderness: 500ms}
+window: {type: sliding, size: 3s, slide: 1s, allowed_lateness: 1500ms}
+aggregates: [{name: n, fn: count}, {name: mx, fn: max, field: v}, {name: l, fn: last, field: v}]
+`,
+	"on_close": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: sliding, size: 2s, slide: 1s, allowed_lateness: 1s, emit: on_close}
+aggregates: [{name: n, fn: count}, {name: a, fn: avg, field: v}]
+`,
+	"no_lateness": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 1s}
+aggregates: [{name: n, fn: count}]
+`,
+}
+
+// feed runs ins through p, skipping records below each partition's
+// resume offset.
+func feed(p *pipeline.Processor, ins []crashInput, from map[int32]int64) {
+	for _, in := range ins {
+		if in.offset < from[in.part] {
+			continue
+		}
+		p.Process(&pipeline.Input{Partition: in.part, Offset: in.offset, Value: []byte(in.value)}, math.MaxInt64)
+	}
+}
+
+// TestRestoreAtEveryOffset: commit after every record in turn, crash, and
+// restore into a new processor from the changelog; what the first
+// processor emitted up to the commit and the second one after it must be
+// what an uninterrupted run emits, exactly (an exactly_once reader's
+// view). Commits are also taken every few records before the crash, so
+// restores read incremental changelogs with tombstones.
+func TestRestoreAtEveryOffset(t *testing.T) {
+	const parts = 3
+	n := 400
+	if testing.Short() || raceEnabled {
+		n = 150
+	}
+	for name, yaml := range crashConfigs {
+		t.Run(name, func(t *testing.T) {
+			const seed = 11
+			ins := crashStream(seed, n, parts)
+			want, wantOut := newProcessor(t, yaml)
+			for p := range int32(parts) {
+				want.Assign(p, 0)
+			}
+			feed(want, ins, nil)
+			want.Flush()
+			for crash := range len(ins) + 1 {
+				first, out1 := newProcessor(t, yaml)
+				for p := range int32(parts) {
+					first.Assign(p, 0)
+				}
+				log := changelog{}
+				for i := range crash {
+					feed(first, ins[i:i+1], nil)
+					if i%7 == 3 {
+						log.write(first.Checkpoint())
+					}
+				}
+				data, positions := first.Checkpoint()
+				log.write(data)
+				log.write(positions)
+
+				second, out2 := newProcessor(t, yaml)
+				from := map[int32]int64{}
+				for p := range int32(parts) {
+					second.Assign(p, 0) // all assigned before the first restore, as the consumer does
+				}
+				for p := range int32(parts) {
+					res, err := second.Restore(p, log.restorer(t, p), 0)
+					if err != nil {
+						t.Fatalf("crash at %d (seed %d): Restore(%d): %v", crash, seed, p, err)
+					}
+					if res.HasPosition {
+						from[p] = res.Position.Offset
+					}
+				}
+				feed(second, ins, from)
+				second.Flush()
+				got := append(out1.results, out2.results...)
+				if !reflect.DeepEqual(got, wantOut.results) {
+					t.Fatalf("crash at %d (seed %d): results differ from an uninterrupted run:\n%s", crash, seed, firstDiff(got, wantOut.results))
+				}
+				if l := append(out1.late, out2.late...); !reflect.DeepEqual(l, wantOut.late) {
+					t.Fatalf("crash at %d (seed %d): late events %v, want %v", crash, seed, l, wantOut.late)
+				}
+			}
+		})
+	}
+}
+
+// Records processed after the last commit are processed again after a
+// crash (at_least_once): the repeated outputs are identical.
+func TestRestoreRepeatsIdentically(t *testing.T) {
+	ins := crashStream(5, 300, 2)
+	yaml := crashConfigs["sliding"]
+	want, wantOut := newProcessor(t, yaml)
+	want.Assign(0, 0)
+	want.Assign(1, 0)
+	feed(want, ins, nil)
+	for _, commitAt := range []int{0, 50, 120, 299} {
+		first, out1 := newProcessor(t, yaml)
+		first.Assign(0, 0)
+		first.Assign(1, 0)
+		feed(first, ins[:commitAt], nil)
+		log := changelog{}
+		data, positions := first.Checkpoint()
+		log.write(data)
+		log.write(positions)
+		before := len(out1.results)
+		feed(first, ins[commitAt:], nil) // outputs after the commit, then a crash
+
+		second, out2 := newProcessor(t, yaml)
+		from := map[int32]int64{}
+		second.Assign(0, 0)
+		second.Assign(1, 0)
+		for p := range int32(2) {
+			res, err := second.Restore(p, log.restorer(t, p), 0)
+			if err != nil {
+				t.Fatalf("Restore: %v", err)
+			}
+			from[p] = res.Position.Offset
+		}
+		feed(second, ins, from)
+		if repeated := out1.results[before:]; len(out2.results)+len(repeated) > 0 && !reflect.DeepEqual(out2.results, repeated) {
+			t.Fatalf("commit at %d: repeated results differ:\n%s", commitAt, firstDiff(out2.results, out1.results[before:]))
+		}
+		if !reflect.DeepEqual(out1.results, wantOut.results) {
+			t.Fatalf("commit at %d: first run differs from the reference", commitAt)
+		}
+	}
+}
+
+// A commit cut short (at_least_once: some of its changelog records were
+// written, not its positions) is left out of a restore as a whole, and
+// the restore repairs the keys it touched.
+func TestRestoreLeavesOutACommitCutShort(t *testing.T) {
+	yaml := crashConfigs["tumbling"]
+	ins := crashStream(9, 200, 1)
+	p1, _ := newProcessor(t, yaml)
+	p1.Assign(0, 0)
+	feed(p1, ins[:100], nil)
+	log := changelog{}
+	data, positions := p1.Checkpoint()
+	log.write(data)
+	log.write(positions)
+	feed(p1, ins[100:150], nil)
+	data, _ = p1.Checkpoint() // its positions are never written
+	log.write(data[:len(data)/2+1])
+
+	restoreAt := func(log changelog) (*pipeline.Processor, *tape, state.Result) {
+		p, out := newProcessor(t, yaml)
+		p.Assign(0, 0)
+		res, err := p.Restore(0, log.restorer(t, 0), 0)
+		if err != nil {
+			t.Fatalf("Restore: %v", err)
+		}
+		return p, out, res
+	}
+	clean := changelog{0: log[0][:len(log[0])-len(data[:len(data)/2+1])]}
+	_, _, want := restoreAt(clean)
+	p2, out2, got := restoreAt(log)
+	if got.Position != want.Position || len(got.Repairs) == 0 {
+		t.Fatalf("restore with a commit cut short: position %+v, %d repairs; want position %+v and repairs", got.Position, len(got.Repairs), want.Position)
+	}
+	p3, out3, _ := restoreAt(clean)
+	feed(p2, ins, map[int32]int64{0: got.Position.Offset})
+	feed(p3, ins, map[int32]int64{0: want.Position.Offset})
+	if !reflect.DeepEqual(out2.results, out3.results) {
+		t.Fatalf("after a commit cut short:\n%s", firstDiff(out2.results, out3.results))
+	}
+	// The repairs, written with the next commit, supersede the records
+	// cut short: the changelog alone then restores the same state.
+	log.write(p2.Checkpoint())
+	p4, out4, _ := restoreAt(log)
+	p5, out5, _ := restoreAt(changelog{0: log[0][len(clean[0]):]})
+	feed(p4, ins, nil)
+	feed(p5, ins, nil)
+	_ = out5
+	if len(out4.results) == 0 {
+		t.Fatal("no results after restoring a repaired changelog")
+	}
+}
+
+func firstDiff[T any](got, want []T) string {
+	for i := range min(len(got), len(want)) {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			return fmt.Sprintf("at %d of %d/%d:\n got %+v\nwant %+v", i, len(got), len(want), got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d, want %d", len(got), len(want))
+}
