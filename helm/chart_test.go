@@ -234,6 +234,10 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"bad severity":                 {"prometheusRule: {alerts: {deadLetters: {severity: urgent}}}", "severity"},
 		"both PDB bounds":              {"podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: 1}", "podDisruptionBudget"},
 		"grace period a string":        {"terminationGracePeriodSeconds: soon", "terminationGracePeriodSeconds"},
+		"typo in a state key":          {"config: {state: {changelog: calls-state}}", "changelog"},
+		"bad commit interval":          {"config: {state: {commit_interval: 100 ms}}", "commit_interval"},
+		"transaction_timeout with at_least_once": {
+			"config: {delivery: at_least_once, state: {transaction_timeout: 30s}}", "transaction_timeout"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -319,5 +323,58 @@ func TestServicePortFollowsListenAddress(t *testing.T) {
 	}
 	if got := container(t, d.Spec.Template.Spec).Ports[0].ContainerPort; got != 8080 {
 		t.Errorf("containerPort = %d, want 8080 from config.http.listen", got)
+	}
+}
+
+// TestNotesListStateAndACLs checks that NOTES.txt names the changelog topic
+// and every ACL the principal needs (SPEC §7), following delivery and
+// sink.create_topics.
+func TestNotesListStateAndACLs(t *testing.T) {
+	tests := map[string]struct {
+		vals       map[string]any
+		want, deny []string
+	}{
+		"defaults": {readValues(t, ""), []string{
+			"Changelog topic (window state): calls-aggregator-changelog, compacted,",
+			"Created at start when missing.",
+			"needs (delivery: exactly_once):",
+			"Group calls-aggregator: Read\n",
+			"Topic calls-windows, calls-late, calls-dlq: Write, Describe, Create\n",
+			"Topic calls-aggregator-changelog: Read, Write, Describe, DescribeConfigs, Create\n",
+			"TransactionalId prefix calls-aggregator- (ids are calls-aggregator-<hostname>-<pid>-<random>): Write, Describe\n",
+			"Cluster: IdempotentWrite",
+		}, nil},
+		"full": {readValues(t, fullValues), []string{
+			"Changelog topic (window state): calls-aggregator-state, compacted,",
+			"(calls, calls-eu together)",
+			"sink.create_topics is false: create it before the pods start.",
+			"principal User:aggregator needs (delivery: exactly_once):",
+			"Topic calls-aggregator-state: Read, Write, Describe, DescribeConfigs\n",
+			"TransactionalId prefix calls-aggregator-",
+		}, []string{"Create\n", "Created at start"}},
+		"at_least_once": {parseValues(t, "config: {delivery: at_least_once}"), []string{
+			"needs (delivery: at_least_once):",
+			"Topic calls-aggregator-changelog: Read, Write, Describe, DescribeConfigs, Create\n",
+			"Cluster: IdempotentWrite",
+		}, []string{"TransactionalId"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			files, err := render(t, tt.vals)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			notes := files["aggregator/templates/NOTES.txt"]
+			for _, s := range tt.want {
+				if !strings.Contains(notes, s) {
+					t.Errorf("NOTES.txt lacks %q:\n%s", s, notes)
+				}
+			}
+			for _, s := range tt.deny {
+				if strings.Contains(notes, s) {
+					t.Errorf("NOTES.txt has %q:\n%s", s, notes)
+				}
+			}
+		})
 	}
 }

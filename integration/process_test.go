@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,9 +25,6 @@ sink: {results_topic: %s, late_topic: %s, dead_letter_topic: %s, linger: 1ms}
 http: {listen: "127.0.0.1:0"}
 shutdown_timeout: 10s
 `, resultsTopic, lateTopic, dlqTopic)
-	if !strings.Contains(yaml, "delivery:") {
-		yaml += "delivery: at_least_once\n"
-	}
 	yaml = strings.Replace(yaml, "source:\n", fmt.Sprintf("source:\n  brokers: [%q]\n  topics: [%s]\n  group: aggregator-bin\n", brokers[0], inTopic), 1)
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -98,15 +94,45 @@ func TestSigtermAndRestart(t *testing.T) {
 	}
 }
 
-// delivery: exactly_once is refused at start with exit 2, naming the key.
-func TestExactlyOnceRefused(t *testing.T) {
-	kc := newCluster(t, 1)
-	path := writeConfig(t, callsConfig(tumbling)+"delivery: exactly_once\n", kc.ListenAddrs())
-	cmd, out := startProcess(t, path)
-	err := cmd.Wait()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(out.String(), "delivery") {
-		t.Errorf("run with exactly_once: %v, output %q; want exit 2 naming delivery", err, out)
+// SIGTERM mid-stream and a restart, with each delivery mode: with
+// exactly_once (the default) a read_committed reader sees every result
+// exactly once; with at_least_once repeats are identical.
+func TestSigtermAndRestartByDelivery(t *testing.T) {
+	for _, delivery := range []string{"", "delivery: at_least_once\n"} {
+		name := map[string]string{"": "exactly_once (default)"}[delivery]
+		if name == "" {
+			name = "at_least_once"
+		}
+		t.Run(name, func(t *testing.T) {
+			kc := newCluster(t, 4)
+			brokers := kc.ListenAddrs()
+			path := writeConfig(t, callsConfig(tumbling)+delivery, brokers)
+			cfg := parseConfig(t, callsConfig(tumbling)+delivery, brokers)
+			lines, parts := ordered(1500, base)
+			part := func(i int) int32 { return parts[i] }
+			want := replay(t, cfg, byPartition(lines, parts), noWallClock)
+
+			produce(t, brokers, lines[:700], part)
+			cmd, out := startProcess(t, path)
+			waitCount(t, brokers, resultsTopic, 10)
+			produce(t, brokers, lines[700:1000], part)
+			sigterm(t, cmd, out)
+
+			produce(t, brokers, lines[1000:], part)
+			cmd, out = startProcess(t, path)
+			waitValue(t, brokers, resultsTopic, want.results[len(want.results)-1])
+			sigterm(t, cmd, out)
+
+			recs := readAll(t, brokers, resultsTopic)
+			checkRepeats(t, recs)
+			got := values(recs)
+			if delivery != "" {
+				got = dedupe(got)
+			}
+			if !slices.Equal(contents(got), contents(want.results)) {
+				t.Errorf("results across SIGTERM and restart differ from one run:\n%s", diff(contents(got), contents(want.results)))
+			}
+		})
 	}
 }
 

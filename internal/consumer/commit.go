@@ -90,6 +90,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	if !c.inTxn {
 		return nil // ended by Drain
 	}
+	c.dropRevoked()
 	data, positions := c.proc.Checkpoint()
 	c.produceChangelog(ctx, data)
 	c.produceChangelog(ctx, positions)
@@ -104,6 +105,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	})
 	committed, err := c.sess.End(ctx, kgo.TryCommit)
 	c.inTxn = false
+	c.dropRevoked() // revoked while the transaction ended
 	if err == nil && !committed {
 		c.m.Commits.WithLabelValues("aborted").Inc()
 		c.log.Warn().Msg("transaction aborted (rebalance or fenced); state goes back to the last commit")

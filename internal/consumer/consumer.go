@@ -69,6 +69,9 @@ type Consumer struct {
 	// commit holds it, as a transaction must not end during a poll.
 	polling sync.Mutex
 
+	revokedMu    sync.Mutex // guards revokedQueue
+	revokedQueue []topicPartition
+
 	ready     atomic.Bool
 	unfetched time.Time // last end-offset check of never-fetched partitions
 }
@@ -154,6 +157,7 @@ func (c *Consumer) newClients(reg prometheus.Registerer, extra []kgo.Opt) error 
 	if err != nil {
 		return err
 	}
+	prod = append(prod, kgo.RecordPartitioner(changelogPartitioner{c.changelog, kgo.UniformBytesPartitioner(64<<10, true, true, nil)}))
 	if c.cfg.Delivery == "exactly_once" {
 		opts := append(append(group, prod...),
 			kgo.TransactionalID(transactionalID(c.cfg.Source.Group)),
@@ -173,6 +177,21 @@ func (c *Consumer) newClients(reg prometheus.Registerer, extra []kgo.Opt) error 
 		return fmt.Errorf("kafka consumer: %w", err)
 	}
 	return nil
+}
+
+// changelogPartitioner sends a changelog record to the partition it
+// names (its input partition's dense id) and the outputs as kgo's default
+// partitioner does (by key: a result's revisions stay in one partition).
+type changelogPartitioner struct {
+	changelog string
+	outputs   kgo.Partitioner
+}
+
+func (p changelogPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic == p.changelog {
+		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	return p.outputs.ForTopic(topic)
 }
 
 // transactionalID is unique per process: with KIP-447 the group

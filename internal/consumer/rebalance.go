@@ -28,14 +28,21 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 }
 
 // revoked drops the revoked partitions. With at_least_once their state,
-// outputs and offsets are committed first; with exactly_once the session
-// aborts the open transaction instead (a commit would race the new owner),
-// which the engine goroutine handles: it commits before letting a
-// rebalance in, so that transaction is empty but for rare cases.
+// outputs and offsets are committed first. With exactly_once the session
+// aborts the open transaction instead (a commit would race the new owner);
+// the engine goroutine commits before it lets a rebalance in, so that
+// transaction is usually empty. The session calls this holding the lock
+// that ending a transaction takes, and the engine goroutine ends
+// transactions holding c.mu: so with exactly_once this only queues the
+// partitions, and the engine goroutine drops them (dropRevoked).
 func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if c.sess != nil {
+		c.queueRevoked(revoked)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closing && c.sess == nil {
+	if !c.closing {
 		if err := c.commit(ctx); err != nil {
 			c.log.Error().Err(err).Msg("commit on revoke failed; the next owner repeats some outputs")
 		}
@@ -46,9 +53,40 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // lost drops partitions that another member may own already: committing
 // them could rewind its progress.
 func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if c.sess != nil {
+		c.queueRevoked(lost)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.drop(c.lookup(lost))
+}
+
+// queueRevoked notes partitions to drop. No poll returns their records
+// any more (polls and callbacks exclude each other).
+func (c *Consumer) queueRevoked(m map[string][]int32) {
+	c.revokedMu.Lock()
+	defer c.revokedMu.Unlock()
+	for topic, ns := range m {
+		for _, n := range ns {
+			c.revokedQueue = append(c.revokedQueue, topicPartition{topic, n})
+		}
+	}
+}
+
+// dropRevoked drops the partitions queueRevoked noted. c.mu is held.
+func (c *Consumer) dropRevoked() {
+	c.revokedMu.Lock()
+	q := c.revokedQueue
+	c.revokedQueue = nil
+	c.revokedMu.Unlock()
+	var ps []*partition
+	for _, tp := range q {
+		if p := c.parts[tp]; p != nil {
+			ps = append(ps, p)
+		}
+	}
+	c.drop(ps)
 }
 
 func (c *Consumer) lookup(m map[string][]int32) []*partition {

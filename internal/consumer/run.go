@@ -82,7 +82,11 @@ func (c *Consumer) step(ctx context.Context, p *poll) error {
 func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.dropRevoked()
 	if err := c.restorePending(ctx); err != nil {
+		if ctx.Err() != nil {
+			return false, nil // shutting down: the next owner restores it
+		}
 		return false, err
 	}
 	c.writer.SetFetched(p.fetchedAt)

@@ -50,7 +50,7 @@ func AppendKey(dst []byte, en *windowing.Entry) []byte {
 	}
 	dst = append(dst, version, kind)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(en.Partition))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(en.Start))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(en.Start)^1<<63) // sorts as the number does
 	dst = binary.AppendUvarint(dst, uint64(en.Split))
 	return append(dst, en.ID...)
 }
@@ -152,7 +152,7 @@ func decodeKey(b []byte) (key, error) {
 	if len(b) < 14 {
 		return key{}, fmt.Errorf("%w: key %q: short", ErrCorrupt, b)
 	}
-	k.start = int64(binary.BigEndian.Uint64(b[6:14]))
+	k.start = int64(binary.BigEndian.Uint64(b[6:14]) ^ 1<<63)
 	split, n := binary.Uvarint(b[14:])
 	if n <= 0 || split > uint64(len(b)-14-n) {
 		return key{}, fmt.Errorf("%w: key %q: bad split", ErrCorrupt, b)
@@ -285,9 +285,9 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 	}
 	en.Sketches = make([]*ddsketch.DDSketch, r.count("sketches"))
 	for i := range en.Sketches {
-		sk, err := ddsketch.DecodeDDSketch([]byte(r.str("sketch")), store.DefaultProvider, nil)
+		sk, err := decodeSketch([]byte(r.str("sketch")))
 		if err != nil && r.err == nil {
-			r.err = fmt.Errorf("%w: sketch: %v", ErrCorrupt, err)
+			r.err = err
 		}
 		en.Sketches[i] = sk
 	}
@@ -296,3 +296,28 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 	}
 	return tag, r.err
 }
+
+// decodeSketch decodes a quantile sketch into a sparse store (a corrupt
+// index cannot make it allocate a page per index in between) and checks
+// every bin: an index the mapping can make, a positive finite count.
+func decodeSketch(b []byte) (*ddsketch.DDSketch, error) {
+	sk, err := ddsketch.DecodeDDSketch(b, store.SparseStoreConstructor, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sketch: %v", ErrCorrupt, err)
+	}
+	m := sk.IndexMapping
+	lo, hi := m.Index(m.MinIndexableValue()), m.Index(m.MaxIndexableValue())
+	ok := goodCount(sk.GetZeroCount()) || sk.GetZeroCount() == 0
+	for _, st := range []store.Store{sk.GetPositiveValueStore(), sk.GetNegativeValueStore()} {
+		st.ForEach(func(index int, count float64) bool {
+			ok = ok && index >= lo && index <= hi && goodCount(count)
+			return !ok
+		})
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: sketch: bin out of range", ErrCorrupt)
+	}
+	return sk, nil
+}
+
+func goodCount(c float64) bool { return c > 0 && !math.IsInf(c, 0) }

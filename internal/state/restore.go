@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"aggregator/internal/windowing"
 )
@@ -51,6 +52,8 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 		}
 	case len(tag) == 8:
 		t = binary.BigEndian.Uint64(tag)
+	case tag != nil:
+		return fmt.Errorf("%w: key %q: tombstone tag of %d bytes", ErrCorrupt, key, len(tag))
 	}
 	r.maxTag = max(r.maxTag, t)
 	if k.kind == kindPosition {
@@ -110,8 +113,16 @@ type Repair struct{ Key, Value []byte }
 // then every window; each *Entry is fn's to keep.
 func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: max(r.maxTag, r.posTag) + 1}
+	// In key order: a key's slices by start (the engine appends each after
+	// the last), and the same order on every restore.
+	keys := make([]string, 0, len(r.chains))
+	for key := range r.chains {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
 	var windows []*windowing.Entry
-	for key, c := range r.chains {
+	for _, key := range keys {
+		c := r.chains[key]
 		chosen := -1
 		for i, v := range c {
 			if v.tag <= r.posTag {

@@ -1,0 +1,208 @@
+package state_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+
+	"aggregator/internal/record"
+	"aggregator/internal/state"
+	"aggregator/internal/windowing"
+)
+
+// codecEntries are entries of every kind and aggregate state, for the
+// round trip test and the fuzz seeds.
+func codecEntries(t testing.TB) map[string]*windowing.Entry {
+	sid, sidSplit := groupID("sid", "sid_1")
+	nul, nulSplit := groupID("k", "a\x00b")
+	uni, uniSplit := groupID("k", "héllo 世界 🎉")
+	slice := func(en windowing.Entry) *windowing.Entry {
+		en.Kind, en.ID, en.Split = windowing.SliceEntry, sid, sidSplit
+		return &en
+	}
+	negZero := math.Copysign(0, -1)
+	return map[string]*windowing.Entry{
+		"count only": slice(windowing.Entry{Start: 10_000, Count: 3}),
+		"count zero": slice(windowing.Entry{Start: 0}),
+		"sum and avg": slice(windowing.Entry{Start: 5000, Count: 2, Revision: 1,
+			Nums: []float64{1.5, -2.25}}),
+		"nums special": slice(windowing.Entry{Start: -5000, Count: math.MaxInt64, Revision: math.MaxInt64,
+			Nums: []float64{math.NaN(), math.Inf(1), math.Inf(-1), negZero, 0, math.MaxFloat64,
+				math.SmallestNonzeroFloat64, -math.MaxFloat64, math.Float64frombits(0x7ff0_0000_0000_0001), math.Float64frombits(0xfff8_0000_0000_0000)}}),
+		"picks numeric": slice(windowing.Entry{Start: 1000, Count: 4, Picks: []windowing.Pick{
+			{Value: record.Number(42), Time: 1234, Seq: 1},
+			{Value: record.Number(negZero), Time: math.MinInt64, Seq: 0},
+			{Value: record.Number(math.Inf(-1)), Time: math.MaxInt64, Seq: math.MaxUint64},
+			{Value: record.Value{IsNum: true, Num: math.NaN(), Raw: "NaN"}, Time: -1, Seq: 7},
+			{Value: record.Number(1e-300), Time: 0, Seq: 1 << 63},
+		}}),
+		"picks strings": slice(windowing.Entry{Start: 1000, Count: 5, Picks: []windowing.Pick{
+			{Value: record.Text(""), Time: 1, Seq: 2},
+			{Value: record.Text("héllo 世界 🎉"), Time: -1, Seq: 3},
+			{Value: record.Text("a\x00b\n\"q\""), Time: 2, Seq: 4},
+			{Value: record.Text("\xff\xfe not UTF-8"), Time: 3, Seq: 5},
+			{Value: record.Value{Str: "", Raw: ""}, Time: 4, Seq: 6}, // the zero Value
+		}}),
+		"sets": slice(windowing.Entry{Start: 2000, Count: 6, Sets: []map[string]struct{}{
+			{},
+			{"": {}, "\x00": {}, "a\x00b": {}, "\x00\x00\x00": {}},
+			{"日本": {}, "sid_1": {}, "🎉": {}, "\xff": {}},
+		}}),
+		"sketches": slice(windowing.Entry{Start: 3000, Count: 7, Nums: []float64{-3, 1e9}, Sketches: []*ddsketch.DDSketch{
+			sketch(t),
+			sketch(t, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+			sketch(t, -3, -1, 0, 0, 1e-320, 0.5, 1e9, -1e9),
+			sketch(t, 42),
+		}}),
+		"every kind": {Kind: windowing.SliceEntry, Partition: math.MaxInt32, ID: uni, Split: uniSplit,
+			Start: math.MinInt64, Revision: 3, Count: 9,
+			Nums:     []float64{negZero, math.NaN()},
+			Picks:    []windowing.Pick{{Value: record.Text(""), Time: 5, Seq: 1}, {Value: record.Number(-1), Time: 6, Seq: 2}},
+			Sets:     []map[string]struct{}{{}, {"x\x00": {}}},
+			Sketches: []*ddsketch.DDSketch{sketch(t, 0.001, 1000, 123456)}},
+		"negative partition, max start": slice(windowing.Entry{Partition: -1, Start: math.MaxInt64, Count: 1}),
+		"key with NUL":                  {Kind: windowing.SliceEntry, Partition: 3, ID: nul, Split: nulSplit, Start: 7, Count: 1},
+		"empty key":                     {Kind: windowing.SliceEntry, Start: 7, Count: 1},
+		"key is all sort key":           {Kind: windowing.SliceEntry, ID: "\x02a\x00\x00", Split: 4, Start: 7, Count: 1},
+		"window":                        {Kind: windowing.WindowEntry, Partition: 2, ID: sid, Split: sidSplit, Start: -5000, Revision: 3},
+		"window max revision":           {Kind: windowing.WindowEntry, ID: uni, Split: uniSplit, Start: math.MaxInt64, Revision: math.MaxInt64},
+		"window min start":              {Kind: windowing.WindowEntry, ID: nul, Split: nulSplit, Start: math.MinInt64, Revision: 1},
+	}
+}
+
+// TestCodecRoundTrip: an entry written with AppendKey and AppendValue and
+// read back by a Restorer is the entry.
+func TestCodecRoundTrip(t *testing.T) {
+	for name, en := range codecEntries(t) {
+		for _, tag := range []uint64{1, 127, 128, 1 << 40, math.MaxUint64 - 1} {
+			t.Run(fmt.Sprintf("%s/tag %d", name, tag), func(t *testing.T) {
+				got := restore(t, []rec{entryRec(en, tag), posRec(tag, 0)})
+				gotDesc := describeAll(got.entries)
+				if want := []string{describe(en)}; !slices.Equal(gotDesc, want) {
+					t.Errorf("Finish(AppendValue(en, %d)) = %q,\nwant %q", tag, gotDesc, want)
+				}
+				if got.res.Entries != 1 || len(got.res.Repairs) != 0 || got.res.NextTag != tag+1 {
+					t.Errorf("Finish(AppendValue(en, %d)) = {Entries %d, Repairs %d, NextTag %d}, want {1, 0, %d}",
+						tag, got.res.Entries, len(got.res.Repairs), got.res.NextTag, tag+1)
+				}
+			})
+		}
+	}
+}
+
+// TestCodecTombstone: a tombstone (nil value, tag in TagHeader) after an
+// entry deletes it, for every kind of entry.
+func TestCodecTombstone(t *testing.T) {
+	for name, en := range codecEntries(t) {
+		t.Run(name, func(t *testing.T) {
+			gone := *en
+			gone.Deleted = true
+			log := []rec{entryRec(en, 1), posRec(1, 10), entryRec(&gone, 2), posRec(2, 20)}
+			got := restore(t, log)
+			if len(got.entries) != 0 || len(got.res.Repairs) != 0 || got.res.NextTag != 3 {
+				t.Errorf("Finish(entry, tombstone) = {%d entries, %d repairs, NextTag %d}, want {0, 0, 3}",
+					len(got.entries), len(got.res.Repairs), got.res.NextTag)
+			}
+		})
+	}
+}
+
+func TestCodecPosition(t *testing.T) {
+	tests := map[string]struct {
+		part int32
+		pos  state.Position
+		tag  uint64
+	}{
+		"zero":          {0, state.Position{}, 1},
+		"min":           {0, state.Position{Offset: math.MinInt64, MaxTimestamp: math.MinInt64, Watermark: math.MinInt64, Merged: math.MinInt64}, 2},
+		"max":           {0, state.Position{Offset: math.MaxInt64, MaxTimestamp: math.MaxInt64, Watermark: math.MaxInt64, Merged: math.MaxInt64}, 3},
+		"mixed":         {7, state.Position{Offset: 12345, MaxTimestamp: 1_700_000_000_000, Watermark: -1, Merged: math.MinInt64}, 1 << 40},
+		"max partition": {math.MaxInt32, state.Position{Offset: -1, MaxTimestamp: 1, Watermark: math.MaxInt64, Merged: 0}, 127},
+		"min partition": {math.MinInt32, state.Position{Offset: 1, MaxTimestamp: -1}, math.MaxUint64 - 1},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := state.NewRestorer()
+			if err := r.Add(state.PositionKey(nil, tt.part), state.AppendPosition(nil, tt.pos, tt.tag), nil); err != nil {
+				t.Fatalf("Add(PositionKey(%d), AppendPosition(%+v, %d)) = %v, want nil", tt.part, tt.pos, tt.tag, err)
+			}
+			if got, ok := r.Position(); got != tt.pos || !ok {
+				t.Errorf("Position() = %+v, %v, want %+v, true", got, ok, tt.pos)
+			}
+			res, err := r.Finish(func(*windowing.Entry) error { return nil })
+			want := state.Result{Position: tt.pos, HasPosition: true, NextTag: tt.tag + 1}
+			if err != nil || res.Position != want.Position || !res.HasPosition || res.NextTag != want.NextTag || res.Entries != 0 || len(res.Repairs) != 0 {
+				t.Errorf("Finish() = %+v, %v, want %+v, nil", res, err, want)
+			}
+		})
+	}
+}
+
+// TestAddCorrupt: records this release cannot read are errors that wrap
+// ErrCorrupt, from Add or, for the body of a value, from Finish.
+func TestAddCorrupt(t *testing.T) {
+	en := codecEntries(t)["every kind"]
+	key := state.AppendKey(nil, en)
+	value := state.AppendValue(nil, en, 1)
+	pos := state.AppendPosition(nil, state.Position{Offset: 5}, 1)
+	tests := map[string]rec{
+		"empty key":               {key: nil, value: value},
+		"short key":               {key: key[:5], value: value},
+		"key version 2":           {key: append([]byte{2}, key[1:]...), value: value},
+		"unknown kind":            {key: append([]byte{1, 'x'}, key[2:]...), value: value},
+		"slice key without start": {key: key[:13], value: value},
+		"split past the ID":       {key: append(append([]byte(nil), key[:14]...), 5, 'a'), value: value},
+		"split not a varint":      {key: append(append([]byte(nil), key[:14]...), 0x80), value: value},
+		"long position key":       {key: append(state.PositionKey(nil, 0), 0), value: pos},
+		"value version 2":         {key: key, value: append([]byte{2}, value[1:]...)},
+		"empty value":             {key: key, value: []byte{}},
+		"value without tag":       {key: key, value: []byte{1}},
+		"position truncated":      {key: state.PositionKey(nil, 0), value: pos[:len(pos)-1]},
+		"position version 0":      {key: state.PositionKey(nil, 0), value: append([]byte{0}, pos[1:]...)},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if err := state.NewRestorer().Add(tt.key, tt.value, tt.tag); !errors.Is(err, state.ErrCorrupt) {
+				t.Errorf("Add(%q, %q) = %v, want an error wrapping ErrCorrupt", tt.key, tt.value, err)
+			}
+		})
+	}
+}
+
+// TestFinishCorrupt: a value whose header reads but whose body does not
+// is an error of Finish that wraps ErrCorrupt.
+func TestFinishCorrupt(t *testing.T) {
+	en := codecEntries(t)["every kind"]
+	key := state.AppendKey(nil, en)
+	value := state.AppendValue(nil, en, 1)
+	win := codecEntries(t)["window"]
+	tests := map[string]rec{
+		"truncated":               {key: key, value: value[:len(value)-1]},
+		"header only":             {key: key, value: value[:2]},
+		"bytes left over":         {key: key, value: append(append([]byte(nil), value...), 0)},
+		"huge nums count":         {key: key, value: []byte{1, 1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+		"window revision missing": {key: state.AppendKey(nil, win), value: []byte{1, 1}},
+		// version, tag 1, revision, count, no nums, picks or sets, one
+		// sketch of no bytes: no index mapping.
+		"sketch without mapping": {key: key, value: []byte{1, 1, 0, 0, 0, 0, 0, 1, 0}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := state.NewRestorer()
+			if err := r.Add(tt.key, tt.value, tt.tag); err != nil {
+				t.Fatalf("Add(%q, %q) = %v, want nil", tt.key, tt.value, err)
+			}
+			if err := r.Add(state.PositionKey(nil, 0), state.AppendPosition(nil, state.Position{}, 1), nil); err != nil {
+				t.Fatalf("Add(position) = %v, want nil", err)
+			}
+			_, err := r.Finish(func(*windowing.Entry) error { return nil })
+			if !errors.Is(err, state.ErrCorrupt) {
+				t.Errorf("Finish() of %q = %v, want an error wrapping ErrCorrupt", tt.value, err)
+			}
+		})
+	}
+}
