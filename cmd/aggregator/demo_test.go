@@ -27,7 +27,7 @@ func TestDemoConfigIsValid(t *testing.T) {
 	}
 	got := fmt.Sprintf("%s %v %v %v %d %s", cfg.Delivery, cfg.Window.Size, cfg.Watermark.MaxOutOfOrderness,
 		cfg.Window.AllowedLateness, len(cfg.Aggregates), cfg.HTTP.Listen)
-	if want := "at_least_once 5s 1s 2s 4 :9090"; got != want {
+	if want := "exactly_once 5s 1s 2s 4 :9090"; got != want {
 		t.Errorf("demoConfig() = %s, want %s", got, want)
 	}
 }

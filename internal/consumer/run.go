@@ -100,7 +100,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	if err := c.writer.Err(); err != nil {
 		return false, err
 	}
-	return ctx.Err() == nil && c.clock().Sub(c.lastCommit) >= c.cfg.State.CommitInterval, nil
+	return ctx.Err() == nil && time.Since(c.lastCommit) >= c.cfg.State.CommitInterval, nil
 }
 
 // apply runs the poll's records through the pipeline, partition by

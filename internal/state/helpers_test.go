@@ -142,7 +142,8 @@ func restore(t testing.TB, log []rec) restored {
 	}
 	var out restored
 	res, err := r.Finish(func(en *windowing.Entry) error {
-		out.entries = append(out.entries, en)
+		c := *en // a slice's Entry is lent
+		out.entries = append(out.entries, &c)
 		return nil
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"aggregator/internal/windowing"
 )
@@ -11,7 +12,8 @@ import (
 // A Restorer rebuilds one changelog partition's state from its records,
 // given in log order from the start.
 type Restorer struct {
-	chains  map[string]chain // by record key
+	chains  map[string]*chain // by record key
+	values  []byte            // the kept values, one after another (revision.off)
 	pos     Position
 	posTag  uint64
 	hasPos  bool
@@ -24,12 +26,19 @@ type Restorer struct {
 type chain []revision
 
 type revision struct {
-	tag   uint64
-	value []byte // nil: a tombstone
+	tag      uint64
+	off, len int // the value in Restorer.values; len -1: a tombstone
 }
 
 // NewRestorer returns an empty Restorer.
-func NewRestorer() *Restorer { return &Restorer{chains: map[string]chain{}} }
+func NewRestorer() *Restorer { return &Restorer{chains: map[string]*chain{}} }
+
+func (r *Restorer) value(v revision) []byte {
+	if v.len < 0 {
+		return nil
+	}
+	return r.values[v.off : v.off+v.len : v.off+v.len]
+}
 
 // Records returns how many records Add was given.
 func (r *Restorer) Records() int { return r.records }
@@ -69,23 +78,28 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 		return nil
 	}
 	c := r.chains[string(key)]
+	if c == nil {
+		c = &chain{}
+		r.chains[string(key)] = c
+	}
 	// Keep the newest revision not past the last position, and what
 	// follows it; a revision of the same tag supersedes.
 	keep := 0
-	for i, v := range c {
+	for i, v := range *c {
 		if v.tag <= r.posTag {
 			keep = i
 		}
 	}
-	c = c[keep:]
-	for len(c) > 0 && c[len(c)-1].tag == t {
-		c = c[:len(c)-1]
+	*c = (*c)[keep:]
+	for len(*c) > 0 && (*c)[len(*c)-1].tag == t {
+		*c = (*c)[:len(*c)-1]
 	}
-	var v []byte
+	v := revision{tag: t, off: len(r.values), len: -1}
 	if value != nil {
-		v = append([]byte(nil), value...)
+		r.values = append(r.values, value...)
+		v.len = len(value)
 	}
-	r.chains[string(key)] = append(c, revision{tag: t, value: v})
+	*c = append(*c, v)
 	return nil
 }
 
@@ -110,19 +124,25 @@ type Result struct {
 type Repair struct{ Key, Value []byte }
 
 // Finish hands fn the partition's committed entries, every slice first,
-// then every window; each *Entry is fn's to keep.
+// then every window. A slice's *Entry is valid during the call only (the
+// engine copies it), a window's is fn's to keep.
 func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: max(r.maxTag, r.posTag) + 1}
 	// In key order: a key's slices by start (the engine appends each after
 	// the last), and the same order on every restore.
-	keys := make([]string, 0, len(r.chains))
-	for key := range r.chains {
-		keys = append(keys, key)
+	type keyed struct {
+		key string
+		c   *chain
 	}
-	slices.Sort(keys)
-	var windows []*windowing.Entry
-	for _, key := range keys {
-		c := r.chains[key]
+	all := make([]keyed, 0, len(r.chains))
+	for key, c := range r.chains {
+		all = append(all, keyed{key, c})
+	}
+	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	var windows []keyed
+	var en windowing.Entry // slices are lent to fn; windows are kept
+	for _, kc := range all {
+		c := *kc.c
 		chosen := -1
 		for i, v := range c {
 			if v.tag <= r.posTag {
@@ -130,29 +150,32 @@ func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 			}
 		}
 		if chosen != len(c)-1 {
-			rep := Repair{Key: []byte(key)}
-			if chosen >= 0 && c[chosen].value != nil {
-				rep.Value = retag(c[chosen].value, res.NextTag)
+			rep := Repair{Key: []byte(kc.key)}
+			if chosen >= 0 && c[chosen].len >= 0 {
+				rep.Value = retag(r.value(c[chosen]), res.NextTag)
 			}
 			res.Repairs = append(res.Repairs, rep)
 		}
-		if chosen < 0 || c[chosen].value == nil {
+		if chosen < 0 || c[chosen].len < 0 {
 			continue
 		}
-		en, err := decode([]byte(key), c[chosen].value)
-		if err != nil {
+		if kc.key[1] == kindWindow {
+			windows = append(windows, keyed{kc.key, &chain{c[chosen]}})
+			continue
+		}
+		if err := decode([]byte(kc.key), r.value(c[chosen]), &en); err != nil {
 			return Result{}, err
 		}
-		if en.Kind == windowing.WindowEntry {
-			windows = append(windows, en)
-			continue
-		}
-		if err := fn(en); err != nil {
+		if err := fn(&en); err != nil {
 			return Result{}, err
 		}
 		res.Entries++
 	}
-	for _, en := range windows {
+	for _, kc := range windows {
+		en := &windowing.Entry{}
+		if err := decode([]byte(kc.key), r.value((*kc.c)[0]), en); err != nil {
+			return Result{}, err
+		}
 		if err := fn(en); err != nil {
 			return Result{}, err
 		}
@@ -161,20 +184,20 @@ func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 	return res, nil
 }
 
-// decode makes an Entry of a slice or window record.
-func decode(key, value []byte) (*windowing.Entry, error) {
+// decode fills en from a slice or window record.
+func decode(key, value []byte, en *windowing.Entry) error {
 	k, err := decodeKey(key)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	en := &windowing.Entry{Kind: windowing.SliceEntry, Partition: k.partition, ID: k.id, Split: k.split, Start: k.start}
+	*en = windowing.Entry{Kind: windowing.SliceEntry, Partition: k.partition, ID: k.id, Split: k.split, Start: k.start}
 	if k.kind == kindWindow {
 		en.Kind = windowing.WindowEntry
 	}
 	if _, err := decodeEntry(value, en); err != nil {
-		return nil, fmt.Errorf("key %q: %w", key, err)
+		return fmt.Errorf("key %q: %w", key, err)
 	}
-	return en, nil
+	return nil
 }
 
 // retag returns value with its tag replaced.
