@@ -136,9 +136,6 @@ func TestRemovePartition(t *testing.T) {
 	if n := e.OpenWindows(); n != 2 {
 		t.Errorf("OpenWindows() after removing partition 1 = %d, want 2", n)
 	}
-	if off, ok := e.MinOpenOffset(1); ok {
-		t.Errorf("MinOpenOffset(1) after removal = %d, true, want false", off)
-	}
 	e.Advance(math.MaxInt64)
 	for _, r := range c.got {
 		if r.Partition == 1 {
@@ -150,41 +147,6 @@ func TestRemovePartition(t *testing.T) {
 	}
 }
 
-// TestMinOpenOffset: a record's offset is held until its latest window is
-// dropped (cleanupTime <= W), across keys.
-func TestMinOpenOffset(t *testing.T) {
-	e, _ := newEngine(t, params{"tumbling", 10, 0, 0, 5, "on_watermark"}.config(sumCount...))
-	a, af := textKey("a")
-	b, bf := textKey("b")
-	steps := []struct {
-		add    *record.Record // nil: only advance
-		wm     int64
-		off    int64
-		ok     bool
-		reason string
-	}{
-		{nil, math.MinInt64 + 1, 0, false, "nothing held"},
-		{rec(0, 7, a, af, 3, 1), math.MinInt64 + 1, 7, true, "first record"},
-		{rec(0, 8, b, bf, 12, 1), math.MinInt64 + 1, 7, true, "second window"},
-		{nil, 9, 7, true, "[0,10) fired, not dropped"},
-		{rec(0, 9, b, bf, 4, 1), 13, 7, true, "late record into [0,10)"},
-		{nil, 14, 8, true, "[0,10) dropped at cleanup 14"},
-		{rec(0, 10, a, af, 2, 1), 14, 8, true, "late event is not held"},
-		{nil, 24, 0, false, "all dropped"},
-	}
-	for _, s := range steps {
-		if s.add != nil {
-			e.Add(s.add)
-		}
-		e.Advance(s.wm)
-		if off, ok := e.MinOpenOffset(0); off != s.off && s.ok || ok != s.ok {
-			t.Errorf("%s: MinOpenOffset(0) = %d, %v, want %d, %v", s.reason, off, ok, s.off, s.ok)
-		}
-	}
-}
-
-// TestEndOfTime: a window whose cleanup overflows is never dropped before
-// the flush; one whose end overflows ends at MaxInt64.
 func TestEndOfTime(t *testing.T) {
 	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 3_600_000, "on_watermark"}.config(sumCount...))
 	key, fields := textKey("k")

@@ -134,18 +134,6 @@ func (r *reference) RemovePartition(p int32) {
 	}
 }
 
-func (r *reference) MinOpenOffset(p int32) (int64, bool) {
-	lowest, ok := int64(math.MaxInt64), false
-	for id, w := range r.wins {
-		for _, rec := range w.recs {
-			if id.part == p {
-				lowest, ok = min(lowest, rec.offset), true
-			}
-		}
-	}
-	return lowest, ok
-}
-
 func (r *reference) window(w *refWin) windowing.Window {
 	end := w.id.start + r.p.size
 	if w.id.start > math.MaxInt64-r.p.size {

@@ -105,13 +105,10 @@ func (e *Engine) dropped(kind EntryKind, k *keyState, start int64, flags uint8) 
 
 // forget drops what partition p's changelog lacks: p is leaving.
 func (c *changes) forget(e *Engine, p int32) {
-	c.panes = slices.DeleteFunc(c.panes, func(r paneRef) bool {
-		if e.keys.at(r.key).part != p {
-			return false
-		}
-		e.pool.hdr(r.pane).flags &^= flagDirty
-		return true
-	})
+	// The newest entry of a live dirty pane names its key; older entries
+	// may name a key the pane no longer has, and are skipped by its flags
+	// anyway. Freeing p's panes clears their flags.
+	c.panes = slices.DeleteFunc(c.panes, func(r paneRef) bool { return e.keys.at(r.key).part == p })
 	c.wins = slices.DeleteFunc(c.wins, func(r winRef) bool { return e.keys.at(r.key).part == p })
 	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
 }
@@ -244,6 +241,9 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 			}
 		}
 		for i, sk := range en.Sketches {
+			if sk == nil {
+				return fmt.Errorf("restore: slice at %d of %s: no quantile sketch", en.Start, en.ID[en.Split:])
+			}
 			if err := v.ext.sketches[i].MergeWith(sk); err != nil {
 				return fmt.Errorf("restore: slice at %d of %s: quantile sketch: %w", en.Start, en.ID[en.Split:], err)
 			}
