@@ -14,7 +14,10 @@ import (
 
 // Input is one record as read from Kafka or a replay file.
 type Input struct {
-	Topic      string
+	Topic string
+	// Partition is the partition's dense id: partitions of all input
+	// topics numbered one after another (the consumer maps it back to the
+	// Kafka partition for outputs). Replay's one topic: the partition.
 	Partition  int32
 	Offset     int64
 	Key, Value []byte
@@ -61,7 +64,7 @@ type Processor struct {
 	marks    *watermark.Merged
 	engine   *windowing.Engine
 	out      Output
-	futureMs int64 // 0 = no future guard
+	futureMs int64     // 0 = no future guard
 	parts    []partPos // by partition id
 }
 
