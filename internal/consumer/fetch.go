@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -76,6 +77,32 @@ type fetcher struct {
 	c     *Consumer
 	free  chan *poll // polls neither decoding nor held by the engine goroutine; cap pollsInFlight
 	ready chan *poll // polls in poll order; cap pollsInFlight, so the fetcher never waits to send; closed when the fetcher ends
+
+	// A commit that needs c.polling (exactly_once) ends the poll under
+	// way rather than wait up to tickInterval for records to arrive.
+	commitWaits atomic.Bool
+	cancelMu    sync.Mutex
+	cancelPoll  context.CancelFunc // of the poll under way; nil between polls
+}
+
+// interrupt ends the poll under way, and the next one at once if it
+// begins before the commit has c.polling.
+func (f *fetcher) interrupt() {
+	f.commitWaits.Store(true)
+	f.cancelMu.Lock()
+	defer f.cancelMu.Unlock()
+	if f.cancelPoll != nil {
+		f.cancelPoll()
+	}
+}
+
+func (f *fetcher) setCancel(cancel context.CancelFunc) {
+	f.cancelMu.Lock()
+	defer f.cancelMu.Unlock()
+	f.cancelPoll = cancel
+	if cancel != nil && f.commitWaits.Load() {
+		cancel()
+	}
 }
 
 func newFetcher(c *Consumer) (*fetcher, error) {
@@ -150,8 +177,10 @@ func (f *fetcher) next(ctx context.Context) *poll {
 func (f *fetcher) poll(ctx context.Context, p *poll) {
 	pctx, cancel := context.WithTimeout(ctx, tickInterval)
 	f.c.polling.Lock()
+	f.setCancel(cancel)
 	p.epoch = f.c.epoch.Load()
 	fs := f.c.cl.PollRecords(pctx, maxPollRecords)
+	f.setCancel(nil)
 	f.c.polling.Unlock()
 	cancel()
 	p.fetchedAt = f.c.clock()
