@@ -15,6 +15,12 @@
 // partitions in order of window end, then key (record.Compare field by
 // field), then partition.
 //
+// For durable state (snapshot.go), the Engine notes what changed since the
+// last Changes call (a flag per pane and sliding window, a list of dirty
+// ones, tombstones of dropped ones that were handed out) and restores a
+// partition's entries; a restored window that fired never fires again with
+// less than it had, whatever the new owner's watermark.
+//
 // The package is pure: it never reads the clock. Times are int64
 // milliseconds. An Engine is not safe for concurrent use.
 package windowing
