@@ -111,20 +111,29 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		return err
 	}
 	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		// End calls this once it has flushed: kgo would commit a
+		// transaction some of whose records failed; it must abort instead.
+		if err := c.writer.Err(); err != nil {
+			return err
+		}
 		setTxnOffsets(req, offsets)
 		return nil
 	})
+	// End waits for the lost and revoked callbacks when the group moves
+	// on; they run only once rebalances are allowed. No poll is under way
+	// (c.polling is held), and with exactly_once they only queue.
+	c.cl.AllowRebalance()
 	committed, err := c.sess.End(ctx, kgo.TryCommit)
 	c.inTxn = false
 	c.dropRevoked() // revoked while the transaction ended
-	if err == nil && !committed {
-		c.m.Commits.WithLabelValues("aborted").Inc()
-		c.log.Warn().Msg("transaction aborted (rebalance or fenced); state goes back to the last commit")
-		c.resetState()
-	} else if committed {
+	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
+	} else {
+		c.m.Commits.WithLabelValues("aborted").Inc()
+		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
+		c.resetState()
 	}
-	if err != nil {
+	if err != nil && !kerr.IsRetriable(err) {
 		return fmt.Errorf("end transaction: %w", err)
 	}
 	if c.closing {

@@ -304,7 +304,20 @@ func (c *Consumer) Close() {
 
 func (c *Consumer) close() {
 	if c.sess != nil {
-		c.sess.Close() // aborts an open transaction and leaves the group
+		// Closing does not end a transaction: abort it, or it holds back
+		// read_committed readers (and restores) until the broker times it out.
+		c.mu.Lock()
+		open := c.inTxn
+		c.inTxn = false
+		c.mu.Unlock()
+		if open {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if _, err := c.sess.End(ctx, kgo.TryAbort); err != nil {
+				c.log.Warn().Err(err).Msg("abort the open transaction")
+			}
+			cancel()
+		}
+		c.sess.Close() // leaves the group
 	} else {
 		c.cl.Close() // leaves the group; the revoke callback sees closing
 	}

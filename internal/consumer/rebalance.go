@@ -11,6 +11,7 @@ import (
 func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.dropRevoked() // a partition revoked and assigned again starts afresh
 	now := c.nowMs()
 	for topic, ps := range added {
 		for _, n := range ps {

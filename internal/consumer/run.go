@@ -116,8 +116,8 @@ func (c *Consumer) apply(pl *poll) {
 		}
 		for i := pp.lo; i < pp.hi; i++ {
 			d := &pl.recs[i]
-			if d.in.Offset < p.start {
-				continue
+			if d.in.Offset < max(p.start, p.next) {
+				continue // in the state already: restored, or applied before the client rewound
 			}
 			out := c.proc.ProcessDecoded(&d.in, &d.rec, d.kind, d.err, now)
 			p.counts[out]++
