@@ -124,7 +124,7 @@ type Sink struct {
 type State struct {
 	ChangelogTopic     string        `yaml:"changelog_topic"`     // default "<source.group>-changelog"
 	CommitInterval     time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
-	TransactionTimeout time.Duration `yaml:"transaction_timeout"` // default 60s: exactly_once only; the broker aborts a transaction open longer than this
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"` // default 10s (as Kafka Streams): exactly_once only; the broker aborts a transaction open longer than this
 }
 
 // HTTP is the metrics and probes endpoint.

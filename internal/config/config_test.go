@@ -335,7 +335,7 @@ func TestDefaults(t *testing.T) {
 		HTTP:            HTTP{Listen: ":9090"},
 		Log:             Log{Level: "info", Format: "json"},
 		ShutdownTimeout: 25 * time.Second,
-		State:           State{CommitInterval: 100 * time.Millisecond, TransactionTimeout: 60 * time.Second}, // no group, no changelog topic
+		State:           State{CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}, // no group, no changelog topic
 	}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse(minimal) = %+v, %v; want %+v", c, err, want)

@@ -68,7 +68,7 @@ func defaults() Config {
 		HTTP:            HTTP{Listen: ":9090"},
 		Log:             Log{Level: "info", Format: "json"},
 		ShutdownTimeout: 25 * time.Second,
-		State:           State{CommitInterval: 100 * time.Millisecond, TransactionTimeout: 60 * time.Second},
+		State:           State{CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second},
 	}
 }
 

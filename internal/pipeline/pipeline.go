@@ -71,6 +71,7 @@ type Processor struct {
 // partPos is what the changelog needs of one partition besides its windows.
 type partPos struct {
 	assigned bool
+	restored bool   // Restore ran: its records are applied from now on
 	next     int64  // offset after the last record processed; -1 none since restore
 	written  int64  // next as of the last checkpoint
 	tag      uint64 // the tag of its next checkpoint
@@ -261,7 +262,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		data = append(data, r)
 		p.parts[en.Partition].written = -2 // its position must be written too
 	})
-	w := p.marks.Current()
+	w := p.engine.Watermark()
 	for id := range p.parts {
 		pp := &p.parts[id]
 		if !pp.assigned || pp.next < 0 || pp.next == pp.written {
@@ -271,7 +272,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp,
 			// The merged watermark is a floor of the partition's own: its
 			// records were judged against it, and its next owner goes on from there.
-			Watermark: max(gen.Watermark, w), Merged: w}
+			Watermark: max(gen.Watermark, p.engine.Judged(int32(id))), Merged: w, Floor: p.engine.Judged(int32(id))}
 		positions = append(positions, ChangelogRecord{Partition: int32(id), Key: state.PositionKey(nil, int32(id)),
 			Value: state.AppendPosition(nil, pos, pp.tag), Tag: pp.tag})
 		pp.written = pp.next
@@ -289,6 +290,24 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 	dropped := int64(math.MinInt64)
 	if pos, ok := r.Position(); ok {
 		dropped = pos.Merged
+		// Its records were judged against its previous owner's watermark,
+		// and go on being so at least. If this instance's watermark is
+		// ahead of the partition's own, it goes back to it before the
+		// restored windows are judged due (the other partitions' records
+		// keep being judged against the one they had): else the
+		// partition's windows fire early and its on-time records are
+		// judged against the others' watermark.
+		p.engine.SetFloor(partition, pos.Floor)
+		if wm := pos.Watermark; wm < p.engine.Watermark() {
+			var others []int32
+			for id, o := range p.parts {
+				if id != int(partition) && o.assigned && o.restored {
+					others = append(others, int32(id))
+				}
+			}
+			p.marks.Lower(wm)
+			p.engine.Rewind(wm, others)
+		}
 	}
 	res, err := r.Finish(func(en *windowing.Entry) error {
 		if en.Partition != partition {
@@ -301,7 +320,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		return res, err
 	}
 	pp := &p.parts[partition]
-	pp.tag, pp.repairs = res.NextTag, res.Repairs
+	pp.tag, pp.repairs, pp.restored = res.NextTag, res.Repairs, true
 	if res.HasPosition {
 		pp.next = res.Position.Offset
 		pp.written = res.Position.Offset

@@ -40,6 +40,9 @@ type Position struct {
 	// Merged is the merged watermark at the commit: the windows whose
 	// cleanup time it had reached were dropped, and are not restored.
 	Merged int64
+	// Floor is the watermark the partition's records were judged against
+	// (at least Merged: see windowing.Engine.Judged).
+	Floor int64
 }
 
 // AppendKey appends the changelog key of en.
@@ -104,7 +107,8 @@ func AppendPosition(dst []byte, p Position, tag uint64) []byte {
 	dst = binary.AppendVarint(dst, p.Offset)
 	dst = binary.AppendVarint(dst, p.MaxTimestamp)
 	dst = binary.AppendVarint(dst, p.Watermark)
-	return binary.AppendVarint(dst, p.Merged)
+	dst = binary.AppendVarint(dst, p.Merged)
+	return binary.AppendVarint(dst, p.Floor)
 }
 
 // AppendTag appends the TagHeader value of tag.
@@ -239,7 +243,7 @@ func (r *reader) header() uint64 {
 func decodePosition(b []byte) (Position, uint64, error) {
 	r := reader{b: b}
 	tag := r.header()
-	p := Position{Offset: r.varint("offset"), MaxTimestamp: r.varint("max timestamp"), Watermark: r.varint("watermark"), Merged: r.varint("merged watermark")}
+	p := Position{Offset: r.varint("offset"), MaxTimestamp: r.varint("max timestamp"), Watermark: r.varint("watermark"), Merged: r.varint("merged watermark"), Floor: r.varint("floor")}
 	return p, tag, r.err
 }
 

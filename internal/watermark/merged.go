@@ -160,6 +160,11 @@ func (m *Merged) recompute() bool {
 	return any
 }
 
+// Lower lowers W to wm if it is above: a partition restored with that
+// watermark joined (SPEC §7: its watermark moves with it). W rises again
+// as the partitions' watermarks do.
+func (m *Merged) Lower(wm int64) { m.w = min(m.w, wm) }
+
 // Current returns the merged watermark W.
 func (m *Merged) Current() int64 { return m.w }
 

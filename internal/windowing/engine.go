@@ -1,6 +1,7 @@
 package windowing
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -44,6 +45,11 @@ type Engine struct {
 	// restoredMin is the earliest window start restored since the last
 	// FinishRestore; math.MaxInt64 for none.
 	restoredMin int64
+	// floors, by partition, is a watermark the partition's records are
+	// judged against at least: the one they were judged against before
+	// the watermark went down (Rewind) or before the partition moved here
+	// (SetFloor). Below wm it changes nothing.
+	floors []int64
 
 	keys  keySlab
 	table keyTable
@@ -144,11 +150,55 @@ func (e *Engine) checkWindow() error {
 // before the first).
 func (e *Engine) Watermark() int64 { return e.wm }
 
+// Judged returns the watermark a record of partition p is judged against:
+// the watermark, or p's floor if higher.
+func (e *Engine) Judged(p int32) int64 {
+	if int(p) < len(e.floors) {
+		return max(e.wm, e.floors[p])
+	}
+	return e.wm
+}
+
+// SetFloor makes partition p's records judged against wm at least: the
+// watermark of p's previous owner, which dropped its windows by it.
+func (e *Engine) SetFloor(p int32, wm int64) {
+	for int(p) >= len(e.floors) {
+		e.floors = append(e.floors, math.MinInt64)
+	}
+	e.floors[p] = max(e.floors[p], wm)
+}
+
+// Rewind lowers the watermark to wm: a partition whose watermark is below
+// it was assigned (SPEC §7: its state and watermark moved with it). The
+// partitions in keep (the others) go on being judged against the current
+// watermark, so no record of theirs changes fate; their windows that fired
+// stay fired (an on-time firing skips them; a record into one fires it
+// late); windows not fired yet fire when the watermark comes back.
+func (e *Engine) Rewind(wm int64, keep []int32) {
+	if wm >= e.wm {
+		return
+	}
+	for _, p := range keep {
+		e.SetFloor(p, e.wm)
+	}
+	e.wm = wm
+	if !e.onClose {
+		i, _ := slices.BinarySearchFunc(e.buckets, wm, func(b *bucket, wm int64) int {
+			return cmp.Compare(e.maxTimestamp(b.start), wm+1) // the first bucket not due at wm
+		})
+		e.fired = min(e.fired, i)
+	}
+	e.nextDue = e.dueTime()
+}
+
 // OpenWindows returns the number of open (key, window) pairs.
 func (e *Engine) OpenWindows() int { return e.open }
 
 // RemovePartition drops a revoked partition's state without firing.
 func (e *Engine) RemovePartition(p int32) {
+	if int(p) < len(e.floors) {
+		e.floors[p] = math.MinInt64
+	}
 	e.changes.forget(e, p)
 	kept := e.buckets[:0]
 	fired := 0

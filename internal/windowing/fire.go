@@ -17,13 +17,14 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	if t := rec.Time; t < c.from || t >= c.to {
 		e.assign(t)
 	}
-	if c.lastCleanup <= e.wm {
+	wm := e.Judged(rec.Partition)
+	if c.lastCleanup <= wm {
 		return Outcome{Kind: LateEvent, Missed: e.window(c.last)}
 	}
 	first, kind, firstMaxTs := c.first, Aggregated, c.firstMaxTs
-	if c.firstCleanup <= e.wm {
+	if c.firstCleanup <= wm {
 		kind = PartiallyLate
-		for first += e.slide; e.cleanupTime(first) <= e.wm; first += e.slide {
+		for first += e.slide; e.cleanupTime(first) <= wm; first += e.slide {
 		}
 		firstMaxTs = e.maxTimestamp(first)
 	}
@@ -42,10 +43,10 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	}
 	switch {
 	case e.onClose:
-	case e.wm < e.aheadUntil:
-		e.fireAhead(ki, k, first, last)
-	case firstMaxTs <= e.wm:
-		e.fireLate(ki, k, first, last)
+	case wm < e.aheadUntil:
+		e.fireAhead(ki, k, first, last, wm)
+	case firstMaxTs <= wm:
+		e.fireLate(ki, k, first, last, wm)
 	}
 	return Outcome{Kind: kind}
 }
@@ -167,10 +168,10 @@ func (e *Engine) firstStart(t int64) int64 {
 }
 
 // fireLate fires, latest start first, the windows starting in [first,
-// last] that are already due.
-func (e *Engine) fireLate(ki int32, k *keyState, first, last int64) {
+// last] that are already due at wm.
+func (e *Engine) fireLate(ki int32, k *keyState, first, last, wm int64) {
 	due := int64(0)
-	for n := (last-first)/e.slide + 1; due < n && e.maxTimestamp(first+due*e.slide) <= e.wm; due++ {
+	for n := (last-first)/e.slide + 1; due < n && e.maxTimestamp(first+due*e.slide) <= wm; due++ {
 	}
 	for i := due - 1; i >= 0; i-- {
 		e.emit(ki, k, first+i*e.slide, Late)

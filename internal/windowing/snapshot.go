@@ -303,9 +303,9 @@ func (e *Engine) FinishRestore() {
 // under a higher watermark than e's: it fires, latest start first, the
 // windows starting in [first, last] that are due or have fired before, as
 // the previous owner would have.
-func (e *Engine) fireAhead(ki int32, k *keyState, first, last int64) {
+func (e *Engine) fireAhead(ki int32, k *keyState, first, last, wm int64) {
 	for s := last; s >= first; s -= e.slide {
-		if e.maxTimestamp(s) <= e.wm || e.revision(ki, k, s) > 0 {
+		if e.maxTimestamp(s) <= wm || e.revision(ki, k, s) > 0 {
 			e.emit(ki, k, s, Late)
 		}
 	}
