@@ -198,7 +198,7 @@ func TestKeyErrorMessage(t *testing.T) {
 		"unknown state key suggests": {doc(map[string]string{"state": "{changlog_topic: x}"}), nil,
 			`state.changlog_topic = "x": unknown key (did you mean state.changelog_topic?)`},
 		"commit_interval against the default": {doc(map[string]string{"state": "{commit_interval: 90s}"}), nil,
-			`state.commit_interval = "90s": must be shorter than state.transaction_timeout (1m), or the brokers abort every transaction`},
+			`state.commit_interval = "90s": must be shorter than state.transaction_timeout (10s), or the brokers abort every transaction`},
 		"transaction_timeout against commit_interval": {doc(map[string]string{"state": "{commit_interval: 5s, transaction_timeout: 5000ms}"}), nil,
 			`state.transaction_timeout = "5000ms": must be longer than state.commit_interval (5s): a transaction stays open that long`},
 		"transaction_timeout with at_least_once": {doc(map[string]string{"delivery": "at_least_once", "state": "{transaction_timeout: 30s}"}), nil,

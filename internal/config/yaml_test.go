@@ -83,7 +83,7 @@ func TestYAMLState(t *testing.T) {
 		want     string
 	}{
 		"exactly_once": {map[string]string{"source": "{group: g, timestamp: {field: t}}"},
-			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 1m\n"},
+			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 10s\n"},
 		"at_least_once leaves out transaction_timeout": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "delivery": "at_least_once"},
 			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n"},
 	}
@@ -140,8 +140,8 @@ func TestLoadExample(t *testing.T) {
 		"aggregates": {c.Aggregates, []Aggregate{{Name: "total_duration", Fn: "sum", Field: "duration"}}},
 		"sink topics": {[]string{c.Sink.ResultsTopic, c.Sink.LateTopic, c.Sink.DeadLetterTopic},
 			[]string{"calls-windows", "calls-late", "calls-dlq"}},
-		"delivery":      {c.Delivery, "at_least_once"},
-		"state":         {c.State, State{ChangelogTopic: "calls-aggregator-changelog", CommitInterval: 100 * time.Millisecond, TransactionTimeout: time.Minute}},
+		"delivery":      {c.Delivery, "exactly_once"},
+		"state":         {c.State, State{ChangelogTopic: "calls-aggregator-changelog", CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}},
 		"ValidateKafka": {c.ValidateKafka(), nil},
 	}
 	for name, check := range checks {
