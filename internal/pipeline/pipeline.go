@@ -173,7 +173,7 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 	}
 	res := p.engine.Add(rec)
 	if res.Kind == windowing.LateEvent {
-		p.out.Late(in, rec.Time, p.engine.Watermark(), res.Missed)
+		p.out.Late(in, rec.Time, p.engine.Judged(in.Partition), res.Missed)
 	}
 	p.marks.OnEvent(in.Partition, rec.Time, now)
 	p.advance()
@@ -289,7 +289,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
 	dropped := int64(math.MinInt64)
 	if pos, ok := r.Position(); ok {
-		dropped = pos.Merged
+		dropped = max(pos.Merged, pos.Floor)
 		// Its records were judged against its previous owner's watermark,
 		// and go on being so at least. If this instance's watermark is
 		// ahead of the partition's own, it goes back to it before the
