@@ -100,7 +100,13 @@ func startWith(t testing.TB, cfg config.Config, clock func() time.Time, reg *pro
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{c: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- c.Run(ctx) }()
+	go func() {
+		err := c.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "integration: a service's Run returned early: %v\n", err)
+		}
+		s.done <- err
+	}()
 	t.Cleanup(func() { s.crash() })
 	return s
 }

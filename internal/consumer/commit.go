@@ -247,9 +247,7 @@ func (c *Consumer) commitBeforeRebalance(ctx context.Context) {
 	if c.sess == nil {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-	defer cancel()
-	if err := c.lockedCommit(cctx); err != nil {
+	if err := c.commitNow(ctx); err != nil {
 		c.log.Error().Err(err).Msg("commit before rebalance")
 	}
 }

@@ -68,14 +68,38 @@ func (c *Consumer) logFetchErrors(fs kgo.Fetches) {
 // step restores newly assigned partitions, applies one poll's records,
 // ticks the watermark, updates the metrics and commits when due.
 func (c *Consumer) step(ctx context.Context, p *poll) error {
+	if c.sess != nil && c.restoreWaits() {
+		// A restore can take long: the open transaction is committed
+		// first, so that the broker does not abort it meanwhile.
+		if err := c.commitNow(ctx); err != nil {
+			return err
+		}
+	}
 	due, err := c.process(ctx, p)
 	if err != nil || !due {
 		return err
 	}
-	// A commit under way finishes even if shutdown begins meanwhile.
+	return c.commitNow(ctx)
+}
+
+// commitNow commits; a commit under way finishes even if shutdown begins
+// meanwhile.
+func (c *Consumer) commitNow(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	return c.lockedCommit(cctx)
+}
+
+// restoreWaits reports whether an assigned partition waits for its restore.
+func (c *Consumer) restoreWaits() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.parts {
+		if !p.restored {
+			return true
+		}
+	}
+	return false
 }
 
 // process applies the poll and reports whether a commit is due.
