@@ -160,6 +160,7 @@ func (c *Consumer) resetState() {
 		panic(fmt.Sprintf("pipeline: %v", err))
 	}
 	c.proc = proc
+	c.proc.TrackState()
 	c.epoch.Add(1)
 	c.writer.Discard()
 	now := c.nowMs()

@@ -93,6 +93,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	if c.proc, err = pipeline.New(cfg, c); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
+	c.proc.TrackState()
 	if c.fetch, err = newFetcher(c); err != nil {
 		return nil, err
 	}

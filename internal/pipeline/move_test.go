@@ -334,6 +334,7 @@ func TestMoveLateWatermark(t *testing.T) {
 			if err != nil {
 				t.Fatalf("pipeline.New: %v", err)
 			}
+			b.TrackState()
 			restore(t, b, m.log, 0)
 			feed(b, m.p0[cut0:more0], nil)
 			restore(t, b, m.log, 1)

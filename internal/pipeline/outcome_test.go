@@ -45,6 +45,7 @@ func newProcessor(t *testing.T, yaml string) (*pipeline.Processor, *tape) {
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
+	p.TrackState()
 	return p, out
 }
 

@@ -228,6 +228,11 @@ func (p *Processor) OpenWindows() int { return p.engine.OpenWindows() }
 // IdleCount counts idle partitions.
 func (p *Processor) IdleCount() int { return p.marks.IdleCount() }
 
+// TrackState makes p note the changes of its state from now on, for
+// Checkpoint; call it before the first record of a processor that is
+// checkpointed.
+func (p *Processor) TrackState() { p.engine.TrackChanges() }
+
 // ChangelogRecord is one record for the changelog partition of an input
 // partition. A nil Value is a tombstone; it carries Tag in the
 // state.TagHeader header.

@@ -38,6 +38,7 @@ type Engine struct {
 	seq     uint64 // arrival number of the last record, for first/last ties
 
 	changes changes // what the changelog lacks (snapshot.go)
+	track   bool    // TrackChanges was called
 	// aheadUntil is the largest maxTimestamp of a restored window that
 	// had fired under its previous owner's higher watermark; while the
 	// watermark is below it, Add checks revisions (see fireAhead).
@@ -266,22 +267,30 @@ func (e *Engine) freeBucket(b *bucket) {
 // keyOf returns the slab index and state of rec's key in partition part,
 // creating them if needed.
 func (e *Engine) keyOf(part int32, rec *record.Record) (int32, *keyState) {
+	tag := e.table.hash(part, rec.Key)
+	if ki, k := e.findKey(part, tag, rec.Key); k != nil {
+		return ki, k
+	}
+	return e.newKey(part, tag, rec)
+}
+
+// findKey returns the key of partition part with the given text and hash
+// tag, or a nil *keyState if there is none.
+func (e *Engine) findKey(part int32, tag uint32, key string) (int32, *keyState) {
 	t := &e.table
-	tag := t.hash(part, rec.Key)
 	m := t.mask()
 	for i := t.home(tag); ; i = (i + 1) & m {
 		s := t.slots[i]
 		if s == 0 {
-			break
+			return 0, nil
 		}
 		if uint32(s>>32) == tag {
 			ki := int32(uint32(s) - 1)
-			if k := e.keys.at(ki); k.part == part && k.key() == rec.Key {
+			if k := e.keys.at(ki); k.part == part && k.key() == key {
 				return ki, k
 			}
 		}
 	}
-	return e.newKey(part, tag, rec)
 }
 
 func (e *Engine) newKey(part int32, tag uint32, rec *record.Record) (int32, *keyState) {

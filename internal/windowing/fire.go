@@ -37,7 +37,9 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	} else {
 		e.agg.add(e.pool.view(pi), rec, e.seq)
 	}
-	e.markPane(pi, ki)
+	if e.track {
+		e.markPane(pi, ki)
+	}
 	if e.fifo {
 		e.fifoNote(ki, paneStart, rec, e.seq)
 	}

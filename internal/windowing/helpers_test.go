@@ -46,6 +46,7 @@ func newEngine(t testing.TB, cfg config.Config) (*windowing.Engine, *collector) 
 	if err != nil {
 		t.Fatalf("NewEngine(%+v) = %v", cfg.Window, err)
 	}
+	e.TrackChanges()
 	return e, c
 }
 

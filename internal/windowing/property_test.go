@@ -178,6 +178,7 @@ func crash(t *testing.T, at string, e *windowing.Engine, cfg config.Config, sink
 	if err != nil {
 		t.Fatalf("%s: crash: NewEngine: %v", at, err)
 	}
+	r.TrackChanges()
 	r.Advance(e.Watermark()) // a no-op at math.MinInt64
 	if err := store.restore(r, rng); err != nil {
 		t.Fatalf("%s: crash: %v", at, err)

@@ -40,9 +40,9 @@ type refWin struct {
 }
 
 type refRec struct {
-	t, offset int64
-	seq       uint64
-	values    []record.Value
+	t      int64
+	seq    uint64
+	values []record.Value
 }
 
 func newReference(p params, aggs []config.Aggregate) *reference {
@@ -71,7 +71,7 @@ func (r *reference) Add(rec *record.Record) windowing.Outcome {
 			rw = &refWin{id: id, fields: slices.Clone(rec.KeyFields)}
 			r.wins[id] = rw
 		}
-		rw.recs = append(rw.recs, refRec{rec.Time, rec.Offset, r.seq, slices.Clone(rec.Values)})
+		rw.recs = append(rw.recs, refRec{rec.Time, r.seq, slices.Clone(rec.Values)})
 		if r.p.emit != "on_close" && w.MaxTimestamp() <= r.wm {
 			r.fire(rw, windowing.Late)
 		}

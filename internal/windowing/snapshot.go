@@ -79,8 +79,16 @@ type goneRef struct {
 	start int64
 }
 
+// TrackChanges makes e note what changes from now on, for Changes. An
+// engine that is never checkpointed (replay) does not track: the notes
+// would pile up.
+func (e *Engine) TrackChanges() { e.track = true }
+
 // markPane notes that pane i (of key ki) changed.
 func (e *Engine) markPane(i, ki int32) {
+	if !e.track {
+		return
+	}
 	h := e.pool.hdr(i)
 	if h.flags&flagDirty == 0 {
 		h.flags |= flagDirty
@@ -90,7 +98,7 @@ func (e *Engine) markPane(i, ki int32) {
 
 // markWin notes that key ki's sliding window w changed revision.
 func (e *Engine) markWin(ki int32, w *win) {
-	if w.flags&flagDirty == 0 {
+	if e.track && w.flags&flagDirty == 0 {
 		w.flags |= flagDirty
 		e.changes.wins = append(e.changes.wins, winRef{ki, w.start})
 	}
@@ -326,21 +334,9 @@ func (e *Engine) revision(ki int32, k *keyState, start int64) int64 {
 
 // keyByID returns key id of partition part, creating it if needed.
 func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
-	key := id[split:]
-	t := &e.table
-	tag := t.hash(part, key)
-	m := t.mask()
-	for i := t.home(tag); ; i = (i + 1) & m {
-		s := t.slots[i]
-		if s == 0 {
-			break
-		}
-		if uint32(s>>32) == tag {
-			ki := int32(uint32(s) - 1)
-			if k := e.keys.at(ki); k.part == part && k.key() == key {
-				return ki, k
-			}
-		}
+	tag := e.table.hash(part, id[split:])
+	if ki, k := e.findKey(part, tag, id[split:]); k != nil {
+		return ki, k
 	}
 	ki := e.keys.alloc(!e.tumbling)
 	k := e.keys.at(ki)
