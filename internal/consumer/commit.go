@@ -48,7 +48,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	data, positions := c.proc.Checkpoint()
 	c.produceChangelog(ctx, data)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
-	if err := c.flush(ctx); err != nil {
+	if err := c.flushRewriting(ctx); err != nil {
 		return err
 	}
 	c.produceChangelog(ctx, positions)
@@ -69,6 +69,21 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	}
 	c.m.Commits.WithLabelValues("committed").Inc()
 	return nil
+}
+
+// flushRewriting is flush for outputs and state changes: the outputs
+// refused for themselves (too large, invalid) get their stubs written in
+// their place, until all is written or a failure of another kind.
+func (c *Consumer) flushRewriting(ctx context.Context) error {
+	for {
+		if err := c.pr.Flush(ctx); err != nil {
+			return fmt.Errorf("flush outputs: %w", err)
+		}
+		err := c.writer.Err()
+		if err == nil || !c.writer.RewriteRefused(ctx) {
+			return err
+		}
+	}
 }
 
 // flush waits for every record given to the producer; it fails if one
@@ -107,7 +122,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	c.produceChangelog(ctx, data)
 	c.produceChangelog(ctx, positions)
 	c.writer.Sync()
-	if err := c.writer.Err(); err != nil {
+	if err := c.writer.Err(); err != nil && !c.writer.OnlyRefused() {
 		return err
 	}
 	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
@@ -126,6 +141,10 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	committed, err := c.sess.End(ctx, kgo.TryCommit)
 	c.inTxn = false
 	c.dropRevoked() // revoked while the transaction ended
+	// Outputs refused for themselves (too large, invalid) abort the
+	// transaction; they are written as stubs when their records are
+	// processed again.
+	refused := c.writer.OnlyRefused()
 	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
 	} else {
@@ -133,7 +152,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
 		c.resetState()
 	}
-	if err != nil && !kerr.IsRetriable(err) {
+	if err != nil && !kerr.IsRetriable(err) && !refused {
 		return fmt.Errorf("end transaction: %w", err)
 	}
 	if c.closing {
