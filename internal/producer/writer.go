@@ -50,7 +50,7 @@ type Writer struct {
 	resultDone          func(*kgo.Record, error) // the promise of results caused by those records
 	lateDone, deadDone  func(*kgo.Record, error)
 	copiedResultDone    func(*kgo.Record, error) // of a result produced again by RewriteRefused
-	pool                sync.Pool // *resultRecord: a result's record is reused once acknowledged
+	pool                sync.Pool                // *resultRecord: a result's record is reused once acknowledged
 
 	cur      *batch             // being filled by the engine goroutine
 	queue    chan *batch        // to the writer goroutine, in order
@@ -63,10 +63,10 @@ type Writer struct {
 
 	mu           sync.Mutex // guards what follows
 	err          error
-	otherFailure bool              // a failure since the last Discard or RewriteRefused was not per record
+	otherFailure bool               // a failure since the last Discard or RewriteRefused was not per record
 	refused      map[uint64]refusal // by identity, each output refused per record
 	refusedRecs  []*kgo.Record      // refused since the last Discard or RewriteRefused
-	anyRefused   atomic.Bool       // refused is not empty
+	anyRefused   atomic.Bool        // refused is not empty
 
 	warnMu   sync.Mutex // guards the rate of unwritable's warn lines
 	lastWarn time.Time
