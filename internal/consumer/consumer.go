@@ -30,6 +30,9 @@ const (
 	// commitTimeout bounds a commit: flushing outputs and state, and
 	// committing offsets (or the transaction).
 	commitTimeout = 30 * time.Second
+	// unjoinedLeave bounds the wait to leave a group never joined, so
+	// that SIGTERM ends the process within a second before it joins.
+	unjoinedLeave = 500 * time.Millisecond
 	// maxPollRecords bounds one batch, so a rebalance waits little.
 	maxPollRecords = 10_000
 )
@@ -77,6 +80,7 @@ type Consumer struct {
 	revokedQueue []topicPartition
 
 	ready     atomic.Bool
+	joined    atomic.Bool // partitions were assigned once
 	unfetched time.Time // last end-offset check of never-fetched partitions
 }
 
@@ -400,8 +404,14 @@ func (c *Consumer) close(ctx context.Context) {
 		}
 	}
 	// Leaves the group (a static member stays: its restart takes its
-	// partitions back); the revoke callback sees closing.
-	if err := c.cl.LeaveGroupContext(ctx); err != nil {
+	// partitions back); the revoke callback sees closing. A join still
+	// under way (brokers not answering it) is not waited for long.
+	if !c.joined.Load() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, unjoinedLeave)
+		defer cancel()
+	}
+	if err := c.cl.LeaveGroupContext(ctx); err != nil && c.joined.Load() {
 		c.log.Warn().Err(err).Msg("leave the group")
 	}
 	if c.sess != nil {

@@ -1,0 +1,244 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// The service at start-up and under broker outages, run as a user runs
+// it: the binary, its exit status, its log and its probes.
+
+// lockedBuffer is the output of a process, read while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// freePort returns a TCP port of 127.0.0.1 that nothing listens on.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// binaryRun is `aggregator run` with its output and probes at hand.
+type binaryRun struct {
+	cmd     *exec.Cmd
+	out     *lockedBuffer
+	probes  string // http://host:port
+	exited  chan error
+	started time.Time
+}
+
+// startBinary runs `aggregator run --config path` with the environment
+// overrides env (KEY=value) and its probes on a port of its own.
+func startBinary(t testing.TB, path string, env ...string) *binaryRun {
+	t.Helper()
+	needBinary(t)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(binary, "run", "--config", path)
+	cmd.Env = append(append(os.Environ(), "AGGREGATOR_HTTP_LISTEN="+listen), env...)
+	b := &binaryRun{cmd: cmd, out: &lockedBuffer{}, probes: "http://" + listen, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = b.out, b.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b.started = time.Now()
+	go func() { b.exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return b
+}
+
+// status returns the HTTP status of a probe, or 0 if it does not answer.
+func (b *binaryRun) status(probe string) int {
+	resp, err := http.Get(b.probes + probe)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitFor polls cond every 20ms until it holds, or fails after d.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// wait returns the exit status and how long the process took to exit, or
+// fails if it still runs after d.
+func (b *binaryRun) wait(t testing.TB, d time.Duration) (int, time.Duration) {
+	t.Helper()
+	began := time.Now()
+	select {
+	case err := <-b.exited:
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+		return code, time.Since(began)
+	case <-time.After(d):
+		t.Fatalf("still running %v later\n%s", d, b.out)
+		return 0, 0
+	}
+}
+
+// sigterm sends SIGTERM and returns the exit status and how long after it
+// the process exited.
+func (b *binaryRun) sigterm(t testing.TB) (int, time.Duration) {
+	t.Helper()
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	return b.wait(t, 30*time.Second)
+}
+
+// Brokers down at start: the service retries (a warn line per attempt,
+// /readyz 503, /healthz 200) and does not exit; once they are up for good
+// it joins and processes everything. SIGTERM while they are down: exit 0
+// within a second.
+func TestBrokersDownAtStart(t *testing.T) {
+	port := freePort(t)
+	brokers := []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	path := writeConfig(t, callsConfig(tumbling), brokers)
+
+	t.Run("SIGTERM while down", func(t *testing.T) {
+		b := startBinary(t, path)
+		waitFor(t, 10*time.Second, "a retry warning", func() bool { return strings.Contains(b.out.String(), "connect to Kafka failed; retrying") })
+		if got := b.status("/readyz"); got != http.StatusServiceUnavailable {
+			t.Errorf("/readyz while the brokers are down = %d, want 503", got)
+		}
+		if got := b.status("/healthz"); got != http.StatusOK {
+			t.Errorf("/healthz while the brokers are down = %d, want 200", got)
+		}
+		code, took := b.sigterm(t)
+		t.Logf("SIGTERM while the brokers are down: exit %d after %v", code, took.Round(time.Millisecond))
+		if code != 0 || took > time.Second {
+			t.Errorf("SIGTERM while the brokers are down: exit %d after %v, want 0 within 1s\n%s", code, took, b.out)
+		}
+	})
+
+	t.Run("down for 5s, then up", func(t *testing.T) {
+		cfg := parseConfig(t, callsConfig(tumbling), brokers)
+		lines := calls(600, 4, 5)
+		want := replay(t, cfg, onePartition(lines), noWallClock)
+		b := startBinary(t, path)
+		time.Sleep(5 * time.Second) // the outage: nothing listens on the port
+		if out := b.out.String(); !strings.Contains(out, "connection refused") {
+			t.Errorf("log after 5s of outage does not give the cause (connection refused):\n%s", out)
+		}
+		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(1, inTopic),
+			kfake.SeedTopics(1, resultsTopic, lateTopic, dlqTopic))
+		if err != nil {
+			t.Fatalf("kfake on port %d: %v", port, err)
+		}
+		t.Cleanup(kc.Close)
+		produce(t, brokers, lines, func(int) int32 { return 0 })
+		waitValue(t, brokers, resultsTopic, want.results[len(want.results)-1])
+		waitFor(t, 10*time.Second, "/readyz 200", func() bool { return b.status("/readyz") == http.StatusOK })
+		if code, took := b.sigterm(t); code != 0 {
+			t.Errorf("SIGTERM: exit %d after %v, want 0\n%s", code, took, b.out)
+		}
+		if got := dedupe(values(readAll(t, brokers, resultsTopic))); !slices.Equal(got, want.results) {
+			t.Errorf("results after the outage differ from replay's:\n%s", diff(got, want.results))
+		}
+	})
+}
+
+// A broker that accepts connections and never answers: SIGTERM during
+// start-up ends the process at once, exit 0.
+func TestSigtermWhileBrokerSilent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	path := writeConfig(t, callsConfig(tumbling), []string{ln.Addr().String()})
+	b := startBinary(t, path)
+	time.Sleep(3 * time.Second)
+	if got := b.status("/readyz"); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while the broker is silent = %d, want 503", got)
+	}
+	code, took := b.sigterm(t)
+	t.Logf("SIGTERM 3s into start-up against a silent broker: exit %d after %v", code, took.Round(time.Millisecond))
+	if code != 0 || took > time.Second {
+		t.Errorf("SIGTERM 3s into start-up: exit %d after %v, want 0 within 1s\n%s", code, took, b.out)
+	}
+}
+
+// A wrong SASL password: exit 1 at once (retrying cannot fix it), and the
+// message says authentication failed.
+func TestWrongSASLPassword(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "admin-pw"),
+		kfake.SeedTopics(1, inTopic, resultsTopic, lateTopic, dlqTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	path := writeConfig(t, callsConfig(tumbling)+"\n", kc.ListenAddrs())
+	b := startBinary(t, path, "AGGREGATOR_SOURCE_SASL_MECHANISM=PLAIN", "AGGREGATOR_SOURCE_SASL_USERNAME=admin",
+		"AGGREGATOR_SOURCE_SASL_PASSWORD=not-the-password")
+	code, _ := b.wait(t, 20*time.Second)
+	took := time.Since(b.started)
+	out := b.out.String()
+	t.Logf("wrong SASL password: exit %d %v after start:\n%s", code, took.Round(time.Millisecond), out)
+	if code != 1 || !strings.Contains(out, "aggregator: authentication failed (SASL)") || strings.Contains(out, "not-the-password") {
+		t.Errorf("wrong SASL password: exit %d, want 1 with \"authentication failed (SASL)\" and no password:\n%s", code, out)
+	}
+}
