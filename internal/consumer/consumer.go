@@ -81,7 +81,7 @@ type Consumer struct {
 
 	ready     atomic.Bool
 	joined    atomic.Bool // partitions were assigned once
-	unfetched time.Time // last end-offset check of never-fetched partitions
+	unfetched time.Time   // last end-offset check of never-fetched partitions
 }
 
 // New returns a Consumer of cfg; it does no I/O: Run connects. extra is
