@@ -102,6 +102,12 @@ func TestStaticMembershipTakeover(t *testing.T) {
 			if code, took := b.sigterm(t); code != 0 {
 				t.Errorf("SIGTERM: exit %d after %v, want 0\n%s", code, took, b.out)
 			}
+			// A static member leaves on SIGTERM too: a pod stopped for
+			// good does not hold its partitions for the session timeout.
+			groups, err := kadm.NewClient(client(t, brokers)).DescribeGroups(context.Background(), binGroup)
+			if g := groups[binGroup]; err != nil || g.Err != nil || len(g.Members) != 0 {
+				t.Errorf("group after SIGTERM = %+v, %v; want no member", g, err)
+			}
 			checkRepeats(t, readAll(t, brokers, resultsTopic))
 		})
 	}

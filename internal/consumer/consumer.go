@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"aggregator/internal/cluster"
 	"aggregator/internal/config"
@@ -351,7 +354,8 @@ func (c *Consumer) noteReach() {
 }
 
 // Drain ends the service after Run returned: it fires nothing early,
-// commits the state, outputs and offsets, and leaves the group. Open
+// commits the state, outputs and offsets, and leaves the group (a static
+// member too). Open
 // windows are in the changelog: the partition's next owner continues them.
 func (c *Consumer) Drain(ctx context.Context) error {
 	c.setReady(false)
@@ -365,12 +369,13 @@ func (c *Consumer) Drain(ctx context.Context) error {
 	if err != nil {
 		err = fmt.Errorf("drain: %w", err)
 	}
-	c.close(ctx)
+	c.close(ctx, true)
 	return err
 }
 
-// Close leaves the group and closes the clients without committing (a
-// crash, as far as state and offsets are concerned).
+// Close leaves the group (a static member stays in it) and closes the
+// clients without committing (a crash, as far as state and offsets are
+// concerned).
 func (c *Consumer) Close() {
 	c.setReady(false)
 	if c.writer == nil {
@@ -381,13 +386,13 @@ func (c *Consumer) Close() {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.close(ctx)
+	c.close(ctx, false)
 }
 
 // close leaves the group and closes the clients, waiting for the brokers
 // no longer than ctx allows (shutdown_timeout: with the brokers gone, the
 // group coordinator expires the member after source.session_timeout).
-func (c *Consumer) close(ctx context.Context) {
+func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 	if c.sess != nil {
 		// Closing does not end a transaction: abort it, or it holds back
 		// read_committed readers (and restores) until the broker times it out.
@@ -421,6 +426,38 @@ func (c *Consumer) close(ctx context.Context) {
 	}
 	c.writer.Close() // drops what was not handed to the producer: uncommitted
 	c.pr.Close()
+	if leaveStatic && c.cfg.Source.InstanceID != "" && c.joined.Load() {
+		c.leaveStatic(ctx)
+	}
+}
+
+// leaveStatic takes a static member out of the group, as Kafka Streams'
+// close with leaveGroup does: a pod stopped for good (a rollout, a scale
+// down) does not leave its partitions waiting for source.session_timeout.
+// The client is closed first: it would join again otherwise.
+func (c *Consumer) leaveStatic(ctx context.Context) {
+	cl, err := kgo.NewClient(c.readOpts...)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("leave the group as a static member")
+		return
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = c.cfg.Source.Group
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.InstanceID = &c.cfg.Source.InstanceID
+	m.Reason = kmsg.StringPtr("aggregator shutting down")
+	req.Members = append(req.Members, m)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		for _, m := range resp.Members {
+			err = errors.Join(err, kerr.ErrorForCode(m.ErrorCode))
+		}
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+		c.log.Warn().Err(err).Str("instance_id", c.cfg.Source.InstanceID).Msg("leave the group as a static member")
+	}
 }
 
 // id is the dense id of tp.
