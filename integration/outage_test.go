@@ -242,3 +242,71 @@ func TestWrongSASLPassword(t *testing.T) {
 		t.Errorf("wrong SASL password: exit %d, want 1 with \"authentication failed (SASL)\" and no password:\n%s", code, out)
 	}
 }
+
+// The brokers go away while the service runs and come back 15s later (on
+// the same ports, with their data): the service does not exit, /readyz is
+// 503 while they are away (after 10s without an answer) and 200 again
+// after, and it goes on with what was produced meanwhile.
+func TestBrokersLostWhileRunning(t *testing.T) {
+	rc := newRestartable(t, 1)
+	brokers := rc.kc.ListenAddrs()
+	path := writeConfig(t, callsConfig(tumbling)+"\n", brokers)
+	lines, parts := ordered(1200, base)
+	part := func(i int) int32 { return parts[i] }
+	ends := func(n int) map[int32]int64 {
+		m := map[int32]int64{}
+		for _, p := range parts[:n] {
+			m[p]++
+		}
+		return m
+	}
+	produce(t, brokers, lines[:600], part)
+	b := startBinary(t, path)
+	waitGroupCommitted(t, brokers, ends(600), waitTimeout)
+	waitFor(t, 10*time.Second, "/readyz 200", func() bool { return b.status("/readyz") == http.StatusOK })
+
+	rc.kc.Close()
+	lost := time.Now()
+	waitFor(t, 20*time.Second, "/readyz 503 with the brokers away", func() bool { return b.status("/readyz") == http.StatusServiceUnavailable })
+	t.Logf("/readyz 503 %v after the brokers went away", time.Since(lost).Round(time.Millisecond))
+	time.Sleep(time.Until(lost.Add(15 * time.Second)))
+	select {
+	case err := <-b.exited:
+		t.Fatalf("the service exited while the brokers were away: %v\n%s", err, b.out)
+	default:
+	}
+	rc.restart(t, make(chan struct{}))
+	back := time.Now()
+	produceParts(t, brokers, lines, 600, part)
+	waitGroupCommitted(t, brokers, ends(len(lines)), waitTimeout)
+	waitFor(t, 20*time.Second, "/readyz 200 with the brokers back", func() bool { return b.status("/readyz") == http.StatusOK })
+	t.Logf("everything produced meanwhile committed and /readyz 200 %v after the brokers came back", time.Since(back).Round(time.Millisecond))
+	if code, took := b.sigterm(t); code != 0 {
+		t.Errorf("SIGTERM: exit %d after %v, want 0\n%s", code, took, b.out)
+	}
+	checkRepeats(t, readAll(t, brokers, resultsTopic))
+}
+
+// SIGTERM while the brokers are away, after the group was joined: the
+// service exits 0 within shutdown_timeout (10s here), having committed
+// what it could (nothing); the next owner goes on from the last commit.
+func TestSigtermWhileBrokersLost(t *testing.T) {
+	kc := newCluster(t, 2)
+	brokers := kc.ListenAddrs()
+	path := writeConfig(t, callsConfig(tumbling)+"\n", brokers)
+	lines, parts := ordered(400, base)
+	produce(t, brokers, lines, func(i int) int32 { return parts[i] % 2 })
+	b := startBinary(t, path)
+	ends := map[int32]int64{}
+	for _, p := range parts {
+		ends[p%2]++
+	}
+	waitGroupCommitted(t, brokers, ends, waitTimeout)
+	kc.Close()
+	time.Sleep(time.Second)
+	code, took := b.sigterm(t)
+	t.Logf("SIGTERM with the brokers away: exit %d after %v", code, took.Round(time.Millisecond))
+	if code != 0 || took > 10*time.Second {
+		t.Errorf("SIGTERM with the brokers away: exit %d after %v, want 0 within shutdown_timeout (10s)\n%s", code, took, b.out)
+	}
+}

@@ -249,3 +249,18 @@ func (r *Reachability) Down() bool {
 	defer r.mu.Unlock()
 	return r.failing && r.now().Sub(r.lastAnswer) >= downFor
 }
+
+// Transient reports whether err says the brokers could not be reached or
+// did not answer in time (or answered with a retriable error): trying
+// again later may succeed, and nothing is wrong with the service.
+func Transient(err error) bool {
+	var op *net.OpError
+	switch {
+	case err == nil || Permanent(err) != nil:
+		return false
+	case errors.As(err, &op), errors.Is(err, context.DeadlineExceeded), kgo.IsRetryableBrokerErr(err),
+		kerr.IsRetriable(err):
+		return true
+	}
+	return false
+}

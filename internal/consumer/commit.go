@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"aggregator/internal/cluster"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/state"
 )
@@ -122,7 +123,10 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	c.produceChangelog(ctx, data)
 	c.produceChangelog(ctx, positions)
 	c.writer.Sync()
-	if err := c.writer.Err(); err != nil && !c.writer.OnlyRefused() {
+	// A failed output ends the service unless the transaction can abort
+	// and the records be processed again: an output refused for itself
+	// (written as a stub then), or brokers out of reach.
+	if err := c.writer.Err(); err != nil && !c.writer.OnlyRefused() && !cluster.Transient(err) {
 		return err
 	}
 	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
@@ -152,7 +156,19 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
 		c.resetState()
 	}
-	if err != nil && !kerr.IsRetriable(err) && !refused {
+	switch {
+	case err == nil || kerr.IsRetriable(err) || refused:
+	case cluster.Transient(err):
+		// The brokers are out of reach (or did not answer within
+		// commitTimeout): the records are read again once they answer.
+		// kgo keeps a transaction whose commit it could not attempt; it
+		// ends as an abort (which the next producer ID fences on the
+		// brokers), so that the next one can begin.
+		c.log.Warn().Err(err).Msg("transaction not committed: the brokers cannot be reached; the client keeps retrying")
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = c.sess.End(actx, kgo.TryAbort) // fails too while the brokers are away, and ends it locally
+		cancel()
+	default:
 		return fmt.Errorf("end transaction: %w", err)
 	}
 	if c.closing {

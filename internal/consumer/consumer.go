@@ -366,6 +366,12 @@ func (c *Consumer) Drain(ctx context.Context) error {
 	c.closing = true
 	c.mu.Unlock()
 	err := c.lockedCommit(ctx)
+	if err != nil && cluster.Transient(err) {
+		// Nothing is lost: the partitions' next owner processes again
+		// from the last commit.
+		c.log.Warn().Err(err).Msg("drain: the last commit failed, the brokers cannot be reached; the next owner goes on from the commit before")
+		err = nil
+	}
 	if err != nil {
 		err = fmt.Errorf("drain: %w", err)
 	}

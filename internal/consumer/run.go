@@ -112,11 +112,17 @@ func (c *Consumer) step(ctx context.Context, p *poll) error {
 }
 
 // commitNow commits; a commit under way finishes even if shutdown begins
-// meanwhile.
+// meanwhile. A commit the brokers are out of reach for is tried again
+// later (the client keeps what it has not written).
 func (c *Consumer) commitNow(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	return c.lockedCommit(cctx)
+	err := c.lockedCommit(cctx)
+	if err != nil && cluster.Transient(err) {
+		c.log.Warn().Err(err).Msg("commit failed: the brokers cannot be reached; trying again")
+		return nil
+	}
+	return err
 }
 
 // restoreWaits reports whether an assigned partition waits for its restore.
@@ -136,7 +142,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropRevoked()
-	if err := c.restorePending(ctx); err != nil {
+	if err := c.restoreRetrying(ctx); err != nil {
 		if ctx.Err() != nil {
 			return false, nil // shutting down: the next owner restores it
 		}
@@ -151,12 +157,34 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
-		if c.writer.OnlyRefused() {
-			return true, nil // commit now: the stubs replace what was refused (see commit)
+		if c.writer.OnlyRefused() || c.sess != nil && cluster.Transient(err) {
+			// Commit now: the stubs replace what was refused; with
+			// exactly_once, the transaction aborts and the records are
+			// processed again (see commitTransaction).
+			return true, nil
 		}
 		return false, err
 	}
 	return ctx.Err() == nil && time.Since(c.lastCommit) >= c.cfg.State.CommitInterval, nil
+}
+
+// restoreRetrying is restorePending, tried again with capped exponential
+// backoff while the brokers are out of reach, until ctx ends: the poll's
+// records must wait for their partitions' state. c.mu is held.
+func (c *Consumer) restoreRetrying(ctx context.Context) error {
+	for n := 0; ; n++ {
+		err := c.restorePending(ctx)
+		if err == nil || ctx.Err() != nil || !cluster.Transient(err) {
+			return err
+		}
+		wait := cluster.Backoff(n)
+		c.log.Warn().Err(err).Int("attempt", n+1).Str("retry_in", wait.String()).Msg("restore failed; retrying")
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // apply runs the poll's records through the pipeline, partition by
