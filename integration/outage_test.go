@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The service at start-up and under broker outages, run as a user runs
@@ -237,7 +238,7 @@ func TestWrongSASLPassword(t *testing.T) {
 	code, _ := b.wait(t, 20*time.Second)
 	took := time.Since(b.started)
 	out := b.out.String()
-	t.Logf("wrong SASL password: exit %d %v after start:\n%s", code, took.Round(time.Millisecond), out)
+	t.Logf("wrong SASL password: exit %d %v after start", code, took.Round(time.Millisecond))
 	if code != 1 || !strings.Contains(out, "aggregator: authentication failed (SASL)") || strings.Contains(out, "not-the-password") {
 		t.Errorf("wrong SASL password: exit %d, want 1 with \"authentication failed (SASL)\" and no password:\n%s", code, out)
 	}
@@ -308,5 +309,31 @@ func TestSigtermWhileBrokersLost(t *testing.T) {
 	t.Logf("SIGTERM with the brokers away: exit %d after %v", code, took.Round(time.Millisecond))
 	if code != 0 || took > 10*time.Second {
 		t.Errorf("SIGTERM with the brokers away: exit %d after %v, want 0 within shutdown_timeout (10s)\n%s", code, took, b.out)
+	}
+}
+
+// A principal that may use the topics but not the consumer group: exit 1
+// at once, the message names the group and the ACL error.
+func TestGroupNotAuthorized(t *testing.T) {
+	all := func(r kmsg.ACLResourceType) kfake.ACL {
+		return kfake.ACL{Resource: r, Name: "*", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationAll, Allow: true}
+	}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser("PLAIN", "admin", "admin-pw"),
+		kfake.User("PLAIN", "app", "app-pw", all(kmsg.ACLResourceTypeTopic), all(kmsg.ACLResourceTypeTransactionalId), all(kmsg.ACLResourceTypeCluster)),
+		kfake.SeedTopics(1, inTopic, resultsTopic, lateTopic, dlqTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	path := writeConfig(t, callsConfig(tumbling)+"\n", kc.ListenAddrs())
+	b := startBinary(t, path, "AGGREGATOR_SOURCE_SASL_MECHANISM=PLAIN", "AGGREGATOR_SOURCE_SASL_USERNAME=app",
+		"AGGREGATOR_SOURCE_SASL_PASSWORD=app-pw")
+	code, _ := b.wait(t, 30*time.Second)
+	took := time.Since(b.started)
+	out := b.out.String()
+	t.Logf("group not authorized: exit %d %v after start", code, took.Round(time.Millisecond))
+	if code != 1 || !strings.Contains(out, "group "+binGroup) || !strings.Contains(out, "not authorized (ACL)") || !strings.Contains(out, "GROUP_AUTHORIZATION_FAILED") {
+		t.Errorf("group not authorized: exit %d, want 1 naming group %s and GROUP_AUTHORIZATION_FAILED:\n%s", code, binGroup, out)
 	}
 }

@@ -44,6 +44,7 @@ const (
 type Consumer struct {
 	cfg       config.Config
 	log       zerolog.Logger
+	root      zerolog.Logger // the service's, for the clients and the writer: they name their own component
 	m         *metrics.Metrics
 	clock     func() time.Time
 	sess      *kgo.GroupTransactSession // exactly_once; nil with at_least_once
@@ -96,7 +97,7 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 // NewWithClock is New with the wall clock the pipeline judges idleness
 // and future timestamps by; tests pass a clock they move.
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
-	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), reg: reg, clock: clock,
+	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), root: log, m: metrics.New(reg), reg: reg, clock: clock,
 		base: map[string]int32{}, parts: map[topicPartition]*partition{}, byID: map[int32]*partition{},
 		changelog: cfg.State.ChangelogTopic, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}
 	var err error
@@ -144,7 +145,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 	if err = c.newClients(limits); err != nil {
 		return err
 	}
-	c.writer = producer.NewWriter(c.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.log)
+	c.writer = producer.NewWriter(c.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.root)
 	c.log.Info().Interface("max_message_bytes", limits).Msg("connected; joining the group")
 	if c.sess == nil {
 		return nil
@@ -193,7 +194,7 @@ func (c *Consumer) newClients(limits map[string]int32) error {
 	if err != nil {
 		return err
 	}
-	prod, err := producerOpts(c.cfg, c.log, limits)
+	prod, err := producerOpts(c.cfg, c.root, limits)
 	if err != nil {
 		return err
 	}
@@ -292,7 +293,7 @@ func compression(name string) (kgo.CompressionCodec, error) {
 
 // groupOpts are the options of the group consumer.
 func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
-	opts, err := cluster.ClientOpts(c.cfg.Source, c.log, "kafka_consumer")
+	opts, err := cluster.ClientOpts(c.cfg.Source, c.root, "kafka_consumer")
 	if err != nil {
 		return nil, err
 	}
