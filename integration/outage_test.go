@@ -337,3 +337,34 @@ func TestGroupNotAuthorized(t *testing.T) {
 		t.Errorf("group not authorized: exit %d, want 1 naming group %s and GROUP_AUTHORIZATION_FAILED:\n%s", code, binGroup, out)
 	}
 }
+
+// SIGTERM while the group join hangs (the coordinator takes the JoinGroup
+// and does not answer): exit 0 within a second.
+func TestSigtermDuringJoin(t *testing.T) {
+	kc := newCluster(t, 1)
+	release := make(chan struct{})
+	joining := make(chan struct{}, 1)
+	kc.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		select {
+		case joining <- struct{}{}:
+		default:
+		}
+		kc.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	defer close(release)
+	path := writeConfig(t, callsConfig(tumbling)+"\n", kc.ListenAddrs())
+	b := startBinary(t, path)
+	select {
+	case <-joining:
+	case <-time.After(waitTimeout):
+		t.Fatalf("no JoinGroup reached the broker\n%s", b.out)
+	}
+	time.Sleep(200 * time.Millisecond)
+	code, took := b.sigterm(t)
+	t.Logf("SIGTERM during the group join: exit %d after %v", code, took.Round(time.Millisecond))
+	if code != 0 || took > time.Second {
+		t.Errorf("SIGTERM during the group join: exit %d after %v, want 0 within 1s\n%s", code, took, b.out)
+	}
+}

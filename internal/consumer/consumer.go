@@ -400,6 +400,13 @@ func (c *Consumer) Close() {
 // no longer than ctx allows (shutdown_timeout: with the brokers gone, the
 // group coordinator expires the member after source.session_timeout).
 func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
+	// A join still under way (the coordinator holds it) is not waited for
+	// long: kgo waits for it to answer before it leaves.
+	if !c.joined.Load() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, unjoinedLeave)
+		defer cancel()
+	}
 	if c.sess != nil {
 		// Closing does not end a transaction: abort it, or it holds back
 		// read_committed readers (and restores) until the broker times it out.
@@ -416,23 +423,29 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 		}
 	}
 	// Leaves the group (a static member stays: its restart takes its
-	// partitions back); the revoke callback sees closing. A join still
-	// under way (brokers not answering it) is not waited for long.
-	if !c.joined.Load() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, unjoinedLeave)
-		defer cancel()
-	}
+	// partitions back); the revoke callback sees closing.
 	if err := c.cl.LeaveGroupContext(ctx); err != nil && c.joined.Load() {
 		c.log.Warn().Err(err).Msg("leave the group")
 	}
-	if c.sess != nil {
-		c.sess.Close()
-	} else {
-		c.cl.Close()
-	}
 	c.writer.Close() // drops what was not handed to the producer: uncommitted
-	c.pr.Close()
+	closed := make(chan struct{})
+	go func() { // kgo's Close has no context: it waits for a join in flight
+		defer close(closed)
+		if c.sess != nil {
+			c.sess.Close() // c.pr too
+			return
+		}
+		c.cl.Close()
+		c.pr.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		// The process is about to exit; the goroutine ends with the
+		// join's answer (or the process).
+		c.log.Warn().Msg("the Kafka client did not close in time (a group join in flight); going on")
+		return
+	}
 	if leaveStatic && c.cfg.Source.InstanceID != "" && c.joined.Load() {
 		c.leaveStatic(ctx)
 	}
