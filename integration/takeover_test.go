@@ -99,7 +99,9 @@ func TestStaticMembershipTakeover(t *testing.T) {
 			if took > tc.within {
 				t.Errorf("partitions consumed again %v after SIGKILL and restart, want within %v\n%s", took, tc.within, b.out)
 			}
-			if code, took := b.sigterm(t); code != 0 {
+			code, took := b.sigterm(t)
+			t.Logf("SIGTERM while consuming: exit %d after %v", code, took.Round(time.Millisecond))
+			if code != 0 {
 				t.Errorf("SIGTERM: exit %d after %v, want 0\n%s", code, took, b.out)
 			}
 			// A static member leaves on SIGTERM too: a pod stopped for
