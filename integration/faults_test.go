@@ -186,11 +186,18 @@ func waitCommitted(t testing.TB, brokers []string, ends map[int32]int64, svcs ..
 
 func waitCommittedWithin(t testing.TB, d time.Duration, brokers []string, ends map[int32]int64, svcs ...*service) {
 	t.Helper()
+	waitGroupCommittedWithin(t, d, brokers, faultGroup, ends, svcs...)
+}
+
+// waitGroupCommittedWithin is waitCommittedWithin for group; it returns
+// when the offsets were seen committed.
+func waitGroupCommittedWithin(t testing.TB, d time.Duration, brokers []string, group string, ends map[int32]int64, svcs ...*service) time.Time {
+	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
 	deadline := time.Now().Add(d)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		offs, err := adm.FetchOffsets(ctx, faultGroup)
+		offs, err := adm.FetchOffsets(ctx, group)
 		cancel()
 		done := err == nil
 		for p, end := range ends {
@@ -198,7 +205,7 @@ func waitCommittedWithin(t testing.TB, d time.Duration, brokers []string, ends m
 			done = done && ok && o.Err == nil && o.At == end
 		}
 		if done {
-			return
+			return time.Now()
 		}
 		for _, s := range svcs {
 			select {

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,24 +20,6 @@ import (
 // The service at start-up and under broker outages, run as a user runs
 // it: the binary, its exit status, its log and its probes.
 
-// lockedBuffer is the output of a process, read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // freePort returns a TCP port of 127.0.0.1 that nothing listens on.
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -53,7 +34,7 @@ func freePort(t testing.TB) int {
 // binaryRun is `aggregator run` with its output and probes at hand.
 type binaryRun struct {
 	cmd     *exec.Cmd
-	out     *lockedBuffer
+	out     *durBuffer
 	probes  string // http://host:port
 	exited  chan error
 	started time.Time
@@ -67,7 +48,7 @@ func startBinary(t testing.TB, path string, env ...string) *binaryRun {
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(binary, "run", "--config", path)
 	cmd.Env = append(append(os.Environ(), "AGGREGATOR_HTTP_LISTEN="+listen), env...)
-	b := &binaryRun{cmd: cmd, out: &lockedBuffer{}, probes: "http://" + listen, exited: make(chan error, 1)}
+	b := &binaryRun{cmd: cmd, out: &durBuffer{}, probes: "http://" + listen, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = b.out, b.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -226,22 +207,31 @@ func TestSigtermWhileBrokerSilent(t *testing.T) {
 // A wrong SASL password: exit 1 at once (retrying cannot fix it), and the
 // message says authentication failed.
 func TestWrongSASLPassword(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "admin-pw"),
-		kfake.SeedTopics(1, inTopic, resultsTopic, lateTopic, dlqTopic))
+	out := runAsUser(t, "wrong SASL password", "admin", "not-the-password", kfake.Superuser("PLAIN", "admin", "admin-pw"))
+	if !strings.Contains(out, "aggregator: authentication failed (SASL)") || strings.Contains(out, "not-the-password") {
+		t.Errorf("wrong SASL password: want \"authentication failed (SASL)\" and no password:\n%s", out)
+	}
+}
+
+// runAsUser runs the binary against a kfake cluster with SASL and opts (its
+// users), as user with password, and returns its output once it exited 1.
+func runAsUser(t *testing.T, what, user, password string, opts ...kfake.Opt) string {
+	t.Helper()
+	kc, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.EnableSASL(),
+		kfake.SeedTopics(1, inTopic, resultsTopic, lateTopic, dlqTopic)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
 	path := writeConfig(t, callsConfig(tumbling)+"\n", kc.ListenAddrs())
-	b := startBinary(t, path, "AGGREGATOR_SOURCE_SASL_MECHANISM=PLAIN", "AGGREGATOR_SOURCE_SASL_USERNAME=admin",
-		"AGGREGATOR_SOURCE_SASL_PASSWORD=not-the-password")
-	code, _ := b.wait(t, 20*time.Second)
-	took := time.Since(b.started)
-	out := b.out.String()
-	t.Logf("wrong SASL password: exit %d %v after start", code, took.Round(time.Millisecond))
-	if code != 1 || !strings.Contains(out, "aggregator: authentication failed (SASL)") || strings.Contains(out, "not-the-password") {
-		t.Errorf("wrong SASL password: exit %d, want 1 with \"authentication failed (SASL)\" and no password:\n%s", code, out)
+	b := startBinary(t, path, "AGGREGATOR_SOURCE_SASL_MECHANISM=PLAIN", "AGGREGATOR_SOURCE_SASL_USERNAME="+user,
+		"AGGREGATOR_SOURCE_SASL_PASSWORD="+password)
+	code, _ := b.wait(t, 30*time.Second)
+	t.Logf("%s: exit %d %v after start", what, code, time.Since(b.started).Round(time.Millisecond))
+	if code != 1 {
+		t.Errorf("%s: exit %d, want 1:\n%s", what, code, b.out)
 	}
+	return b.out.String()
 }
 
 // The brokers go away while the service runs and come back 15s later (on
@@ -254,13 +244,7 @@ func TestBrokersLostWhileRunning(t *testing.T) {
 	path := writeConfig(t, callsConfig(tumbling)+"\n", brokers)
 	lines, parts := ordered(1200, base)
 	part := func(i int) int32 { return parts[i] }
-	ends := func(n int) map[int32]int64 {
-		m := map[int32]int64{}
-		for _, p := range parts[:n] {
-			m[p]++
-		}
-		return m
-	}
+	ends := func(n int) map[int32]int64 { return partitionEnds(parts[:n]) }
 	produce(t, brokers, lines[:600], part)
 	b := startBinary(t, path)
 	waitGroupCommitted(t, brokers, ends(600), waitTimeout)
@@ -318,23 +302,10 @@ func TestGroupNotAuthorized(t *testing.T) {
 	all := func(r kmsg.ACLResourceType) kfake.ACL {
 		return kfake.ACL{Resource: r, Name: "*", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationAll, Allow: true}
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.EnableACLs(),
-		kfake.Superuser("PLAIN", "admin", "admin-pw"),
-		kfake.User("PLAIN", "app", "app-pw", all(kmsg.ACLResourceTypeTopic), all(kmsg.ACLResourceTypeTransactionalId), all(kmsg.ACLResourceTypeCluster)),
-		kfake.SeedTopics(1, inTopic, resultsTopic, lateTopic, dlqTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	path := writeConfig(t, callsConfig(tumbling)+"\n", kc.ListenAddrs())
-	b := startBinary(t, path, "AGGREGATOR_SOURCE_SASL_MECHANISM=PLAIN", "AGGREGATOR_SOURCE_SASL_USERNAME=app",
-		"AGGREGATOR_SOURCE_SASL_PASSWORD=app-pw")
-	code, _ := b.wait(t, 30*time.Second)
-	took := time.Since(b.started)
-	out := b.out.String()
-	t.Logf("group not authorized: exit %d %v after start", code, took.Round(time.Millisecond))
-	if code != 1 || !strings.Contains(out, "group "+binGroup) || !strings.Contains(out, "not authorized (ACL)") || !strings.Contains(out, "GROUP_AUTHORIZATION_FAILED") {
-		t.Errorf("group not authorized: exit %d, want 1 naming group %s and GROUP_AUTHORIZATION_FAILED:\n%s", code, binGroup, out)
+	out := runAsUser(t, "group not authorized", "app", "app-pw", kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin-pw"),
+		kfake.User("PLAIN", "app", "app-pw", all(kmsg.ACLResourceTypeTopic), all(kmsg.ACLResourceTypeTransactionalId), all(kmsg.ACLResourceTypeCluster)))
+	if !strings.Contains(out, "group "+binGroup) || !strings.Contains(out, "not authorized (ACL)") || !strings.Contains(out, "GROUP_AUTHORIZATION_FAILED") {
+		t.Errorf("group not authorized: want the group %s and GROUP_AUTHORIZATION_FAILED named:\n%s", binGroup, out)
 	}
 }
 

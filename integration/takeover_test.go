@@ -19,25 +19,17 @@ const binGroup = "aggregator-bin"
 // partitions are ends and returns when that was; it fails after d.
 func waitGroupCommitted(t testing.TB, brokers []string, ends map[int32]int64, d time.Duration) time.Time {
 	t.Helper()
-	adm := kadm.NewClient(client(t, brokers))
-	deadline := time.Now().Add(d)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		offs, err := adm.FetchOffsets(ctx, binGroup)
-		cancel()
-		done := err == nil
-		for p, end := range ends {
-			o, ok := offs.Lookup(inTopic, p)
-			done = done && ok && o.Err == nil && o.At == end
-		}
-		if done {
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not committed to %v after %v: %v (%v)", inTopic, ends, d, offs, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling for an event
+	return waitGroupCommittedWithin(t, d, brokers, binGroup, ends)
+}
+
+// partitionEnds is the end offset of each partition after records to
+// parts, one record each.
+func partitionEnds(parts []int32) map[int32]int64 {
+	m := map[int32]int64{}
+	for _, p := range parts {
+		m[p]++
 	}
+	return m
 }
 
 // A SIGKILLed instance restarted with the same source.instance_id (as a
@@ -70,13 +62,7 @@ func TestStaticMembershipTakeover(t *testing.T) {
 			}
 			lines, parts := ordered(1200, base)
 			part := func(i int) int32 { return parts[i] }
-			ends := func(n int) map[int32]int64 {
-				m := map[int32]int64{}
-				for _, p := range parts[:n] {
-					m[p]++
-				}
-				return m
-			}
+			ends := func(n int) map[int32]int64 { return partitionEnds(parts[:n]) }
 
 			produce(t, brokers, lines[:600], part)
 			a := startBinary(t, path, env...)
