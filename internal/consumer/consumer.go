@@ -253,9 +253,9 @@ func transactionalID(src config.Source) string {
 	return fmt.Sprintf("%s-%s-%d-%x", group, host, os.Getpid(), b)
 }
 
-// producerOpts are the options of the client that produces outputs. Its
-// batches are bounded by the smallest of the output topics'
-// max.message.bytes, so that no batch is too large for its topic.
+// producerOpts are the options of the client that produces outputs. A
+// topic's batches are bounded by its max.message.bytes (limits), so that
+// no batch is too large for it.
 func producerOpts(cfg config.Config, log zerolog.Logger, limits map[string]int32) ([]kgo.Opt, error) {
 	opts, err := cluster.ClientOpts(cfg.Source, log, "kafka_producer")
 	if err != nil {
@@ -322,8 +322,9 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 	), nil
 }
 
-// Ready reports whether the group is joined and the consumer is not
-// shutting down (/readyz).
+// Ready reports whether the group is joined, every assigned partition is
+// restored, the brokers answer, and the consumer is not shutting down
+// (/readyz).
 func (c *Consumer) Ready() bool { return c.ready.Load() && !c.reach.Down() }
 
 func (c *Consumer) setReady(ok bool) {
@@ -356,8 +357,8 @@ func (c *Consumer) noteReach() {
 
 // Drain ends the service after Run returned: it fires nothing early,
 // commits the state, outputs and offsets, and leaves the group (a static
-// member too). Open
-// windows are in the changelog: the partition's next owner continues them.
+// member too). Open windows are in the changelog: the partition's next
+// owner continues them.
 func (c *Consumer) Drain(ctx context.Context) error {
 	c.setReady(false)
 	if c.writer == nil {
