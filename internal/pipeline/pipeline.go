@@ -86,11 +86,30 @@ func New(cfg config.Config, out Output) (*Processor, error) {
 	}
 	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
-	p.engine, err = windowing.NewEngine(cfg, resultSink{out})
+	p.engine, err = windowing.NewEngine(WindowSpec(cfg), resultSink{out})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return p, nil
+}
+
+// WindowSpec is the engine's part of a validated config, in ms.
+func WindowSpec(cfg config.Config) windowing.Spec {
+	w := cfg.Window
+	s := windowing.Spec{
+		Size: w.Size.Milliseconds(), Slide: w.Slide.Milliseconds(), Offset: w.Offset.Milliseconds(),
+		Gap: w.Gap.Milliseconds(), Lateness: w.AllowedLateness.Milliseconds(), OnClose: w.Emit == "on_close",
+	}
+	switch w.Type {
+	case "sliding":
+		s.Kind = windowing.KindSliding
+	case "session":
+		s.Kind = windowing.KindSession
+	}
+	for _, a := range cfg.Aggregates {
+		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q})
+	}
+	return s
 }
 
 type resultSink struct{ out Output }

@@ -8,7 +8,6 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 	"github.com/DataDog/sketches-go/ddsketch/store"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 )
 
@@ -74,7 +73,7 @@ type layout struct {
 // slotInput says which record value (input) feeds which nums slot.
 type slotInput struct{ slot, input int }
 
-func newLayout(aggs []config.Aggregate) (layout, error) {
+func newLayout(aggs []Aggregate) (layout, error) {
 	var l layout
 	for i, a := range aggs {
 		fn, ok := parseFn(a.Fn)
@@ -90,9 +89,6 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 		case fnDistinct:
 			s.slot, l.sets = l.sets, l.sets+1
 		case fnQuantile:
-			if !(a.Q >= 0 && a.Q <= 1) {
-				return layout{}, fmt.Errorf("aggregates[%d].q %v: must be in [0, 1]", i, a.Q)
-			}
 			s.slot, l.sketches = l.sketches, l.sketches+1
 			s.lo, s.hi, l.nums = l.nums, l.nums+1, l.nums+2
 			l.mins, l.maxes = append(l.mins, s.lo), append(l.maxes, s.hi)

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 )
 
@@ -78,15 +77,17 @@ type Engine struct {
 	nums        []record.Value // 1 << numCacheBits
 }
 
-// NewEngine builds the engine from the validated config (window, aggregates;
-// durations become ms here). sink gets results in emission order.
-func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
-	w := cfg.Window
+// NewEngine builds the engine of a tumbling or sliding window spec. sink
+// gets results in emission order. The spec is taken as validated; the
+// only error is an aggregate function the engine does not know.
+func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 	e := &Engine{
 		sink:        sink,
-		size:        w.Size.Milliseconds(),
-		offset:      w.Offset.Milliseconds(),
-		lateness:    w.AllowedLateness.Milliseconds(),
+		size:        spec.Size,
+		slide:       spec.Slide,
+		offset:      spec.Offset,
+		lateness:    spec.Lateness,
+		onClose:     spec.OnClose,
 		wm:          math.MinInt64,
 		nextDue:     math.MaxInt64,
 		span:        span{from: 1, to: 0}, // empty: the first Add assigns
@@ -95,27 +96,16 @@ func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
 		byStart:     map[int64]*bucket{},
 		table:       newKeyTable(),
 	}
-	switch w.Type {
-	case "tumbling":
+	switch spec.Kind {
+	case KindTumbling:
 		e.slide = e.size
-	case "sliding":
-		e.slide = w.Slide.Milliseconds()
+	case KindSliding:
 	default:
-		return nil, fmt.Errorf("window.type %q: want tumbling or sliding", w.Type)
-	}
-	switch w.Emit {
-	case "on_watermark", "":
-	case "on_close":
-		e.onClose = true
-	default:
-		return nil, fmt.Errorf("window.emit %q: want on_watermark or on_close", w.Emit)
-	}
-	if err := e.checkWindow(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("window kind %d: not tumbling or sliding", spec.Kind)
 	}
 	e.paneLen = gcd(e.size, e.slide)
 	var err error
-	if e.agg, err = newLayout(cfg.Aggregates); err != nil {
+	if e.agg, err = newLayout(spec.Aggregates); err != nil {
 		return nil, err
 	}
 	e.tumbling = e.slide == e.size
@@ -129,22 +119,6 @@ func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
 		e.ints[i] = record.Number(float64(i))
 	}
 	return e, nil
-}
-
-func (e *Engine) checkWindow() error {
-	switch {
-	case e.size <= 0:
-		return fmt.Errorf("window.size %dms: must be positive", e.size)
-	case e.slide <= 0:
-		return fmt.Errorf("window.slide %dms: must be positive", e.slide)
-	case e.slide > e.size:
-		// Flink would silently drop records in the gaps between windows;
-		// no outcome of ours describes that.
-		return fmt.Errorf("window.slide %dms: must not exceed window.size %dms", e.slide, e.size)
-	case e.lateness < 0:
-		return fmt.Errorf("window.allowed_lateness %dms: must not be negative", e.lateness)
-	}
-	return nil
 }
 
 // Watermark returns the watermark given to the last Advance (math.MinInt64

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -36,7 +35,7 @@ func TestLatenessEdges(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, tt.emit}.config(sumCount...))
+			e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, tt.emit}.spec(sumCount...))
 			e.Add(rec(0, 0, key, fields, 1000, 1))
 			e.Advance(tt.wm)
 			before := len(c.got)
@@ -63,7 +62,7 @@ func TestLatenessEdges(t *testing.T) {
 // past maxTimestamp but not cleanup fires at once, Late with revision 0,
 // and never gets an on-time firing.
 func TestBrandNewWindowAlreadyDue(t *testing.T) {
-	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, "on_watermark"}.spec(sumCount...))
 	a, af := textKey("a")
 	b, bf := textKey("b")
 	e.Add(rec(0, 0, a, af, 6000, 1))
@@ -77,7 +76,7 @@ func TestBrandNewWindowAlreadyDue(t *testing.T) {
 }
 
 func TestRevisionsCountFirings(t *testing.T) {
-	e, c := newEngine(t, params{"tumbling", 10, 0, 0, 100, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"tumbling", 10, 0, 0, 100, "on_watermark"}.spec(sumCount...))
 	key, fields := textKey("k")
 	e.Add(rec(0, 0, key, fields, 1, 1))
 	e.Advance(20)
@@ -96,7 +95,7 @@ func TestRevisionsCountFirings(t *testing.T) {
 // TestFiringOrder: due windows fire by end, then key (numbers before
 // strings, numbers numerically), then partition, across partitions.
 func TestFiringOrder(t *testing.T) {
-	e, c := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.spec(sumCount...))
 	type in struct {
 		part int32
 		key  string
@@ -128,7 +127,7 @@ func TestFiringOrder(t *testing.T) {
 }
 
 func TestRemovePartition(t *testing.T) {
-	e, c := newEngine(t, params{"sliding", 10, 5, 0, 0, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"sliding", 10, 5, 0, 0, "on_watermark"}.spec(sumCount...))
 	key, fields := textKey("k")
 	e.Add(rec(0, 0, key, fields, 3, 1))
 	e.Add(rec(1, 0, key, fields, 3, 1))
@@ -148,7 +147,7 @@ func TestRemovePartition(t *testing.T) {
 }
 
 func TestEndOfTime(t *testing.T) {
-	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 3_600_000, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 3_600_000, "on_watermark"}.spec(sumCount...))
 	key, fields := textKey("k")
 	near := int64(math.MaxInt64 - 10_000)
 	e.Add(rec(0, 0, key, fields, near, 1))
@@ -170,9 +169,9 @@ func TestEndOfTime(t *testing.T) {
 }
 
 func TestAggregates(t *testing.T) {
-	aggs := []config.Aggregate{{Fn: "count"}, {Fn: "sum"}, {Fn: "min"}, {Fn: "max"}, {Fn: "avg"},
+	aggs := []windowing.Aggregate{{Fn: "count"}, {Fn: "sum"}, {Fn: "min"}, {Fn: "max"}, {Fn: "avg"},
 		{Fn: "first"}, {Fn: "last"}, {Fn: "count_distinct"}, {Fn: "quantile", Q: 0.5}}
-	e, c := newEngine(t, params{"tumbling", 100, 0, 0, 0, "on_watermark"}.config(aggs...))
+	e, c := newEngine(t, params{"tumbling", 100, 0, 0, 0, "on_watermark"}.spec(aggs...))
 	key, fields := textKey("k")
 	ins := []struct {
 		ts int64
@@ -203,30 +202,17 @@ func TestAggregates(t *testing.T) {
 	}
 }
 
-func TestNewEngineRejects(t *testing.T) {
-	tests := map[string]config.Config{
-		"unknown type":       params{"session", 5, 0, 0, 0, "on_watermark"}.config(),
-		"zero size":          params{"tumbling", 0, 0, 0, 0, "on_watermark"}.config(),
-		"slide above size":   params{"sliding", 5, 6, 0, 0, "on_watermark"}.config(),
-		"zero slide":         params{"sliding", 5, 0, 0, 0, "on_watermark"}.config(),
-		"negative lateness":  params{"tumbling", 5, 0, 0, -1, "on_watermark"}.config(),
-		"unknown emit":       params{"tumbling", 5, 0, 0, 0, "sometimes"}.config(),
-		"unknown fn":         params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "median"}),
-		"quantile q above 1": params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "quantile", Q: 1.5}),
-	}
-	for name, cfg := range tests {
-		t.Run(name, func(t *testing.T) {
-			if _, err := windowing.NewEngine(cfg, &collector{}); err == nil {
-				t.Errorf("NewEngine(%+v, %+v) = nil error, want one", cfg.Window, cfg.Aggregates)
-			}
-		})
+func TestNewEngineRejectsUnknownFn(t *testing.T) {
+	spec := params{"tumbling", 5, 0, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "median"})
+	if _, err := windowing.NewEngine(spec, &collector{}); err == nil {
+		t.Errorf("NewEngine(%+v) = nil error, want one", spec)
 	}
 }
 
 // TestTumblingAddDoesNotAllocate: in steady state (keys and windows seen
 // before) a tumbling Add plus Advance allocates nothing.
 func TestTumblingAddDoesNotAllocate(t *testing.T) {
-	e, err := windowing.NewEngine(params{"tumbling", 100, 0, 0, 0, "on_watermark"}.config(sumCount...), discard{})
+	e, err := windowing.NewEngine(params{"tumbling", 100, 0, 0, 0, "on_watermark"}.spec(sumCount...), discard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +253,7 @@ func TestQuantileExactAtTheEdges(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, c := newEngine(t, params{"sliding", 100, 50, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "quantile", Q: tt.q}))
+			e, c := newEngine(t, params{"sliding", 100, 50, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "quantile", Q: tt.q}))
 			key, fields := textKey("k")
 			for i, v := range tt.vals {
 				e.Add(&record.Record{Offset: int64(i), Time: 60, Key: key, KeyFields: fields, Values: []record.Value{record.Number(v)}})

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -15,7 +14,7 @@ import (
 // scratch at each firing, and Advance scans every window.
 type reference struct {
 	p    params
-	aggs []config.Aggregate
+	aggs []windowing.Aggregate
 	wm   int64
 	seq  uint64
 	wins map[refID]*refWin
@@ -45,7 +44,7 @@ type refRec struct {
 	values []record.Value
 }
 
-func newReference(p params, aggs []config.Aggregate) *reference {
+func newReference(p params, aggs []windowing.Aggregate) *reference {
 	return &reference{p: p, aggs: aggs, wm: math.MinInt64, wins: map[refID]*refWin{}}
 }
 
@@ -161,7 +160,7 @@ func (r *reference) fire(w *refWin, f windowing.Firing) {
 // aggregate computes aggregate a (the i-th) over recs in one pass, in
 // arrival order. For quantile it returns the exact value at the sketch's
 // rank, q*(n-1) rounded down.
-func aggregate(a config.Aggregate, i int, recs []refRec) record.Value {
+func aggregate(a windowing.Aggregate, i int, recs []refRec) record.Value {
 	nums := make([]float64, len(recs))
 	for j, rc := range recs {
 		nums[j] = rc.values[i].Num

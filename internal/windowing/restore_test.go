@@ -204,14 +204,14 @@ func TestRestoreAtOtherWatermark(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			a, _ := newEngine(t, tt.p.config(sumCount...))
+			a, _ := newEngine(t, tt.p.spec(sumCount...))
 			feed(a, 0, [][2]float64{{6, 1}, {8, 2}, {11, 4}})
 			a.Advance(12)
 			store := newChangelog()
 			if _, err := store.commit(a); err != nil {
 				t.Fatal(err)
 			}
-			b, c := newEngine(t, tt.p.config(sumCount...))
+			b, c := newEngine(t, tt.p.spec(sumCount...))
 			b.Advance(tt.wm)
 			if err := store.restore(b, nil); err != nil {
 				t.Fatal(err)
@@ -266,14 +266,14 @@ func TestRestoreSkipsDroppedWindows(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			p := params{"sliding", 10, 5, 0, 5, tt.emit}
-			a, _ := newEngine(t, p.config(sumCount...))
+			a, _ := newEngine(t, p.spec(sumCount...))
 			feed(a, 0, [][2]float64{{1, 1}, {4, 2}, {11, 4}})
 			a.Advance(12)
 			store := newChangelog()
 			if _, err := store.commit(a); err != nil {
 				t.Fatal(err)
 			}
-			b, c := newEngine(t, p.config(sumCount...))
+			b, c := newEngine(t, p.spec(sumCount...))
 			b.Advance(tt.wm)
 			if err := store.restore(b, nil); err != nil {
 				t.Fatal(err)
@@ -302,7 +302,7 @@ func TestRestoreKeepsArrivalOrder(t *testing.T) {
 		"sliding":  {"sliding", 10, 5, 0, 0, "on_watermark"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, _ := newEngine(t, p.config(aggs...))
+			a, _ := newEngine(t, p.spec(aggs...))
 			for i, x := range []string{"a", "b", "c"} {
 				add(a, int64(i), x)
 			}
@@ -310,7 +310,7 @@ func TestRestoreKeepsArrivalOrder(t *testing.T) {
 			if _, err := store.commit(a); err != nil {
 				t.Fatal(err)
 			}
-			b, c := newEngine(t, p.config(aggs...))
+			b, c := newEngine(t, p.spec(aggs...))
 			if err := store.restore(b, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -387,7 +387,7 @@ func TestChanges(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, _ := newEngine(t, tt.p.config(sumCount...))
+			e, _ := newEngine(t, tt.p.spec(sumCount...))
 			var got [6][]short
 			feed(e, 0, [][2]float64{{6, 1}})
 			got[0] = shortChanges(e)
@@ -458,7 +458,7 @@ func TestRestoreRejects(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			a, _ := newEngine(t, tt.p.config(allAggs...))
+			a, _ := newEngine(t, tt.p.spec(allAggs...))
 			k, kf := textKey("k")
 			x := record.Text("x")
 			n := record.Number(3)
@@ -466,7 +466,7 @@ func TestRestoreRejects(t *testing.T) {
 			var en windowing.Entry
 			a.Changes(func(e *windowing.Entry) { en = copyEntry(e) })
 			tt.change(&en)
-			b, _ := newEngine(t, tt.p.config(allAggs...))
+			b, _ := newEngine(t, tt.p.spec(allAggs...))
 			err, panicked := restoreOne(b, &en, tt.dropped)
 			if panicked != nil {
 				t.Fatalf("Restore(%v, %d) panicked: %v", idOf(&en), tt.dropped, panicked)
@@ -488,7 +488,7 @@ func restoreOne(e *windowing.Engine, en *windowing.Entry, dropped int64) (err er
 // pending changes only. Key c of partition 1 had the pool's pane before
 // it was dropped; key d of partition 0 has it now.
 func TestChangesAfterRemovePartition(t *testing.T) {
-	e, _ := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(sumCount...))
+	e, _ := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.spec(sumCount...))
 	c, cf := textKey("c")
 	d, df := textKey("d")
 	e.Add(rec(1, 0, c, cf, 1, 1))
