@@ -12,9 +12,9 @@ import (
 )
 
 // sketchAccuracy is the relative accuracy of quantile sketches: the value
-// reported for quantile q is within 1% of the exact value at rank
-// q*(count-1) (DDSketch's guarantee, independent of the distribution and of
-// how many panes were merged).
+// reported for quantile q is within 1% of the exact value at nearest rank
+// ceil(q*count) (DDSketch's guarantee for the bucket that holds that rank,
+// independent of the distribution and of how many panes were merged).
 const sketchAccuracy = 0.01
 
 type aggFn uint8
@@ -332,8 +332,8 @@ func (e *Engine) values(p pane, out []record.Value) {
 		case fnDistinct:
 			out[i] = e.number(float64(len(p.ext.sets[s.slot])))
 		case fnQuantile:
-			q, err := p.ext.sketches[s.slot].GetValueAtQuantile(s.q)
-			if err != nil { // an empty sketch: every value was NaN
+			q, ok := nearestRank(p.ext.sketches[s.slot], s.q)
+			if !ok { // an empty sketch: every value was NaN
 				q = math.NaN()
 			} else {
 				q = min(max(q, p.nums[s.lo]), p.nums[s.hi])
@@ -341,4 +341,29 @@ func (e *Engine) values(p pane, out []record.Value) {
 			out[i] = e.number(q)
 		}
 	}
+}
+
+// nearestRank returns the sketch's value at rank ceil(q*n) of its n sorted
+// values, 1-based (SPEC §2), q in (0, 1]; false if the sketch is empty.
+// DDSketch's own GetValueAtQuantile interpolates rank q*(n-1) instead,
+// which puts p99 of {100, 477} at 100.
+func nearestRank(sk *ddsketch.DDSketch, q float64) (float64, bool) {
+	n := sk.GetCount()
+	if n == 0 {
+		return 0, false
+	}
+	// q*n is rounded to 9 digits first, so that 0.07*100 (7.000000000000001
+	// in floating point) is rank 7, not 8.
+	r := math.Ceil(math.Round(q*n*1e9) / 1e9)
+	r = min(max(r, 1), n)
+	neg := sk.GetNegativeValueStore()
+	nc := neg.TotalCount()
+	switch {
+	case r <= nc: // the negative store orders by |v|: rank r from below is nc-r+1 there
+		return -sk.Value(neg.KeyAtRank(nc - r + 0.5)), true
+	case r <= nc+sk.GetZeroCount():
+		return 0, true
+	}
+	// KeyAtRank(x) is the first bucket whose cumulative count exceeds x.
+	return sk.Value(sk.GetPositiveValueStore().KeyAtRank(r - nc - sk.GetZeroCount() - 0.5)), true
 }

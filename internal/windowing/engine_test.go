@@ -197,7 +197,7 @@ func TestAggregates(t *testing.T) {
 			t.Errorf("%s = %+v, want %+v", names[i], got[i], want[i])
 		}
 	}
-	if q := got[8].Num; math.Abs(q-1) > 0.01 { // sorted -2 1 1 2 4 10: rank 0.5*5 rounds down to 1
+	if q := got[8].Num; math.Abs(q-1) > 0.01 { // sorted -2 1 1 2 4 10: nearest rank ceil(0.5*6) = 3 is 1
 		t.Errorf("quantile 0.5 = %v, want 1 within 1%%", q)
 	}
 }
@@ -247,7 +247,7 @@ func TestQuantileExactAtTheEdges(t *testing.T) {
 	}{
 		"one value":      {0.5, []float64{3}, 3},
 		"one value, p99": {0.99, []float64{1922.5}, 1922.5},
-		"q 0 is the min": {0, []float64{7, 3.3, 12}, 3.3},
+		"low q is the min": {0.01, []float64{7, 3.3, 12}, 3.3},
 		"q 1 is the max": {1, []float64{7, 3.3, 12.25}, 12.25},
 		"negative":       {0.5, []float64{-41}, -41},
 	}
@@ -266,6 +266,51 @@ func TestQuantileExactAtTheEdges(t *testing.T) {
 			}
 			if len(c.got) != 2 {
 				t.Errorf("got %d results, want 2 (two sliding windows)", len(c.got))
+			}
+		})
+	}
+}
+
+// TestQuantileNearestRank: quantile q is the value at rank ceil(q*n) of the
+// n sorted values (SPEC §2), within 1%, for small and larger windows,
+// negative values and zeros included.
+func TestQuantileNearestRank(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64((i*37)%100) - 20 // -20..79, each once, shuffled
+	}
+	tests := map[string]struct {
+		vals []float64
+		qs   []float64
+	}{
+		"n=1":   {[]float64{42}, []float64{0.01, 0.5, 0.99, 1}},
+		"n=2":   {[]float64{477, 100}, []float64{0.01, 0.5, 0.51, 0.99, 1}},
+		"n=3":   {[]float64{0, -5, 12.5}, []float64{0.01, 0.33, 0.34, 0.5, 0.66, 0.67, 0.99, 1}},
+		"n=100": {hundred, []float64{0.01, 0.07, 0.29, 0.5, 0.57, 0.9, 0.95, 0.99, 1}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			aggs := make([]windowing.Aggregate, len(tt.qs))
+			for i, q := range tt.qs {
+				aggs[i] = windowing.Aggregate{Fn: "quantile", Q: q}
+			}
+			e, c := newEngine(t, params{"tumbling", 1000, 0, 0, 0, "on_watermark"}.spec(aggs...))
+			key, fields := textKey("k")
+			for i, v := range tt.vals {
+				vs := make([]record.Value, len(tt.qs))
+				for j := range vs {
+					vs[j] = record.Number(v)
+				}
+				e.Add(&record.Record{Offset: int64(i), Time: int64(i), Key: key, KeyFields: fields, Values: vs})
+			}
+			e.Advance(math.MaxInt64)
+			sorted := slices.Sorted(slices.Values(tt.vals))
+			for j, q := range tt.qs {
+				rank := int(math.Ceil(math.Round(q*float64(len(sorted))*1e9) / 1e9)) // 1-based
+				want := sorted[rank-1]
+				if got := c.got[0].Aggregates[j].Num; math.Abs(got-want) > 0.01*math.Abs(want) {
+					t.Errorf("quantile %v of %v = %v, want %v (rank %d) within 1%%", q, tt.vals, got, want, rank)
+				}
 			}
 		})
 	}

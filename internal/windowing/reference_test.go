@@ -19,9 +19,6 @@ type reference struct {
 	seq  uint64
 	wins map[refID]*refWin
 	out  []windowing.Result
-	// qHigh holds, per result, the exact value at rank q*(n-1) rounded up
-	// for each quantile aggregate (the result holds it rounded down).
-	qHigh   [][]float64
 	checked int // results not compared yet
 }
 
@@ -144,22 +141,16 @@ func (r *reference) window(w *refWin) windowing.Window {
 func (r *reference) fire(w *refWin, f windowing.Firing) {
 	res := windowing.Result{Partition: w.id.part, Key: w.id.key, Window: r.window(w), Count: int64(len(w.recs)),
 		Firing: f, Revision: w.rev, Watermark: r.wm}
-	high := make([]float64, len(r.aggs))
 	for i, a := range r.aggs {
 		res.Aggregates = append(res.Aggregates, aggregate(a, i, w.recs))
-		if a.Fn == "quantile" {
-			high[i] = quantileHigh(a.Q, i, w.recs)
-		}
 	}
 	w.rev++
 	r.out = append(r.out, res)
-	r.qHigh = append(r.qHigh, high)
 	r.checked++
 }
 
 // aggregate computes aggregate a (the i-th) over recs in one pass, in
-// arrival order. For quantile it returns the exact value at the sketch's
-// rank, q*(n-1) rounded down.
+// arrival order. For quantile it returns the exact value at nearest rank.
 func aggregate(a windowing.Aggregate, i int, recs []refRec) record.Value {
 	nums := make([]float64, len(recs))
 	for j, rc := range recs {
@@ -197,17 +188,14 @@ func aggregate(a windowing.Aggregate, i int, recs []refRec) record.Value {
 		}
 		return record.Number(float64(len(set)))
 	case "quantile":
-		slices.Sort(nums)
-		return record.Number(nums[int(a.Q*float64(len(nums)-1))])
+		return record.Number(exactNearestRank(a.Q, nums))
 	}
 	panic("unknown fn " + a.Fn)
 }
 
-func quantileHigh(q float64, i int, recs []refRec) float64 {
-	nums := make([]float64, len(recs))
-	for j, rc := range recs {
-		nums[j] = rc.values[i].Num
-	}
-	slices.Sort(nums)
-	return nums[int(math.Ceil(q*float64(len(nums)-1)))]
+// exactNearestRank is the value at rank ceil(q*n) of nums sorted, 1-based.
+func exactNearestRank(q float64, nums []float64) float64 {
+	s := slices.Sorted(slices.Values(nums))
+	r := int(math.Ceil(math.Round(q*float64(len(s))*1e9) / 1e9))
+	return s[min(max(r, 1), len(s))-1]
 }
