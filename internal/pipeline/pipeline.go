@@ -62,7 +62,7 @@ type Processor struct {
 	dec      *record.Decoder
 	rec      record.Record
 	marks    *watermark.Merged
-	engine   *windowing.Engine
+	engine   engine
 	out      Output
 	futureMs int64     // 0 = no future guard
 	parts    []partPos // by partition id
@@ -86,11 +86,33 @@ func New(cfg config.Config, out Output) (*Processor, error) {
 	}
 	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
-	p.engine, err = windowing.NewEngine(WindowSpec(cfg), resultSink{out})
+	spec := WindowSpec(cfg)
+	if spec.Kind == windowing.KindSession {
+		p.engine, err = windowing.NewSessions(spec, resultSink{out})
+	} else {
+		p.engine, err = windowing.NewEngine(spec, resultSink{out})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return p, nil
+}
+
+// engine is a window engine: *windowing.Engine (tumbling and sliding
+// windows) or *windowing.Sessions.
+type engine interface {
+	Add(rec *record.Record) windowing.Outcome
+	Advance(wm int64)
+	Watermark() int64
+	Judged(partition int32) int64
+	SetFloor(partition int32, wm int64)
+	Rewind(wm int64, keep []int32)
+	OpenWindows() int
+	RemovePartition(partition int32)
+	TrackChanges()
+	Changes(fn func(*windowing.Entry))
+	Restore(en *windowing.Entry, dropped int64) error
+	FinishRestore()
 }
 
 // WindowSpec is the engine's part of a validated config, in ms.

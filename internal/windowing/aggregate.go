@@ -318,8 +318,11 @@ func (l *layout) mergeExt(dst, src pane) {
 }
 
 // values writes the aggregates of p into out, one per spec.
-func (e *Engine) values(p pane, out []record.Value) {
-	for i, s := range e.agg.specs {
+func (e *Engine) values(p pane, out []record.Value) { e.agg.values(p, out, &e.numbers) }
+
+// values writes the aggregates of p into out, one per spec, made by n.
+func (l *layout) values(p pane, out []record.Value, e *numbers) {
+	for i, s := range l.specs {
 		switch s.fn {
 		case fnCount:
 			out[i] = e.number(float64(*p.count))

@@ -14,7 +14,7 @@ import (
 // per firing.
 const smallInts = 1024
 
-// numCacheBits sizes Engine.nums, the cache of other result values.
+// numCacheBits sizes numbers.nums, the cache of other result values.
 const numCacheBits = 8
 
 // Engine holds the window state of every partition and fires windows as the
@@ -73,8 +73,7 @@ type Engine struct {
 	flip        []int32
 	acc         *ownPane
 	res         Result
-	ints        []record.Value
-	nums        []record.Value // 1 << numCacheBits
+	numbers
 }
 
 // NewEngine builds the engine of a tumbling or sliding window spec. sink
@@ -113,11 +112,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 	e.acc = e.agg.newOwnPane()
 	e.fifo = e.usesFifo()
 	e.res.Aggregates = make([]record.Value, len(e.agg.specs))
-	e.nums = make([]record.Value, 1<<numCacheBits)
-	e.ints = make([]record.Value, smallInts)
-	for i := range e.ints {
-		e.ints[i] = record.Number(float64(i))
-	}
+	e.numbers = newNumbers()
 	return e, nil
 }
 
@@ -213,15 +208,29 @@ func (e *Engine) maxTimestamp(start int64) int64 { return e.window(start).MaxTim
 
 func (e *Engine) cleanupTime(start int64) int64 { return e.window(start).CleanupTime(e.lateness) }
 
-// number returns f as a result value. Small integers come from a table;
-// other values from a small cache of the last ones made, since many keys'
-// windows often share a count or sum.
-func (e *Engine) number(f float64) record.Value {
+// numbers makes result values: small integers come from a table, other
+// values from a small cache of the last ones made, since many keys'
+// windows often share a count or sum; so typical firings do not allocate.
+type numbers struct {
+	ints []record.Value
+	nums []record.Value // 1 << numCacheBits
+}
+
+func newNumbers() numbers {
+	n := numbers{ints: make([]record.Value, smallInts), nums: make([]record.Value, 1<<numCacheBits)}
+	for i := range n.ints {
+		n.ints[i] = record.Number(float64(i))
+	}
+	return n
+}
+
+// number returns f as a result value.
+func (n *numbers) number(f float64) record.Value {
 	if f >= 0 && f < smallInts && f == math.Trunc(f) {
-		return e.ints[int(f)]
+		return n.ints[int(f)]
 	}
 	bits := math.Float64bits(f)
-	c := &e.nums[(bits*0x9E3779B97F4A7C15)>>(64-numCacheBits)]
+	c := &n.nums[(bits*0x9E3779B97F4A7C15)>>(64-numCacheBits)]
 	if !c.IsNum || math.Float64bits(c.Num) != bits {
 		*c = record.Number(f)
 	}
