@@ -245,11 +245,11 @@ func TestQuantileExactAtTheEdges(t *testing.T) {
 		vals []float64
 		want float64
 	}{
-		"one value":      {0.5, []float64{3}, 3},
-		"one value, p99": {0.99, []float64{1922.5}, 1922.5},
+		"one value":        {0.5, []float64{3}, 3},
+		"one value, p99":   {0.99, []float64{1922.5}, 1922.5},
 		"low q is the min": {0.01, []float64{7, 3.3, 12}, 3.3},
-		"q 1 is the max": {1, []float64{7, 3.3, 12.25}, 12.25},
-		"negative":       {0.5, []float64{-41}, -41},
+		"q 1 is the max":   {1, []float64{7, 3.3, 12.25}, 12.25},
+		"negative":         {0.5, []float64{-41}, -41},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -13,12 +13,12 @@ import (
 // assignment, every window keeps its records, aggregates are computed from
 // scratch at each firing, and Advance scans every window.
 type reference struct {
-	p    params
-	aggs []windowing.Aggregate
-	wm   int64
-	seq  uint64
-	wins map[refID]*refWin
-	out  []windowing.Result
+	p       params
+	aggs    []windowing.Aggregate
+	wm      int64
+	seq     uint64
+	wins    map[refID]*refWin
+	out     []windowing.Result
 	checked int // results not compared yet
 }
 

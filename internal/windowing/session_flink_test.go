@@ -102,7 +102,7 @@ func TestFlinkSessionWindows(t *testing.T) {
 var latenessOps = []op{
 	el("key2", 1, 1000), wm(1999),
 	el("key2", 1, 2000), wm(4998),
-	el("key2", 1, 4500), // not late: the merged session's maxTimestamp is after the watermark
+	el("key2", 1, 4500),           // not late: the merged session's maxTimestamp is after the watermark
 	el("key2", 1, 8500), wm(7400), // a new session
 	el("key2", 1, 7000), wm(11501), // bridges the two
 	el("key2", 1, 11600), wm(14600), // a new session, fires
