@@ -15,6 +15,13 @@ import (
 	"aggregator/internal/windowing"
 )
 
+// stateEngine is what the changelog helpers need of an Engine or Sessions.
+type stateEngine interface {
+	Changes(fn func(*windowing.Entry))
+	Restore(en *windowing.Entry, dropped int64) error
+	Watermark() int64
+}
+
 // entryID is what identifies a changelog entry.
 type entryID struct {
 	kind  windowing.EntryKind
@@ -45,7 +52,7 @@ func idOf(en *windowing.Entry) entryID { return entryID{en.Kind, en.Partition, e
 // out, and an error if Changes broke its contract: an identity twice in
 // one call, a tombstone of an entry never handed out, a live entry with
 // nothing in it, or anything in a second call right after.
-func (c *changelog) commit(e *windowing.Engine) (int, error) {
+func (c *changelog) commit(e stateEngine) (int, error) {
 	n := 0
 	seen := map[entryID]bool{}
 	var err error
@@ -63,6 +70,8 @@ func (c *changelog) commit(e *windowing.Engine) (int, error) {
 			err = fmt.Errorf("Changes handed out slice %v with count %d", id, en.Count)
 		case !en.Deleted && en.Kind == windowing.WindowEntry && en.Revision <= 0:
 			err = fmt.Errorf("Changes handed out window %v with revision %d", id, en.Revision)
+		case !en.Deleted && en.Kind == windowing.SessionEntry && (en.Count <= 0 || en.End <= en.Start):
+			err = fmt.Errorf("Changes handed out session %v [%d, %d) with count %d", id, en.Start, en.End, en.Count)
 		}
 		seen[id] = true
 		if en.Deleted {
@@ -108,13 +117,13 @@ func (c *changelog) dropPartition(p int32) {
 // rather than all slices of every partition first. The entries are passed
 // as stored, so an engine that kept or changed what it was given would
 // corrupt the store and fail a later restore.
-func (c *changelog) restore(e *windowing.Engine, rng *rand.Rand) error {
+func (c *changelog) restore(e stateEngine, rng *rand.Rand) error {
 	ids := slices.SortedFunc(maps.Keys(c.entries), func(a, b entryID) int {
 		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.part, b.part), cmp.Compare(a.id, b.id), cmp.Compare(a.start, b.start))
 	})
 	var groups [][]entryID // restored in order; shuffled within
 	if rng != nil && rng.IntN(2) == 0 {
-		byPart := map[int32][2][]entryID{}
+		byPart := map[int32][3][]entryID{}
 		for _, id := range ids {
 			g := byPart[id.part]
 			g[id.kind-windowing.SliceEntry] = append(g[id.kind-windowing.SliceEntry], id)
@@ -123,7 +132,7 @@ func (c *changelog) restore(e *windowing.Engine, rng *rand.Rand) error {
 		parts := slices.Sorted(maps.Keys(byPart))
 		rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
 		for _, p := range parts {
-			groups = append(groups, byPart[p][0], byPart[p][1])
+			groups = append(groups, byPart[p][0], byPart[p][1], byPart[p][2])
 		}
 	} else {
 		i, _ := slices.BinarySearchFunc(ids, windowing.WindowEntry, func(id entryID, k windowing.EntryKind) int { return cmp.Compare(id.kind, k) })

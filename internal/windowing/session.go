@@ -283,7 +283,7 @@ func (s *Sessions) Advance(wm int64) {
 
 func (s *Sessions) fireDue() {
 	wm := s.wm
-	for !s.onClose && s.fire.top() <= wm {
+	for !s.onClose && s.fire.due(wm) {
 		t := s.fire.pop()
 		k := &s.keys[t.key]
 		k.timers--
@@ -306,7 +306,7 @@ func (s *Sessions) fireDue() {
 		}
 		s.releaseIfDone(t.key)
 	}
-	for s.clean.top() <= wm {
+	for s.clean.due(wm) {
 		t := s.clean.pop()
 		k := &s.keys[t.key]
 		k.timers--
@@ -445,6 +445,9 @@ func (t *timers) top() int64 {
 	}
 	return t.h[0].at
 }
+
+// due reports whether the earliest entry is at or before wm.
+func (t *timers) due(wm int64) bool { return len(t.h) > 0 && t.h[0].at <= wm }
 
 func (t *timers) less(a, b timer) bool {
 	if a.at != b.at {

@@ -41,7 +41,11 @@ func (s *Sessions) forgetChanges(p int32) {
 func (s *Sessions) Changes(fn func(*Entry)) {
 	c := &s.changes
 	var en Entry
+	live := s.liveGone()
 	for _, g := range c.gone {
+		if live[sessionID{g.part, g.id, g.start}] {
+			continue // a new session took its identity: its entry replaces the old one
+		}
 		en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
 		fn(&en)
 	}
@@ -66,6 +70,42 @@ func (s *Sessions) Changes(fn func(*Entry)) {
 		fn(&en)
 	}
 	c.panes = c.panes[:0]
+}
+
+// sessionID identifies a session's changelog entry.
+type sessionID struct {
+	part  int32
+	id    string
+	start int64
+}
+
+// liveGone returns the identities of the tombstones to hand out that a
+// changed session has again (a key's session dropped, and a new one at the
+// same start; only dynamic gaps make that), or nil if there are none.
+func (s *Sessions) liveGone() map[sessionID]bool {
+	c := &s.changes
+	if len(c.gone) == 0 || len(c.panes) == 0 {
+		return nil
+	}
+	gone := make(map[sessionID]bool, len(c.gone))
+	for _, g := range c.gone {
+		gone[sessionID{g.part, g.id, g.start}] = true
+	}
+	live := map[sessionID]bool{}
+	seen := map[int32]bool{} // only a pane's newest note names its key
+	for i := len(c.panes) - 1; i >= 0; i-- {
+		r := c.panes[i]
+		h := s.pool.hdr(r.pane)
+		if seen[r.pane] || h.flags&flagDirty == 0 {
+			continue
+		}
+		seen[r.pane] = true
+		k := &s.keys[r.key]
+		if id := (sessionID{k.part, k.id, h.start}); gone[id] {
+			live[id] = true
+		}
+	}
+	return live
 }
 
 // Restore is Engine.Restore for SessionEntries: the partition must have
