@@ -162,8 +162,15 @@ type replayOutput struct {
 
 func (o *replayOutput) Result(r *windowing.Result) {
 	b := append(o.buf[:0], `{"type":"result"`...)
+	if r.Firing == windowing.Retract { // SPEC §5: the key and window of the withdrawn session
+		b = append(b[:0], `{"type":"retract"`...)
+	}
 	n := len(b)
-	b = o.enc.AppendResult(b, r)
+	if r.Firing == windowing.Retract {
+		b = o.enc.AppendKey(b, r)
+	} else {
+		b = o.enc.AppendResult(b, r)
+	}
 	b[n] = ',' // join the result's fields onto this object
 	o.line(b)
 }

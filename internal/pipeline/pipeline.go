@@ -65,6 +65,7 @@ type Processor struct {
 	engine   engine
 	out      Output
 	futureMs int64     // 0 = no future guard
+	merges   int64     // session merges reported by TakeSessionMerges
 	parts    []partPos // by partition id
 }
 
@@ -265,6 +266,18 @@ func (p *Processor) Partitions() []int32 { return p.marks.Partitions() }
 
 // OpenWindows counts open (key, window) pairs.
 func (p *Processor) OpenWindows() int { return p.engine.OpenWindows() }
+
+// TakeSessionMerges returns how many records bridged two sessions or more
+// since the last call (0 for other windows).
+func (p *Processor) TakeSessionMerges() int64 {
+	s, ok := p.engine.(*windowing.Sessions)
+	if !ok {
+		return 0
+	}
+	n := s.Merges() - p.merges
+	p.merges += n
+	return n
+}
 
 // IdleCount counts idle partitions.
 func (p *Processor) IdleCount() int { return p.marks.IdleCount() }
