@@ -104,7 +104,6 @@ aggregates: [{name: n, fn: count}, {name: a, fn: avg, field: v}]
 `,
 	"session": `
 source: {key: [k], timestamp: {field: t, layout: unix_ms}}
-watermark: {max_out_of_orderness: 500ms}
 window: {type: session, gap: 500ms, gap_field: g, allowed_lateness: 2s}
 aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: f, fn: first, field: v}, {name: d, fn: count_distinct, field: v}, {name: q, fn: quantile, field: v, q: 0.5}]
 `,
