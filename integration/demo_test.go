@@ -133,3 +133,46 @@ func checkCompacted(t *testing.T, brokers []string, topic string) {
 	}
 	t.Errorf("%s configs %v: want cleanup.policy=compact", topic, rc.Configs)
 }
+
+// TestDemoSessions: `aggregator demo --window session` runs the session
+// engine end to end: it exits 0 (retraction tombstones on the results
+// topic are read, not errors) and leaves session results whose windows are
+// at least the 500ms gap long and not aligned to fixed windows.
+func TestDemoSessions(t *testing.T) {
+	needBinary(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(kc.Close)
+	brokers := kc.ListenAddrs()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "demo", "--window", "session", "--brokers", strings.Join(brokers, ","), "--duration", "6s",
+		"--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--partitions", "2", "--listen", "127.0.0.1:0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("aggregator demo --window session: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	results, unaligned := 0, 0
+	for _, rec := range readAll(t, brokers, "calls-windows") {
+		if rec.Value == nil {
+			continue // a retraction
+		}
+		var r demoResult
+		if err := json.Unmarshal(rec.Value, &r); err != nil {
+			t.Fatalf("result %s: %v", rec.Value, err)
+		}
+		results++
+		if r.WindowEnd-r.WindowStart < 500 || r.Count < 1 || r.Aggregates["calls"] != float64(r.Count) {
+			t.Errorf("result %s: want a session of at least the 500ms gap, calls = count", rec.Value)
+		}
+		if r.WindowStart%1000 != 0 {
+			unaligned++
+		}
+	}
+	if results == 0 || unaligned == 0 {
+		t.Errorf("%d session results, %d not on whole seconds: want results, at record times", results, unaligned)
+	}
+}
