@@ -159,7 +159,12 @@ func (s *Sessions) Add(rec *record.Record) Outcome {
 	}
 	k := &s.keys[ki]
 	switch {
-	case j-i == 1 && k.sess[i].window() == merged: // inside a session: no merge
+	case j-i == 1 && k.sess[i].start == merged.Start && s.pool.hdr(k.sess[i].pane).rev == 0:
+		// The usual record: inside its key's session, or extending it to
+		// the right. Unfired and at the same start, it is the same
+		// changelog identity and there is nothing to retract.
+		k.sess[i].end = merged.End
+	case j-i == 1 && k.sess[i].window() == merged: // inside a session that fired: no merge
 	case i == j:
 		k.sess = slices.Insert(k.sess, i, session{start: merged.Start, end: merged.End, pane: s.pool.alloc(&s.agg, merged.Start)})
 		s.open++
@@ -284,12 +289,10 @@ func (s *Sessions) Advance(wm int64) {
 func (s *Sessions) fireDue() {
 	wm := s.wm
 	for !s.onClose && s.fire.due(wm) {
-		t := s.fire.pop()
+		t := s.fire.h[0]
 		k := &s.keys[t.key]
-		k.timers--
+		next := int64(noTimer)
 		if k.fireAt == t.at {
-			k.fireAt = noTimer
-			next := int64(noTimer)
 			for m := range k.sess {
 				x := &k.sess[m]
 				switch {
@@ -300,28 +303,29 @@ func (s *Sessions) fireDue() {
 					next = min(next, x.end-1)
 				}
 			}
-			if next != noTimer {
-				s.schedule(&s.fire, t.key, &k.fireAt, next)
-			}
+			k.fireAt = next
 		}
+		s.fire.next(next, &k.timers)
 		s.releaseIfDone(t.key)
 	}
 	for s.clean.due(wm) {
-		t := s.clean.pop()
+		t := s.clean.h[0]
 		k := &s.keys[t.key]
-		k.timers--
+		next := int64(noTimer)
 		if k.cleanAt == t.at {
-			k.cleanAt = noTimer
-			s.dropDue(t.key, t.at)
+			next = s.dropDue(t.key, t.at)
+			k.cleanAt = next
 		}
+		s.clean.next(next, &k.timers)
 		s.releaseIfDone(t.key)
 	}
 	s.nextDue = min(s.fire.top(), s.clean.top())
 }
 
 // dropDue drops key ki's sessions whose cleanup time is at or below at,
-// after their Final firing in emit mode on_close.
-func (s *Sessions) dropDue(ki int32, at int64) {
+// after their Final firing in emit mode on_close, and returns the
+// earliest cleanup time of the others (noTimer: none).
+func (s *Sessions) dropDue(ki int32, at int64) int64 {
 	k := &s.keys[ki]
 	next := int64(noTimer)
 	kept := k.sess[:0]
@@ -340,9 +344,7 @@ func (s *Sessions) dropDue(ki int32, at int64) {
 		s.open--
 	}
 	k.sess = kept
-	if next != noTimer {
-		s.schedule(&s.clean, ki, &k.cleanAt, next)
-	}
+	return next
 }
 
 // releaseIfDone frees key ki once it has no session and no timer entry.
@@ -449,20 +451,39 @@ func (t *timers) top() int64 {
 // due reports whether the earliest entry is at or before wm.
 func (t *timers) due(wm int64) bool { return len(t.h) > 0 && t.h[0].at <= wm }
 
-func (t *timers) less(a, b timer) bool {
+// less orders entries by time, then key; the sort prefix settles most
+// ties of time without touching the keys.
+func (t *timers) less(a, b *timer) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
 	if a.prefix != b.prefix {
 		return a.prefix < b.prefix
 	}
+	return t.keyLess(a.key, b.key)
+}
+
+func (t *timers) keyLess(a, b int32) bool {
 	ks := *t.keys
-	return compareKeys(&ks[a.key].keyState, &ks[b.key].keyState) < 0
+	return compareKeys(&ks[a].keyState, &ks[b].keyState) < 0
 }
 
 func (t *timers) push(e timer) {
 	t.h = append(t.h, e)
 	t.up(len(t.h) - 1)
+}
+
+// next moves the earliest entry to time at (its key's next live entry:
+// one sift instead of a pop and a push), or removes it if at is noTimer;
+// timers is its key's entry count.
+func (t *timers) next(at int64, timers *int32) {
+	if at == noTimer {
+		t.pop()
+		*timers--
+		return
+	}
+	t.h[0].at = at
+	t.down(0)
 }
 
 func (t *timers) pop() timer {
@@ -477,32 +498,41 @@ func (t *timers) pop() timer {
 	return top
 }
 
+// The heap is 4-ary: half the depth of a binary one, and the children of
+// a node share a cache line or two.
+const heapArity = 4
+
 func (t *timers) up(i int) {
+	h := t.h
 	for i > 0 {
-		p := (i - 1) / 2
-		if !t.less(t.h[i], t.h[p]) {
+		p := (i - 1) / heapArity
+		if !t.less(&h[i], &h[p]) {
 			return
 		}
-		t.h[i], t.h[p] = t.h[p], t.h[i]
+		h[i], h[p] = h[p], h[i]
 		i = p
 	}
 }
 
 func (t *timers) down(i int) {
-	n := len(t.h)
+	h := t.h
+	n := len(h)
 	for {
-		c := 2*i + 1
+		c := heapArity*i + 1
 		if c >= n {
 			return
 		}
-		if c+1 < n && t.less(t.h[c+1], t.h[c]) {
-			c++
+		best := c
+		for j := c + 1; j < min(c+heapArity, n); j++ {
+			if t.less(&h[j], &h[best]) {
+				best = j
+			}
 		}
-		if !t.less(t.h[c], t.h[i]) {
+		if !t.less(&h[best], &h[i]) {
 			return
 		}
-		t.h[i], t.h[c] = t.h[c], t.h[i]
-		i = c
+		h[i], h[best] = h[best], h[i]
+		i = best
 	}
 }
 
