@@ -289,7 +289,7 @@ func (s *Sessions) Advance(wm int64) {
 func (s *Sessions) fireDue() {
 	wm := s.wm
 	for !s.onClose && s.fire.due(wm) {
-		t := s.fire.h[0]
+		t := s.fire.head()
 		k := &s.keys[t.key]
 		next := int64(noTimer)
 		if k.fireAt == t.at {
@@ -309,7 +309,7 @@ func (s *Sessions) fireDue() {
 		s.releaseIfDone(t.key)
 	}
 	for s.clean.due(wm) {
-		t := s.clean.h[0]
+		t := s.clean.head()
 		k := &s.keys[t.key]
 		next := int64(noTimer)
 		if k.cleanAt == t.at {
@@ -423,123 +423,4 @@ func (s *Sessions) RemovePartition(p int32) {
 		s.releaseIfDone(int32(ki))
 	}
 	s.nextDue = min(s.fire.top(), s.clean.top())
-}
-
-// timer is an entry of a timer heap: key at time at. prefix caches the
-// key's sortPrefix, so that most comparisons are two integer compares.
-type timer struct {
-	at     int64
-	prefix uint64
-	key    int32
-}
-
-// timers is a min-heap of entries by time, then key as firings are
-// ordered (compareKeys).
-type timers struct {
-	h    []timer
-	keys *[]sessKey
-}
-
-// top returns the earliest entry's time, noTimer if there is none.
-func (t *timers) top() int64 {
-	if len(t.h) == 0 {
-		return noTimer
-	}
-	return t.h[0].at
-}
-
-// due reports whether the earliest entry is at or before wm.
-func (t *timers) due(wm int64) bool { return len(t.h) > 0 && t.h[0].at <= wm }
-
-// less orders entries by time, then key; the sort prefix settles most
-// ties of time without touching the keys.
-func (t *timers) less(a, b *timer) bool {
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	if a.prefix != b.prefix {
-		return a.prefix < b.prefix
-	}
-	return t.keyLess(a.key, b.key)
-}
-
-func (t *timers) keyLess(a, b int32) bool {
-	ks := *t.keys
-	return compareKeys(&ks[a].keyState, &ks[b].keyState) < 0
-}
-
-func (t *timers) push(e timer) {
-	t.h = append(t.h, e)
-	t.up(len(t.h) - 1)
-}
-
-// next moves the earliest entry to time at (its key's next live entry:
-// one sift instead of a pop and a push), or removes it if at is noTimer;
-// timers is its key's entry count.
-func (t *timers) next(at int64, timers *int32) {
-	if at == noTimer {
-		t.pop()
-		*timers--
-		return
-	}
-	t.h[0].at = at
-	t.down(0)
-}
-
-func (t *timers) pop() timer {
-	h := t.h
-	top := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	t.h = h[:n]
-	if n > 0 {
-		t.down(0)
-	}
-	return top
-}
-
-// The heap is 4-ary: half the depth of a binary one, and the children of
-// a node share a cache line or two.
-const heapArity = 4
-
-func (t *timers) up(i int) {
-	h := t.h
-	for i > 0 {
-		p := (i - 1) / heapArity
-		if !t.less(&h[i], &h[p]) {
-			return
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-}
-
-func (t *timers) down(i int) {
-	h := t.h
-	n := len(h)
-	for {
-		c := heapArity*i + 1
-		if c >= n {
-			return
-		}
-		best := c
-		for j := c + 1; j < min(c+heapArity, n); j++ {
-			if t.less(&h[j], &h[best]) {
-				best = j
-			}
-		}
-		if !t.less(&h[best], &h[i]) {
-			return
-		}
-		h[i], h[best] = h[best], h[i]
-		i = best
-	}
-}
-
-// deleteFunc removes the entries for which del is true.
-func (t *timers) deleteFunc(del func(timer) bool) {
-	t.h = slices.DeleteFunc(t.h, del)
-	for i := len(t.h)/2 - 1; i >= 0; i-- {
-		t.down(i)
-	}
 }
