@@ -31,7 +31,7 @@ type Engine struct {
 	fifo     bool // windows merge through per-key fifoAggs
 	agg      layout
 
-	wm      int64
+	marks
 	span    span   // the last record's pane
 	nextDue int64  // no window fires or drops at a watermark below it
 	seq     uint64 // arrival number of the last record, for first/last ties
@@ -45,11 +45,6 @@ type Engine struct {
 	// restoredMin is the earliest window start restored since the last
 	// FinishRestore; math.MaxInt64 for none.
 	restoredMin int64
-	// floors, by partition, is a watermark the partition's records are
-	// judged against at least: the one they were judged against before
-	// the watermark went down (Rewind) or before the partition moved here
-	// (SetFloor). Below wm it changes nothing.
-	floors []int64
 
 	keys  keySlab
 	table keyTable
@@ -87,7 +82,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		offset:      spec.Offset,
 		lateness:    spec.Lateness,
 		onClose:     spec.OnClose,
-		wm:          math.MinInt64,
+		marks:       marks{wm: math.MinInt64},
 		nextDue:     math.MaxInt64,
 		span:        span{from: 1, to: 0}, // empty: the first Add assigns
 		aheadUntil:  math.MinInt64,
@@ -116,26 +111,56 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 	return e, nil
 }
 
+// marks are the watermark an engine acts on and the partitions' floors.
+type marks struct {
+	wm int64
+	// floors, by partition, is a watermark the partition's records are
+	// judged against at least: the one they were judged against before
+	// the watermark went down (Rewind) or before the partition moved here
+	// (SetFloor). Below wm it changes nothing.
+	floors []int64
+}
+
 // Watermark returns the watermark given to the last Advance (math.MinInt64
 // before the first).
-func (e *Engine) Watermark() int64 { return e.wm }
+func (m *marks) Watermark() int64 { return m.wm }
 
 // Judged returns the watermark a record of partition p is judged against:
 // the watermark, or p's floor if higher.
-func (e *Engine) Judged(p int32) int64 {
-	if int(p) < len(e.floors) {
-		return max(e.wm, e.floors[p])
+func (m *marks) Judged(p int32) int64 {
+	if int(p) < len(m.floors) {
+		return max(m.wm, m.floors[p])
 	}
-	return e.wm
+	return m.wm
 }
 
 // SetFloor makes partition p's records judged against wm at least: the
 // watermark of p's previous owner, which dropped its windows by it.
-func (e *Engine) SetFloor(p int32, wm int64) {
-	for int(p) >= len(e.floors) {
-		e.floors = append(e.floors, math.MinInt64)
+func (m *marks) SetFloor(p int32, wm int64) {
+	for int(p) >= len(m.floors) {
+		m.floors = append(m.floors, math.MinInt64)
 	}
-	e.floors[p] = max(e.floors[p], wm)
+	m.floors[p] = max(m.floors[p], wm)
+}
+
+// lower moves the watermark down to wm, the partitions in keep judged
+// against the current one from now on; it reports whether it went down.
+func (m *marks) lower(wm int64, keep []int32) bool {
+	if wm >= m.wm {
+		return false
+	}
+	for _, p := range keep {
+		m.SetFloor(p, m.wm)
+	}
+	m.wm = wm
+	return true
+}
+
+// clearFloor forgets partition p's floor: p is leaving.
+func (m *marks) clearFloor(p int32) {
+	if int(p) < len(m.floors) {
+		m.floors[p] = math.MinInt64
+	}
 }
 
 // Rewind lowers the watermark to wm: a partition whose watermark is below
@@ -145,13 +170,9 @@ func (e *Engine) SetFloor(p int32, wm int64) {
 // stay fired (an on-time firing skips them; a record into one fires it
 // late); windows not fired yet fire when the watermark comes back.
 func (e *Engine) Rewind(wm int64, keep []int32) {
-	if wm >= e.wm {
+	if !e.lower(wm, keep) {
 		return
 	}
-	for _, p := range keep {
-		e.SetFloor(p, e.wm)
-	}
-	e.wm = wm
 	if !e.onClose {
 		i, _ := slices.BinarySearchFunc(e.buckets, wm, func(b *bucket, wm int64) int {
 			return cmp.Compare(e.maxTimestamp(b.start), wm+1) // the first bucket not due at wm
@@ -166,9 +187,7 @@ func (e *Engine) OpenWindows() int { return e.open }
 
 // RemovePartition drops a revoked partition's state without firing.
 func (e *Engine) RemovePartition(p int32) {
-	if int(p) < len(e.floors) {
-		e.floors[p] = math.MinInt64
-	}
+	e.clearFloor(p)
 	e.changes.forget(e, p)
 	kept := e.buckets[:0]
 	fired := 0

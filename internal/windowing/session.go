@@ -14,10 +14,11 @@ import (
 // not intersect, sorted by start, each one pane of accumulators. A record's
 // window [t, t+gap) merges with every session it intersects (touching
 // counts); the merged session is a new window: revision 0, not fired, and
-// the absorbed sessions that had fired are retracted. Two timer heaps,
-// ordered by time then key, hold one live entry per key each: the earliest
-// maxTimestamp of its unfired sessions and the earliest cleanup time; an
-// entry that a merge made early is pushed on when it comes up.
+// the absorbed sessions that had fired are retracted. Two timer queues
+// (session_timers.go), ordered by time then key, hold one live entry per
+// key each: the earliest maxTimestamp of its unfired sessions and the
+// earliest cleanup time; an entry that its session outgrew moves on when
+// it comes up.
 //
 // Sessions has the methods of Engine that the pipeline uses, with the same
 // meaning. It is not safe for concurrent use.
@@ -29,12 +30,11 @@ type Sessions struct {
 	agg      layout
 	numbers
 
-	wm      int64
+	marks
 	nextDue int64 // no timer is due at a watermark below it
 	seq     uint64
-	floors  []int64 // see Engine.floors
 
-	keys  []sessKey // by key index; see keyOf
+	keys  []sessKey // by key index, found through table (findKey)
 	free  []int32
 	table keyTable
 	pool  panePool
@@ -45,7 +45,7 @@ type Sessions struct {
 	track   bool
 	changes changes // panes and gone only
 
-	merges, retractions int64
+	merges int64
 
 	res     Result
 	sortKey []byte
@@ -56,7 +56,7 @@ type sessKey struct {
 	keyState           // identity; first and last are unused
 	sess     []session // sorted by start, pairwise not intersecting
 	// fireAt and cleanAt are the times of the key's live entries in the
-	// fire and clean heaps (noTimer: none); entries at other times are
+	// fire and clean queues (noTimer: none); entries at other times are
 	// stale. timers counts its entries, live or stale: the slot is
 	// released once it has neither sessions nor entries.
 	fireAt, cleanAt int64
@@ -81,7 +81,7 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 		return nil, fmt.Errorf("window kind %d: not session", spec.Kind)
 	}
 	s := &Sessions{sink: sink, gap: spec.Gap, lateness: spec.Lateness, onClose: spec.OnClose,
-		wm: math.MinInt64, nextDue: noTimer, table: newKeyTable(), numbers: newNumbers()}
+		marks: marks{wm: math.MinInt64}, nextDue: noTimer, table: newKeyTable(), numbers: newNumbers()}
 	var err error
 	if s.agg, err = newLayout(spec.Aggregates); err != nil {
 		return nil, err
@@ -92,36 +92,12 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 	return s, nil
 }
 
-// Watermark returns the watermark given to the last Advance.
-func (s *Sessions) Watermark() int64 { return s.wm }
-
-// Judged is Engine.Judged.
-func (s *Sessions) Judged(p int32) int64 {
-	if int(p) < len(s.floors) {
-		return max(s.wm, s.floors[p])
-	}
-	return s.wm
-}
-
-// SetFloor is Engine.SetFloor.
-func (s *Sessions) SetFloor(p int32, wm int64) {
-	for int(p) >= len(s.floors) {
-		s.floors = append(s.floors, math.MinInt64)
-	}
-	s.floors[p] = max(s.floors[p], wm)
-}
-
 // Rewind is Engine.Rewind: sessions that fired stay fired (a record into
 // one fires it late), the others fire when the watermark comes back.
 func (s *Sessions) Rewind(wm int64, keep []int32) {
-	if wm >= s.wm {
-		return
+	if s.lower(wm, keep) {
+		s.nextDue = min(s.fire.top(), s.clean.top())
 	}
-	for _, p := range keep {
-		s.SetFloor(p, s.wm)
-	}
-	s.wm = wm
-	s.nextDue = min(s.fire.top(), s.clean.top())
 }
 
 // OpenWindows returns the number of open sessions.
@@ -129,9 +105,6 @@ func (s *Sessions) OpenWindows() int { return s.open }
 
 // Merges returns how many records bridged two sessions or more.
 func (s *Sessions) Merges() int64 { return s.merges }
-
-// Retractions returns how many sessions were retracted.
-func (s *Sessions) Retractions() int64 { return s.retractions }
 
 // Add applies SPEC §3 steps 1–2 to one record: its window [t, t+gap)
 // merged with the key's sessions it intersects is late if its cleanup time
@@ -238,7 +211,6 @@ func (s *Sessions) merge(ki int32, i, j int, merged Window) {
 
 // retract emits the retraction of k's session x.
 func (s *Sessions) retract(k *sessKey, x *session) {
-	s.retractions++
 	r := &s.res
 	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
 	r.Count, r.Revision, r.Firing, r.Watermark = 0, 0, Retract, s.wm
@@ -259,7 +231,7 @@ func (s *Sessions) emit(ki int32, x *session, f Firing) {
 	s.sink.Emit(r)
 }
 
-// schedule makes sure key ki has an entry in heap t at or before at;
+// schedule makes sure key ki has an entry in queue t at or before at;
 // *live is the time of its live entry there.
 func (s *Sessions) schedule(t *timers, ki int32, live *int64, at int64) {
 	if at >= *live {
@@ -403,9 +375,7 @@ func (s *Sessions) addKey(part int32, tag uint32, id string, split int) int32 {
 
 // RemovePartition drops a revoked partition's sessions without firing.
 func (s *Sessions) RemovePartition(p int32) {
-	if int(p) < len(s.floors) {
-		s.floors[p] = math.MinInt64
-	}
+	s.clearFloor(p)
 	s.forgetChanges(p)
 	gone := func(t timer) bool { return s.keys[t.key].part == p && s.keys[t.key].id != "" }
 	s.fire.deleteFunc(gone)

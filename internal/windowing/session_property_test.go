@@ -34,7 +34,11 @@ func TestSessionsMatchReference(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var kinds [3]int
 			retracts, restored := 0, 0
-			for seed := range uint64(60) {
+			seeds := uint64(60)
+			if raceEnabled {
+				seeds = 20
+			}
+			for seed := range seeds {
 				for _, aggs := range [][]windowing.Aggregate{allAggs, fifoAggs} {
 					k, r, n := compareSessions(t, c.gap, c.lateness, c.onClose, c.dynamic, aggs, seed, 400)
 					for i := range kinds {

@@ -41,16 +41,9 @@ func (s *Sessions) forgetChanges(p int32) {
 func (s *Sessions) Changes(fn func(*Entry)) {
 	c := &s.changes
 	var en Entry
-	live := s.liveGone()
-	for _, g := range c.gone {
-		if live[sessionID{g.part, g.id, g.start}] {
-			continue // a new session took its identity: its entry replaces the old one
-		}
-		en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
-		fn(&en)
-	}
-	clear(c.gone)
-	c.gone = c.gone[:0]
+	// A tombstone whose identity a new session took is left out: the new
+	// session's entry replaces the old one.
+	c.handOutGone(fn, s.liveGone())
 	// Newest first: a pane freed and reused since an older note has its
 	// flags cleared, so only its newest note counts.
 	for i := len(c.panes) - 1; i >= 0; i-- {

@@ -131,12 +131,7 @@ func (c *changes) forget(e *Engine, p int32) {
 func (e *Engine) Changes(fn func(*Entry)) {
 	c := &e.changes
 	var en Entry
-	for _, g := range c.gone {
-		en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
-		fn(&en)
-	}
-	clear(c.gone)
-	c.gone = c.gone[:0]
+	c.handOutGone(fn, nil)
 	// Newest first: a pane freed and reused since an older entry was
 	// marked has its flags cleared, so only its newest entry counts.
 	for i := len(c.panes) - 1; i >= 0; i-- {
@@ -171,6 +166,21 @@ func (e *Engine) Changes(fn func(*Entry)) {
 		fn(&en)
 	}
 	c.wins = c.wins[:0]
+}
+
+// handOutGone hands fn the tombstones noted since the last call, except
+// those whose identity is in live, and forgets them.
+func (c *changes) handOutGone(fn func(*Entry), live map[sessionID]bool) {
+	var en Entry
+	for _, g := range c.gone {
+		if live[sessionID{g.part, g.id, g.start}] {
+			continue
+		}
+		en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
+		fn(&en)
+	}
+	clear(c.gone)
+	c.gone = c.gone[:0]
 }
 
 // sliceEntry fills en with pane i of key k.
