@@ -75,6 +75,12 @@ type partPos struct {
 	restored bool   // Restore ran: its records are applied from now on
 	next     int64  // offset after the last record processed; -1 none since restore
 	written  int64  // next as of the last checkpoint
+	// merged is the merged watermark of its last position record: the
+	// windows it dropped are not restored, so a position must be written
+	// again when the watermark moves on, even with no record of its own
+	// (a sliding window dropped by another partition's progress leaves no
+	// changelog record: its slices live on in later windows).
+	merged int64
 	tag      uint64 // the tag of its next checkpoint
 	repairs  []state.Repair
 }
@@ -324,7 +330,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 	w := p.engine.Watermark()
 	for id := range p.parts {
 		pp := &p.parts[id]
-		if !pp.assigned || pp.next < 0 || pp.next == pp.written {
+		if !pp.assigned || pp.next < 0 || pp.next == pp.written && pp.merged == w {
 			continue
 		}
 		gen := p.marks.Snapshot(int32(id))
@@ -334,7 +340,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			Watermark: max(gen.Watermark, p.engine.Judged(int32(id))), Merged: w, Floor: p.engine.Judged(int32(id))}
 		positions = append(positions, ChangelogRecord{Partition: int32(id), Key: state.PositionKey(nil, int32(id)),
 			Value: state.AppendPosition(nil, pos, pp.tag), Tag: pp.tag})
-		pp.written = pp.next
+		pp.written, pp.merged = pp.next, w
 		pp.tag++
 	}
 	return data, positions
@@ -382,7 +388,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 	pp.tag, pp.repairs, pp.restored = res.NextTag, res.Repairs, true
 	if res.HasPosition {
 		pp.next = res.Position.Offset
-		pp.written = res.Position.Offset
+		pp.written, pp.merged = res.Position.Offset, res.Position.Merged
 		p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
 	}
 	p.advance()
