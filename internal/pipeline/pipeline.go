@@ -72,17 +72,17 @@ type Processor struct {
 // partPos is what the changelog needs of one partition besides its windows.
 type partPos struct {
 	assigned bool
-	restored bool   // Restore ran: its records are applied from now on
-	next     int64  // offset after the last record processed; -1 none since restore
-	written  int64  // next as of the last checkpoint
+	restored bool  // Restore ran: its records are applied from now on
+	next     int64 // offset after the last record processed; -1 none since restore
+	written  int64 // next as of the last checkpoint
 	// merged is the merged watermark of its last position record: the
 	// windows it dropped are not restored, so a position must be written
 	// again when the watermark moves on, even with no record of its own
 	// (a sliding window dropped by another partition's progress leaves no
 	// changelog record: its slices live on in later windows).
-	merged int64
-	tag      uint64 // the tag of its next checkpoint
-	repairs  []state.Repair
+	merged  int64
+	tag     uint64 // the tag of its next checkpoint
+	repairs []state.Repair
 }
 
 // New builds a Processor from a validated config.
