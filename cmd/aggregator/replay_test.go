@@ -163,7 +163,7 @@ func TestReplaySeed001(t *testing.T) {
 	checkGolden(t, "testdata/001_temperature.golden", runReplay(t, string(data), "--config", "testdata/001_temperature.yaml"), *update)
 }
 
-// TestReplaySessions: testdata/002_sessions.jsonl through a session window
+// TestReplaySessions: examples/sessions.jsonl through examples/sessions.yaml
 // (10s gap, per-record "idle" gap, 5s lateness, W = max t - 1). Worked by
 // hand:
 //   - t=30000 takes W to 29999: u2 [2000,12000) and u1 [1000,15000) (5000
@@ -183,7 +183,7 @@ func TestReplaySeed001(t *testing.T) {
 //   - idle "bad" and 0 are bad_gap dead letters; null is the 10s gap.
 //   - The flush fires u2 [58000,77000) with its 5 records, then u3.
 func TestReplaySessions(t *testing.T) {
-	out := runReplay(t, "", "--config", "testdata/sessions.yaml", "--input", "testdata/002_sessions.jsonl")
+	out := runReplay(t, "", "--config", "../../examples/sessions.yaml", "--input", "../../examples/sessions.jsonl")
 	const epoch = "1970-01-01T00:00:"
 	want := []string{
 		"result " + epoch + "02Z on_time rev=0 count=1 wm=29999",
@@ -207,5 +207,5 @@ func TestReplaySessions(t *testing.T) {
 	if !strings.Contains(out, `"error":"bad_gap: field \"idle\": \"bad\" is neither a number of ms nor a duration"`) {
 		t.Errorf("replay sessions: no bad_gap dead letter for idle \"bad\" in\n%s", out)
 	}
-	checkGolden(t, "testdata/002_sessions.golden", out, *update)
+	checkGolden(t, "testdata/sessions.golden", out, *update)
 }
