@@ -156,6 +156,9 @@ func (s *Sessions) Add(rec *record.Record) Outcome {
 		}
 	}
 	s.schedule(&s.clean, ki, &k.cleanAt, merged.CleanupTime(s.lateness))
+	if invariants {
+		s.check()
+	}
 	return Outcome{Kind: Aggregated}
 }
 
@@ -292,6 +295,9 @@ func (s *Sessions) fireDue() {
 		s.releaseIfDone(t.key)
 	}
 	s.nextDue = min(s.fire.top(), s.clean.top())
+	if invariants {
+		s.check()
+	}
 }
 
 // dropDue drops key ki's sessions whose cleanup time is at or below at,
