@@ -146,7 +146,11 @@ func (s *Sessions) Add(rec *record.Record) Outcome {
 	}
 	x := &k.sess[i]
 	s.seq++
-	s.agg.add(s.pool.view(x.pane), rec, s.seq)
+	if s.agg.numsOnly {
+		s.agg.addNums(&s.pool.hdr(x.pane).count, s.pool.numsOf(x.pane), rec.Values)
+	} else {
+		s.agg.add(s.pool.view(x.pane), rec, s.seq)
+	}
 	s.markPane(x.pane, ki)
 	if !s.onClose {
 		if x.end-1 <= wm || s.pool.hdr(x.pane).rev > 0 {
