@@ -2,7 +2,9 @@ package windowing_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"aggregator/internal/windowing"
@@ -190,4 +192,22 @@ func TestFlinkDynamicEventTimeSessionWindows(t *testing.T) {
 	}
 	checkFlink(t, 60_000, 0, ops,
 		[]string{"key1-3 [10,3010)", "key2-9 [5000,8000)", "key2-13 [9000,12000)", "key2-21 [13000,16000)"}, nil, nil)
+}
+
+// TestRestoreAcrossWindowKinds: a changelog of sessions does not restore
+// into tumbling windows, nor one of tumbling windows into sessions: the
+// error says the window changed.
+func TestRestoreAcrossWindowKinds(t *testing.T) {
+	key, _ := textKey("k")
+	id := "\x02k\x00\x00" + key
+	sess, _ := windowing.NewSessions(windowing.Spec{Kind: windowing.KindSession, Gap: 10, Aggregates: sumCount}, &collector{})
+	slice := windowing.Entry{Kind: windowing.SliceEntry, ID: id, Split: 4, Start: 0, Count: 1, Nums: []float64{1}}
+	if err := sess.Restore(&slice, math.MinInt64); err == nil || !strings.Contains(err.Error(), "window changed") {
+		t.Errorf("Sessions.Restore(slice) = %v, want an error saying the window changed", err)
+	}
+	tumbling, _ := windowing.NewEngine(params{"tumbling", 10, 0, 0, 0, "on_watermark"}.spec(sumCount...), &collector{})
+	session := windowing.Entry{Kind: windowing.SessionEntry, ID: id, Split: 4, Start: 0, End: 10, Count: 1, Nums: []float64{1}}
+	if err := tumbling.Restore(&session, math.MinInt64); err == nil || !strings.Contains(err.Error(), "window changed") {
+		t.Errorf("Engine.Restore(session) = %v, want an error saying the window changed", err)
+	}
 }

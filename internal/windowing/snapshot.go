@@ -226,6 +226,8 @@ func (e *Engine) Restore(en *Entry, dropped int64) error {
 		return e.restoreSlice(ki, k, en, dropped)
 	case WindowEntry:
 		return e.restoreWindow(ki, k, en)
+	case SessionEntry:
+		return fmt.Errorf("restore: session [%d, %d) of %s does not fit a tumbling or sliding window (was the window changed?)", en.Start, en.End, en.ID[en.Split:])
 	}
 	return fmt.Errorf("restore: unknown entry kind %d", en.Kind)
 }
