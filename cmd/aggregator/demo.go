@@ -294,10 +294,14 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags) (*demopkg.S
 		return nil, nil, err
 	}
 	start := time.Now()
+	windowSize := demoWindow // stragglers land in the latest window that fired
+	if f.window == "session" {
+		windowSize = demoGap // a straggler's own window then reaches a fired session: a merge after firing
+	}
 	gen := demopkg.NewGenerator(demopkg.GeneratorConfig{
 		Keys: f.keys, LateFraction: f.lateFraction, StragglerFraction: f.lateFraction,
 		MalformedFraction: 0.01, FilteredFraction: 0.05, Speed: f.speed,
-		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: demoWindow,
+		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: windowSize,
 		Seed: f.seed,
 	}, start)
 	src := &demopkg.Source{Client: producer, Topic: demoInputTopic, Gen: gen, Rate: f.rate, Clock: time.Now}
