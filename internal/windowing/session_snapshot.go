@@ -10,13 +10,8 @@ func (s *Sessions) TrackChanges() { s.track = true }
 
 // markPane notes that session pane i (of key ki) changed.
 func (s *Sessions) markPane(i, ki int32) {
-	if !s.track {
-		return
-	}
-	h := s.pool.hdr(i)
-	if h.flags&flagDirty == 0 {
-		h.flags |= flagDirty
-		s.changes.panes = append(s.changes.panes, paneRef{i, ki})
+	if s.track {
+		s.changes.markPane(&s.pool, i, ki)
 	}
 }
 

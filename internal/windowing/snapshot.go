@@ -90,13 +90,16 @@ func (e *Engine) TrackChanges() { e.track = true }
 
 // markPane notes that pane i (of key ki) changed.
 func (e *Engine) markPane(i, ki int32) {
-	if !e.track {
-		return
+	if e.track {
+		e.changes.markPane(&e.pool, i, ki)
 	}
-	h := e.pool.hdr(i)
-	if h.flags&flagDirty == 0 {
+}
+
+// markPane notes that pane i of pool p (of key ki) changed.
+func (c *changes) markPane(p *panePool, i, ki int32) {
+	if h := p.hdr(i); h.flags&flagDirty == 0 {
 		h.flags |= flagDirty
-		e.changes.panes = append(e.changes.panes, paneRef{i, ki})
+		c.panes = append(c.panes, paneRef{i, ki})
 	}
 }
 
