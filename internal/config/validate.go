@@ -42,6 +42,10 @@ func (c *Config) inapplicable(key string) string {
 		return "applies only to watermark.strategy punctuated"
 	case key == "window.slide" && c.Window.Type != "sliding":
 		return "applies only to window.type sliding"
+	case (key == "window.size" || key == "window.offset") && c.Window.Type == "session":
+		return "does not apply to window.type session (its windows are per key: see window.gap)"
+	case (key == "window.gap" || key == "window.gap_field") && c.Window.Type != "session":
+		return "applies only to window.type session"
 	case key == "state.transaction_timeout" && c.Delivery != "exactly_once":
 		return "applies only to delivery exactly_once"
 	}
@@ -267,13 +271,34 @@ func (c *Config) validateWatermark(src *sources) *KeyError {
 
 func (c *Config) validateWindow(src *sources) *KeyError {
 	w := c.Window
-	if err := oneOf("window.type", w.Type, "tumbling", "sliding"); err != nil {
+	if err := oneOf("window.type", w.Type, "tumbling", "sliding", "session"); err != nil {
 		return err
 	}
+	if err := c.checkApplies(src, "window.size", "window.slide", "window.offset", "window.gap", "window.gap_field"); err != nil {
+		return err
+	}
+	if w.Type == "session" {
+		if err := positive(src, "window.gap", w.Gap); err != nil {
+			return err
+		}
+		if w.GapField != "" {
+			if err := c.field("window.gap_field", w.GapField, ""); err != nil {
+				return err
+			}
+		}
+	} else if err := c.validateFixedWindow(src); err != nil {
+		return err
+	}
+	if err := notNegative("window.allowed_lateness", w.AllowedLateness); err != nil {
+		return err
+	}
+	return oneOf("window.emit", w.Emit, "on_watermark", "on_close")
+}
+
+// validateFixedWindow checks the keys of tumbling and sliding windows.
+func (c *Config) validateFixedWindow(src *sources) *KeyError {
+	w := c.Window
 	if err := positive(src, "window.size", w.Size); err != nil {
-		return err
-	}
-	if err := c.checkApplies(src, "window.slide"); err != nil {
 		return err
 	}
 	unit, unitKey := w.Size, "window.size"
@@ -281,15 +306,17 @@ func (c *Config) validateWindow(src *sources) *KeyError {
 		if err := positive(src, "window.slide", w.Slide); err != nil {
 			return err
 		}
+		if w.Slide > w.Size {
+			// Flink would silently drop records in the gaps between
+			// windows; no outcome of ours describes that.
+			return &KeyError{Key: "window.slide", Value: formatDuration(w.Slide), Reason: fmt.Sprintf("must not exceed window.size (%s)", formatDuration(w.Size))}
+		}
 		unit, unitKey = w.Slide, "window.slide"
 	}
 	if w.Offset >= unit || w.Offset <= -unit {
 		return &KeyError{Key: "window.offset", Value: formatDuration(w.Offset), Reason: fmt.Sprintf("must be less than %s (%s) in absolute value", unitKey, formatDuration(unit))}
 	}
-	if err := notNegative("window.allowed_lateness", w.AllowedLateness); err != nil {
-		return err
-	}
-	return oneOf("window.emit", w.Emit, "on_watermark", "on_close")
+	return nil
 }
 
 // aggregateFns are the known aggregate functions.
@@ -326,8 +353,9 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 			return err
 		}
 	}
-	if a.Fn == "quantile" && !(a.Q > 0 && a.Q < 1) {
-		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "required for fn quantile: a number between 0 and 1, exclusive, such as 0.99"}
+	if a.Fn == "quantile" && !(a.Q > 0 && a.Q <= 1) {
+		// Nearest rank ceil(q*n) names a value for q in (0, 1]; q = 1 is the maximum.
+		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "required for fn quantile: a number above 0, at most 1, such as 0.99"}
 	}
 	return nil
 }

@@ -28,6 +28,9 @@ func TestYAMLRoundTrip(t *testing.T) {
 			"window":     "{type: sliding, size: 1m, slide: 10s, offset: -1500ms, emit: on_close}",
 			"aggregates": "[{name: p99, fn: quantile, field: latency, q: 0.99}, {name: tiny, fn: quantile, field: x, q: 1e-9}, {name: c, fn: count}]",
 		}),
+		"session with a gap field": doc(map[string]string{
+			"window": "{type: session, gap: 30s, gap_field: idle, allowed_lateness: 1m, emit: on_close}",
+		}),
 		"text that looks like other types": doc(map[string]string{
 			"source": "{group: '123', topics: ['yes', 'null', '1.5', '~', ''], timestamp: {field: 'true'}, key: ['#a', 'b: c', '- d'], filter: [{field: x, equals: ''}, {field: y, equals: 'off'}]}",
 			"sink":   "{results_topic: 'on', late_topic: '0x10', dead_letter_topic: '2006-01-02'}",

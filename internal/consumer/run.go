@@ -222,6 +222,7 @@ func (c *Consumer) updateMetrics(now int64) {
 		c.m.WatermarkLag.Set(float64(now-w) / 1000)
 	}
 	c.m.OpenWindows.Set(float64(c.proc.OpenWindows()))
+	c.m.SessionMerges.Add(float64(c.proc.TakeSessionMerges()))
 	c.m.IdlePartitions.Set(float64(c.proc.IdleCount()))
 	for _, p := range c.parts {
 		p.flushCounts()

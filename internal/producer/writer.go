@@ -43,7 +43,7 @@ type Writer struct {
 	log    zerolog.Logger
 	seed   maphash.Seed
 
-	firings             [3]prometheus.Counter // by windowing.Firing
+	firings             [4]prometheus.Counter // by windowing.Firing
 	results, late, dead topicMetrics
 	latency             prometheus.Observer
 	fetched             time.Time                // when the records being processed were fetched
@@ -136,7 +136,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
-	for _, f := range []windowing.Firing{windowing.OnTime, windowing.Late, windowing.Final} {
+	for _, f := range []windowing.Firing{windowing.OnTime, windowing.Late, windowing.Final, windowing.Retract} {
 		w.firings[f] = m.Firings.WithLabelValues(f.String())
 	}
 	topic := func(name string) topicMetrics {
@@ -270,6 +270,11 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 	out := w.pool.Get().(*resultRecord)
 	k := w.enc.AppendKey(out.buf[:0], r)
 	n := len(k)
+	if r.Firing == windowing.Retract { // a tombstone under the superseded session's key
+		out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: k[:n:n], Timestamp: now}
+		w.cl.Produce(ctx, &out.rec, done)
+		return
+	}
 	v := w.enc.AppendResult(k, r)
 	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:], Timestamp: now}
 	rec, alone := w.replacement(&out.rec)

@@ -258,3 +258,27 @@ func value(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestWriterRetraction: a retracted session is a tombstone (null value)
+// under the Kafka key its results had, and counts as firing "retract".
+func TestWriterRetraction(t *testing.T) {
+	cl := &fakeClient{}
+	m := metrics.New(prometheus.NewRegistry())
+	w := newWriter(t, cl, sinkConfig(), m, time.Now)
+	r := &windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 1000, End: 4000}, Count: 2,
+		Aggregates: []record.Value{record.Number(2)}, Firing: windowing.OnTime}
+	w.Result(r)
+	retract := &windowing.Result{Key: r.Key, Window: r.Window, Aggregates: []record.Value{{}}, Firing: windowing.Retract}
+	w.Result(retract)
+	w.Sync()
+	if len(cl.recs) != 2 {
+		t.Fatalf("produced %d records, want 2", len(cl.recs))
+	}
+	res, tomb := cl.recs[0], cl.recs[1]
+	if tomb.Topic != "res" || string(tomb.Key) != string(res.Key) || tomb.Value != nil {
+		t.Errorf("retraction = %s key %s value %q, want a tombstone on res under the result's key %s", tomb.Topic, tomb.Key, tomb.Value, res.Key)
+	}
+	if got := value(m.Firings.WithLabelValues("retract")); got != 1 {
+		t.Errorf("firings{retract} = %v, want 1", got)
+	}
+}
