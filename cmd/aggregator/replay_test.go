@@ -17,14 +17,12 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 func runReplay(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), append([]string{"replay"}, args...), noEnv, strings.NewReader(stdin), &stdout, &stderr)
+	err := run(context.Background(), append([]string{"replay"}, args...), nil, strings.NewReader(stdin), &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("replay %v: %v (stderr %q)", args, err, stderr.String())
 	}
 	return stdout.String()
 }
-
-func noEnv(string) string { return "" }
 
 func checkGolden(t *testing.T, path, got string, update bool) {
 	t.Helper()
