@@ -52,7 +52,10 @@ Usage:
   aggregator demo [flags]                       embedded Kafka, synthetic events, live view
   aggregator run --config FILE                  the service
   aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]
-  aggregator validate --config FILE [--for run|replay]  print the effective config, exit 2 if invalid
+  aggregator validate --config FILE [--for run|replay]
+                                                print the effective config, exit 2 if invalid
+  aggregator broker [--port 9092] [--topics calls] [--partitions 1]
+                                                a local Kafka (kfake) for trying run
   aggregator --version
 
 Run "aggregator COMMAND --help" for a command's flags.
@@ -81,6 +84,8 @@ func run(ctx context.Context, args []string, env []string, stdin io.Reader, stdo
 		return runCmd(ctx, rest, env, stdout, stderr)
 	case "demo":
 		return demo(ctx, rest, stdout, stderr)
+	case "broker":
+		return brokerCmd(ctx, rest, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
