@@ -167,7 +167,7 @@ func runCmd(ctx context.Context, args []string, env []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, stdout)
+	return serve(ctx, cfg, lookupEnv(env), stdout)
 }
 
 // ignoreHelp makes --help a success.
