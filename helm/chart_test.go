@@ -242,6 +242,18 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"grace period a string":        {"terminationGracePeriodSeconds: soon", "terminationGracePeriodSeconds"},
 		"typo in a state key":          {"config: {state: {changelog: calls-state}}", "changelog"},
 		"bad commit interval":          {"config: {state: {commit_interval: 100 ms}}", "commit_interval"},
+		"resources typo":               {"resources: {request: {memory: 1Gi}}", "request"},
+		"resources quantity typo":      {"resources: {limits: {memory: [1Gi]}}", "memory"},
+		"probe typo":                   {"livenessProbe: {httpGet: {paht: /healthz, port: metrics}}", "paht"},
+		"affinity typo":                {"affinity: {nodeAfinity: {}}", "nodeAfinity"},
+		"securityContext typo":         {"securityContext: {runAsUsr: 1000}", "runAsUsr"},
+		"podSecurityContext bad type":  {"podSecurityContext: {runAsNonRoot: yes please}", "runAsNonRoot"},
+		"toleration typo":              {"tolerations: [{key: a, efect: NoSchedule}]", "efect"},
+		"spread without topologyKey":   {"topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]", "topologyKey"},
+		"extraEnv without a name":      {"extraEnv: [{value: x}]", "name"},
+		"extraVolumeMounts typo":       {"extraVolumeMounts: [{name: x, mountpath: /x}]", "mountpath"},
+		"HPA behavior typo":            {"autoscaling: {behavior: {scaleDwn: {}}}", "scaleDwn"},
+		"NetworkPolicy peer typo":      {"networkPolicy: {kafka: {to: [{namespaceSelektor: {}}]}}", "namespaceSelektor"},
 		"transaction_timeout with at_least_once": {
 			"config: {delivery: at_least_once, state: {transaction_timeout: 30s}}", "transaction_timeout"},
 	}
