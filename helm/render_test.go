@@ -190,6 +190,9 @@ var apiTypes = map[string]struct {
 	"NetworkPolicy":           {"networking.k8s.io/v1", func() any { return new(networkingv1.NetworkPolicy) }},
 	"ServiceMonitor":          {"monitoring.coreos.com/v1", func() any { return new(monitoringv1.ServiceMonitor) }},
 	"PrometheusRule":          {"monitoring.coreos.com/v1", func() any { return new(monitoringv1.PrometheusRule) }},
+	// KEDA's Go API would bring controller-runtime into this module: the
+	// ScaledObject is checked against KEDA's CRD schema instead (keda_test.go).
+	"ScaledObject": {"keda.sh/v1alpha1", func() any { return new(map[string]any) }},
 }
 
 // decodeStrict decodes o into its API type, rejecting any field the type
