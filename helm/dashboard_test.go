@@ -108,11 +108,14 @@ func TestDashboard(t *testing.T) {
 }
 
 // TestAlertsQueryServiceMetrics keeps the alert expressions on metric names
-// the service exports.
+// the service exports, and off time() (see TestLagPanelsUseTheSampleTime).
 func TestAlertsQueryServiceMetrics(t *testing.T) {
 	known := serviceMetrics(t)
 	metricName := regexp.MustCompile(`\baggregator_[a-z_]+\b`)
 	for _, r := range renderRules(t).Spec.Groups[0].Rules {
+		if strings.Contains(r.Expr.String(), "time()") {
+			t.Errorf("%s: %s measures against time(), not the sample's timestamp", r.Alert, r.Expr.String())
+		}
 		for _, name := range metricName.FindAllString(r.Expr.String(), -1) {
 			if !slices.Contains(known, name) {
 				t.Errorf("%s queries %s, which the service does not export", r.Alert, name)
