@@ -154,3 +154,15 @@ func TestReplaySeed001(t *testing.T) {
 	}
 	checkGolden(t, "testdata/001_temperature.golden", runReplay(t, string(data), "--config", "testdata/001_temperature.yaml"), *update)
 }
+
+// TestReplayHelpKcatIsASwitch: flag prints a back-quoted word in a usage
+// as the flag's value name, which made -kcat read as if it took one.
+func TestReplayHelpKcatIsASwitch(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"replay", "--help"}, nil, nil, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "\n  -kcat\n") {
+		t.Errorf("replay --help shows -kcat with a value:\n%s", stderr.String())
+	}
+}
