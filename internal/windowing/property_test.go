@@ -53,9 +53,9 @@ var propertyCombos = map[string]params{
 }
 
 // propertySeeds is how many random streams each property test case runs:
-// 40, or 6 under -short or the race detector (CI runs both, so the race
-// run checks the concurrency-free engine's invariants on fewer streams and
-// the plain run covers every seed). -property.seeds overrides it.
+// 40, or 6 under -short or the race detector, which has nothing to find in
+// the one-goroutine engine and slows it ~6× (CI runs both: the plain run
+// covers every seed). -property.seeds overrides it.
 func propertySeeds() uint64 {
 	switch {
 	case *seedsFlag > 0:

@@ -3,5 +3,5 @@
 package windowing_test
 
 // raceEnabled: the race detector slows the property tests ~6×, so they run
-// fewer seeds under it; CI also runs them without it, with every seed.
+// fewer seeds under it (propertySeeds).
 const raceEnabled = true
