@@ -30,6 +30,14 @@ type Source struct {
 	Filter      []Filter  `yaml:"filter"`
 	TLS         TLS       `yaml:"tls"`
 	SASL        SASL      `yaml:"sasl"`
+	// InstanceID is the group.instance.id (static membership, KIP-345); ""
+	// is off. A member restarted with the same id takes its partitions back
+	// at once instead of after its session times out.
+	InstanceID string `yaml:"instance_id"`
+	// SessionTimeout is how long the group coordinator waits for a silent
+	// member (a crashed one, or a static member being restarted) before it
+	// gives its partitions to others.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 }
 
 // CSV describes the columns of a CSV record.

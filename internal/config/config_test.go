@@ -144,6 +144,10 @@ func TestParseErrors(t *testing.T) {
 		"transaction_timeout below a ms": {map[string]string{"state": "{transaction_timeout: 10s100us}"}, "state.transaction_timeout"},
 		"transaction_timeout of commit":  {map[string]string{"state": "{commit_interval: 10s, transaction_timeout: 10s}"}, "state.transaction_timeout"},
 		"transaction_timeout, at_least":  {map[string]string{"delivery": "at_least_once", "state": "{transaction_timeout: 30s}"}, "state.transaction_timeout"},
+		"instance_id with a slash":       {map[string]string{"source": "{timestamp: {field: t}, instance_id: 'ns/pod-0'}"}, "source.instance_id"},
+		"instance_id too long":           {map[string]string{"source": "{timestamp: {field: t}, instance_id: '" + strings.Repeat("p", 250) + "'}"}, "source.instance_id"},
+		"session_timeout below 1s":       {map[string]string{"source": "{timestamp: {field: t}, session_timeout: 999ms}"}, "source.session_timeout"},
+		"session_timeout above 30m":      {map[string]string{"source": "{timestamp: {field: t}, session_timeout: 31m}"}, "source.session_timeout"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -304,6 +308,7 @@ func TestEnvNames(t *testing.T) {
 		"AGGREGATOR_SOURCE_TLS_ENABLED", "AGGREGATOR_SOURCE_TLS_CA_FILE", "AGGREGATOR_SOURCE_TLS_CERT_FILE",
 		"AGGREGATOR_SOURCE_TLS_KEY_FILE", "AGGREGATOR_SOURCE_TLS_INSECURE_SKIP_VERIFY",
 		"AGGREGATOR_SOURCE_SASL_MECHANISM", "AGGREGATOR_SOURCE_SASL_USERNAME", "AGGREGATOR_SOURCE_SASL_PASSWORD", "AGGREGATOR_SOURCE_SASL_PASSWORD_FILE",
+		"AGGREGATOR_SOURCE_INSTANCE_ID", "AGGREGATOR_SOURCE_SESSION_TIMEOUT",
 		"AGGREGATOR_WATERMARK_STRATEGY", "AGGREGATOR_WATERMARK_MAX_OUT_OF_ORDERNESS", "AGGREGATOR_WATERMARK_MARKER_FIELD",
 		"AGGREGATOR_WATERMARK_IDLE_TIMEOUT", "AGGREGATOR_WATERMARK_IDLE_ADVANCE", "AGGREGATOR_WATERMARK_MAX_FUTURE_SKEW",
 		"AGGREGATOR_WINDOW_TYPE", "AGGREGATOR_WINDOW_SIZE", "AGGREGATOR_WINDOW_SLIDE", "AGGREGATOR_WINDOW_OFFSET",
@@ -325,6 +330,7 @@ func TestDefaults(t *testing.T) {
 			Brokers: []string{}, Topics: []string{}, StartOffset: "earliest", Format: "json",
 			CSV: CSV{Columns: []string{}, Delimiter: ","}, Key: []string{},
 			Timestamp: Timestamp{Field: "t", Layout: "rfc3339", Timezone: "UTC"}, Filter: []Filter{},
+			SessionTimeout: 45 * time.Second,
 		},
 		Watermark:  Watermark{Strategy: "bounded"},
 		Window:     Window{Type: "tumbling", Size: 5 * time.Second, Emit: "on_watermark"},
@@ -360,6 +366,8 @@ func TestParseAccepts(t *testing.T) {
 			func(c Config) any { return c.Source.Timestamp.Field }, "42"},
 		"empty section keeps defaults": {map[string]string{"log": "~"},
 			func(c Config) any { return c.Log }, Log{Level: "info", Format: "json"}},
+		"static membership": {map[string]string{"source": "{timestamp: {field: t}, instance_id: aggregator-7d9f-x2k, session_timeout: 10s}"},
+			func(c Config) any { return []any{c.Source.InstanceID, c.Source.SessionTimeout} }, []any{"aggregator-7d9f-x2k", 10 * time.Second}},
 		"global key": {map[string]string{"source": "{timestamp: {field: t}, key: []}"},
 			func(c Config) any { return c.Source.Key }, []string{}},
 		"record key": {map[string]string{"source": "{format: csv, csv: {columns: [t]}, timestamp: {field: $timestamp}, key: [$key]}"},

@@ -72,7 +72,19 @@ func (c *Config) validateSource(*sources) *KeyError {
 	if err := oneOf("source.start_offset", c.Source.StartOffset, "earliest", "latest"); err != nil {
 		return err
 	}
-	return oneOf("source.format", c.Source.Format, "json", "csv")
+	if err := oneOf("source.format", c.Source.Format, "json", "csv"); err != nil {
+		return err
+	}
+	if id := c.Source.InstanceID; id != "" && checkTopicName(id) != "" {
+		// Kafka checks group.instance.id with its topic name rule.
+		return &KeyError{Key: "source.instance_id", Value: id,
+			Reason: "must be 1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-' (a pod name is one), or \"\" (off)"}
+	}
+	if st := c.Source.SessionTimeout; st < time.Second || st > maxSessionTimeout {
+		return &KeyError{Key: "source.session_timeout", Value: formatDuration(st),
+			Reason: "must be between 1s and 30m (the brokers accept 6s to 30m by default: group.min/max.session.timeout.ms)"}
+	}
+	return nil
 }
 
 func (c *Config) validateCSV(src *sources) *KeyError {
@@ -353,6 +365,9 @@ func (c *Config) validateService(*sources) *KeyError {
 	}
 	return notNegative("shutdown_timeout", c.ShutdownTimeout)
 }
+
+// maxSessionTimeout is the brokers' default group.max.session.timeout.ms.
+const maxSessionTimeout = 30 * time.Minute
 
 // maxTransactionTimeout is the brokers' default transaction.max.timeout.ms:
 // they refuse a producer that asks for a longer transaction timeout.

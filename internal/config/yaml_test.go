@@ -128,10 +128,11 @@ func TestLoadExample(t *testing.T) {
 	want := Source{
 		Brokers: []string{"localhost:9092"}, Topics: []string{"calls"}, Group: "calls-aggregator",
 		StartOffset: "earliest", Format: "csv",
-		CSV:       CSV{Columns: []string{"sid", "callType", "callTime", "duration"}, Delimiter: ","},
-		Key:       []string{"sid"},
-		Timestamp: Timestamp{Field: "callTime", Layout: "2006-01-02 15:04:05", Timezone: "UTC"},
-		Filter:    []Filter{{Field: "callType", Equals: "success"}},
+		CSV:            CSV{Columns: []string{"sid", "callType", "callTime", "duration"}, Delimiter: ","},
+		Key:            []string{"sid"},
+		Timestamp:      Timestamp{Field: "callTime", Layout: "2006-01-02 15:04:05", Timezone: "UTC"},
+		Filter:         []Filter{{Field: "callType", Equals: "success"}},
+		SessionTimeout: 45 * time.Second,
 	}
 	checks := map[string]struct{ got, want any }{
 		"source":     {c.Source, want},

@@ -21,6 +21,7 @@ type Metrics struct {
 	Firings            *prometheus.CounterVec // {firing}
 	Produced           *prometheus.CounterVec // {topic}: acknowledged output records
 	ProduceErrors      *prometheus.CounterVec // {topic}
+	Unwritable         *prometheus.CounterVec // {topic}: written as stubs (late, dead letters) or dropped (results)
 	OpenWindows        prometheus.Gauge
 	PartitionWatermark *prometheus.GaugeVec // {topic, partition}, seconds
 	Watermark          prometheus.Gauge     // merged, seconds
@@ -60,6 +61,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		ProduceErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_produce_errors_total",
 			Help: "Output records that failed to produce, per output topic.",
+		}, []string{"topic"}),
+		Unwritable: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_unwritable_outputs_total",
+			Help: "Outputs that could not be written whole (larger than the topic's max.message.bytes, or refused with a per-record error): late events and dead letters are written as stubs (aggregator.truncated=true), results are dropped.",
 		}, []string{"topic"}),
 		OpenWindows: f.NewGauge(prometheus.GaugeOpts{
 			Name: "aggregator_open_windows",

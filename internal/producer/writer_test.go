@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/config"
@@ -36,7 +37,7 @@ func (f *fakeClient) Produce(_ context.Context, r *kgo.Record, promise func(*kgo
 
 // newWriter returns a Writer that is closed when the test ends.
 func newWriter(t testing.TB, cl producer.Client, cfg config.Config, m *metrics.Metrics, now func() time.Time) *producer.Writer {
-	w := producer.NewWriter(cl, cfg, m, now)
+	w := producer.NewWriter(cl, cfg, m, now, nil, zerolog.Nop())
 	t.Cleanup(w.Close)
 	return w
 }
@@ -207,7 +208,7 @@ func (b blocked) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.R
 // Close returns while a Produce is blocked, and drops what was queued.
 func TestWriterCloseCancelsBlockedProduce(t *testing.T) {
 	cl := blocked{entered: make(chan struct{})}
-	w := producer.NewWriter(cl, resultConfig(), nil, time.Now)
+	w := producer.NewWriter(cl, resultConfig(), nil, time.Now, nil, zerolog.Nop())
 	w.Result(sampleResult())
 	w.Send()
 	<-cl.entered

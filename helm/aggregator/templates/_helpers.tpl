@@ -225,9 +225,16 @@ Checks across values that the schema cannot express.
 
 {{/*
 The aggregator container's environment, shared by the Deployment and the
-validate hook Job: the SASL Secret, GOMEMLIMIT's source, extraEnv.
+validate hook Job: the instance id, the SASL Secret, GOMEMLIMIT's source,
+extraEnv.
 */}}
 {{- define "aggregator.env" -}}
+{{- if .Values.staticMembership.enabled }}
+- name: AGGREGATOR_SOURCE_INSTANCE_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}
 {{- with .Values.auth.sasl }}
 {{- if and .existingSecret (not .mountAsFile) }}
 - name: AGGREGATOR_SOURCE_SASL_PASSWORD
