@@ -274,6 +274,8 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"extraVolumeMounts typo":       {"extraVolumeMounts: [{name: x, mountpath: /x}]", "mountpath"},
 		"HPA behavior typo":            {"autoscaling: {behavior: {scaleDwn: {}}}", "scaleDwn"},
 		"NetworkPolicy peer typo":      {"networkPolicy: {kafka: {to: [{namespaceSelektor: {}}]}}", "namespaceSelektor"},
+		"KEDA threshold a string":      {"keda: {enabled: true, lagThreshold: lots}", "lagThreshold"},
+		"KEDA unknown key":             {"keda: {enabled: true, lagTreshold: 5}", "lagTreshold"},
 		"transaction_timeout with at_least_once": {
 			"config: {delivery: at_least_once, state: {transaction_timeout: 30s}}", "transaction_timeout"},
 	}
@@ -297,6 +299,9 @@ func TestBadCombinationsFailTheRender(t *testing.T) {
 		"autoscaling without a target":            {"autoscaling: {enabled: true, targetCPUUtilizationPercentage: null}", "needs targetCPUUtilizationPercentage"},
 		"both PDB bounds": {"podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: 1}",
 			"podDisruptionBudget: set minAvailable or maxUnavailable, not both"},
+		"KEDA with the HPA":              {"keda: {enabled: true}\nautoscaling: {enabled: true}", "enable one"},
+		"KEDA min above max":             {"keda: {enabled: true, minReplicas: 4, maxReplicas: 2}", "keda.minReplicas"},
+		"KEDA, SASL without credentials": {"keda: {enabled: true}\nauth: {sasl: {existingSecret: s}}\nconfig: {source: {sasl: {mechanism: PLAIN}}}", "keda.authenticationRef.name"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
