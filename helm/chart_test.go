@@ -19,15 +19,21 @@ import (
 func TestLint(t *testing.T) {
 	for name, file := range valuesFiles {
 		t.Run(name, func(t *testing.T) {
-			linter := lint.AllWithKubeVersion(chartDir, readValues(t, file), namespace, &kubeVersion)
-			for _, msg := range linter.Messages {
-				if msg.Severity >= support.WarningSev {
-					t.Errorf("helm lint: %v", msg)
-				} else {
-					t.Logf("helm lint: %v", msg)
-				}
-			}
+			lintValues(t, readValues(t, file))
 		})
+	}
+}
+
+// lintValues runs `helm lint` with vals; warnings fail the test.
+func lintValues(t *testing.T, vals map[string]any) {
+	t.Helper()
+	linter := lint.AllWithKubeVersion(chartDir, vals, namespace, &kubeVersion)
+	for _, msg := range linter.Messages {
+		if msg.Severity >= support.WarningSev {
+			t.Errorf("helm lint: %v", msg)
+		} else {
+			t.Logf("helm lint: %v", msg)
+		}
 	}
 }
 
@@ -37,10 +43,10 @@ func TestRenderedObjectsMatchTheirAPITypes(t *testing.T) {
 		apis  []string
 		kinds []string
 	}{
-		"defaults": {"", nil, []string{"ConfigMap", "Deployment", "Service", "ServiceAccount"}},
+		"defaults": {"", nil, []string{"ConfigMap", "ConfigMap", "Deployment", "Job", "Service", "ServiceAccount"}},
 		"defaults with the operator CRDs": {"", operatorCRDs,
-			[]string{"ConfigMap", "Deployment", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}},
-		"full": {fullValues, nil, []string{"ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+			[]string{"ConfigMap", "ConfigMap", "Deployment", "Job", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}},
+		"full": {fullValues, nil, []string{"ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Job",
 			"NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}},
 	}
 	for name, tt := range tests {
@@ -254,10 +260,24 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"late ratio above 1":           {"prometheusRule: {alerts: {lateEvents: {ratio: 2}}}", "ratio"},
 		"bad alert duration":           {"prometheusRule: {alerts: {lateEvents: {for: 15 minutes}}}", "for"},
 		"bad severity":                 {"prometheusRule: {alerts: {deadLetters: {severity: urgent}}}", "severity"},
-		"both PDB bounds":              {"podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: 1}", "podDisruptionBudget"},
+		"password in values, readably": {"config: {source: {sasl: {mechanism: PLAIN, password: hunter2}}}", "want null"},
 		"grace period a string":        {"terminationGracePeriodSeconds: soon", "terminationGracePeriodSeconds"},
 		"typo in a state key":          {"config: {state: {changelog: calls-state}}", "changelog"},
 		"bad commit interval":          {"config: {state: {commit_interval: 100 ms}}", "commit_interval"},
+		"resources typo":               {"resources: {request: {memory: 1Gi}}", "request"},
+		"resources quantity typo":      {"resources: {limits: {memory: [1Gi]}}", "memory"},
+		"probe typo":                   {"livenessProbe: {httpGet: {paht: /healthz, port: metrics}}", "paht"},
+		"affinity typo":                {"affinity: {nodeAfinity: {}}", "nodeAfinity"},
+		"securityContext typo":         {"securityContext: {runAsUsr: 1000}", "runAsUsr"},
+		"podSecurityContext bad type":  {"podSecurityContext: {runAsNonRoot: yes please}", "runAsNonRoot"},
+		"toleration typo":              {"tolerations: [{key: a, efect: NoSchedule}]", "efect"},
+		"spread without topologyKey":   {"topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]", "topologyKey"},
+		"extraEnv without a name":      {"extraEnv: [{value: x}]", "name"},
+		"extraVolumeMounts typo":       {"extraVolumeMounts: [{name: x, mountpath: /x}]", "mountpath"},
+		"HPA behavior typo":            {"autoscaling: {behavior: {scaleDwn: {}}}", "scaleDwn"},
+		"NetworkPolicy peer typo":      {"networkPolicy: {kafka: {to: [{namespaceSelektor: {}}]}}", "namespaceSelektor"},
+		"KEDA threshold a string":      {"keda: {enabled: true, lagThreshold: lots}", "lagThreshold"},
+		"KEDA unknown key":             {"keda: {enabled: true, lagTreshold: 5}", "lagTreshold"},
 		"transaction_timeout with at_least_once": {
 			"config: {delivery: at_least_once, state: {transaction_timeout: 30s}}", "transaction_timeout"},
 	}
@@ -279,6 +299,11 @@ func TestBadCombinationsFailTheRender(t *testing.T) {
 		"client cert without key":                 {"auth: {tls: {existingSecret: s, certKey: tls.crt}}", "certKey and auth.tls.keyKey"},
 		"autoscaling min above max":               {"autoscaling: {enabled: true, minReplicas: 4, maxReplicas: 2}", "minReplicas"},
 		"autoscaling without a target":            {"autoscaling: {enabled: true, targetCPUUtilizationPercentage: null}", "needs targetCPUUtilizationPercentage"},
+		"both PDB bounds": {"podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: 1}",
+			"podDisruptionBudget: set minAvailable or maxUnavailable, not both"},
+		"KEDA with the HPA":              {"keda: {enabled: true}\nautoscaling: {enabled: true}", "enable one"},
+		"KEDA min above max":             {"keda: {enabled: true, minReplicas: 4, maxReplicas: 2}", "keda.minReplicas"},
+		"KEDA, SASL without credentials": {"keda: {enabled: true}\nauth: {sasl: {existingSecret: s}}\nconfig: {source: {sasl: {mechanism: PLAIN}}}", "keda.authenticationRef.name"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -357,13 +382,14 @@ func TestNotesListStateAndACLs(t *testing.T) {
 		want, deny []string
 	}{
 		"defaults": {readValues(t, ""), []string{
-			"Changelog topic (window state): calls-aggregator-changelog, compacted,",
+			"consumes calls as group aggregator\n",
+			"Changelog topic (window state): aggregator-changelog, compacted,",
 			"Created at start when missing.",
 			"needs (delivery: exactly_once):",
-			"Group calls-aggregator: Read\n",
+			"Group aggregator: Read\n",
 			"Topic calls-windows, calls-late, calls-dlq: Write, Describe, Create\n",
-			"Topic calls-aggregator-changelog: Read, Write, Describe, DescribeConfigs, Create\n",
-			"TransactionalId prefix calls-aggregator- (ids are calls-aggregator-<hostname>-<pid>-<random>): Write, Describe\n",
+			"Topic aggregator-changelog: Read, Write, Describe, DescribeConfigs, Create\n",
+			"TransactionalId prefix aggregator- (ids are aggregator-<hostname>-<pid>-<random>): Write, Describe\n",
 			"Cluster: IdempotentWrite",
 		}, nil},
 		"full": {readValues(t, fullValues), []string{
@@ -376,7 +402,7 @@ func TestNotesListStateAndACLs(t *testing.T) {
 		}, []string{"Create\n", "Created at start"}},
 		"at_least_once": {parseValues(t, "config: {delivery: at_least_once}"), []string{
 			"needs (delivery: at_least_once):",
-			"Topic calls-aggregator-changelog: Read, Write, Describe, DescribeConfigs, Create\n",
+			"Topic aggregator-changelog: Read, Write, Describe, DescribeConfigs, Create\n",
 			"Cluster: IdempotentWrite",
 		}, []string{"TransactionalId"}},
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -58,10 +59,13 @@ func TestRenderedConfigIsValid(t *testing.T) {
 // podEnv is the getenv of the aggregator container.
 func podEnv(t *testing.T, pod corev1.PodSpec) func(string) string {
 	env := map[string]string{}
-	for _, e := range container(t, pod).Env {
+	c := container(t, pod)
+	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			env[e.Name] = secretValue
+		case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory":
+			env[e.Name] = strconv.FormatInt(c.Resources.Limits.Memory().Value(), 10)
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			env[e.Name] = podName
 		case e.ValueFrom == nil:

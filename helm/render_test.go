@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -68,6 +69,12 @@ func parseValues(t testing.TB, text string) map[string]any {
 // serves the built-in APIs plus apis.
 func render(t testing.TB, vals map[string]any, apis ...string) (map[string]string, error) {
 	t.Helper()
+	return renderAs(t, releaseName, vals, apis...)
+}
+
+// renderAs is render for a release of another name.
+func renderAs(t testing.TB, release string, vals map[string]any, apis ...string) (map[string]string, error) {
+	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatalf("load chart: %v", err)
@@ -75,7 +82,7 @@ func render(t testing.TB, vals map[string]any, apis ...string) (map[string]strin
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = kubeVersion
 	caps.APIVersions = append(slices.Clone(caps.APIVersions), apis...)
-	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
 	top, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
@@ -103,6 +110,12 @@ func mustRender(t testing.TB, vals map[string]any, apis ...string) []object {
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
+	return objects(t, files)
+}
+
+// objects splits rendered files into objects, in file order.
+func objects(t testing.TB, files map[string]string) []object {
+	t.Helper()
 	var objs []object
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if strings.HasSuffix(name, "NOTES.txt") {
@@ -133,14 +146,21 @@ func mustRender(t testing.TB, vals map[string]any, apis ...string) []object {
 // release), failing the test unless there is exactly one.
 func find(t testing.TB, objs []object, kind string) object {
 	t.Helper()
+	return findNamed(t, objs, kind, releaseName)
+}
+
+// findNamed returns the object of kind and name, failing the test unless
+// there is exactly one.
+func findNamed(t testing.TB, objs []object, kind, name string) object {
+	t.Helper()
 	var found []object
 	for _, o := range objs {
-		if o.Kind == kind && o.Metadata.Name == releaseName {
+		if o.Kind == kind && o.Metadata.Name == name {
 			found = append(found, o)
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("rendered %d objects of kind %s, want 1", len(found), kind)
+		t.Fatalf("rendered %d objects of kind %s named %s, want 1", len(found), kind, name)
 	}
 	return found[0]
 }
@@ -164,11 +184,15 @@ var apiTypes = map[string]struct {
 	"Service":                 {"v1", func() any { return new(corev1.Service) }},
 	"ServiceAccount":          {"v1", func() any { return new(corev1.ServiceAccount) }},
 	"Deployment":              {"apps/v1", func() any { return new(appsv1.Deployment) }},
+	"Job":                     {"batch/v1", func() any { return new(batchv1.Job) }},
 	"PodDisruptionBudget":     {"policy/v1", func() any { return new(policyv1.PodDisruptionBudget) }},
 	"HorizontalPodAutoscaler": {"autoscaling/v2", func() any { return new(autoscalingv2.HorizontalPodAutoscaler) }},
 	"NetworkPolicy":           {"networking.k8s.io/v1", func() any { return new(networkingv1.NetworkPolicy) }},
 	"ServiceMonitor":          {"monitoring.coreos.com/v1", func() any { return new(monitoringv1.ServiceMonitor) }},
 	"PrometheusRule":          {"monitoring.coreos.com/v1", func() any { return new(monitoringv1.PrometheusRule) }},
+	// KEDA's Go API would bring controller-runtime into this module: the
+	// ScaledObject is checked against KEDA's CRD schema instead (keda_test.go).
+	"ScaledObject": {"keda.sh/v1alpha1", func() any { return new(map[string]any) }},
 }
 
 // decodeStrict decodes o into its API type, rejecting any field the type
@@ -190,10 +214,16 @@ func decodeStrict(o object) (any, error) {
 	return v, nil
 }
 
-// decode decodes the only object of kind into T, strictly.
+// decode decodes the release's main object of kind into T, strictly.
 func decode[T any](t testing.TB, objs []object, kind string) *T {
 	t.Helper()
-	v, err := decodeStrict(find(t, objs, kind))
+	return decodeNamed[T](t, objs, kind, releaseName)
+}
+
+// decodeNamed decodes the object of kind and name into T, strictly.
+func decodeNamed[T any](t testing.TB, objs []object, kind, name string) *T {
+	t.Helper()
+	v, err := decodeStrict(findNamed(t, objs, kind, name))
 	if err != nil {
 		t.Fatal(err)
 	}

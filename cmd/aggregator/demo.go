@@ -386,6 +386,7 @@ func (v *view) draw(final bool) {
 		s.Processed, s.Watermark = p.Processed, p.Watermark
 	}
 	s.Tally = v.board.Snapshot()
+	s.Lines = v.lines()
 	if dt := now.Sub(v.lastTick).Seconds(); dt > 0 {
 		s.SentRate = float64(s.Sent.Total()-prevSent) / dt
 		s.ProcessedRate = (s.Processed - prevProcessed) / dt
@@ -401,6 +402,20 @@ func (v *view) draw(final bool) {
 		frame := strings.ReplaceAll(demopkg.Render(*s), "\n", "\x1b[K\n")
 		fmt.Fprint(v.out, "\x1b[H"+frame+"\x1b[J")
 	}
+}
+
+// lines is the terminal's height, so a frame with many keys fits it; 0 on
+// a stdout that is not a terminal.
+func (v *view) lines() int {
+	f, ok := v.out.(*os.File)
+	if !ok || !v.ansi {
+		return 0
+	}
+	_, height, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return height
 }
 
 // isTerminal reports whether w is a terminal, where the view may redraw.

@@ -84,7 +84,7 @@ func TestDemoRuns(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	args := []string{"demo", "--duration", "6s", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
-	if err := run(ctx, args, func(string) string { return "" }, nil, &stdout, &stderr); err != nil {
+	if err := run(ctx, args, nil, nil, &stdout, &stderr); err != nil {
 		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")

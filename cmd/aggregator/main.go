@@ -27,7 +27,7 @@ var version = "dev"
 var errUsage = errors.New("usage")
 
 func main() {
-	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	err := run(context.Background(), os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "aggregator: %v\n", err)
 		os.Exit(exitCode(err))
@@ -52,14 +52,19 @@ Usage:
   aggregator demo [flags]                       embedded Kafka, synthetic events, live view
   aggregator run --config FILE                  the service
   aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]
-  aggregator validate --config FILE             print the effective config, exit 2 if invalid
+  aggregator validate --config FILE [--for run|replay]
+                                                print the effective config, exit 2 if invalid
+  aggregator broker [--port 9092] [--topics calls] [--partitions 1]
+                                                a local Kafka (kfake) for trying run
   aggregator --version
 
 Run "aggregator COMMAND --help" for a command's flags.
 `
 
-// run is main without the process: tests call it directly.
-func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+// run is main without the process: tests call it directly. env holds the
+// environment as os.Environ returns it ("NAME=value"): the AGGREGATOR_*
+// overrides, and the names that must all be known.
+func run(ctx context.Context, args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("%w: no command", errUsage)
@@ -72,13 +77,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintf(stdout, "aggregator %s\n", version)
 		return nil
 	case "validate":
-		return validateCmd(rest, getenv, stdout, stderr)
+		return validateCmd(rest, env, stdout, stderr)
 	case "replay":
-		return replayCmd(rest, getenv, stdin, stdout, stderr)
+		return replayCmd(rest, env, stdin, stdout, stderr)
 	case "run":
-		return runCmd(ctx, rest, getenv, stdout, stderr)
+		return runCmd(ctx, rest, env, stdout, stderr)
 	case "demo":
 		return demo(ctx, rest, stdout, stderr)
+	case "broker":
+		return brokerCmd(ctx, rest, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
@@ -101,39 +108,66 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	return nil
 }
 
-// loadConfig loads --config, which every command but demo needs.
-func loadConfig(fs *flag.FlagSet, path string, getenv func(string) string) (config.Config, error) {
+// loadConfig loads --config, which every command but demo needs, with the
+// AGGREGATOR_* overrides of env; an AGGREGATOR_* variable that overrides
+// no key is an error.
+func loadConfig(fs *flag.FlagSet, path string, env []string) (config.Config, error) {
 	if path == "" {
 		return config.Config{}, fmt.Errorf("%w: %s: --config FILE is required", errUsage, fs.Name())
 	}
-	return config.Load(path, getenv)
+	if err := config.CheckEnv(env); err != nil {
+		return config.Config{}, err
+	}
+	return config.Load(path, lookupEnv(env))
 }
 
-func validateCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// lookupEnv is getenv over env; the last entry of a name wins.
+func lookupEnv(env []string) func(string) string {
+	vars := make(map[string]string, len(env))
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		vars[name] = value
+	}
+	return func(name string) string { return vars[name] }
+}
+
+// validateCmd checks a config for the command that will use it: by
+// default everything run needs (the Kafka keys) plus an http.listen that
+// probes and scrapes can reach; --for replay only what replay needs.
+func validateCmd(args []string, env []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2)")
+	forCmd := fs.String("for", "run", "check what `COMMAND` needs: run (the Kafka keys, and an http.listen other hosts can reach) or replay")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return ignoreHelp(err)
 	}
-	cfg, err := loadConfig(fs, *path, getenv)
+	if *forCmd != "run" && *forCmd != "replay" {
+		return fmt.Errorf("%w: validate: --for %q: want run or replay", errUsage, *forCmd)
+	}
+	cfg, err := loadConfig(fs, *path, env)
 	if err != nil {
 		return err
+	}
+	if *forCmd == "run" {
+		if err := errors.Join(cfg.ValidateKafka(), cfg.ValidateReachable()); err != nil {
+			return err
+		}
 	}
 	_, err = stdout.Write(cfg.YAML())
 	return err
 }
 
-func runCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runCmd(ctx context.Context, args []string, env []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2); AGGREGATOR_* variables override its keys")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return ignoreHelp(err)
 	}
-	cfg, err := loadConfig(fs, *path, getenv)
+	cfg, err := loadConfig(fs, *path, env)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, stdout)
+	return serve(ctx, cfg, lookupEnv(env), stdout)
 }
 
 // ignoreHelp makes --help a success.

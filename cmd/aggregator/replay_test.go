@@ -18,14 +18,12 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 func runReplay(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), append([]string{"replay"}, args...), noEnv, strings.NewReader(stdin), &stdout, &stderr)
+	err := run(context.Background(), append([]string{"replay"}, args...), nil, strings.NewReader(stdin), &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("replay %v: %v (stderr %q)", args, err, stderr.String())
 	}
 	return stdout.String()
 }
-
-func noEnv(string) string { return "" }
 
 func checkGolden(t *testing.T, path, got string, update bool) {
 	t.Helper()
@@ -208,4 +206,16 @@ func TestReplaySessions(t *testing.T) {
 		t.Errorf("replay sessions: no bad_gap dead letter for idle \"bad\" in\n%s", out)
 	}
 	checkGolden(t, "testdata/sessions.golden", out, *update)
+}
+
+// TestReplayHelpKcatIsASwitch: flag prints a back-quoted word in a usage
+// as the flag's value name, which made -kcat read as if it took one.
+func TestReplayHelpKcatIsASwitch(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"replay", "--help"}, nil, nil, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "\n  -kcat\n") {
+		t.Errorf("replay --help shows -kcat with a value:\n%s", stderr.String())
+	}
 }

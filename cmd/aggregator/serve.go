@@ -13,14 +13,19 @@ import (
 	"aggregator/internal/consumer"
 )
 
-// serve is `aggregator run`: it consumes until SIGINT or SIGTERM, then drains.
-func serve(ctx context.Context, cfg config.Config, stdout io.Writer) error {
+// serve is `aggregator run`: it consumes until SIGINT or SIGTERM, then
+// drains. getenv is for the process settings beside the config
+// (CONTAINER_MEMORY_LIMIT).
+func serve(ctx context.Context, cfg config.Config, getenv func(string) string, stdout io.Writer) error {
 	if err := cfg.ValidateKafka(); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := newLogger(cfg.Log, stdout)
+	if err := setMemoryLimit(getenv, log); err != nil {
+		return err
+	}
 	reg := newRegistry()
 	pipe, err := consumer.New(cfg, log, reg)
 	if err != nil {

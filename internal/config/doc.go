@@ -4,5 +4,8 @@
 // error Load and Parse return wraps ErrInvalid, and most are a *KeyError
 // naming the key and the offending value. A Config returned by Load is
 // complete: other packages use it as given and never re-check it, except
-// that the Kafka keys are checked by ValidateKafka, since replay needs none.
+// that the Kafka keys are checked by ValidateKafka, since replay needs none,
+// and an http.listen reachable from other hosts by ValidateReachable, which
+// only validate asks for. CheckEnv reports AGGREGATOR_* variables that
+// override no key.
 package config

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -76,4 +77,46 @@ func (s *sources) set(key, text, env string) {
 	s.present[key] = true
 	s.text[key] = text
 	s.env[key] = env
+}
+
+// CheckEnv returns an error, wrapping ErrInvalid, for the first AGGREGATOR_*
+// variable in environ ("NAME=value" entries, as os.Environ returns them)
+// that overrides no key, naming the known variable nearest to it: a typo in
+// a variable would otherwise be ignored as silently as it is caught in the
+// file. Empty variables count as unset, as for the overrides. Values are
+// never shown: the variable may hold a password.
+func CheckEnv(environ []string) error {
+	known := envNames()
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) || value == "" || slices.Contains(known, name) {
+			continue
+		}
+		for _, objects := range []string{"aggregates", "source.filter"} {
+			if name == envName(objects) {
+				return fmt.Errorf("%w: %s: %s is a list of objects and cannot be overridden; set it in the file", ErrInvalid, name, objects)
+			}
+		}
+		nearest := known[0]
+		for _, k := range known[1:] {
+			if editDistance(name, k) < editDistance(name, nearest) {
+				nearest = k
+			}
+		}
+		return fmt.Errorf("%w: %s: no config key has this variable (did you mean %s?)", ErrInvalid, name, nearest)
+	}
+	return nil
+}
+
+// envNames lists the variable of every key that can be overridden, in
+// the order of the keys in Config.
+func envNames() []string {
+	var names []string
+	c := defaults()
+	// No variable is set, so applyEnv only asks for each name.
+	_ = newSources().applyEnv(&c, func(name string) string {
+		names = append(names, name)
+		return ""
+	})
+	return names
 }

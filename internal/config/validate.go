@@ -454,6 +454,23 @@ func (c Config) ValidateKafka() error {
 	return c.validateChangelogTopic()
 }
 
+// ValidateReachable reports an http.listen bound to a loopback address
+// (127.0.0.0/8, ::1, localhost): there /metrics, /healthz and /readyz
+// answer only on the host itself, so Kubernetes probes and Prometheus
+// scrapes fail and a rollout stalls. run allows it (a laptop may want it);
+// validate, the check before a deployment, does not.
+func (c Config) ValidateReachable() error {
+	host, _, err := net.SplitHostPort(c.HTTP.Listen)
+	if err != nil {
+		return &KeyError{Key: "http.listen", Value: c.HTTP.Listen, Reason: "must be host:port or :port, such as :9090"}
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return &KeyError{Key: "http.listen", Value: c.HTTP.Listen,
+			Reason: "a loopback address answers only on this host: probes and scrapes from elsewhere fail; use :PORT to listen on every interface"}
+	}
+	return nil
+}
+
 // validateSinkTopics checks that the output topics are set and differ from
 // each other and from the input topics, so no output feeds back into input.
 func (c Config) validateSinkTopics() error {

@@ -19,6 +19,9 @@ type Row struct {
 	Firing     string
 	Revision   int64
 	Watermark  int64
+	// Seen orders the rows by activity: the number of results observed
+	// when this key's latest one arrived.
+	Seen int64
 }
 
 // Tally is what the output topics said so far.
@@ -88,7 +91,7 @@ func (b *Board) observeResult(value []byte) error {
 		b.tally.LateFirings++
 	}
 	row := Row{Key: keyText(r.Key), Start: r.WindowStart, End: r.WindowEnd, Count: r.Count,
-		Aggregates: map[string]string{}, Firing: r.Firing, Revision: r.Revision, Watermark: r.Watermark}
+		Aggregates: map[string]string{}, Firing: r.Firing, Revision: r.Revision, Watermark: r.Watermark, Seen: b.tally.Results}
 	for name, v := range r.Aggregates {
 		row.Aggregates[name] = v.String()
 	}

@@ -1,8 +1,10 @@
 package demo
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +19,9 @@ type State struct {
 	MetricsURL string
 	Settings   string   // the window settings, one line
 	Columns    []string // aggregate names, in config order
+	// Lines is the terminal's height: Render shows only the keys that fit,
+	// those with the latest results, and says how many it left out. 0 = all.
+	Lines int
 
 	Sent          Counts  // what the generator produced, by class
 	SentRate      float64 // records/s over the last refresh
@@ -61,9 +66,12 @@ func Render(s State) string {
 		return b.String()
 	}
 	b.WriteString("latest result per key:\n")
+	// Less the lines above, the table's header, the "+N more" line and
+	// the line the cursor ends on.
+	rows, more := fitRows(s.Rows, s.Lines, s.Lines-strings.Count(b.String(), "\n")-3)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "key\twindow (UTC)\tcount\t%s\tfiring\trevision\t\n", strings.Join(s.Columns, "\t"))
-	for _, r := range s.Rows {
+	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t", r.Key, windowText(r.Start, r.End), r.Count)
 		for _, name := range s.Columns {
 			fmt.Fprintf(tw, "%s\t", numberText(r.Aggregates[name]))
@@ -71,14 +79,37 @@ func Render(s State) string {
 		fmt.Fprintf(tw, "%s\t%d\t\n", r.Firing, r.Revision)
 	}
 	tw.Flush()
+	if more > 0 {
+		fmt.Fprintf(&b, "+%d more keys (showing the %d with the latest results)\n", more, len(rows))
+	}
 	return b.String()
 }
 
-// Summary is one plain line for a stdout that is not a terminal.
+// fitRows keeps the n rows whose keys had results most recently, in their
+// key order, and returns how many it left out. It keeps one row at least;
+// lines <= 0 (no terminal height known) keeps every row.
+func fitRows(rows []Row, lines, n int) ([]Row, int) {
+	if lines <= 0 || n >= len(rows) {
+		return rows, 0
+	}
+	n = max(n, 1)
+	recent := slices.Clone(rows)
+	slices.SortStableFunc(recent, func(a, b Row) int { return cmp.Compare(b.Seen, a.Seen) })
+	kept := make(map[string]bool, n)
+	for _, r := range recent[:n] {
+		kept[r.Key] = true
+	}
+	shown := slices.DeleteFunc(slices.Clone(rows), func(r Row) bool { return !kept[r.Key] })
+	return shown, len(rows) - len(shown)
+}
+
+// Summary is one plain line for a stdout that is not a terminal. Each
+// line says where Kafka and the metrics are, so any line read alone (a
+// log tail) tells how to look further.
 func Summary(s State) string {
-	return fmt.Sprintf("demo: elapsed=%s produced=%d processed=%.0f results=%d late_firings=%d late=%d dead_letters=%d keys=%d watermark=%s",
+	return fmt.Sprintf("demo: elapsed=%s produced=%d processed=%.0f results=%d late_firings=%d late=%d dead_letters=%d keys=%d watermark=%s kafka=%q metrics=%s",
 		s.Elapsed.Truncate(time.Second), s.Sent.Total(), s.Processed, s.Results, s.LateFirings,
-		s.Late, s.DeadLetters, len(s.Rows), timeText(s.Watermark, time.RFC3339Nano))
+		s.Late, s.DeadLetters, len(s.Rows), timeText(s.Watermark, time.RFC3339Nano), s.Brokers, s.MetricsURL)
 }
 
 func watermarkText(wm int64, now time.Time) string {
@@ -88,8 +119,19 @@ func watermarkText(wm int64, now time.Time) string {
 	case math.MaxInt64:
 		return "end of input"
 	}
-	lag := now.Sub(time.UnixMilli(wm)).Truncate(time.Millisecond)
-	return fmt.Sprintf("%s UTC (%s behind the wall clock)", timeText(wm, "15:04:05.000"), lag)
+	return fmt.Sprintf("%s UTC (%s)", timeText(wm, "15:04:05.000"), clockText(now.Sub(time.UnixMilli(wm))))
+}
+
+// clockText says how far the watermark is from the wall clock: behind it
+// normally, ahead of it when event time runs faster (demo --speed above 1).
+func clockText(lag time.Duration) string {
+	switch lag = lag.Truncate(time.Millisecond); {
+	case lag > 0:
+		return lag.String() + " behind the wall clock"
+	case lag < 0:
+		return (-lag).String() + " ahead of the wall clock"
+	}
+	return "at the wall clock"
 }
 
 func timeText(ms int64, layout string) string {

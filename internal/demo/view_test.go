@@ -2,8 +2,10 @@ package demo_test
 
 import (
 	"flag"
+	"fmt"
 	"math"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,14 +65,15 @@ func TestRenderBeforeResults(t *testing.T) {
 }
 
 func TestSummary(t *testing.T) {
+	const where = ` kafka="in-process kfake at 127.0.0.1:40123" metrics=http://localhost:9090/metrics`
 	tests := map[string]struct {
 		edit func(*demo.State)
 		want string
 	}{
 		"running": {func(*demo.State) {},
-			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 late=3 dead_letters=6 keys=2 watermark=2030-12-01T10:10:10.7Z"},
+			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 late=3 dead_letters=6 keys=2 watermark=2030-12-01T10:10:10.7Z" + where},
 		"no watermark": {func(s *demo.State) { s.Watermark = math.MinInt64 },
-			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 late=3 dead_letters=6 keys=2 watermark=none"},
+			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 late=3 dead_letters=6 keys=2 watermark=none" + where},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -107,5 +110,85 @@ func BenchmarkRender(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		demo.Render(s)
+	}
+}
+
+// manyKeys is sampleState with n keys; key sid_i had the i-th latest result.
+func manyKeys(n int) demo.State {
+	s := sampleState()
+	row := s.Rows[0]
+	s.Rows = nil
+	for i := range n {
+		r := row
+		r.Key, r.Seen = fmt.Sprintf("sid_%d", i), int64(i)
+		s.Rows = append(s.Rows, r)
+	}
+	return s
+}
+
+func TestRenderFitsTheTerminal(t *testing.T) {
+	s := manyKeys(1000)
+	s.Lines = 40
+	got := demo.Render(s)
+	if lines := strings.Count(got, "\n"); lines != s.Lines-1 {
+		t.Errorf("Render(1000 keys, 40 lines) has %d lines, want 39 (the cursor's line left free):\n%s", lines, got)
+	}
+	// 40 lines: 9 above the table, its header, the "+N more" line, the cursor's line: 28 keys.
+	if !strings.Contains(got, "\n+972 more keys (showing the 28 with the latest results)\n") {
+		t.Errorf("Render(1000 keys, 40 lines) lacks the +972 more line:\n%s", got)
+	}
+	for _, key := range []string{"sid_999", "sid_972"} {
+		if !strings.Contains(got, key+" ") {
+			t.Errorf("Render(1000 keys, 40 lines) lacks %s, one of the 28 latest:\n%s", key, got)
+		}
+	}
+	if strings.Contains(got, "sid_971 ") {
+		t.Errorf("Render(1000 keys, 40 lines) shows sid_971, not one of the 28 latest:\n%s", got)
+	}
+	if i, j := strings.Index(got, "sid_972 "), strings.Index(got, "sid_999 "); i > j {
+		t.Errorf("Render: rows are not in key order:\n%s", got)
+	}
+}
+
+func TestRenderEveryKeyThatFits(t *testing.T) {
+	tests := map[string]struct{ keys, lines, rows int }{
+		"no height known": {50, 0, 50},
+		"all fit":         {5, 40, 5},
+		"exactly fit":     {28, 40, 28},
+		"one too many":    {29, 40, 28},
+		"a tiny terminal": {5, 3, 1},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := manyKeys(tt.keys)
+			s.Lines = tt.lines
+			got := demo.Render(s)
+			if rows := strings.Count(got, "  on_time  "); rows != tt.rows {
+				t.Errorf("Render(%d keys, %d lines) shows %d rows, want %d:\n%s", tt.keys, tt.lines, rows, tt.rows, got)
+			}
+			if more := strings.Contains(got, "more keys"); more != (tt.rows < tt.keys) {
+				t.Errorf("Render(%d keys, %d lines): +N more line shown = %v, want %v", tt.keys, tt.lines, more, !more)
+			}
+		})
+	}
+}
+
+func TestWatermarkAheadOrBehind(t *testing.T) {
+	tests := map[string]struct {
+		offset time.Duration // watermark minus now
+		want   string
+	}{
+		"behind": {-1300 * time.Millisecond, "(1.3s behind the wall clock)"},
+		"ahead":  {13*time.Minute + 37580*time.Millisecond, "(13m37.58s ahead of the wall clock)"},
+		"at":     {0, "(at the wall clock)"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := sampleState()
+			s.Watermark = s.Now.Add(tt.offset).UnixMilli()
+			if got := demo.Render(s); !strings.Contains(got, tt.want) {
+				t.Errorf("Render(watermark now%+v) lacks %q:\n%s", tt.offset, tt.want, got)
+			}
+		})
 	}
 }

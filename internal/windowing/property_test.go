@@ -1,6 +1,7 @@
 package windowing_test
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -50,6 +51,22 @@ var propertyCombos = map[string]params{
 	"sliding 12 panes on_close":         {"sliding", 12, 1, 5, 6, "on_close"},
 }
 
+// propertySeeds is how many random streams each property test case runs:
+// 40, or 6 under -short or the race detector, which has nothing to find in
+// the one-goroutine engine and slows it ~6× (CI runs both: the plain run
+// covers every seed). -property.seeds overrides it.
+func propertySeeds() uint64 {
+	switch {
+	case *seedsFlag > 0:
+		return *seedsFlag
+	case testing.Short() || raceEnabled:
+		return 6
+	}
+	return 40
+}
+
+var seedsFlag = flag.Uint64("property.seeds", 0, "random streams per property test case (0: 40, or 6 under -short or -race)")
+
 // TestEngineMatchesReference drives the engine and the naive reference with
 // the same random streams (random keys and partitions, out-of-order times,
 // random watermark advances, removed partitions, changelog commits, and
@@ -59,8 +76,9 @@ var propertyCombos = map[string]params{
 func TestEngineMatchesReference(t *testing.T) {
 	for name, p := range propertyCombos {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			var seen seen
-			for seed := range uint64(40) {
+			for seed := range propertySeeds() {
 				for _, aggs := range [][]windowing.Aggregate{allAggs, fifoAggs} {
 					for _, gap := range []int64{3, 25} {
 						compareWithReference(t, p, aggs, gap, seed, 400, &seen)

@@ -84,6 +84,15 @@ Port of config.http.listen: the container, probe and Service port.
 {{- end }}
 
 {{/*
+The consumer group: config.source.group, or the release's full name, so
+that two releases never share a group or (through its default name) a
+changelog topic.
+*/}}
+{{- define "aggregator.group" -}}
+{{- dig "source" "group" "" .Values.config | default (include "aggregator.fullname" .) }}
+{{- end }}
+
+{{/*
 Where the Secrets are mounted.
 */}}
 {{- define "aggregator.tlsDir" -}}/etc/aggregator/tls{{- end }}
@@ -97,6 +106,7 @@ Secrets. Rendered once, so the ConfigMap and the checksum annotation agree.
 {{- $cfg := deepCopy .Values.config }}
 {{- $source := $cfg.source | default dict }}
 {{- $_ := set $cfg "source" $source }}
+{{- $_ := set $source "group" (include "aggregator.group" .) }}
 {{- with .Values.auth.tls }}
 {{- if .existingSecret }}
 {{- $tls := $source.tls | default dict }}
@@ -190,6 +200,11 @@ allowed_lateness) when longer, so a healthy window always fires within it.
 Checks across values that the schema cannot express.
 */}}
 {{- define "aggregator.validate" -}}
+{{- with .Values.podDisruptionBudget }}
+{{- if and .enabled (not (kindIs "invalid" .minAvailable)) (not (kindIs "invalid" .maxUnavailable)) }}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (set the other to null)" }}
+{{- end }}
+{{- end }}
 {{- $mechanism := dig "source" "sasl" "mechanism" "" .Values.config }}
 {{- if and $mechanism (not .Values.auth.sasl.existingSecret) }}
 {{- fail "config.source.sasl.mechanism is set: set auth.sasl.existingSecret to the Secret holding the password" }}
@@ -205,5 +220,111 @@ Checks across values that the schema cannot express.
 {{- end }}
 {{- if and .Values.autoscaling.enabled (not (or .Values.autoscaling.targetCPUUtilizationPercentage .Values.autoscaling.targetMemoryUtilizationPercentage)) }}
 {{- fail "autoscaling.enabled needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The aggregator container's environment, shared by the Deployment and the
+validate hook Job: the instance id, the SASL Secret, GOMEMLIMIT's source,
+extraEnv.
+*/}}
+{{- define "aggregator.env" -}}
+{{- if .Values.staticMembership.enabled }}
+- name: AGGREGATOR_SOURCE_INSTANCE_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}
+{{- with .Values.auth.sasl }}
+{{- if and .existingSecret (not .mountAsFile) }}
+- name: AGGREGATOR_SOURCE_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .passwordKey }}
+{{- end }}
+{{- if and .existingSecret .usernameKey }}
+- name: AGGREGATOR_SOURCE_SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .usernameKey }}
+{{- end }}
+{{- end }}
+# The service sets its Go memory limit to 90% of this (unless GOMEMLIMIT
+# is set): window state lives in memory, and the garbage collector should
+# work harder before the kernel's OOM killer ends the pod.
+- name: CONTAINER_MEMORY_LIMIT
+  valueFrom:
+    resourceFieldRef:
+      containerName: aggregator
+      resource: limits.memory
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The aggregator container's volume mounts: the config, /tmp and the Secrets.
+*/}}
+{{- define "aggregator.volumeMounts" -}}
+- name: config
+  mountPath: /etc/aggregator/config.yaml
+  subPath: config.yaml
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.auth.tls.existingSecret }}
+- name: tls
+  mountPath: {{ include "aggregator.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if and .Values.auth.sasl.existingSecret .Values.auth.sasl.mountAsFile }}
+- name: sasl
+  mountPath: {{ include "aggregator.saslDir" . }}
+  readOnly: true
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod's volumes: (dict "root" $ "configMap" NAME), NAME being the
+ConfigMap that holds config.yaml.
+*/}}
+{{- define "aggregator.volumes" -}}
+- name: config
+  configMap:
+    name: {{ .configMap }}
+{{- with .root }}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- with .Values.auth.tls }}
+{{- if .existingSecret }}
+- name: tls
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      {{- range compact (list .caKey .certKey .keyKey) }}
+      - {key: {{ . | quote }}, path: {{ . | quote }}}
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.auth.sasl }}
+{{- if and .existingSecret .mountAsFile }}
+- name: sasl
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      - {key: {{ .passwordKey | quote }}, path: {{ .passwordKey | quote }}}
+{{- end }}
+{{- end }}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 {{- end }}

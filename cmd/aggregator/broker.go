@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// brokerFlags are the options of `aggregator broker`.
+type brokerFlags struct {
+	port       int
+	topics     []string
+	partitions int
+	dataDir    string
+}
+
+func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
+	var f brokerFlags
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.IntVar(&f.port, "port", 9092, "TCP `port` on 127.0.0.1 (0: any free port)")
+	topics := fs.String("topics", "calls", "comma-separated `names` of the topics to create at start (the service creates its output topics)")
+	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each topic in --topics")
+	fs.StringVar(&f.dataDir, "data-dir", "", "keep the topics in `DIR` across restarts (default: in memory, gone at exit)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return f, err
+	}
+	for t := range strings.SplitSeq(*topics, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			f.topics = append(f.topics, t)
+		}
+	}
+	switch {
+	case f.port < 0 || f.port > 65535:
+		return f, fmt.Errorf("%w: broker: --port %d: want 0 to 65535", errUsage, f.port)
+	case f.partitions < 1:
+		return f, fmt.Errorf("%w: broker: --partitions %d: must be at least 1", errUsage, f.partitions)
+	}
+	return f, nil
+}
+
+// brokerCmd is `aggregator broker`: a one-broker Kafka cluster (franz-go's
+// kfake, as in the demo) on a fixed loopback port, with topics from the
+// flags, until SIGINT or SIGTERM. It is the local loop of README's "Run
+// it locally": run against it, kcat to produce and read. It speaks the
+// Kafka protocol with transactions, so run's exactly_once works, but it is
+// not a production broker: one process, no replication.
+func brokerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseBrokerFlags(args, stderr)
+	if err != nil {
+		return ignoreHelp(err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(f.port)}
+	if len(f.topics) > 0 {
+		opts = append(opts, kfake.SeedTopics(int32(f.partitions), f.topics...))
+	}
+	if f.dataDir != "" {
+		opts = append(opts, kfake.DataDir(f.dataDir))
+	}
+	kc, err := kfake.NewCluster(opts...)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("broker: %w\n  another process is listening on port %d (a Kafka broker?); pick another with --port", err, f.port)
+		}
+		return fmt.Errorf("broker: %w", err)
+	}
+	defer kc.Close()
+	topics := "no topics"
+	if len(f.topics) > 0 {
+		topics = fmt.Sprintf("topics %s (%d partitions each)", strings.Join(f.topics, ", "), f.partitions)
+	}
+	fmt.Fprintf(stdout, "broker: Kafka (kfake) at %s, %s; Ctrl-C to stop\n", kc.ListenAddrs()[0], topics)
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// lockedBuffer is a bytes.Buffer that a command may write while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLocalLoop is README's "Run it locally" with a Kafka client in place
+// of kcat: `broker`, `run --config examples/local.yaml` against it, the
+// example records produced to calls; the results topic then holds what
+// `replay --no-flush` prints for the same records (run, like replay
+// without the flush, leaves the windows after the last record open).
+func TestLocalLoop(t *testing.T) {
+	// The service stops before the broker, as a user would stop them.
+	brokerCtx, stopBroker := context.WithTimeout(t.Context(), time.Minute)
+	defer stopBroker()
+	var broker, service sync.WaitGroup
+	defer broker.Wait()
+	defer stopBroker()
+	var brokerOut lockedBuffer
+	broker.Go(func() {
+		if err := run(brokerCtx, []string{"broker", "--port", "0"}, nil, nil, &brokerOut, &brokerOut); err != nil {
+			t.Errorf("broker: %v", err)
+		}
+	})
+	addr := waitFor(t, brokerCtx, &brokerOut, regexp.MustCompile(`at (127\.0\.0\.1:\d+), topics calls \(1 partitions each\)`))
+
+	ctx, stopService := context.WithCancel(brokerCtx)
+	defer service.Wait()
+	defer stopService()
+	env := []string{"AGGREGATOR_SOURCE_BROKERS=" + addr, "AGGREGATOR_HTTP_LISTEN=127.0.0.1:0"}
+	var runOut lockedBuffer
+	service.Go(func() {
+		if err := run(ctx, []string{"run", "--config", "../../examples/local.yaml"}, env, nil, &runOut, &runOut); err != nil {
+			t.Errorf("run: %v\n%s", err, runOut.String())
+		}
+	})
+
+	var want []string
+	for line := range strings.Lines(runReplay(t, "", "--config", "../../examples/local.yaml", "--input", "../../examples/calls.csv", "--no-flush")) {
+		if result, ok := strings.CutPrefix(line, `{"type":"result",`); ok {
+			want = append(want, "{"+strings.TrimSpace(result))
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("replay --no-flush printed no result")
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("calls"),
+		kgo.ConsumeTopics("calls-windows"), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	input, err := os.ReadFile("../../examples/calls.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(input)) {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(strings.TrimSuffix(line, "\n"))).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	var got []string
+	for len(got) < len(want) && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("results topic:\n%s\nwant (replay --no-flush):\n%s\nrun's log:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), runOut.String())
+	}
+}
+
+// waitFor polls out until re matches and returns its first group.
+func waitFor(t *testing.T, ctx context.Context, out *lockedBuffer, re *regexp.Regexp) string {
+	t.Helper()
+	for ctx.Err() == nil {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %q in the output:\n%s", re, out.String())
+	return ""
+}

@@ -1,0 +1,220 @@
+package helm_test
+
+import (
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"aggregator/internal/config"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const hookName = releaseName + "-validate"
+
+// TestValidateHook checks the pre-install/pre-upgrade Job: it runs
+// `aggregator validate` with the pod's image, environment, Secrets and
+// security context on a ConfigMap of its own holding the same config, and
+// is deleted when it passes.
+func TestValidateHook(t *testing.T) {
+	for name, file := range valuesFiles {
+		t.Run(name, func(t *testing.T) {
+			objs := mustRender(t, readValues(t, file))
+			d := decode[appsv1.Deployment](t, objs, "Deployment")
+			job := decodeNamed[batchv1.Job](t, objs, "Job", hookName)
+			hookCM := decodeNamed[corev1.ConfigMap](t, objs, "ConfigMap", hookName)
+			cm := decode[corev1.ConfigMap](t, objs, "ConfigMap")
+			for _, meta := range []map[string]string{job.Annotations, hookCM.Annotations} {
+				if meta["helm.sh/hook"] != "pre-install,pre-upgrade" || meta["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+					t.Errorf("hook annotations = %v, want pre-install,pre-upgrade, deleted before creation and on success", meta)
+				}
+			}
+			if job.Annotations["helm.sh/hook-weight"] <= hookCM.Annotations["helm.sh/hook-weight"] {
+				t.Errorf("hook weights: Job %q, ConfigMap %q: the ConfigMap must come first", job.Annotations["helm.sh/hook-weight"], hookCM.Annotations["helm.sh/hook-weight"])
+			}
+			if strings.TrimSpace(hookCM.Data["config.yaml"]) != strings.TrimSpace(cm.Data["config.yaml"]) {
+				t.Errorf("hook config.yaml differs from the pods':\n%s\nwant\n%s", hookCM.Data["config.yaml"], cm.Data["config.yaml"])
+			}
+			pod, jobPod := d.Spec.Template.Spec, job.Spec.Template.Spec
+			c, jc := container(t, pod), container(t, jobPod)
+			if want := []string{"validate", "--config", "/etc/aggregator/config.yaml"}; !slices.Equal(jc.Args, want) {
+				t.Errorf("hook args = %v, want %v", jc.Args, want)
+			}
+			if jc.Image != c.Image || !reflect.DeepEqual(jc.Env, c.Env) || !reflect.DeepEqual(jc.EnvFrom, c.EnvFrom) ||
+				!reflect.DeepEqual(jc.VolumeMounts, c.VolumeMounts) || !reflect.DeepEqual(jc.SecurityContext, c.SecurityContext) ||
+				!reflect.DeepEqual(jobPod.SecurityContext, pod.SecurityContext) {
+				t.Errorf("hook container differs from the pods' in image, env, mounts or security context:\n%+v\nwant like\n%+v", jc, c)
+			}
+			checkSecurity(t, jobPod, jc)
+			if got := jobPod.Volumes[0].ConfigMap; got == nil || got.Name != hookName {
+				t.Errorf("hook config volume = %+v, want ConfigMap %s", jobPod.Volumes[0], hookName)
+			}
+			if !reflect.DeepEqual(jobPod.Volumes[1:], pod.Volumes[1:]) {
+				t.Errorf("hook volumes %+v, want the pods' %+v", jobPod.Volumes[1:], pod.Volumes[1:])
+			}
+			if jobPod.RestartPolicy != corev1.RestartPolicyNever || *job.Spec.BackoffLimit != 0 {
+				t.Errorf("hook restartPolicy %s, backoffLimit %d: want Never and 0 (a bad config does not get better)", jobPod.RestartPolicy, *job.Spec.BackoffLimit)
+			}
+			labels := job.Spec.Template.Labels
+			if selects(d.Spec.Selector.MatchLabels, labels) {
+				t.Errorf("hook pod labels %v match the release's selector %v: the Service and PDB would count it", labels, d.Spec.Selector.MatchLabels)
+			}
+		})
+	}
+	if k := kinds(mustRender(t, parseValues(t, "validateHook: {enabled: false}"))); slices.Contains(k, "Job") {
+		t.Errorf("validateHook.enabled false still renders %v", k)
+	}
+}
+
+// selects reports whether a matchLabels selector selects labels.
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestValidateHookRejectsWhatThePodWould: configs the schema lets through
+// but the service rejects, so that only the hook stops them before a
+// rollout stalls. The hook's config, in the hook's environment, fails
+// `aggregator validate` (config.Parse, ValidateKafka, ValidateReachable)
+// naming the key.
+func TestValidateHookRejectsWhatThePodWould(t *testing.T) {
+	tests := map[string]struct{ values, key string }{
+		"unknown time zone":        {"config: {source: {timestamp: {timezone: Mars/Olympus_Mons}}}", "source.timestamp.timezone"},
+		"window offset above size": {"config: {window: {size: 5s, offset: 5s}}", "window.offset"},
+		"loopback http.listen":     {`config: {http: {listen: "127.0.0.1:9090"}}`, "http.listen"},
+		"an unknown variable":      {"extraEnv: [{name: AGGREGATOR_WINDOW_SIZEE, value: 5s}]", "AGGREGATOR_WINDOW_SIZEE"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			objs := mustRender(t, parseValues(t, tt.values))
+			job := decodeNamed[batchv1.Job](t, objs, "Job", hookName)
+			text := decodeNamed[corev1.ConfigMap](t, objs, "ConfigMap", hookName).Data["config.yaml"]
+			err := validate(t, text, job.Spec.Template.Spec)
+			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tt.key) {
+				t.Errorf("aggregator validate on the hook's config = %v, want an invalid config naming %s", err, tt.key)
+			}
+		})
+	}
+}
+
+// validate is `aggregator validate` (for run) on text in pod's environment.
+func validate(t *testing.T, text string, pod corev1.PodSpec) error {
+	t.Helper()
+	getenv := podEnv(t, pod)
+	var environ []string
+	for _, e := range container(t, pod).Env {
+		environ = append(environ, e.Name+"="+getenv(e.Name))
+	}
+	if err := config.CheckEnv(environ); err != nil {
+		return err
+	}
+	cfg, err := config.Parse([]byte(text), getenv)
+	if err != nil {
+		return err
+	}
+	return errors.Join(cfg.ValidateKafka(), cfg.ValidateReachable())
+}
+
+// TestGroupDefaultsToTheRelease: two releases with the default values get
+// their own consumer group and changelog; an explicit group wins.
+func TestGroupDefaultsToTheRelease(t *testing.T) {
+	tests := []struct {
+		release, values, group, changelog string
+	}{
+		{"calls", "", "calls-aggregator", "calls-aggregator-changelog"},
+		{"calls-eu", "", "calls-eu-aggregator", "calls-eu-aggregator-changelog"},
+		{"aggregator", "", "aggregator", "aggregator-changelog"},
+		{"calls", "fullnameOverride: calls-agg", "calls-agg", "calls-agg-changelog"},
+		{"calls", "config: {source: {group: billing}}", "billing", "billing-changelog"},
+		{"calls", "config: {state: {changelog_topic: calls-state}}", "calls-aggregator", "calls-state"},
+	}
+	for _, tt := range tests {
+		files, err := renderAs(t, tt.release, parseValues(t, tt.values))
+		if err != nil {
+			t.Fatalf("render %s %q: %v", tt.release, tt.values, err)
+		}
+		var cm *corev1.ConfigMap
+		for _, o := range objects(t, files) {
+			if o.Kind == "ConfigMap" && !strings.HasSuffix(o.Metadata.Name, "-validate") {
+				cm = decodeNamed[corev1.ConfigMap](t, []object{o}, "ConfigMap", o.Metadata.Name)
+			}
+		}
+		cfg, err := config.Parse([]byte(cm.Data["config.yaml"]), nil)
+		if err != nil {
+			t.Fatalf("release %s %q: config.Parse: %v", tt.release, tt.values, err)
+		}
+		if cfg.Source.Group != tt.group || cfg.State.ChangelogTopic != tt.changelog {
+			t.Errorf("release %s %q: group %q, changelog %q; want %q, %q", tt.release, tt.values,
+				cfg.Source.Group, cfg.State.ChangelogTopic, tt.group, tt.changelog)
+		}
+	}
+}
+
+// TestMemoryLimitReachesTheService: the container gets its memory limit
+// from the downward API, which the service turns into a Go memory limit.
+func TestMemoryLimitReachesTheService(t *testing.T) {
+	for name, file := range valuesFiles {
+		t.Run(name, func(t *testing.T) {
+			pod := decode[appsv1.Deployment](t, mustRender(t, readValues(t, file)), "Deployment").Spec.Template.Spec
+			i := slices.IndexFunc(container(t, pod).Env, func(e corev1.EnvVar) bool { return e.Name == "CONTAINER_MEMORY_LIMIT" })
+			if i < 0 {
+				t.Fatal("no CONTAINER_MEMORY_LIMIT in the container's env")
+			}
+			ref := container(t, pod).Env[i].ValueFrom.ResourceFieldRef
+			if ref == nil || ref.ContainerName != "aggregator" || ref.Resource != "limits.memory" || !ref.Divisor.IsZero() && ref.Divisor.Value() != 1 {
+				t.Errorf("CONTAINER_MEMORY_LIMIT = %+v, want the aggregator container's limits.memory in bytes", container(t, pod).Env[i].ValueFrom)
+			}
+		})
+	}
+}
+
+func TestTopologySpreadByDefault(t *testing.T) {
+	pod := decode[appsv1.Deployment](t, mustRender(t, readValues(t, "")), "Deployment").Spec.Template.Spec
+	if len(pod.TopologySpreadConstraints) != 1 {
+		t.Fatalf("topologySpreadConstraints = %+v, want one by default", pod.TopologySpreadConstraints)
+	}
+	c := pod.TopologySpreadConstraints[0]
+	if c.TopologyKey != "kubernetes.io/hostname" || c.WhenUnsatisfiable != corev1.ScheduleAnyway || c.MaxSkew != 1 ||
+		c.LabelSelector == nil || !maps.Equal(c.LabelSelector.MatchLabels, map[string]string{"app.kubernetes.io/name": "aggregator", "app.kubernetes.io/instance": releaseName}) {
+		t.Errorf("topology spread = %+v, want maxSkew 1 over hostnames, ScheduleAnyway, selecting the release's pods", c)
+	}
+	pod = decode[appsv1.Deployment](t, mustRender(t, parseValues(t, "topologySpreadConstraints: []")), "Deployment").Spec.Template.Spec
+	if len(pod.TopologySpreadConstraints) != 0 {
+		t.Errorf("topologySpreadConstraints: [] renders %+v, want none", pod.TopologySpreadConstraints)
+	}
+}
+
+func TestPodDisruptionBudget(t *testing.T) {
+	tests := map[string]struct {
+		values                   string
+		minAvailable, maxUnavail *intstr.IntOrString
+	}{
+		"default":              {"podDisruptionBudget: {enabled: true}", nil, ptr(intstr.FromInt32(1))},
+		"minAvailable":         {"podDisruptionBudget: {enabled: true, minAvailable: 1}", ptr(intstr.FromInt32(1)), nil},
+		"minAvailable percent": {"podDisruptionBudget: {enabled: true, minAvailable: 50%}", ptr(intstr.FromString("50%")), nil},
+		"maxUnavailable":       {"podDisruptionBudget: {enabled: true, maxUnavailable: 2}", nil, ptr(intstr.FromInt32(2))},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			vals := parseValues(t, tt.values)
+			lintValues(t, vals)
+			pdb := decode[policyv1.PodDisruptionBudget](t, mustRender(t, vals), "PodDisruptionBudget")
+			if !reflect.DeepEqual(pdb.Spec.MinAvailable, tt.minAvailable) || !reflect.DeepEqual(pdb.Spec.MaxUnavailable, tt.maxUnavail) {
+				t.Errorf("render(%q): minAvailable %v, maxUnavailable %v; want %v, %v", tt.values, pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable, tt.minAvailable, tt.maxUnavail)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
