@@ -1,6 +1,10 @@
 package windowing
 
-import "aggregator/internal/record"
+import (
+	"slices"
+
+	"aggregator/internal/record"
+)
 
 // fifoAgg is one key's "two-stacks" (FIFO) aggregation over its panes, so
 // that the on-time firings of a sliding window cost amortized O(1) merges
@@ -14,9 +18,12 @@ import "aggregator/internal/record"
 //
 // Only count, sum, min, max, avg, first and last go through it: their
 // states are small and fixed. A record that lands in a pane of the back
-// part is added to the back merge too; one that lands in the front part
-// (a late record, or a new pane inside the range) invalidates the state,
-// and the next query rebuilds it from the panes: rare, and O(panes) once.
+// part is added to the back merge too; one that lands in a pane of the
+// front part (a late record) is added to the suffix aggregates that hold
+// that pane, so that the late firing it causes (usually of the window last
+// queried) is still O(1) merges. A new pane inside the front part
+// invalidates the state, and the next query rebuilds it from the panes:
+// rare, and O(panes) once.
 type fifoAgg struct {
 	valid       bool
 	lo, mid, hi int64
@@ -149,11 +156,23 @@ func (e *Engine) fifoNote(ki int32, paneStart int64, rec *record.Record, seq uin
 	if f == nil || !f.valid || paneStart < f.lo || paneStart >= f.hi {
 		return
 	}
-	if paneStart < f.mid {
+	if paneStart >= f.mid {
+		e.agg.add(f.back.pane, rec, seq)
+		return
+	}
+	n, ok := slices.BinarySearch(f.starts[f.head:], paneStart)
+	if !ok {
 		f.valid = false
 		return
 	}
-	e.agg.add(f.back.pane, rec, seq)
+	// The suffixes up to the pane's own hold it. e.acc is free here: it
+	// holds a merge only within emit.
+	one := e.acc.pane
+	e.agg.clear(one)
+	e.agg.add(one, rec, seq)
+	for i := f.head; i <= f.head+n; i++ {
+		e.mergeFlatInto(&f.counts[i], e.flatNums(f, i), e.flatPicks(f, i), *one.count, one.nums, panePicks(one))
+	}
 }
 
 func (e *Engine) flatNums(f *fifoAgg, i int) []float64 {

@@ -82,30 +82,15 @@ func (e *Engine) assign(t int64) {
 }
 
 // paneOf returns k's pane at start, creating it (and the windows it
-// opens, which start in [first, last]) if needed. Records mostly go to the
-// key's newest pane or a new one after it; others walk the key's panes.
+// opens, which start in [first, last]) if needed.
 func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
-	prev, next := int32(noPane), k.first
-	if k.first != noPane {
-		switch h := e.pool.hdr(k.last); {
-		case h.start == start:
-			return k.last
-		case h.start < start:
-			prev, next = k.last, noPane
-		}
-	}
-	for next != noPane {
-		h := e.pool.hdr(next)
-		if h.start == start {
-			return next
-		}
-		if h.start > start {
-			break
-		}
-		prev, next = next, h.next
+	prev, next := e.seek(k, start)
+	if prev != noPane && e.pool.hdr(prev).start == start {
+		return prev
 	}
 	i := e.allocPane(start)
-	e.pool.hdr(i).next = next
+	h := e.pool.hdr(i)
+	h.prev, h.next = prev, next
 	if prev == noPane {
 		k.first = i
 	} else {
@@ -113,6 +98,8 @@ func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
 	}
 	if next == noPane {
 		k.last = i
+	} else {
+		e.pool.hdr(next).prev = i
 	}
 	if e.tumbling {
 		e.addWindow(ki, start)
@@ -120,6 +107,37 @@ func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
 		e.addWindows(ki, prev, next, first, last)
 	}
 	return i
+}
+
+// seek returns k's last pane that starts at or before start (prev) and
+// the pane after it (next); noPane where there is none. It walks from
+// whichever end of k's panes is nearer to start: records mostly go to the
+// newest pane or the one before, and firings to the oldest, so the walk
+// is a step or two however many panes the key has.
+func (e *Engine) seek(k *keyState, start int64) (prev, next int32) {
+	if k.first == noPane {
+		return noPane, noPane
+	}
+	lh := e.pool.hdr(k.last)
+	if lh.start <= start {
+		return k.last, noPane
+	}
+	fh := e.pool.hdr(k.first)
+	if start < fh.start {
+		return noPane, k.first
+	}
+	if start-fh.start < lh.start-start {
+		prev = k.first
+		for n := fh.next; e.pool.hdr(n).start <= start; n = e.pool.hdr(n).next {
+			prev = n
+		}
+		return prev, e.pool.hdr(prev).next
+	}
+	next = k.last
+	for p := lh.prev; e.pool.hdr(p).start > start; p = e.pool.hdr(p).prev {
+		next = p
+	}
+	return e.pool.hdr(next).prev, next
 }
 
 // addWindow puts key ki in the timer of its new window at start.
@@ -316,7 +334,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 		if f == OnTime && h.rev > 0 {
 			return
 		}
-		r.Count, r.Revision = h.count, h.rev
+		r.Count, r.Revision = h.count, int64(h.rev)
 		e.values(e.pool.view(i), r.Aggregates)
 		h.rev++
 		e.markPane(i, ki)
@@ -344,10 +362,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 
 // findPane returns k's pane at start, which must exist.
 func (e *Engine) findPane(k *keyState, start int64) int32 {
-	i := k.first
-	for e.pool.hdr(i).start != start {
-		i = e.pool.hdr(i).next
-	}
+	i, _ := e.seek(k, start)
 	return i
 }
 
@@ -395,6 +410,9 @@ func (e *Engine) dropBucket(b *bucket) {
 			i := k.first
 			e.dropped(SliceEntry, k, h.start, h.flags)
 			k.first = h.next
+			if k.first != noPane {
+				e.pool.hdr(k.first).prev = noPane
+			}
 			if sk != nil && sk.fifo != nil && sk.fifo.cur == i {
 				sk.fifo.cur = noPane
 			}

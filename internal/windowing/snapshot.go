@@ -175,7 +175,7 @@ func (e *Engine) sliceEntry(en *Entry, k *keyState, i int32) {
 	v := e.pool.view(i)
 	picks := en.Picks[:0]
 	*en = Entry{Kind: SliceEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: h.start,
-		Count: h.count, Revision: h.rev, Nums: v.nums}
+		Count: h.count, Revision: int64(h.rev), Nums: v.nums}
 	if v.ext != nil {
 		for _, p := range v.ext.picks {
 			picks = append(picks, Pick{Value: p.v, Time: p.t, Seq: p.seq})
@@ -220,6 +220,9 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 		return fmt.Errorf("restore: slice at %d of %s has %d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d (were the aggregates changed?)",
 			en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), l.nums, l.picks, l.sets, l.sketches)
 	}
+	if en.Revision < 0 || en.Revision > math.MaxInt32 {
+		return fmt.Errorf("restore: slice at %d of %s has revision %d", en.Start, en.ID[en.Split:], en.Revision)
+	}
 	if got := en.Start - floorMod(en.Start-e.offset, e.paneLen); got != en.Start {
 		return fmt.Errorf("restore: slice at %d of %s is not on a slice boundary (was the window changed?)", en.Start, en.ID[en.Split:])
 	}
@@ -258,7 +261,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 		}
 	}
 	if e.tumbling {
-		h.rev = en.Revision
+		h.rev = int32(en.Revision)
 		e.restored(en.Start, en.Revision)
 	} else {
 		e.restored(first, 0)
@@ -322,7 +325,7 @@ func (e *Engine) fireAhead(ki int32, k *keyState, first, last, wm int64) {
 // revision returns the firings so far of k's window at start.
 func (e *Engine) revision(ki int32, k *keyState, start int64) int64 {
 	if e.tumbling {
-		return e.pool.hdr(e.findPane(k, start)).rev
+		return int64(e.pool.hdr(e.findPane(k, start)).rev)
 	}
 	sk := e.keys.slide(ki)
 	j, ok := sk.findWin(start, e.slide)

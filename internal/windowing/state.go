@@ -49,7 +49,8 @@ type keyState struct {
 	split uint32 // len(sort key)
 	part  int32
 	// first and last are the key's panes in the pool, linked in order of
-	// start through paneHdr.next; first is noPane if it has none. A key has
+	// start through paneHdr.next and back through paneHdr.prev; first is
+	// noPane if it has none. A key has
 	// windows exactly when it has panes. A key without panes keeps in last
 	// the mark of its entry in Engine.idle.
 	first, last int32
