@@ -84,9 +84,29 @@ func (e *Engine) assign(t int64) {
 // paneOf returns k's pane at start, creating it (and the windows it
 // opens, which start in [first, last]) if needed.
 func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
-	prev, next := e.seek(k, start)
-	if prev != noPane && e.pool.hdr(prev).start == start {
-		return prev
+	var sk *slideKey
+	var prev, next int32
+	j := 0 // sliding: where the pane is or goes in sk.panes
+	if e.tumbling {
+		prev, next = e.seek(k, start)
+		if prev != noPane && e.pool.hdr(prev).start == start {
+			return prev
+		}
+	} else {
+		sk = e.keys.slide(ki)
+		var found bool
+		j, found = e.findPaneIn(sk, start)
+		ps := sk.panes.live()
+		if found {
+			return ps[j]
+		}
+		prev, next = noPane, noPane
+		if j > 0 {
+			prev = ps[j-1]
+		}
+		if j < len(ps) {
+			next = ps[j]
+		}
 	}
 	i := e.allocPane(start)
 	h := e.pool.hdr(i)
@@ -104,16 +124,39 @@ func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
 	if e.tumbling {
 		e.addWindow(ki, start)
 	} else {
+		sk.panes.insert(j, i)
 		e.addWindows(ki, prev, next, first, last)
 	}
 	return i
 }
 
+// findPaneIn returns the index in sk.panes of the sliding key's pane at
+// start, or where it would go. Panes are usually consecutive, so the
+// first guess, counted back from the newest pane, is O(1) however far
+// back start is; a key with gaps takes a binary search.
+func (e *Engine) findPaneIn(sk *slideKey, start int64) (int, bool) {
+	ps := sk.panes.live()
+	n := len(ps)
+	if n == 0 {
+		return 0, false
+	}
+	newest := e.pool.hdr(ps[n-1]).start
+	if start > newest {
+		return n, false
+	}
+	if d := newest - start; d >= 0 { // < 0: overflowed
+		if j := n - 1 - int(d/e.paneLen); j >= 0 && e.pool.hdr(ps[j]).start == start {
+			return j, true
+		}
+	}
+	return slices.BinarySearchFunc(ps, start, func(i int32, s int64) int { return cmp.Compare(e.pool.hdr(i).start, s) })
+}
+
 // seek returns k's last pane that starts at or before start (prev) and
 // the pane after it (next); noPane where there is none. It walks from
-// whichever end of k's panes is nearer to start: records mostly go to the
-// newest pane or the one before, and firings to the oldest, so the walk
-// is a step or two however many panes the key has.
+// whichever end of k's panes is nearer to start: a tumbling key's panes
+// are its windows, (allowed lateness + disorder) / size + 1 of them, and
+// records mostly go to the newest and firings to the oldest.
 func (e *Engine) seek(k *keyState, start int64) (prev, next int32) {
 	if k.first == noPane {
 		return noPane, noPane
@@ -412,6 +455,9 @@ func (e *Engine) dropBucket(b *bucket) {
 			k.first = h.next
 			if k.first != noPane {
 				e.pool.hdr(k.first).prev = noPane
+			}
+			if sk != nil {
+				sk.panes.popFront()
 			}
 			if sk != nil && sk.fifo != nil && sk.fifo.cur == i {
 				sk.fifo.cur = noPane

@@ -76,7 +76,10 @@ type win struct {
 // slideKey is the part of a key's state that only sliding windows need.
 type slideKey struct {
 	wins deque[win] // sorted by start
-	fifo *fifoAgg   // windows of 3 panes or more only
+	// panes are the key's panes in order of start, as they are linked, so
+	// that paneOf finds one from its start in O(1) (findPaneIn).
+	panes deque[int32]
+	fifo  *fifoAgg // windows of 3 panes or more only
 }
 
 // findWin returns the index of k's window at start, or where it would go.
@@ -137,6 +140,7 @@ func (s *keySlab) release(i int32) {
 	if s.slides != nil {
 		sk := s.slide(i)
 		sk.wins.reset()
+		sk.panes.reset()
 		if sk.fifo != nil {
 			sk.fifo.valid = false
 			sk.fifo.cur = noPane
