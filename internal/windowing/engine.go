@@ -71,7 +71,6 @@ type Engine struct {
 	freeBuckets []*bucket
 	sortKey     []byte
 	sorted      []sortEntry
-	flip        []int32
 	acc         *ownPane
 	res         Result
 	ints        []record.Value

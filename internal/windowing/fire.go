@@ -391,7 +391,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 		r.Revision = int64(w.rev)
 		w.rev++
 		e.markWin(ki, w)
-		e.mergeWindow(ki, k, start)
+		e.mergeWindow(sk, start)
 		r.Count = e.acc.n
 		e.values(e.acc.pane, r.Aggregates)
 	}
@@ -409,23 +409,23 @@ func (e *Engine) findPane(k *keyState, start int64) int32 {
 	return i
 }
 
-// mergeWindow leaves in e.acc the merge of k's panes in the window that
-// starts at start.
-func (e *Engine) mergeWindow(ki int32, k *keyState, start int64) {
-	if e.fifo && e.fifoWindow(ki, k, start) {
+// mergeWindow leaves in e.acc the merge of sliding key sk's panes in the
+// window that starts at start.
+func (e *Engine) mergeWindow(sk *slideKey, start int64) {
+	if e.fifo && e.fifoWindow(sk, start) {
 		return
 	}
 	e.agg.clear(e.acc.pane)
-	end := e.window(start).End
-	for i := k.first; i != noPane; i = e.pool.hdr(i).next {
-		h := e.pool.hdr(i)
-		if h.start >= end {
-			break
-		}
-		if h.start >= start {
-			e.agg.merge(e.acc.pane, e.pool.view(i))
-		}
+	for _, i := range e.panesIn(sk, start, e.window(start).End) {
+		e.agg.merge(e.acc.pane, e.pool.view(i))
 	}
+}
+
+// panesIn returns the sliding key's panes that start in [from, to).
+func (e *Engine) panesIn(sk *slideKey, from, to int64) []int32 {
+	lo, _ := e.findPaneIn(sk, from)
+	hi, _ := e.findPaneIn(sk, to)
+	return sk.panes.live()[lo:hi]
 }
 
 // dropBucket removes b's window from every key in it, with the panes no
@@ -458,9 +458,6 @@ func (e *Engine) dropBucket(b *bucket) {
 			}
 			if sk != nil {
 				sk.panes.popFront()
-			}
-			if sk != nil && sk.fifo != nil && sk.fifo.cur == i {
-				sk.fifo.cur = noPane
 			}
 			e.pool.freePane(i)
 		}

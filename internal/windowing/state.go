@@ -86,12 +86,16 @@ type slideKey struct {
 // Windows are usually consecutive, which the first guess exploits.
 func (s *slideKey) findWin(start, slide int64) (int, bool) {
 	ws := s.wins.live()
-	if len(ws) == 0 || ws[len(ws)-1].start < start {
-		return len(ws), false
+	if len(ws) == 0 {
+		return 0, false
 	}
 	if d := start - ws[0].start; d >= 0 && d%slide == 0 {
+		// One read for a window at either end (firings and drops take the
+		// oldest, new windows go after the newest).
 		if j := d / slide; j < int64(len(ws)) && ws[j].start == start {
 			return int(j), true
+		} else if j >= int64(len(ws)) && ws[len(ws)-1].start < start {
+			return len(ws), false
 		}
 	}
 	return slices.BinarySearchFunc(ws, start, func(w win, s int64) int { return cmp.Compare(w.start, s) })
@@ -143,7 +147,6 @@ func (s *keySlab) release(i int32) {
 		sk.panes.reset()
 		if sk.fifo != nil {
 			sk.fifo.valid = false
-			sk.fifo.cur = noPane
 		}
 	}
 	s.free = append(s.free, i)
