@@ -141,8 +141,11 @@ func (e *Engine) findPaneIn(sk *slideKey, start int64) (int, bool) {
 		return 0, false
 	}
 	newest := e.pool.hdr(ps[n-1]).start
-	if start > newest {
+	switch {
+	case start > newest:
 		return n, false
+	case start == newest: // most records: no division
+		return n - 1, true
 	}
 	if d := newest - start; d >= 0 { // < 0: overflowed
 		if j := n - 1 - int(d/e.paneLen); j >= 0 && e.pool.hdr(ps[j]).start == start {
