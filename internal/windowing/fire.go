@@ -84,6 +84,9 @@ func (e *Engine) assign(t int64) {
 // paneOf returns k's pane at start, creating it (and the windows it
 // opens, which start in [first, last]) if needed.
 func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
+	if k.first != noPane && e.pool.hdr(k.last).start == start {
+		return k.last // most records
+	}
 	var sk *slideKey
 	var prev, next int32
 	j := 0 // sliding: where the pane is or goes in sk.panes
@@ -144,7 +147,7 @@ func (e *Engine) findPaneIn(sk *slideKey, start int64) (int, bool) {
 	switch {
 	case start > newest:
 		return n, false
-	case start == newest: // most records: no division
+	case start == newest: // no division
 		return n - 1, true
 	}
 	if d := newest - start; d >= 0 { // < 0: overflowed
