@@ -251,6 +251,45 @@ func TestTumblingAddDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestDisorderedSlidingAddDoesNotAllocate: in steady state a sliding Add
+// plus Advance allocates nothing either, with records out of order by up
+// to two panes and some far enough back to be added late.
+func TestDisorderedSlidingAddDoesNotAllocate(t *testing.T) {
+	e, err := windowing.NewEngine(params{"sliding", 60, 10, 0, 20, "on_watermark"}.config(sumCount...), discard{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*record.Record, 100)
+	for i := range recs {
+		key, fields := numKey(float64(i % 10))
+		recs[i] = rec(0, int64(i), key, fields, 0, float64(i))
+	}
+	ts, maxTs, partly := int64(0), int64(0), 0
+	step := func() {
+		for i, r := range recs {
+			r.Time = ts - int64(i*7919%20)
+			if i%25 == 0 {
+				r.Time = ts - 65 // behind the watermark: late for some windows
+			}
+			ts++
+			maxTs = max(maxTs, r.Time)
+			if e.Add(r).Kind == windowing.PartiallyLate {
+				partly++
+			}
+			e.Advance(maxTs - 20)
+		}
+	}
+	for range 5 {
+		step()
+	}
+	if allocs := testing.AllocsPerRun(20, step); allocs != 0 {
+		t.Errorf("100 steady-state disordered sliding Add+Advance = %v allocs, want 0", allocs)
+	}
+	if partly == 0 {
+		t.Errorf("no record was partially late: the stream misses late additions")
+	}
+}
+
 // TestQuantileExactAtTheEdges: the sketch's answer is clamped to the exact
 // min and max, so one value, q = 0 and q = 1 come out exact.
 func TestQuantileExactAtTheEdges(t *testing.T) {

@@ -50,9 +50,9 @@ type keyState struct {
 	part  int32
 	// first and last are the key's panes in the pool, linked in order of
 	// start through paneHdr.next and back through paneHdr.prev; first is
-	// noPane if it has none. A key has
-	// windows exactly when it has panes. A key without panes keeps in last
-	// the mark of its entry in Engine.idle.
+	// noPane if it has none. A key has windows exactly when it has panes.
+	// A key without panes keeps in last the mark of its entry in
+	// Engine.idle.
 	first, last int32
 }
 
@@ -92,9 +92,11 @@ func (s *slideKey) findWin(start, slide int64) (int, bool) {
 	if d := start - ws[0].start; d >= 0 && d%slide == 0 {
 		// One read for a window at either end (firings and drops take the
 		// oldest, new windows go after the newest).
-		if j := d / slide; j < int64(len(ws)) && ws[j].start == start {
+		j := d / slide
+		if j < int64(len(ws)) && ws[j].start == start {
 			return int(j), true
-		} else if j >= int64(len(ws)) && ws[len(ws)-1].start < start {
+		}
+		if j >= int64(len(ws)) && ws[len(ws)-1].start < start {
 			return len(ws), false
 		}
 	}
