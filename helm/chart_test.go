@@ -188,6 +188,26 @@ func TestConfigChangeRollsPods(t *testing.T) {
 	}
 }
 
+// The pod name is the group.instance.id (static membership) unless
+// staticMembership.enabled is false.
+func TestStaticMembershipFromPodName(t *testing.T) {
+	instanceID := func(values string) *corev1.EnvVar {
+		d := decode[appsv1.Deployment](t, mustRender(t, parseValues(t, values)), "Deployment")
+		for _, e := range container(t, d.Spec.Template.Spec).Env {
+			if e.Name == "AGGREGATOR_SOURCE_INSTANCE_ID" {
+				return &e
+			}
+		}
+		return nil
+	}
+	if e := instanceID(""); e == nil || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("default values: AGGREGATOR_SOURCE_INSTANCE_ID = %+v, want the pod name (fieldRef metadata.name)", e)
+	}
+	if e := instanceID("staticMembership: {enabled: false}"); e != nil {
+		t.Errorf("staticMembership.enabled false: AGGREGATOR_SOURCE_INSTANCE_ID = %+v, want none", e)
+	}
+}
+
 func TestTerminationGracePeriod(t *testing.T) {
 	tests := map[string]struct {
 		values string
@@ -216,7 +236,9 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"negative replicas":            {"replicaCount: -1", "replicaCount"},
 		"unknown top-level key":        {"replicas: 2", "replicas"},
 		"typo in a config key":         {"config: {window: {allowed_latenes: 2s}}", "allowed_latenes"},
-		"bad window type":              {"config: {window: {type: session}}", "type"},
+		"bad window type":              {"config: {window: {type: hopping}}", "type"},
+		"session without gap":          {"config: {window: {type: session, size: null, offset: null}}", "gap"},
+		"session with a size":          {"config: {window: {type: session, gap: 30s, offset: null}}", "size"},
 		"bad duration":                 {"config: {window: {size: 5 seconds}}", "size"},
 		"negative size":                {"config: {window: {size: -5s}}", "size"},
 		"broker without port":          {"config: {source: {brokers: [kafka]}}", "brokers"},

@@ -19,6 +19,9 @@ import (
 // secretValue stands for every Secret value the pod gets, as env or file.
 const secretValue = "secret-from-kubernetes"
 
+// podName is what the Downward API gives for metadata.name.
+const podName = "aggregator-7d9f8c6b5-x2k4q"
+
 // TestRenderedConfigIsValid is `aggregator validate` on the ConfigMap, in
 // the pod's environment: its env vars (Secret references resolved to a
 // placeholder) and its Secret volumes (files under a temporary root).
@@ -42,6 +45,9 @@ func TestRenderedConfigIsValid(t *testing.T) {
 			if err := cfg.ValidateKafka(); err != nil {
 				t.Errorf("ValidateKafka() = %v", err)
 			}
+			if cfg.Source.InstanceID != podName {
+				t.Errorf("source.instance_id = %q, want the pod name %q (static membership)", cfg.Source.InstanceID, podName)
+			}
 			if cfg.Source.SASL.Mechanism != "" && cfg.Source.SASL.Password != secretValue {
 				t.Errorf("SASL password = %q, want the Secret's value", cfg.Source.SASL.Password)
 			}
@@ -56,6 +62,8 @@ func podEnv(t *testing.T, pod corev1.PodSpec) func(string) string {
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			env[e.Name] = secretValue
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			env[e.Name] = podName
 		case e.ValueFrom == nil:
 			env[e.Name] = e.Value
 		default:

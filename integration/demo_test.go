@@ -31,24 +31,7 @@ type demoResult struct {
 // create them, feed the pipeline, and leave results, late events and dead
 // letters behind, with keys partitioned by the producer.
 func TestDemoAgainstBrokers(t *testing.T) {
-	needBinary(t)
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(kc.Close)
-	brokers := kc.ListenAddrs()
-
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	// At 4x event time, 6s of wall clock spans several 5s windows.
-	cmd := exec.CommandContext(ctx, binary, "demo", "--brokers", strings.Join(brokers, ","), "--duration", "6s",
-		"--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--partitions", "2", "--listen", "127.0.0.1:0")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("aggregator demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	brokers, stdout := runDemo(t)
 	if !regexp.MustCompile(`(?m)^demo: elapsed=\S+ produced=\d+ .* results=[1-9]`).MatchString(stdout.String()) {
 		t.Errorf("stdout (not a terminal) has no summary line with results:\n%s", stdout.String())
 	}
@@ -58,6 +41,32 @@ func TestDemoAgainstBrokers(t *testing.T) {
 	checkHeaders(t, readAll(t, brokers, "calls-dlq"), "aggregator.reason")
 	checkKeyedByPartition(t, readAll(t, brokers, "calls"))
 	checkCompacted(t, brokers, "calls-windows")
+}
+
+// runDemo runs `aggregator demo --brokers` with extra flags against a kfake
+// cluster the test owns, so the topics outlive the process, and returns
+// the brokers and the demo's stdout. At 4x event time, 6s of wall clock
+// spans several 5s windows.
+func runDemo(t *testing.T, extra ...string) ([]string, *bytes.Buffer) {
+	t.Helper()
+	needBinary(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(kc.Close)
+	brokers := kc.ListenAddrs()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	args := append([]string{"demo", "--brokers", strings.Join(brokers, ","), "--duration", "6s",
+		"--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--partitions", "2", "--listen", "127.0.0.1:0"}, extra...)
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("aggregator %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+	}
+	return brokers, &stdout
 }
 
 func checkDemoResults(t *testing.T, recs []*kgo.Record) {
@@ -132,4 +141,32 @@ func checkCompacted(t *testing.T, brokers []string, topic string) {
 		}
 	}
 	t.Errorf("%s configs %v: want cleanup.policy=compact", topic, rc.Configs)
+}
+
+// TestDemoSessions: `aggregator demo --window session` runs the session
+// engine end to end: it exits 0 (retraction tombstones on the results
+// topic are read, not errors) and leaves session results whose windows are
+// at least the 500ms gap long and not aligned to fixed windows.
+func TestDemoSessions(t *testing.T) {
+	brokers, _ := runDemo(t, "--window", "session")
+	results, unaligned := 0, 0
+	for _, rec := range readAll(t, brokers, "calls-windows") {
+		if rec.Value == nil {
+			continue // a retraction
+		}
+		var r demoResult
+		if err := json.Unmarshal(rec.Value, &r); err != nil {
+			t.Fatalf("result %s: %v", rec.Value, err)
+		}
+		results++
+		if r.WindowEnd-r.WindowStart < 500 || r.Count < 1 || r.Aggregates["calls"] != float64(r.Count) {
+			t.Errorf("result %s: want a session of at least the 500ms gap, calls = count", rec.Value)
+		}
+		if r.WindowStart%1000 != 0 {
+			unaligned++
+		}
+	}
+	if results == 0 || unaligned == 0 {
+		t.Errorf("%d session results, %d not on whole seconds: want results, at record times", results, unaligned)
+	}
 }

@@ -186,11 +186,18 @@ func waitCommitted(t testing.TB, brokers []string, ends map[int32]int64, svcs ..
 
 func waitCommittedWithin(t testing.TB, d time.Duration, brokers []string, ends map[int32]int64, svcs ...*service) {
 	t.Helper()
+	waitGroupCommittedWithin(t, d, brokers, faultGroup, ends, svcs...)
+}
+
+// waitGroupCommittedWithin is waitCommittedWithin for group; it returns
+// when the offsets were seen committed.
+func waitGroupCommittedWithin(t testing.TB, d time.Duration, brokers []string, group string, ends map[int32]int64, svcs ...*service) time.Time {
+	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
 	deadline := time.Now().Add(d)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		offs, err := adm.FetchOffsets(ctx, faultGroup)
+		offs, err := adm.FetchOffsets(ctx, group)
 		cancel()
 		done := err == nil
 		for p, end := range ends {
@@ -198,7 +205,7 @@ func waitCommittedWithin(t testing.TB, d time.Duration, brokers []string, ends m
 			done = done && ok && o.Err == nil && o.At == end
 		}
 		if done {
-			return
+			return time.Now()
 		}
 		for _, s := range svcs {
 			select {
@@ -359,6 +366,13 @@ func TestTransientFaults(t *testing.T) {
 			{Keys: []kmsg.Key{kmsg.Fetch}, Topic: faultChangelog, Err: kerr.NotLeaderForPartition, Count: 2}}},
 		{"restore/ListOffsets NOT_LEADER_FOR_PARTITION", []kfake.Fault{abort,
 			{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: faultChangelog, Err: kerr.NotLeaderForPartition, Count: 2}}},
+		// A batch refused for a record in it: the transaction aborts, and
+		// the refused records, processed again, are produced again each
+		// alone in its batch, which the broker takes this time.
+		{"produce/results INVALID_RECORD", []kfake.Fault{produceErr(resultsTopic, kerr.InvalidRecord, 1)}},
+		{"produce/results INVALID_RECORD while ending", []kfake.Fault{produceErr(resultsTopic, kerr.NotLeaderForPartition, 6),
+			produceErr(resultsTopic, kerr.InvalidRecord, 1)}},
+		{"produce/late MESSAGE_TOO_LARGE", []kfake.Fault{produceErr(lateTopic, kerr.MessageTooLarge, 1)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -449,8 +463,9 @@ func TestGroupErrorDuringCommit(t *testing.T) {
 	}
 }
 
-// Errors a client cannot retry: Run returns an error (the process exits
-// and is restarted), and the next instance gives replay's outputs,
+// Errors a client cannot retry, other than a record refused for itself
+// (see TestTransientFaults): Run returns an error (the process exits and
+// is restarted), and the next instance gives replay's outputs,
 // exactly once. The failed instance must not leave its transaction open:
 // an open transaction holds back read_committed readers, the next owner's
 // restore among them, until the brokers abort it (after
@@ -473,8 +488,6 @@ func TestFatalFaults(t *testing.T) {
 		faultCase
 		abortable bool // the broker takes the failed instance's abort
 	}{
-		{faultCase{"produce/results INVALID_RECORD", failing(resultsTopic, 0)}, true},
-		{faultCase{"produce/results INVALID_RECORD while ending", failing(resultsTopic, 6)}, true},
 		{faultCase{"produce/changelog INVALID_RECORD", failing(faultChangelog, 0)}, true},
 		{faultCase{"produce/changelog INVALID_RECORD while ending", failing(faultChangelog, 3)}, true},
 		{faultCase{"TxnOffsetCommit/GROUP_AUTHORIZATION_FAILED", []kfake.Fault{{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.GroupAuthorizationFailed}}}, true},

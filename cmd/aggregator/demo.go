@@ -41,6 +41,7 @@ type demoFlags struct {
 	seed         uint64
 	listen       string
 	brokers      string
+	window       string
 }
 
 func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
@@ -55,6 +56,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the generator")
 	fs.StringVar(&f.listen, "listen", ":9090", "`address` of /metrics, /healthz and /readyz")
 	fs.StringVar(&f.brokers, "brokers", "", "comma-separated `host:port` list of an existing cluster to use instead of the in-process one")
+	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s) or session (500ms gap; retractions when late records merge sessions)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
 	}
@@ -67,6 +69,8 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 		return f, fmt.Errorf("%w: demo: --late-fraction %v: must be in [0, 0.5]", errUsage, f.lateFraction)
 	case f.speed <= 0:
 		return f, fmt.Errorf("%w: demo: --speed %v: must be positive", errUsage, f.speed)
+	case demoWindows[f.window] == "":
+		return f, fmt.Errorf("%w: demo: --window %q: want tumbling, sliding or session", errUsage, f.window)
 	}
 	return f, nil
 }
@@ -74,11 +78,20 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 // The demo's stream and pipeline settings (SPEC §2 names).
 const (
 	demoWindow     = 5 * time.Second
+	demoGap        = 500 * time.Millisecond // a key at the default rate pauses that long every 20 records or so
 	demoOOO        = time.Second
 	demoLateness   = 2 * time.Second
 	demoIdle       = 3 * time.Second
 	demoInputTopic = "calls"
 )
+
+// demoWindows is the window block of each --window type (allowed
+// lateness and emit mode are added).
+var demoWindows = map[string]string{
+	"tumbling": fmt.Sprintf("type: tumbling, size: %s", demoWindow),
+	"sliding":  fmt.Sprintf("type: sliding, size: %s, slide: %s", demoWindow, time.Second),
+	"session":  fmt.Sprintf("type: session, gap: %s", demoGap),
+}
 
 // demoConfigYAML is the pipeline's config: the same schema, defaults and
 // validation as a file given to `aggregator run`.
@@ -97,7 +110,7 @@ watermark:
   max_out_of_orderness: %s
   idle_timeout: %s
   idle_advance: true
-window: {type: tumbling, size: %s, allowed_lateness: %s, emit: on_watermark}
+window: {%s, allowed_lateness: %s, emit: on_watermark}
 aggregates:
   - {name: calls, fn: count}
   - {name: total_duration, fn: sum, field: duration}
@@ -120,7 +133,7 @@ func demoConfig(f demoFlags, brokers []string, replication int16) (config.Config
 	for i, b := range brokers {
 		quoted[i] = fmt.Sprintf("%q", b)
 	}
-	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), demoOOO, demoIdle, demoWindow, demoLateness,
+	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), demoOOO, demoIdle, demoWindows[f.window], demoLateness,
 		f.partitions, replication, f.listen)
 	// No AGGREGATOR_* overrides: the demo is the same on every machine.
 	return config.Parse([]byte(text), func(string) string { return "" })
@@ -281,10 +294,14 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags) (*demopkg.S
 		return nil, nil, err
 	}
 	start := time.Now()
+	windowSize := demoWindow // stragglers land in the latest window that fired
+	if f.window == "session" {
+		windowSize = demoGap // a straggler's own window then reaches a fired session: a merge after firing
+	}
 	gen := demopkg.NewGenerator(demopkg.GeneratorConfig{
 		Keys: f.keys, LateFraction: f.lateFraction, StragglerFraction: f.lateFraction,
 		MalformedFraction: 0.01, FilteredFraction: 0.05, Speed: f.speed,
-		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: demoWindow,
+		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: windowSize,
 		Seed: f.seed,
 	}, start)
 	src := &demopkg.Source{Client: producer, Topic: demoInputTopic, Gen: gen, Rate: f.rate, Clock: time.Now}
@@ -330,8 +347,15 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 	for i, a := range cfg.Aggregates {
 		columns[i] = a.Name
 	}
-	settings := fmt.Sprintf("tumbling %s windows · max_out_of_orderness %s · allowed_lateness %s · %d keys, %g records/s",
-		cfg.Window.Size, cfg.Watermark.MaxOutOfOrderness, cfg.Window.AllowedLateness, f.keys, f.rate)
+	windows := fmt.Sprintf("%s %s windows", cfg.Window.Type, cfg.Window.Size)
+	switch cfg.Window.Type {
+	case "sliding":
+		windows = fmt.Sprintf("sliding %s windows every %s", cfg.Window.Size, cfg.Window.Slide)
+	case "session":
+		windows = fmt.Sprintf("sessions, %s gap", cfg.Window.Gap)
+	}
+	settings := fmt.Sprintf("%s · max_out_of_orderness %s · allowed_lateness %s · %d keys, %g records/s",
+		windows, cfg.Watermark.MaxOutOfOrderness, cfg.Window.AllowedLateness, f.keys, f.rate)
 	now := time.Now()
 	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
 		state: demopkg.State{Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64}}

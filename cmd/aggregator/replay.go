@@ -162,10 +162,18 @@ type replayOutput struct {
 }
 
 func (o *replayOutput) Result(r *windowing.Result) {
-	b := append(o.buf[:0], `{"type":"result"`...)
-	n := len(b)
-	b = o.enc.AppendResult(b, r)
-	b[n] = ',' // join the result's fields onto this object
+	var b []byte
+	var n int
+	if r.Firing == windowing.Retract { // SPEC §5: the key and window of the withdrawn session
+		b = append(o.buf[:0], `{"type":"retract"`...)
+		n = len(b)
+		b = o.enc.AppendKey(b, r)
+	} else {
+		b = append(o.buf[:0], `{"type":"result"`...)
+		n = len(b)
+		b = o.enc.AppendResult(b, r)
+	}
+	b[n] = ',' // join the result's (or key's) fields onto this object
 	o.line(b)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -82,6 +83,9 @@ func summarize(t *testing.T, out string) []string {
 			Offset      int64              `json:"offset"`
 			Watermark   int64              `json:"watermark"`
 			WindowStart int64              `json:"window_start"`
+			WindowEnd   int64              `json:"window_end"`
+			Key         map[string]any     `json:"key"`
+			Error       string             `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(l), &v); err != nil {
 			t.Fatalf("output line %q: %v", l, err)
@@ -89,6 +93,8 @@ func summarize(t *testing.T, out string) []string {
 		switch v.Type {
 		case "result":
 			lines = append(lines, v.Type+" "+v.Start+" "+v.Firing+" rev="+itoa(v.Revision)+" count="+itoa(v.Count)+" wm="+itoa(v.Watermark))
+		case "retract":
+			lines = append(lines, fmt.Sprintf("retract %v [%d,%d)", v.Key, v.WindowStart, v.WindowEnd))
 		default:
 			lines = append(lines, v.Type+" offset="+itoa(v.Offset)+" wm="+itoa(v.Watermark))
 		}
@@ -155,4 +161,51 @@ func TestReplaySeed001(t *testing.T) {
 		t.Errorf("replay of the first 7 records =\n%s\nwant\n%s", at, want)
 	}
 	checkGolden(t, "testdata/001_temperature.golden", runReplay(t, string(data), "--config", "testdata/001_temperature.yaml"), *update)
+}
+
+// TestReplaySessions: examples/sessions.jsonl through examples/sessions.yaml
+// (10s gap, per-record "idle" gap, 5s lateness, W = max t - 1). Worked by
+// hand:
+//   - t=30000 takes W to 29999: u2 [2000,12000) and u1 [1000,15000) (5000
+//     extended it) fire, in order of end, and are dropped (cleanup 16999,
+//     19999).
+//   - u1 at 12000: [12000,22000) meets no session and its cleanup 26999 is
+//     past: a late event.
+//   - u1 at 45000 (W 44999) fires [30000,40000); 41000 extends [45000,55000)
+//     back to [41000,55000), which fires at 60000 (W 59999).
+//   - u1 at 60000 with idle 2s: [60000,62000); u2 at 70000 with idle 3000:
+//     [70000,73000). W 69999 fires u1 [60000,62000), then u2 [58000,68000).
+//   - u2 at 59000: [59000,69000) extends the fired [58000,68000) (cleanup
+//     72999 not past): it is retracted and [58000,69000) fires late, rev 0.
+//   - u2 at 67000: [67000,77000) bridges [58000,69000) (fired: retracted)
+//     and [70000,73000) (never fired): [58000,77000), not due.
+//   - u2 at 66000 lies inside it: no merge.
+//   - idle "bad" and 0 are bad_gap dead letters; null is the 10s gap.
+//   - The flush fires u2 [58000,77000) with its 5 records, then u3.
+func TestReplaySessions(t *testing.T) {
+	out := runReplay(t, "", "--config", "../../examples/sessions.yaml", "--input", "../../examples/sessions.jsonl")
+	const epoch = "1970-01-01T00:00:"
+	want := []string{
+		"result " + epoch + "02Z on_time rev=0 count=1 wm=29999",
+		"result " + epoch + "01Z on_time rev=0 count=2 wm=29999",
+		"late offset=4 wm=29999",
+		"result " + epoch + "30Z on_time rev=0 count=1 wm=44999",
+		"result " + epoch + "41Z on_time rev=0 count=2 wm=59999",
+		"result 1970-01-01T00:01:00Z on_time rev=0 count=1 wm=69999",
+		"result " + epoch + "58Z on_time rev=0 count=1 wm=69999",
+		"retract map[user:u2] [58000,68000)",
+		"result " + epoch + "58Z late rev=0 count=2 wm=69999",
+		"retract map[user:u2] [58000,69000)",
+		"dead_letter offset=13 wm=0",
+		"dead_letter offset=14 wm=0",
+		"result " + epoch + "58Z on_time rev=0 count=5 wm=9223372036854775807",
+		"result 1970-01-01T00:01:12Z on_time rev=0 count=1 wm=9223372036854775807",
+	}
+	if got := summarize(t, out); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("replay sessions =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(out, `"error":"bad_gap: field \"idle\": \"bad\" is neither a number of ms nor a duration"`) {
+		t.Errorf("replay sessions: no bad_gap dead letter for idle \"bad\" in\n%s", out)
+	}
+	checkGolden(t, "testdata/sessions.golden", out, *update)
 }

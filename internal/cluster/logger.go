@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -73,9 +76,14 @@ func zerologLevel(level kgo.LogLevel) zerolog.Level {
 }
 
 // field renders errors and durations as text: zerolog's default JSON
-// encoding would print an error as {} and a duration in nanoseconds.
+// encoding would print an error as {} and a duration in nanoseconds. A
+// Kafka error code (kgo logs some as error_code) becomes its kerr name.
 func field(e *zerolog.Event, key string, v any) *zerolog.Event {
 	switch v := v.(type) {
+	case int16:
+		if strings.HasSuffix(key, "error_code") {
+			return e.Str(key, ErrorName(v))
+		}
 	case error:
 		return e.AnErr(key, v)
 	case time.Duration:
@@ -84,4 +92,18 @@ func field(e *zerolog.Event, key string, v any) *zerolog.Event {
 		return e.Stringer(key, v)
 	}
 	return e.Interface(key, v)
+}
+
+// ErrorName is the name of a Kafka error code (UNKNOWN_MEMBER_ID for 25),
+// "NONE" for 0, and "error code N" only for a code kerr does not know.
+func ErrorName(code int16) string {
+	err := kerr.ErrorForCode(code)
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return "NONE"
+	case errors.As(err, &ke) && ke.Code == code:
+		return ke.Message
+	}
+	return fmt.Sprintf("error code %d", code)
 }

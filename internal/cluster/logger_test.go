@@ -78,3 +78,27 @@ func BenchmarkLoggerLog(b *testing.B) {
 		})
 	}
 }
+
+// kgo logs some Kafka error codes as numbers (error_code); the log says
+// their names.
+func TestLoggerNamesErrorCodes(t *testing.T) {
+	var buf bytes.Buffer
+	l := cluster.NewLogger(zerolog.New(&buf), "kafka_consumer")
+	l.Log(kgo.LogLevelWarn, "unable to commit offset for topic partition", "error_code", int16(25), "partition", int16(3))
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("log line %q is not JSON: %v", buf.String(), err)
+	}
+	if got["error_code"] != "UNKNOWN_MEMBER_ID" || got["partition"] != 3.0 {
+		t.Errorf("Log(error_code 25, partition 3) = %s, want error_code UNKNOWN_MEMBER_ID and partition 3", buf.String())
+	}
+}
+
+func TestErrorName(t *testing.T) {
+	tests := map[int16]string{0: "NONE", 25: "UNKNOWN_MEMBER_ID", 10: "MESSAGE_TOO_LARGE", 58: "SASL_AUTHENTICATION_FAILED", 9999: "error code 9999"}
+	for code, want := range tests {
+		if got := cluster.ErrorName(code); got != want {
+			t.Errorf("ErrorName(%d) = %q, want %q", code, got, want)
+		}
+	}
+}

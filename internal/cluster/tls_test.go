@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
@@ -205,4 +206,25 @@ func ping(t *testing.T, src config.Source, extra ...kgo.Opt) error {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	return cl.Ping(ctx)
+}
+
+// A broker certificate that does not verify is an error that retrying
+// cannot fix, said as such.
+func TestTLSVerificationIsPermanent(t *testing.T) {
+	p := newPKI(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{
+		Certificates: []tls.Certificate{p.server},
+		MinVersion:   tls.VersionTLS12,
+	}))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	defer kc.Close()
+	err = ping(t, config.Source{Brokers: kc.ListenAddrs(), TLS: config.TLS{Enabled: true}}) // system roots: not the test CA
+	if perm := cluster.Permanent(err); !errors.Is(perm, cluster.ErrTLSVerification) {
+		t.Errorf("Permanent(%v) = %v, want ErrTLSVerification", err, perm)
+	}
+	if err := ping(t, config.Source{Brokers: kc.ListenAddrs(), TLS: config.TLS{Enabled: true, CAFile: p.caFile}}); err != nil {
+		t.Errorf("ping with the CA = %v, want nil", err)
+	}
 }

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -253,5 +254,18 @@ func TestEnsureChangelogWithoutCreateTopics(t *testing.T) {
 	details, err := adm.ListTopics(ctxTimeout(t), "calls-agg-changelog")
 	if err != nil || details["calls-agg-changelog"].Err == nil {
 		t.Errorf("ListTopics(calls-agg-changelog) = %v, %v; want the topic still missing", details, err)
+	}
+}
+
+func TestMaxMessageBytes(t *testing.T) {
+	kc := kfake.MustCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "calls-late"))
+	defer kc.Close()
+	if err := kc.CreateTopic("calls-dlq", 1, map[string]string{"max.message.bytes": "2048"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cluster.MaxMessageBytes(ctxTimeout(t), newAdmin(t, kc), "calls-late", "calls-dlq")
+	want := map[string]int32{"calls-late": cluster.DefaultMaxMessageBytes, "calls-dlq": 2048}
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("MaxMessageBytes(calls-late, calls-dlq) = %v, %v; want %v", got, err, want)
 	}
 }

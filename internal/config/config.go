@@ -30,6 +30,14 @@ type Source struct {
 	Filter      []Filter  `yaml:"filter"`
 	TLS         TLS       `yaml:"tls"`
 	SASL        SASL      `yaml:"sasl"`
+	// InstanceID is the group.instance.id (static membership, KIP-345); ""
+	// is off. A member restarted with the same id takes its partitions back
+	// at once instead of after its session times out.
+	InstanceID string `yaml:"instance_id"`
+	// SessionTimeout is how long the group coordinator waits for a silent
+	// member (a crashed one, or a static member being restarted) before it
+	// gives its partitions to others.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 }
 
 // CSV describes the columns of a CSV record.
@@ -82,10 +90,12 @@ type Watermark struct {
 
 // Window configures the window assigner and firing.
 type Window struct {
-	Type            string        `yaml:"type"` // tumbling | sliding
-	Size            time.Duration `yaml:"size"`
-	Slide           time.Duration `yaml:"slide"` // sliding only
-	Offset          time.Duration `yaml:"offset"`
+	Type            string        `yaml:"type"`      // tumbling | sliding | session
+	Size            time.Duration `yaml:"size"`      // tumbling and sliding
+	Slide           time.Duration `yaml:"slide"`     // sliding only
+	Offset          time.Duration `yaml:"offset"`    // tumbling and sliding
+	Gap             time.Duration `yaml:"gap"`       // session only
+	GapField        string        `yaml:"gap_field"` // session only, optional: a per-record gap
 	AllowedLateness time.Duration `yaml:"allowed_lateness"`
 	Emit            string        `yaml:"emit"` // on_watermark | on_close
 }
@@ -105,7 +115,7 @@ type Aggregate struct {
 	Name  string  `yaml:"name"`
 	Fn    string  `yaml:"fn"` // count | sum | min | max | avg | first | last | count_distinct | quantile
 	Field string  `yaml:"field"`
-	Q     float64 `yaml:"q"` // quantile only, in (0, 1)
+	Q     float64 `yaml:"q"` // quantile only, in (0, 1]: nearest rank ceil(q*n)
 }
 
 // Sink names the output topics and how they are produced and created.

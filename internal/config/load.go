@@ -53,6 +53,8 @@ func defaults() Config {
 			Key:         []string{},
 			Timestamp:   Timestamp{Layout: "rfc3339", Timezone: "UTC"},
 			Filter:      []Filter{},
+			// Kafka's default (group.consumer.session.timeout.ms, KIP-735).
+			SessionTimeout: 45 * time.Second,
 		},
 		Watermark:  Watermark{Strategy: "bounded"},
 		Window:     Window{Type: "tumbling", Emit: "on_watermark"},

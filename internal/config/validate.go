@@ -42,6 +42,10 @@ func (c *Config) inapplicable(key string) string {
 		return "applies only to watermark.strategy punctuated"
 	case key == "window.slide" && c.Window.Type != "sliding":
 		return "applies only to window.type sliding"
+	case (key == "window.size" || key == "window.offset") && c.Window.Type == "session":
+		return "does not apply to window.type session (its windows are per key: see window.gap)"
+	case (key == "window.gap" || key == "window.gap_field") && c.Window.Type != "session":
+		return "applies only to window.type session"
 	case key == "state.transaction_timeout" && c.Delivery != "exactly_once":
 		return "applies only to delivery exactly_once"
 	}
@@ -72,7 +76,19 @@ func (c *Config) validateSource(*sources) *KeyError {
 	if err := oneOf("source.start_offset", c.Source.StartOffset, "earliest", "latest"); err != nil {
 		return err
 	}
-	return oneOf("source.format", c.Source.Format, "json", "csv")
+	if err := oneOf("source.format", c.Source.Format, "json", "csv"); err != nil {
+		return err
+	}
+	if id := c.Source.InstanceID; id != "" && checkTopicName(id) != "" {
+		// Kafka checks group.instance.id with its topic name rule.
+		return &KeyError{Key: "source.instance_id", Value: id,
+			Reason: "must be 1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-' (a pod name is one), or \"\" (off)"}
+	}
+	if st := c.Source.SessionTimeout; st < time.Second || st > maxSessionTimeout {
+		return &KeyError{Key: "source.session_timeout", Value: formatDuration(st),
+			Reason: "must be between 1s and 30m (the brokers accept 6s to 30m by default: group.min/max.session.timeout.ms)"}
+	}
+	return nil
 }
 
 func (c *Config) validateCSV(src *sources) *KeyError {
@@ -255,13 +271,34 @@ func (c *Config) validateWatermark(src *sources) *KeyError {
 
 func (c *Config) validateWindow(src *sources) *KeyError {
 	w := c.Window
-	if err := oneOf("window.type", w.Type, "tumbling", "sliding"); err != nil {
+	if err := oneOf("window.type", w.Type, "tumbling", "sliding", "session"); err != nil {
 		return err
 	}
+	if err := c.checkApplies(src, "window.size", "window.slide", "window.offset", "window.gap", "window.gap_field"); err != nil {
+		return err
+	}
+	if w.Type == "session" {
+		if err := positive(src, "window.gap", w.Gap); err != nil {
+			return err
+		}
+		if w.GapField != "" {
+			if err := c.field("window.gap_field", w.GapField, ""); err != nil {
+				return err
+			}
+		}
+	} else if err := c.validateFixedWindow(src); err != nil {
+		return err
+	}
+	if err := notNegative("window.allowed_lateness", w.AllowedLateness); err != nil {
+		return err
+	}
+	return oneOf("window.emit", w.Emit, "on_watermark", "on_close")
+}
+
+// validateFixedWindow checks the keys of tumbling and sliding windows.
+func (c *Config) validateFixedWindow(src *sources) *KeyError {
+	w := c.Window
 	if err := positive(src, "window.size", w.Size); err != nil {
-		return err
-	}
-	if err := c.checkApplies(src, "window.slide"); err != nil {
 		return err
 	}
 	unit, unitKey := w.Size, "window.size"
@@ -269,15 +306,17 @@ func (c *Config) validateWindow(src *sources) *KeyError {
 		if err := positive(src, "window.slide", w.Slide); err != nil {
 			return err
 		}
+		if w.Slide > w.Size {
+			// Flink would silently drop records in the gaps between
+			// windows; no outcome of ours describes that.
+			return &KeyError{Key: "window.slide", Value: formatDuration(w.Slide), Reason: fmt.Sprintf("must not exceed window.size (%s)", formatDuration(w.Size))}
+		}
 		unit, unitKey = w.Slide, "window.slide"
 	}
 	if w.Offset >= unit || w.Offset <= -unit {
 		return &KeyError{Key: "window.offset", Value: formatDuration(w.Offset), Reason: fmt.Sprintf("must be less than %s (%s) in absolute value", unitKey, formatDuration(unit))}
 	}
-	if err := notNegative("window.allowed_lateness", w.AllowedLateness); err != nil {
-		return err
-	}
-	return oneOf("window.emit", w.Emit, "on_watermark", "on_close")
+	return nil
 }
 
 // aggregateFns are the known aggregate functions.
@@ -314,8 +353,9 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 			return err
 		}
 	}
-	if a.Fn == "quantile" && !(a.Q > 0 && a.Q < 1) {
-		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "required for fn quantile: a number between 0 and 1, exclusive, such as 0.99"}
+	if a.Fn == "quantile" && !(a.Q > 0 && a.Q <= 1) {
+		// Nearest rank ceil(q*n) names a value for q in (0, 1]; q = 1 is the maximum.
+		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "required for fn quantile: a number above 0, at most 1, such as 0.99"}
 	}
 	return nil
 }
@@ -353,6 +393,9 @@ func (c *Config) validateService(*sources) *KeyError {
 	}
 	return notNegative("shutdown_timeout", c.ShutdownTimeout)
 }
+
+// maxSessionTimeout is the brokers' default group.max.session.timeout.ms.
+const maxSessionTimeout = 30 * time.Minute
 
 // maxTransactionTimeout is the brokers' default transaction.max.timeout.ms:
 // they refuse a producer that asks for a longer transaction timeout.

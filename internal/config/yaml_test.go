@@ -28,6 +28,9 @@ func TestYAMLRoundTrip(t *testing.T) {
 			"window":     "{type: sliding, size: 1m, slide: 10s, offset: -1500ms, emit: on_close}",
 			"aggregates": "[{name: p99, fn: quantile, field: latency, q: 0.99}, {name: tiny, fn: quantile, field: x, q: 1e-9}, {name: c, fn: count}]",
 		}),
+		"session with a gap field": doc(map[string]string{
+			"window": "{type: session, gap: 30s, gap_field: idle, allowed_lateness: 1m, emit: on_close}",
+		}),
 		"text that looks like other types": doc(map[string]string{
 			"source": "{group: '123', topics: ['yes', 'null', '1.5', '~', ''], timestamp: {field: 'true'}, key: ['#a', 'b: c', '- d'], filter: [{field: x, equals: ''}, {field: y, equals: 'off'}]}",
 			"sink":   "{results_topic: 'on', late_topic: '0x10', dead_letter_topic: '2006-01-02'}",
@@ -128,10 +131,11 @@ func TestLoadExample(t *testing.T) {
 	want := Source{
 		Brokers: []string{"localhost:9092"}, Topics: []string{"calls"}, Group: "calls-aggregator",
 		StartOffset: "earliest", Format: "csv",
-		CSV:       CSV{Columns: []string{"sid", "callType", "callTime", "duration"}, Delimiter: ","},
-		Key:       []string{"sid"},
-		Timestamp: Timestamp{Field: "callTime", Layout: "2006-01-02 15:04:05", Timezone: "UTC"},
-		Filter:    []Filter{{Field: "callType", Equals: "success"}},
+		CSV:            CSV{Columns: []string{"sid", "callType", "callTime", "duration"}, Delimiter: ","},
+		Key:            []string{"sid"},
+		Timestamp:      Timestamp{Field: "callTime", Layout: "2006-01-02 15:04:05", Timezone: "UTC"},
+		Filter:         []Filter{{Field: "callType", Equals: "success"}},
+		SessionTimeout: 45 * time.Second,
 	}
 	checks := map[string]struct{ got, want any }{
 		"source":     {c.Source, want},

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"aggregator/internal/cluster"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/state"
 )
@@ -48,7 +49,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	data, positions := c.proc.Checkpoint()
 	c.produceChangelog(ctx, data)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
-	if err := c.flush(ctx); err != nil {
+	if err := c.flushRewriting(ctx); err != nil {
 		return err
 	}
 	c.produceChangelog(ctx, positions)
@@ -69,6 +70,21 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	}
 	c.m.Commits.WithLabelValues("committed").Inc()
 	return nil
+}
+
+// flushRewriting is flush for outputs and state changes: the outputs
+// refused for themselves (too large, invalid) get their stubs written in
+// their place, until all is written or a failure of another kind.
+func (c *Consumer) flushRewriting(ctx context.Context) error {
+	for {
+		if err := c.pr.Flush(ctx); err != nil {
+			return fmt.Errorf("flush outputs: %w", err)
+		}
+		err := c.writer.Err()
+		if err == nil || !c.writer.RewriteRefused(ctx) {
+			return err
+		}
+	}
 }
 
 // flush waits for every record given to the producer; it fails if one
@@ -107,7 +123,10 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	c.produceChangelog(ctx, data)
 	c.produceChangelog(ctx, positions)
 	c.writer.Sync()
-	if err := c.writer.Err(); err != nil {
+	// A failed output ends the service unless the transaction can abort
+	// and the records be processed again: an output refused for itself
+	// (written as a stub then), or brokers out of reach.
+	if err := c.writer.Err(); err != nil && !c.writer.OnlyRefused() && !cluster.Transient(err) {
 		return err
 	}
 	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
@@ -126,6 +145,10 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	committed, err := c.sess.End(ctx, kgo.TryCommit)
 	c.inTxn = false
 	c.dropRevoked() // revoked while the transaction ended
+	// Outputs refused for themselves (too large, invalid) abort the
+	// transaction; they are written as stubs when their records are
+	// processed again.
+	refused := c.writer.OnlyRefused()
 	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
 	} else {
@@ -133,7 +156,19 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
 		c.resetState()
 	}
-	if err != nil && !kerr.IsRetriable(err) {
+	switch {
+	case err == nil || kerr.IsRetriable(err) || refused:
+	case cluster.Transient(err):
+		// The brokers are out of reach (or did not answer within
+		// commitTimeout): the records are read again once they answer.
+		// kgo keeps a transaction whose commit it could not attempt; it
+		// ends as an abort (which the next producer ID fences on the
+		// brokers), so that the next one can begin.
+		c.log.Warn().Err(err).Msg("transaction not committed: the brokers cannot be reached; the client keeps retrying")
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = c.sess.End(actx, kgo.TryAbort) // fails too while the brokers are away, and ends it locally
+		cancel()
+	default:
 		return fmt.Errorf("end transaction: %w", err)
 	}
 	if c.closing {

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"aggregator/internal/cluster"
 	"aggregator/internal/config"
@@ -30,8 +33,9 @@ const (
 	// commitTimeout bounds a commit: flushing outputs and state, and
 	// committing offsets (or the transaction).
 	commitTimeout = 30 * time.Second
-	// setupTimeout bounds the topic checks at start.
-	setupTimeout = 30 * time.Second
+	// unjoinedLeave bounds the wait to leave a group never joined, so
+	// that SIGTERM ends the process within a second before it joins.
+	unjoinedLeave = 500 * time.Millisecond
 	// maxPollRecords bounds one batch, so a rebalance waits little.
 	maxPollRecords = 10_000
 )
@@ -40,6 +44,7 @@ const (
 type Consumer struct {
 	cfg       config.Config
 	log       zerolog.Logger
+	root      zerolog.Logger // the service's, for the clients and the writer: they name their own component
 	m         *metrics.Metrics
 	clock     func() time.Time
 	sess      *kgo.GroupTransactSession // exactly_once; nil with at_least_once
@@ -49,6 +54,12 @@ type Consumer struct {
 	base      map[string]int32 // topic → dense id of its partition 0
 	changelog string
 	readOpts  []kgo.Opt // for the clients that read the changelog at restore
+	extra     []kgo.Opt // applied last to every client
+	reg       prometheus.Registerer
+	auth      *cluster.AuthWatch    // notices brokers refusing the SASL credentials
+	reach     *cluster.Reachability // notices brokers not answering
+	// brokersDown is what noteReach last saw (engine goroutine only).
+	brokersDown bool
 
 	mu         sync.Mutex // guards what follows; the engine goroutine holds it while processing
 	proc       *pipeline.Processor
@@ -73,12 +84,12 @@ type Consumer struct {
 	revokedQueue []topicPartition
 
 	ready     atomic.Bool
-	unfetched time.Time // last end-offset check of never-fetched partitions
+	joined    atomic.Bool // partitions were assigned once
+	unfetched time.Time   // last end-offset check of never-fetched partitions
 }
 
-// New connects to the brokers, verifies the input topics, creates missing
-// output topics and the changelog, and joins the group. extra is applied
-// last to every Kafka client (tests point them at kfake).
+// New returns a Consumer of cfg; it does no I/O: Run connects. extra is
+// applied last to every Kafka client (tests point them at kfake).
 func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra ...kgo.Opt) (*Consumer, error) {
 	return NewWithClock(cfg, log, reg, time.Now, extra...)
 }
@@ -86,9 +97,9 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 // NewWithClock is New with the wall clock the pipeline judges idleness
 // and future timestamps by; tests pass a clock they move.
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
-	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
+	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), root: log, m: metrics.New(reg), reg: reg, clock: clock,
 		base: map[string]int32{}, parts: map[topicPartition]*partition{}, byID: map[int32]*partition{},
-		changelog: cfg.State.ChangelogTopic}
+		changelog: cfg.State.ChangelogTopic, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}
 	var err error
 	if c.proc, err = pipeline.New(cfg, c); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
@@ -101,34 +112,62 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, err
 	}
-	c.readOpts = append(base, extra...)
-	admin, err := kgo.NewClient(c.readOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka admin: %w", err)
-	}
-	err = c.checkTopics(kadm.NewClient(admin))
-	admin.Close()
-	if err != nil {
-		return nil, err
-	}
-	if err = c.newClients(reg, extra); err != nil {
-		return nil, err
-	}
-	c.writer = producer.NewWriter(c.pr, cfg, c.m, clock)
-	if c.sess != nil {
-		if err := c.begin(); err != nil {
-			c.close()
-			return nil, err
-		}
-	}
+	// Every client reports to c.auth and c.reach; extra comes last.
+	c.extra = append([]kgo.Opt{kgo.WithHooks(c.auth, c.reach)}, extra...)
+	c.readOpts = append(base, c.extra...)
 	return c, nil
+}
+
+// connect checks the input topics, creates missing outputs and the
+// changelog, reads the outputs' size limits, and makes the clients (which
+// join the group). It retries what may heal (brokers unreachable, not
+// answering, moving) with capped exponential backoff and a warn line per
+// attempt, until ctx ends (it returns ctx's error then); it fails at once
+// on what retrying cannot fix (cluster.Permanent).
+func (c *Consumer) connect(ctx context.Context) error {
+	var limits map[string]int32
+	err := cluster.Retry(ctx, c.log, "connect to Kafka", c.auth, func(ctx context.Context) error {
+		admin, err := kgo.NewClient(c.readOpts...)
+		if err != nil {
+			return fmt.Errorf("kafka admin: %w", err)
+		}
+		defer admin.Close()
+		adm := kadm.NewClient(admin)
+		if err := c.checkTopics(ctx, adm); err != nil {
+			return err
+		}
+		limits, err = cluster.MaxMessageBytes(ctx, adm, c.outputTopics()...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err = c.newClients(limits); err != nil {
+		return err
+	}
+	c.writer = producer.NewWriter(c.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.root)
+	c.log.Info().Interface("max_message_bytes", limits).Msg("connected; joining the group")
+	if c.sess == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.begin()
+}
+
+// outputTopics are the topics the service writes: their limits bound the
+// records it produces.
+func (c *Consumer) outputTopics() []string {
+	topics := []string{c.cfg.Sink.ResultsTopic, c.cfg.Sink.LateTopic}
+	if c.cfg.Sink.DeadLetterTopic != "" {
+		topics = append(topics, c.cfg.Sink.DeadLetterTopic)
+	}
+	return append(topics, c.changelog)
 }
 
 // checkTopics verifies the inputs, maps their partitions to dense ids,
 // creates missing outputs and checks (or creates) the changelog.
-func (c *Consumer) checkTopics(adm *kadm.Client) error {
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
+func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	if err := cluster.VerifyInputs(ctx, adm, c.cfg.Source.Topics); err != nil {
 		return err
 	}
@@ -149,19 +188,20 @@ func (c *Consumer) checkTopics(adm *kadm.Client) error {
 
 // newClients makes the group consumer and the producer: one transactional
 // session with exactly_once, two clients with at_least_once.
-func (c *Consumer) newClients(reg prometheus.Registerer, extra []kgo.Opt) error {
+func (c *Consumer) newClients(limits map[string]int32) error {
+	reg, extra := c.reg, c.extra
 	group, err := c.groupOpts()
 	if err != nil {
 		return err
 	}
-	prod, err := producerOpts(c.cfg, c.log)
+	prod, err := producerOpts(c.cfg, c.root, limits)
 	if err != nil {
 		return err
 	}
 	prod = append(prod, kgo.RecordPartitioner(changelogPartitioner{c.changelog, kgo.UniformBytesPartitioner(64<<10, true, true, nil)}))
 	if c.cfg.Delivery == "exactly_once" {
 		opts := append(append(group, prod...),
-			kgo.TransactionalID(transactionalID(c.cfg.Source.Group)),
+			kgo.TransactionalID(transactionalID(c.cfg.Source)),
 			kgo.TransactionTimeout(c.cfg.State.TransactionTimeout),
 			metrics.KafkaHooks(reg, "kafka_consumer"))
 		if c.sess, err = kgo.NewGroupTransactSession(append(opts, extra...)...); err != nil {
@@ -196,16 +236,27 @@ func (p changelogPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 }
 
 // transactionalID is unique per process: with KIP-447 the group
-// generation, not the transactional ID, fences a zombie's commits.
-func transactionalID(group string) string {
+// generation, not the transactional ID, fences a zombie's commits. A
+// static member's is its instance ID's, the same across restarts: a
+// restarted member's producer then aborts at once the transaction its
+// previous run left open, instead of it holding back read_committed
+// readers (the member's own restore among them) until
+// state.transaction_timeout.
+func transactionalID(src config.Source) string {
+	group := src.Group
+	if src.InstanceID != "" {
+		return group + "-" + src.InstanceID
+	}
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%s-%d-%x", group, host, os.Getpid(), b)
 }
 
-// producerOpts are the options of the client that produces outputs.
-func producerOpts(cfg config.Config, log zerolog.Logger) ([]kgo.Opt, error) {
+// producerOpts are the options of the client that produces outputs. A
+// topic's batches are bounded by its max.message.bytes (limits), so that
+// no batch is too large for it.
+func producerOpts(cfg config.Config, log zerolog.Logger, limits map[string]int32) ([]kgo.Opt, error) {
 	opts, err := cluster.ClientOpts(cfg.Source, log, "kafka_producer")
 	if err != nil {
 		return nil, err
@@ -219,6 +270,7 @@ func producerOpts(cfg config.Config, log zerolog.Logger) ([]kgo.Opt, error) {
 		kgo.ProducerLinger(cfg.Sink.Linger),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent: the kgo default, which needs all acks
 		kgo.MaxBufferedRecords(100_000),
+		kgo.ProducerBatchMaxBytesFn(producer.Limits(limits).Batch),
 	), nil
 }
 
@@ -241,7 +293,7 @@ func compression(name string) (kgo.CompressionCodec, error) {
 
 // groupOpts are the options of the group consumer.
 func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
-	opts, err := cluster.ClientOpts(c.cfg.Source, c.log, "kafka_consumer")
+	opts, err := cluster.ClientOpts(c.cfg.Source, c.root, "kafka_consumer")
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +301,13 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 	if c.cfg.Source.StartOffset == "latest" {
 		start = kgo.NewOffset().AtEnd()
 	}
+	if id := c.cfg.Source.InstanceID; id != "" {
+		opts = append(opts, kgo.InstanceID(id))
+	}
+	st := c.cfg.Source.SessionTimeout
 	return append(opts,
+		kgo.SessionTimeout(st),
+		kgo.HeartbeatInterval(min(3*time.Second, st/3)), // kgo's default, or three beats per session
 		kgo.ConsumerGroup(c.cfg.Source.Group),
 		kgo.ConsumeTopics(c.cfg.Source.Topics...),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -264,46 +322,92 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 	), nil
 }
 
-// Ready reports whether the group is joined and the consumer is not
-// shutting down (/readyz).
-func (c *Consumer) Ready() bool { return c.ready.Load() }
+// Ready reports whether the group is joined, every assigned partition is
+// restored, the brokers answer, and the consumer is not shutting down
+// (/readyz).
+func (c *Consumer) Ready() bool { return c.ready.Load() && !c.reach.Down() }
 
 func (c *Consumer) setReady(ok bool) {
 	c.ready.Store(ok)
-	if ok {
+	c.setReadyGauge()
+}
+
+func (c *Consumer) setReadyGauge() {
+	if c.Ready() {
 		c.m.Ready.Set(1)
 	} else {
 		c.m.Ready.Set(0)
 	}
 }
 
+// noteReach logs the brokers going silent and answering again (kgo logs
+// each failed attempt), and keeps aggregator_ready in step with Ready.
+// Engine goroutine only.
+func (c *Consumer) noteReach() {
+	if down := c.reach.Down(); down != c.brokersDown {
+		c.brokersDown = down
+		if down {
+			c.log.Warn().Msg("the brokers have not answered for 10s: not ready (/readyz 503); the client keeps retrying")
+		} else {
+			c.log.Info().Msg("the brokers answer again")
+		}
+	}
+	c.setReadyGauge()
+}
+
 // Drain ends the service after Run returned: it fires nothing early,
-// commits the state, outputs and offsets, and leaves the group. Open
-// windows are in the changelog: the partition's next owner continues them.
+// commits the state, outputs and offsets, and leaves the group (a static
+// member too). Open windows are in the changelog: the partition's next
+// owner continues them.
 func (c *Consumer) Drain(ctx context.Context) error {
 	c.setReady(false)
+	if c.writer == nil {
+		return nil // never connected: nothing to commit or leave
+	}
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
 	err := c.lockedCommit(ctx)
+	if err != nil && cluster.Transient(err) {
+		// Nothing is lost: the partitions' next owner processes again
+		// from the last commit.
+		c.log.Warn().Err(err).Msg("drain: the last commit failed, the brokers cannot be reached; the next owner goes on from the commit before")
+		err = nil
+	}
 	if err != nil {
 		err = fmt.Errorf("drain: %w", err)
 	}
-	c.close()
+	c.close(ctx, true)
 	return err
 }
 
-// Close leaves the group and closes the clients without committing (a
-// crash, as far as state and offsets are concerned).
+// Close leaves the group (a static member stays in it) and closes the
+// clients without committing (a crash, as far as state and offsets are
+// concerned).
 func (c *Consumer) Close() {
 	c.setReady(false)
+	if c.writer == nil {
+		return
+	}
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
-	c.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.close(ctx, false)
 }
 
-func (c *Consumer) close() {
+// close leaves the group and closes the clients, waiting for the brokers
+// no longer than ctx allows (shutdown_timeout: with the brokers gone, the
+// group coordinator expires the member after source.session_timeout).
+func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
+	// A join still under way (the coordinator holds it) is not waited for
+	// long: kgo waits for it to answer before it leaves.
+	if !c.joined.Load() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, unjoinedLeave)
+		defer cancel()
+	}
 	if c.sess != nil {
 		// Closing does not end a transaction: abort it, or it holds back
 		// read_committed readers (and restores) until the broker times it out.
@@ -312,18 +416,69 @@ func (c *Consumer) close() {
 		c.inTxn = false
 		c.mu.Unlock()
 		if open {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if _, err := c.sess.End(ctx, kgo.TryAbort); err != nil {
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if _, err := c.sess.End(actx, kgo.TryAbort); err != nil {
 				c.log.Warn().Err(err).Msg("abort the open transaction")
 			}
 			cancel()
 		}
-		c.sess.Close() // leaves the group
-	} else {
-		c.cl.Close() // leaves the group; the revoke callback sees closing
+	}
+	// Leaves the group (a static member stays: its restart takes its
+	// partitions back); the revoke callback sees closing.
+	if err := c.cl.LeaveGroupContext(ctx); err != nil && c.joined.Load() {
+		c.log.Warn().Err(err).Msg("leave the group")
 	}
 	c.writer.Close() // drops what was not handed to the producer: uncommitted
-	c.pr.Close()
+	closed := make(chan struct{})
+	go func() { // kgo's Close has no context: it waits for a join in flight
+		defer close(closed)
+		if c.sess != nil {
+			c.sess.Close() // c.pr too
+			return
+		}
+		c.cl.Close()
+		c.pr.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		// The process is about to exit; the goroutine ends with the
+		// join's answer (or the process).
+		c.log.Warn().Msg("the Kafka client did not close in time (a group join in flight); going on")
+		return
+	}
+	if leaveStatic && c.cfg.Source.InstanceID != "" && c.joined.Load() {
+		c.leaveStatic(ctx)
+	}
+}
+
+// leaveStatic takes a static member out of the group, as Kafka Streams'
+// close with leaveGroup does: a pod stopped for good (a rollout, a scale
+// down) does not leave its partitions waiting for source.session_timeout.
+// The client is closed first: it would join again otherwise.
+func (c *Consumer) leaveStatic(ctx context.Context) {
+	cl, err := kgo.NewClient(c.readOpts...)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("leave the group as a static member")
+		return
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = c.cfg.Source.Group
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.InstanceID = &c.cfg.Source.InstanceID
+	m.Reason = kmsg.StringPtr("aggregator shutting down")
+	req.Members = append(req.Members, m)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		for _, m := range resp.Members {
+			err = errors.Join(err, kerr.ErrorForCode(m.ErrorCode))
+		}
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+		c.log.Warn().Err(err).Str("instance_id", c.cfg.Source.InstanceID).Msg("leave the group as a static member")
+	}
 }
 
 // id is the dense id of tp.

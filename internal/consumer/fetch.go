@@ -21,6 +21,7 @@ type poll struct {
 	fetchedAt time.Time
 	epoch     uint64 // Consumer.epoch when polled: a poll from before an abort is dropped
 	closed    bool   // the client was closed
+	fatal     error  // a poll error that retrying cannot fix
 	recs      []decoded
 	parts     []polledPart      // the partitions with records, in poll order
 	decs      []*record.Decoder // one per decoding worker
@@ -185,7 +186,7 @@ func (f *fetcher) poll(ctx context.Context, p *poll) {
 	cancel()
 	p.fetchedAt = f.c.clock()
 	p.closed = fs.IsClientClosed()
-	f.c.logFetchErrors(fs)
+	p.fatal = f.c.fetchErrors(fs)
 	f.prepare(p, fs)
 	p.decode()
 }

@@ -12,6 +12,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropRevoked() // a partition revoked and assigned again starts afresh
+	c.joined.Store(true)
 	now := c.nowMs()
 	for topic, ps := range added {
 		for _, n := range ps {

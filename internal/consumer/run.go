@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -10,15 +11,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"aggregator/internal/cluster"
 	"aggregator/internal/metrics"
 )
 
-// Run consumes until ctx is canceled and returns nil once the poll in
-// hand is applied; it returns an error if an output could not be produced
-// (nothing past it is committed) or the client failed. A fetcher
+// Run connects (see connect), then consumes until ctx is canceled and
+// returns nil once the poll in hand is applied; it returns an error if an
+// output could not be produced (nothing past it is committed), the client
+// failed, or connecting met what retrying cannot fix. A fetcher
 // goroutine polls and decodes the next poll while this goroutine applies
 // the current one.
 func (c *Consumer) Run(ctx context.Context) error {
+	if c.writer == nil {
+		if err := c.connect(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // shut down before the group was joined
+			}
+			return err
+		}
+	}
 	f := c.fetch
 	f.ready = make(chan *poll, pollsInFlight)
 	fctx, stop := context.WithCancel(ctx)
@@ -43,8 +54,13 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 			f.free <- p
 			return nil
 		}
+		if err := errors.Join(p.fatal, c.auth.Err()); err != nil {
+			f.free <- p
+			return err
+		}
 		err := c.step(ctx, p)
 		c.checkUnfetched(ctx)
+		c.noteReach()
 		f.free <- p // never blocks: the channel has room for every poll
 		if err != nil {
 			return err
@@ -56,13 +72,26 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 	return nil
 }
 
-func (c *Consumer) logFetchErrors(fs kgo.Fetches) {
+// fetchErrors logs a poll's errors and returns the first that retrying
+// cannot fix (an ACL denies the group or a topic, the brokers refuse the
+// credentials), naming the group or topic; kgo retries the others.
+func (c *Consumer) fetchErrors(fs kgo.Fetches) error {
+	var fatal error
 	fs.EachError(func(topic string, partition int32, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return
 		}
+		if perm := cluster.Permanent(err); perm != nil {
+			if fatal == nil && topic == "" {
+				fatal = fmt.Errorf("consume as group %s: %w", c.cfg.Source.Group, perm)
+			} else if fatal == nil {
+				fatal = fmt.Errorf("consume %s[%d] as group %s: %w", topic, partition, c.cfg.Source.Group, perm)
+			}
+			return
+		}
 		c.log.Warn().Err(err).Str("topic", topic).Int32("partition", partition).Msg("fetch")
 	})
+	return fatal
 }
 
 // step restores newly assigned partitions, applies one poll's records,
@@ -83,11 +112,17 @@ func (c *Consumer) step(ctx context.Context, p *poll) error {
 }
 
 // commitNow commits; a commit under way finishes even if shutdown begins
-// meanwhile.
+// meanwhile. A commit the brokers are out of reach for is tried again
+// later (the client keeps what it has not written).
 func (c *Consumer) commitNow(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	return c.lockedCommit(cctx)
+	err := c.lockedCommit(cctx)
+	if err != nil && cluster.Transient(err) {
+		c.log.Warn().Err(err).Msg("commit failed: the brokers cannot be reached; trying again")
+		return nil
+	}
+	return err
 }
 
 // restoreWaits reports whether an assigned partition waits for its restore.
@@ -107,7 +142,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropRevoked()
-	if err := c.restorePending(ctx); err != nil {
+	if err := c.restoreRetrying(ctx); err != nil {
 		if ctx.Err() != nil {
 			return false, nil // shutting down: the next owner restores it
 		}
@@ -122,9 +157,34 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
+		if c.writer.OnlyRefused() || c.sess != nil && cluster.Transient(err) {
+			// Commit now: the stubs replace what was refused; with
+			// exactly_once, the transaction aborts and the records are
+			// processed again (see commitTransaction).
+			return true, nil
+		}
 		return false, err
 	}
 	return ctx.Err() == nil && time.Since(c.lastCommit) >= c.cfg.State.CommitInterval, nil
+}
+
+// restoreRetrying is restorePending, tried again with capped exponential
+// backoff while the brokers are out of reach, until ctx ends: the poll's
+// records must wait for their partitions' state. c.mu is held.
+func (c *Consumer) restoreRetrying(ctx context.Context) error {
+	for n := 0; ; n++ {
+		err := c.restorePending(ctx)
+		if err == nil || ctx.Err() != nil || !cluster.Transient(err) {
+			return err
+		}
+		wait := cluster.Backoff(n)
+		c.log.Warn().Err(err).Int("attempt", n+1).Str("retry_in", wait.String()).Msg("restore failed; retrying")
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // apply runs the poll's records through the pipeline, partition by
@@ -162,6 +222,7 @@ func (c *Consumer) updateMetrics(now int64) {
 		c.m.WatermarkLag.Set(float64(now-w) / 1000)
 	}
 	c.m.OpenWindows.Set(float64(c.proc.OpenWindows()))
+	c.m.SessionMerges.Add(float64(c.proc.TakeSessionMerges()))
 	c.m.IdlePartitions.Set(float64(c.proc.IdleCount()))
 	for _, p := range c.parts {
 		p.flushCounts()

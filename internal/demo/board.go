@@ -26,6 +26,7 @@ type Tally struct {
 	Rows        []Row // latest window per key, in key order
 	Results     int64 // result records, every revision
 	LateFirings int64 // results with firing "late"
+	Retractions int64 // tombstones: sessions withdrawn by a merge
 	Late        int64 // records in the late topic
 	DeadLetters int64 // records in the dead-letter topic
 }
@@ -68,6 +69,10 @@ func (b *Board) Observe(topic string, value []byte) error {
 	case b.deadLetter:
 		b.tally.DeadLetters++
 	case b.results:
+		if value == nil { // a retracted session; its merged session's result follows
+			b.tally.Retractions++
+			return nil
+		}
 		return b.observeResult(value)
 	}
 	return nil
@@ -87,8 +92,10 @@ func (b *Board) observeResult(value []byte) error {
 	for name, v := range r.Aggregates {
 		row.Aggregates[name] = v.String()
 	}
-	// A late firing of an older window does not replace the newer one.
-	if old, ok := b.rows[row.Key]; !ok || old.Start < row.Start || old.Start == row.Start && old.Revision <= row.Revision {
+	// A late firing of an older window does not replace the newer one; a
+	// merged session replaces the sessions it covers.
+	if old, ok := b.rows[row.Key]; !ok || old.Start < row.Start || old.Start == row.Start && old.Revision <= row.Revision ||
+		row.Start <= old.Start && old.End <= row.End {
 		b.rows[row.Key] = row
 	}
 	return nil

@@ -90,3 +90,21 @@ func BenchmarkBoardObserve(b *testing.B) {
 		}
 	}
 }
+
+// TestBoardSessions: a tombstone on the results topic is a retraction,
+// counted, not an error; the merged session's result replaces the row of
+// a session it covers, even one that started later.
+func TestBoardSessions(t *testing.T) {
+	b := demo.NewBoard("res", "late", "dlq")
+	first := `{"key":{"sid":"a"},"window_start":11600,"window_end":14600,"count":1,"aggregates":{},"firing":"on_time","revision":0,"watermark":14600}`
+	merged := `{"key":{"sid":"a"},"window_start":10000,"window_end":14600,"count":2,"aggregates":{},"firing":"late","revision":0,"watermark":14600}`
+	for _, v := range [][]byte{[]byte(first), nil, []byte(merged)} {
+		if err := b.Observe("res", v); err != nil {
+			t.Fatalf("Observe(%q) = %v", v, err)
+		}
+	}
+	s := b.Snapshot()
+	if s.Retractions != 1 || s.Results != 2 || len(s.Rows) != 1 || s.Rows[0].Start != 10000 || s.Rows[0].Count != 2 {
+		t.Errorf("Snapshot() = %+v, want 1 retraction, 2 results and the merged session [10000,14600) as the row", s)
+	}
+}

@@ -51,6 +51,9 @@ func Render(s State) string {
 	fmt.Fprintf(&b, "  generated: %d on time, %d stragglers, %d too late, %d malformed, %d filtered out\n",
 		s.Sent[OnTime], s.Sent[Straggler], s.Sent[TooLate], s.Sent[Malformed], s.Sent[Filtered])
 	fmt.Fprintf(&b, "watermark %s\n", watermarkText(s.Watermark, s.Now))
+	if s.Retractions > 0 {
+		fmt.Fprintf(&b, "sessions: %d retracted (tombstones of sessions that a late record merged after they fired)\n", s.Retractions)
+	}
 	fmt.Fprintf(&b, "output: %d results (%d late firings) · %d late events · %d dead letters\n\n",
 		s.Results, s.LateFirings, s.Late, s.DeadLetters)
 	if len(s.Rows) == 0 {

@@ -15,12 +15,14 @@ const Namespace = "aggregator"
 
 // Metrics holds the service's own collectors. Label values: outcome is one
 // of aggregated, partially_late, late, filtered, marker, dead_letter;
-// firing is one of on_time, late, final.
+// firing is one of on_time, late, final, retract.
 type Metrics struct {
 	Records            *prometheus.CounterVec // {topic, partition, outcome}
 	Firings            *prometheus.CounterVec // {firing}
+	SessionMerges      prometheus.Counter
 	Produced           *prometheus.CounterVec // {topic}: acknowledged output records
 	ProduceErrors      *prometheus.CounterVec // {topic}
+	Unwritable         *prometheus.CounterVec // {topic}: written as stubs (late, dead letters) or dropped (results)
 	OpenWindows        prometheus.Gauge
 	PartitionWatermark *prometheus.GaugeVec // {topic, partition}, seconds
 	Watermark          prometheus.Gauge     // merged, seconds
@@ -37,7 +39,7 @@ type Metrics struct {
 }
 
 // Firing label values, pre-created so dashboards see zeros before the first firing.
-var firings = []string{"on_time", "late", "final"}
+var firings = []string{"on_time", "late", "final", "retract"}
 
 // New creates the metrics and registers them on reg. It panics if reg
 // already holds metrics with these names, as promauto does: that is a
@@ -51,8 +53,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"topic", "partition", "outcome"}),
 		Firings: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_firings_total",
-			Help: "Window results emitted, by firing: on_time, late, final.",
+			Help: "Window results emitted, by firing: on_time, late, final; retract counts sessions withdrawn by a merge (tombstones).",
 		}, []string{"firing"}),
+		SessionMerges: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_session_merges_total",
+			Help: "Records that bridged two or more sessions of a key into one.",
+		}),
 		Produced: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_produced_records_total",
 			Help: "Output records acknowledged by the brokers, per output topic.",
@@ -60,6 +66,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		ProduceErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_produce_errors_total",
 			Help: "Output records that failed to produce, per output topic.",
+		}, []string{"topic"}),
+		Unwritable: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_unwritable_outputs_total",
+			Help: "Outputs that could not be written whole (larger than the topic's max.message.bytes, or refused with a per-record error): late events and dead letters are written as stubs (aggregator.truncated=true), results are dropped.",
 		}, []string{"topic"}),
 		OpenWindows: f.NewGauge(prometheus.GaugeOpts{
 			Name: "aggregator_open_windows",

@@ -28,7 +28,7 @@ func TestNewRegistersFixedNames(t *testing.T) {
 		"aggregator_watermark_seconds", "aggregator_watermark_lag_seconds", "aggregator_idle_partitions",
 		"aggregator_end_to_end_latency_seconds", "aggregator_consumer_lag_records", "aggregator_ready",
 		"aggregator_restoring_partitions", "aggregator_restored_records_total", "aggregator_restore_duration_seconds",
-		"aggregator_changelog_records_total", "aggregator_commits_total",
+		"aggregator_changelog_records_total", "aggregator_commits_total", "aggregator_session_merges_total",
 	}
 	families, err := reg.Gather()
 	if err != nil {
@@ -64,7 +64,7 @@ func TestFiringsStartAtZero(t *testing.T) {
 			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
 		}
 	}
-	want := map[string]float64{"on_time": 0, "late": 0, "final": 0}
+	want := map[string]float64{"on_time": 0, "late": 0, "final": 0, "retract": 0}
 	if !maps.Equal(got, want) {
 		t.Errorf("aggregator_firings_total = %v, want %v", got, want)
 	}

@@ -62,20 +62,27 @@ type Processor struct {
 	dec      *record.Decoder
 	rec      record.Record
 	marks    *watermark.Merged
-	engine   *windowing.Engine
+	engine   engine
 	out      Output
 	futureMs int64     // 0 = no future guard
+	merges   int64     // session merges reported by TakeSessionMerges
 	parts    []partPos // by partition id
 }
 
 // partPos is what the changelog needs of one partition besides its windows.
 type partPos struct {
 	assigned bool
-	restored bool   // Restore ran: its records are applied from now on
-	next     int64  // offset after the last record processed; -1 none since restore
-	written  int64  // next as of the last checkpoint
-	tag      uint64 // the tag of its next checkpoint
-	repairs  []state.Repair
+	restored bool  // Restore ran: its records are applied from now on
+	next     int64 // offset after the last record processed; -1 none since restore
+	written  int64 // next as of the last checkpoint
+	// merged is the merged watermark of its last position record: the
+	// windows it dropped are not restored, so a position must be written
+	// again when the watermark moves on, even with no record of its own
+	// (a sliding window dropped by another partition's progress leaves no
+	// changelog record: its slices live on in later windows).
+	merged  int64
+	tag     uint64 // the tag of its next checkpoint
+	repairs []state.Repair
 }
 
 // New builds a Processor from a validated config.
@@ -86,11 +93,52 @@ func New(cfg config.Config, out Output) (*Processor, error) {
 	}
 	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
-	p.engine, err = windowing.NewEngine(cfg, resultSink{out})
+	spec := WindowSpec(cfg)
+	if spec.Kind == windowing.KindSession {
+		p.engine, err = windowing.NewSessions(spec, resultSink{out})
+	} else {
+		p.engine, err = windowing.NewEngine(spec, resultSink{out})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return p, nil
+}
+
+// engine is a window engine: *windowing.Engine (tumbling and sliding
+// windows) or *windowing.Sessions.
+type engine interface {
+	Add(rec *record.Record) windowing.Outcome
+	Advance(wm int64)
+	Watermark() int64
+	Judged(partition int32) int64
+	SetFloor(partition int32, wm int64)
+	Rewind(wm int64, keep []int32)
+	OpenWindows() int
+	RemovePartition(partition int32)
+	TrackChanges()
+	Changes(fn func(*windowing.Entry))
+	Restore(en *windowing.Entry, dropped int64) error
+	FinishRestore()
+}
+
+// WindowSpec is the engine's part of a validated config, in ms.
+func WindowSpec(cfg config.Config) windowing.Spec {
+	w := cfg.Window
+	s := windowing.Spec{
+		Size: w.Size.Milliseconds(), Slide: w.Slide.Milliseconds(), Offset: w.Offset.Milliseconds(),
+		Gap: w.Gap.Milliseconds(), Lateness: w.AllowedLateness.Milliseconds(), OnClose: w.Emit == "on_close",
+	}
+	switch w.Type {
+	case "sliding":
+		s.Kind = windowing.KindSliding
+	case "session":
+		s.Kind = windowing.KindSession
+	}
+	for _, a := range cfg.Aggregates {
+		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q})
+	}
+	return s
 }
 
 type resultSink struct{ out Output }
@@ -225,6 +273,18 @@ func (p *Processor) Partitions() []int32 { return p.marks.Partitions() }
 // OpenWindows counts open (key, window) pairs.
 func (p *Processor) OpenWindows() int { return p.engine.OpenWindows() }
 
+// TakeSessionMerges returns how many records bridged two sessions or more
+// since the last call (0 for other windows).
+func (p *Processor) TakeSessionMerges() int64 {
+	s, ok := p.engine.(*windowing.Sessions)
+	if !ok {
+		return 0
+	}
+	n := s.Merges() - p.merges
+	p.merges += n
+	return n
+}
+
 // IdleCount counts idle partitions.
 func (p *Processor) IdleCount() int { return p.marks.IdleCount() }
 
@@ -270,7 +330,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 	w := p.engine.Watermark()
 	for id := range p.parts {
 		pp := &p.parts[id]
-		if !pp.assigned || pp.next < 0 || pp.next == pp.written {
+		if !pp.assigned || pp.next < 0 || pp.next == pp.written && pp.merged == w {
 			continue
 		}
 		gen := p.marks.Snapshot(int32(id))
@@ -280,7 +340,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			Watermark: max(gen.Watermark, p.engine.Judged(int32(id))), Merged: w, Floor: p.engine.Judged(int32(id))}
 		positions = append(positions, ChangelogRecord{Partition: int32(id), Key: state.PositionKey(nil, int32(id)),
 			Value: state.AppendPosition(nil, pos, pp.tag), Tag: pp.tag})
-		pp.written = pp.next
+		pp.written, pp.merged = pp.next, w
 		pp.tag++
 	}
 	return data, positions
@@ -328,7 +388,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 	pp.tag, pp.repairs, pp.restored = res.NextTag, res.Repairs, true
 	if res.HasPosition {
 		pp.next = res.Position.Offset
-		pp.written = res.Position.Offset
+		pp.written, pp.merged = res.Position.Offset, res.Position.Merged
 		p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
 	}
 	p.advance()

@@ -3,12 +3,14 @@ package producer
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/config"
@@ -33,18 +35,22 @@ type Client interface {
 // fills). It remembers the first produce failure (Err): the consumer must
 // not commit past it. The promises run on the client's goroutines.
 type Writer struct {
-	cl   Client
-	sink config.Sink
-	enc  *Encoder // used by the writer goroutine only
-	now  func() time.Time
+	cl     Client
+	sink   config.Sink
+	enc    *Encoder // used by the writer goroutine only
+	now    func() time.Time
+	limits Limits
+	log    zerolog.Logger
+	seed   maphash.Seed
 
-	firings             [3]prometheus.Counter // by windowing.Firing
+	firings             [4]prometheus.Counter // by windowing.Firing
 	results, late, dead topicMetrics
 	latency             prometheus.Observer
 	fetched             time.Time                // when the records being processed were fetched
 	resultDone          func(*kgo.Record, error) // the promise of results caused by those records
 	lateDone, deadDone  func(*kgo.Record, error)
-	pool                sync.Pool // *resultRecord: a result's record is reused once acknowledged
+	copiedResultDone    func(*kgo.Record, error) // of a result produced again by RewriteRefused
+	pool                sync.Pool                // *resultRecord: a result's record is reused once acknowledged
 
 	cur      *batch             // being filled by the engine goroutine
 	queue    chan *batch        // to the writer goroutine, in order
@@ -53,8 +59,18 @@ type Writer struct {
 	stopping atomic.Bool
 	stopped  chan struct{}
 
-	mu  sync.Mutex
-	err error
+	unwritableCount func(topic string) prometheus.Counter
+
+	mu           sync.Mutex // guards what follows
+	err          error
+	otherFailure bool               // a failure since the last Discard or RewriteRefused was not per record
+	refused      map[uint64]refusal // by identity, each output refused per record
+	refusedRecs  []*kgo.Record      // refused since the last Discard or RewriteRefused
+	anyRefused   atomic.Bool        // refused is not empty
+
+	warnMu   sync.Mutex // guards the rate of unwritable's warn lines
+	lastWarn time.Time
+	unwarned int
 }
 
 // topicMetrics are one output topic's counters.
@@ -97,6 +113,7 @@ type batch struct {
 type output struct {
 	rec         *kgo.Record
 	done        func(*kgo.Record, error)
+	alone       bool // rec is produced alone in its batch (see replacement)
 	res, lo, hi int
 }
 
@@ -107,9 +124,11 @@ func (b *batch) reset() {
 
 // NewWriter returns a Writer producing with cl, and starts its goroutine;
 // Close stops it. m may be nil (no metrics); now is the wall clock, for
-// the end-to-end latency.
-func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time) *Writer {
-	w := &Writer{cl: cl, sink: cfg.Sink, now: now,
+// the end-to-end latency; limits are the output topics' sizes; log gets
+// the warn lines of outputs that cannot be written whole.
+func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time, limits Limits, log zerolog.Logger) *Writer {
+	w := &Writer{cl: cl, sink: cfg.Sink, now: now, limits: limits, seed: maphash.MakeSeed(),
+		log:   log.With().Str("component", "producer").Logger(),
 		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
@@ -117,7 +136,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
-	for _, f := range []windowing.Firing{windowing.OnTime, windowing.Late, windowing.Final} {
+	for _, f := range []windowing.Firing{windowing.OnTime, windowing.Late, windowing.Final, windowing.Retract} {
 		w.firings[f] = m.Firings.WithLabelValues(f.String())
 	}
 	topic := func(name string) topicMetrics {
@@ -125,11 +144,13 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	}
 	w.results, w.late, w.dead = topic(cfg.Sink.ResultsTopic), topic(cfg.Sink.LateTopic), topic(cfg.Sink.DeadLetterTopic)
 	w.latency = m.Latency
+	w.unwritableCount = func(topic string) prometheus.Counter { return m.Unwritable.WithLabelValues(topic) }
 	w.pool.New = func() any { return new(resultRecord) }
 	// Promises are made once, not per record: a closure per record is an
 	// allocation per record.
 	w.lateDone = func(rec *kgo.Record, err error) { w.acked(&w.late, rec, err) }
 	w.deadDone = func(rec *kgo.Record, err error) { w.acked(&w.dead, rec, err) }
+	w.copiedResultDone = func(rec *kgo.Record, err error) { w.acked(&w.results, rec, err) }
 	w.setResultDone()
 	for range batches - 1 {
 		w.free <- &batch{}
@@ -235,7 +256,7 @@ func (w *Writer) write(ctx context.Context, b *batch) {
 	for i := range b.outs {
 		o := &b.outs[i]
 		if o.rec != nil {
-			w.cl.Produce(ctx, o.rec, o.done)
+			w.produce(ctx, o.rec, o.done, o.alone)
 			continue
 		}
 		r := &b.results[o.res]
@@ -249,9 +270,20 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 	out := w.pool.Get().(*resultRecord)
 	k := w.enc.AppendKey(out.buf[:0], r)
 	n := len(k)
+	if r.Firing == windowing.Retract { // a tombstone under the superseded session's key
+		out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: k[:n:n], Timestamp: now}
+		w.cl.Produce(ctx, &out.rec, done)
+		return
+	}
 	v := w.enc.AppendResult(k, r)
 	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:], Timestamp: now}
-	w.cl.Produce(ctx, &out.rec, done)
+	rec, alone := w.replacement(&out.rec)
+	if rec == nil {
+		out.rec = kgo.Record{}
+		w.pool.Put(out)
+		return
+	}
+	w.produce(ctx, rec, done, alone)
 }
 
 // Late produces the original record to the late topic with its provenance.
@@ -271,14 +303,17 @@ func (w *Writer) DeadLetter(in *pipeline.Input, err error) {
 // produceOriginal queues the original record; its headers are made now,
 // as in is valid only during the call.
 func (w *Writer) produceOriginal(topic string, in *pipeline.Input, headers []kgo.RecordHeader, done func(*kgo.Record, error)) {
-	rec := &kgo.Record{
+	rec, alone := w.replacement(&kgo.Record{
 		Topic:     topic,
 		Key:       in.Key,
 		Value:     in.Value,
 		Timestamp: time.UnixMilli(in.Timestamp),
 		Headers:   headers,
+	})
+	if rec == nil {
+		return
 	}
-	w.cur.outs = append(w.cur.outs, output{rec: rec, done: done})
+	w.cur.outs = append(w.cur.outs, output{rec: rec, done: done, alone: alone})
 	w.sendIfFull()
 }
 
@@ -290,11 +325,15 @@ func (w *Writer) acked(m *topicMetrics, rec *kgo.Record, err error) bool {
 		return true
 	}
 	m.failed.Inc()
+	if perRecord(err) {
+		w.refuse(rec, err)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
 		w.err = fmt.Errorf("produce to %s: %w", rec.Topic, err)
 	}
+	w.otherFailure = w.otherFailure || !perRecord(err)
 	return false
 }
 
@@ -305,6 +344,15 @@ func (w *Writer) Err() error {
 	return w.err
 }
 
+// OnlyRefused reports whether there is a failure and every failure since
+// the last Discard or RewriteRefused was an output refused for itself (too
+// large, invalid): writing stubs in their place fixes it.
+func (w *Writer) OnlyRefused() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err != nil && !w.otherFailure
+}
+
 // Fail records err as a produce failure (the consumer's changelog records
 // share the Writer's failure), unless one is recorded already.
 func (w *Writer) Fail(err error) {
@@ -313,12 +361,15 @@ func (w *Writer) Fail(err error) {
 	if w.err == nil {
 		w.err = err
 	}
+	w.otherFailure = true
 }
 
 // Discard forgets a recorded failure: the transaction it belonged to was
 // aborted, and everything since the last commit is processed again.
+// Outputs refused per record stay remembered: their reprocessing writes
+// stubs.
 func (w *Writer) Discard() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.err = nil
+	w.err, w.otherFailure, w.refusedRecs = nil, false, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/config"
@@ -36,7 +37,7 @@ func (f *fakeClient) Produce(_ context.Context, r *kgo.Record, promise func(*kgo
 
 // newWriter returns a Writer that is closed when the test ends.
 func newWriter(t testing.TB, cl producer.Client, cfg config.Config, m *metrics.Metrics, now func() time.Time) *producer.Writer {
-	w := producer.NewWriter(cl, cfg, m, now)
+	w := producer.NewWriter(cl, cfg, m, now, nil, zerolog.Nop())
 	t.Cleanup(w.Close)
 	return w
 }
@@ -207,7 +208,7 @@ func (b blocked) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.R
 // Close returns while a Produce is blocked, and drops what was queued.
 func TestWriterCloseCancelsBlockedProduce(t *testing.T) {
 	cl := blocked{entered: make(chan struct{})}
-	w := producer.NewWriter(cl, resultConfig(), nil, time.Now)
+	w := producer.NewWriter(cl, resultConfig(), nil, time.Now, nil, zerolog.Nop())
 	w.Result(sampleResult())
 	w.Send()
 	<-cl.entered
@@ -256,4 +257,28 @@ func value(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestWriterRetraction: a retracted session is a tombstone (null value)
+// under the Kafka key its results had, and counts as firing "retract".
+func TestWriterRetraction(t *testing.T) {
+	cl := &fakeClient{}
+	m := metrics.New(prometheus.NewRegistry())
+	w := newWriter(t, cl, sinkConfig(), m, time.Now)
+	r := &windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 1000, End: 4000}, Count: 2,
+		Aggregates: []record.Value{record.Number(2)}, Firing: windowing.OnTime}
+	w.Result(r)
+	retract := &windowing.Result{Key: r.Key, Window: r.Window, Aggregates: []record.Value{{}}, Firing: windowing.Retract}
+	w.Result(retract)
+	w.Sync()
+	if len(cl.recs) != 2 {
+		t.Fatalf("produced %d records, want 2", len(cl.recs))
+	}
+	res, tomb := cl.recs[0], cl.recs[1]
+	if tomb.Topic != "res" || string(tomb.Key) != string(res.Key) || tomb.Value != nil {
+		t.Errorf("retraction = %s key %s value %q, want a tombstone on res under the result's key %s", tomb.Topic, tomb.Key, tomb.Value, res.Key)
+	}
+	if got := value(m.Firings.WithLabelValues("retract")); got != 1 {
+		t.Errorf("firings{retract} = %v, want 1", got)
+	}
 }

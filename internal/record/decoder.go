@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -80,6 +81,7 @@ type Decoder struct {
 	filters   []filterRef
 	keys      []keyRef
 	aggs      []aggRef
+	gap       *fieldRef // window.gap_field of a session window
 
 	interned internTable
 	keyParts []keyPart // one per key field, for the record being decoded
@@ -102,7 +104,7 @@ func NewDecoder(cfg config.Config) (*Decoder, error) {
 	if err := d.setFormat(src); err != nil {
 		return nil, err
 	}
-	steps := []func(config.Config) error{d.compileTime, d.compileMarker, d.compileFilters, d.compileKeys, d.compileAggregates}
+	steps := []func(config.Config) error{d.compileTime, d.compileMarker, d.compileFilters, d.compileKeys, d.compileAggregates, d.compileGap}
 	for _, step := range steps {
 		if err := step(cfg); err != nil {
 			return nil, err
@@ -248,6 +250,75 @@ func (d *Decoder) compileAggregates(cfg config.Config) error {
 	return nil
 }
 
+func (d *Decoder) compileGap(cfg config.Config) error {
+	if cfg.Window.Type != "session" || cfg.Window.GapField == "" {
+		return nil
+	}
+	r, err := d.ref("window.gap_field", cfg.Window.GapField)
+	d.gap = &r
+	return err
+}
+
+// readGap reads a session gap field (SPEC §3): a JSON number or a string
+// holding a plain decimal number is ms, any other string a Go duration;
+// missing or null is 0 (the configured gap). It must come to a positive,
+// whole number of ms; anything else is a bad_gap error.
+func (d *Decoder) readGap(tok *token) (int64, error) {
+	var ms float64
+	switch tok.kind {
+	case tokMissing, tokNull:
+		return 0, nil
+	case tokNumber:
+		ms = parseFloat(tok.text)
+	case tokString:
+		text := d.content(tok)
+		if isPlainDecimal(text) {
+			ms = parseFloat(text)
+			break
+		}
+		dur, err := time.ParseDuration(string(text))
+		if err != nil {
+			return 0, d.badGap(tok, "is neither a number of ms nor a duration")
+		}
+		if dur%time.Millisecond != 0 {
+			return 0, d.badGap(tok, "is not a whole number of ms")
+		}
+		ms = float64(dur / time.Millisecond)
+	default:
+		return 0, d.badGap(tok, "is not a gap")
+	}
+	switch {
+	case !(ms > 0):
+		return 0, d.badGap(tok, "must be positive")
+	case ms != math.Trunc(ms):
+		return 0, d.badGap(tok, "is not a whole number of ms")
+	case ms >= 1<<63:
+		return 0, d.badGap(tok, "is too large")
+	}
+	return int64(ms), nil
+}
+
+func (d *Decoder) badGap(tok *token, why string) error {
+	return &DecodeError{Reason: ReasonBadGap, Field: d.gap.name, Detail: d.describe(tok) + " " + why}
+}
+
+// isPlainDecimal reports whether text is digits with an optional fraction
+// (no sign, exponent or spaces): "3000", "3000.0".
+func isPlainDecimal(text []byte) bool {
+	digits, dot := 0, false
+	for i, c := range text {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !dot && i > 0 && i < len(text)-1:
+			dot = true
+		default:
+			return false
+		}
+	}
+	return digits > 0
+}
+
 // Decode fills rec from one record value, reusing its slices, and says
 // what the record is:
 //   - Marker (punctuated strategy, the record has the marker field): only
@@ -290,6 +361,11 @@ func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
 	}
 	if err := d.values(&meta, rec); err != nil {
 		return Event, err
+	}
+	if rec.Gap = 0; d.gap != nil {
+		if rec.Gap, err = d.readGap(d.token(d.gap, &meta)); err != nil {
+			return Event, err
+		}
 	}
 	d.resolvePending()
 	return Event, nil

@@ -15,6 +15,7 @@ const (
 	ReasonBadKey           = "bad_key"
 	ReasonMissingField     = "missing_field"
 	ReasonNonNumeric       = "non_numeric"
+	ReasonBadGap           = "bad_gap"
 	// ReasonFutureTimestamp is set by the pipeline's future guard, not by
 	// Decode.
 	ReasonFutureTimestamp = "future_timestamp"

@@ -92,4 +92,7 @@ type Record struct {
 	// Values holds one Value per configured aggregate, in order (see Value
 	// for which of its fields are set for which fn).
 	Values []Value
+	// Gap is the record's own session gap in ms, from window.gap_field;
+	// 0 when there is none (no gap_field, or the field is missing or null).
+	Gap int64
 }

@@ -24,8 +24,12 @@ const TagHeader = "aggregator.tag"
 const (
 	kindSlice    = 's'
 	kindWindow   = 'w'
+	kindSession  = 'e'
 	kindPosition = 'p'
 )
+
+// entryKinds maps an entry kind to its key's kind byte.
+var entryKinds = map[windowing.EntryKind]byte{windowing.SliceEntry: kindSlice, windowing.WindowEntry: kindWindow, windowing.SessionEntry: kindSession}
 
 // ErrCorrupt is wrapped by the errors of decoding a changelog record that
 // this release cannot read.
@@ -47,11 +51,7 @@ type Position struct {
 
 // AppendKey appends the changelog key of en.
 func AppendKey(dst []byte, en *windowing.Entry) []byte {
-	kind := byte(kindSlice)
-	if en.Kind == windowing.WindowEntry {
-		kind = kindWindow
-	}
-	dst = append(dst, version, kind)
+	dst = append(dst, version, entryKinds[en.Kind])
 	dst = binary.BigEndian.AppendUint32(dst, uint32(en.Partition))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(en.Start)^1<<63) // sorts as the number does
 	dst = binary.AppendUvarint(dst, uint64(en.Split))
@@ -70,8 +70,11 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 	dst = append(dst, version)
 	dst = binary.AppendUvarint(dst, tag)
 	dst = binary.AppendUvarint(dst, uint64(en.Revision))
-	if en.Kind == windowing.WindowEntry {
+	switch en.Kind {
+	case windowing.WindowEntry:
 		return dst
+	case windowing.SessionEntry:
+		dst = binary.AppendVarint(dst, en.End)
 	}
 	dst = binary.AppendUvarint(dst, uint64(en.Count))
 	dst = binary.AppendUvarint(dst, uint64(len(en.Nums)))
@@ -149,7 +152,7 @@ func decodeKey(b []byte) (key, error) {
 			return key{}, fmt.Errorf("%w: position key %q", ErrCorrupt, b)
 		}
 		return k, nil
-	case kindSlice, kindWindow:
+	case kindSlice, kindWindow, kindSession:
 	default:
 		return key{}, fmt.Errorf("%w: key %q: unknown kind", ErrCorrupt, b)
 	}
@@ -252,8 +255,11 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 	r := reader{b: b}
 	tag := r.header()
 	en.Revision = int64(r.uvarint("revision"))
-	if en.Kind == windowing.WindowEntry {
+	switch en.Kind {
+	case windowing.WindowEntry:
 		return tag, r.err
+	case windowing.SessionEntry:
+		en.End = r.varint("session end")
 	}
 	en.Count = int64(r.uvarint("count"))
 	en.Nums = make([]float64, r.count("nums"))

@@ -71,6 +71,11 @@ func codecEntries(t testing.TB) map[string]*windowing.Entry {
 		"window":                        {Kind: windowing.WindowEntry, Partition: 2, ID: sid, Split: sidSplit, Start: -5000, Revision: 3},
 		"window max revision":           {Kind: windowing.WindowEntry, ID: uni, Split: uniSplit, Start: math.MaxInt64, Revision: math.MaxInt64},
 		"window min start":              {Kind: windowing.WindowEntry, ID: nul, Split: nulSplit, Start: math.MinInt64, Revision: 1},
+		"session": {Kind: windowing.SessionEntry, Partition: 1, ID: sid, Split: sidSplit, Start: 1000, End: 15_000, Revision: 2, Count: 3,
+			Nums: []float64{60}, Picks: []windowing.Pick{{Value: record.Text("x"), Time: 1000, Seq: 4}},
+			Sets: []map[string]struct{}{{"a": {}}}, Sketches: []*ddsketch.DDSketch{sketch(t, 10, 20, 30)}},
+		"session at the end of time": {Kind: windowing.SessionEntry, ID: uni, Split: uniSplit, Start: math.MaxInt64 - 1, End: math.MaxInt64, Count: 1},
+		"session before the epoch":   {Kind: windowing.SessionEntry, ID: nul, Split: nulSplit, Start: math.MinInt64, End: -5, Count: 1},
 	}
 }
 

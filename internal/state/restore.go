@@ -123,8 +123,8 @@ type Result struct {
 // A Repair is a changelog record to write again; Value nil is a tombstone.
 type Repair struct{ Key, Value []byte }
 
-// Finish hands fn the partition's committed entries, every slice first,
-// then every window. A slice's *Entry is valid during the call only (the
+// Finish hands fn the partition's committed entries, every slice (or
+// session) first, then every window. A slice's *Entry is valid during the call only (the
 // engine copies it), a window's is fn's to keep.
 func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: max(r.maxTag, r.posTag) + 1}
@@ -191,8 +191,11 @@ func decode(key, value []byte, en *windowing.Entry) error {
 		return err
 	}
 	*en = windowing.Entry{Kind: windowing.SliceEntry, Partition: k.partition, ID: k.id, Split: k.split, Start: k.start}
-	if k.kind == kindWindow {
+	switch k.kind {
+	case kindWindow:
 		en.Kind = windowing.WindowEntry
+	case kindSession:
+		en.Kind = windowing.SessionEntry
 	}
 	if _, err := decodeEntry(value, en); err != nil {
 		return fmt.Errorf("key %q: %w", key, err)

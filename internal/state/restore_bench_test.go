@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
 	"aggregator/internal/state"
 	"aggregator/internal/windowing"
 )
@@ -64,7 +65,7 @@ func BenchmarkRestore1M(b *testing.B) {
 				b.Fatalf("Add(%v) = %v", x, err)
 			}
 		}
-		e, err := windowing.NewEngine(cfg, discard{})
+		e, err := windowing.NewEngine(pipeline.WindowSpec(cfg), discard{})
 		if err != nil {
 			b.Fatalf("NewEngine = %v", err)
 		}

@@ -8,14 +8,13 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 	"github.com/DataDog/sketches-go/ddsketch/store"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 )
 
 // sketchAccuracy is the relative accuracy of quantile sketches: the value
-// reported for quantile q is within 1% of the exact value at rank
-// q*(count-1) (DDSketch's guarantee, independent of the distribution and of
-// how many panes were merged).
+// reported for quantile q is within 1% of the exact value at nearest rank
+// ceil(q*count) (DDSketch's guarantee for the bucket that holds that rank,
+// independent of the distribution and of how many panes were merged).
 const sketchAccuracy = 0.01
 
 type aggFn uint8
@@ -74,7 +73,7 @@ type layout struct {
 // slotInput says which record value (input) feeds which nums slot.
 type slotInput struct{ slot, input int }
 
-func newLayout(aggs []config.Aggregate) (layout, error) {
+func newLayout(aggs []Aggregate) (layout, error) {
 	var l layout
 	for i, a := range aggs {
 		fn, ok := parseFn(a.Fn)
@@ -90,9 +89,6 @@ func newLayout(aggs []config.Aggregate) (layout, error) {
 		case fnDistinct:
 			s.slot, l.sets = l.sets, l.sets+1
 		case fnQuantile:
-			if !(a.Q >= 0 && a.Q <= 1) {
-				return layout{}, fmt.Errorf("aggregates[%d].q %v: must be in [0, 1]", i, a.Q)
-			}
 			s.slot, l.sketches = l.sketches, l.sketches+1
 			s.lo, s.hi, l.nums = l.nums, l.nums+1, l.nums+2
 			l.mins, l.maxes = append(l.mins, s.lo), append(l.maxes, s.hi)
@@ -322,8 +318,11 @@ func (l *layout) mergeExt(dst, src pane) {
 }
 
 // values writes the aggregates of p into out, one per spec.
-func (e *Engine) values(p pane, out []record.Value) {
-	for i, s := range e.agg.specs {
+func (e *Engine) values(p pane, out []record.Value) { e.agg.values(p, out, &e.numbers) }
+
+// values writes the aggregates of p into out, one per spec, made by n.
+func (l *layout) values(p pane, out []record.Value, e *numbers) {
+	for i, s := range l.specs {
 		switch s.fn {
 		case fnCount:
 			out[i] = e.number(float64(*p.count))
@@ -336,8 +335,8 @@ func (e *Engine) values(p pane, out []record.Value) {
 		case fnDistinct:
 			out[i] = e.number(float64(len(p.ext.sets[s.slot])))
 		case fnQuantile:
-			q, err := p.ext.sketches[s.slot].GetValueAtQuantile(s.q)
-			if err != nil { // an empty sketch: every value was NaN
+			q, ok := nearestRank(p.ext.sketches[s.slot], s.q)
+			if !ok { // an empty sketch: every value was NaN
 				q = math.NaN()
 			} else {
 				q = min(max(q, p.nums[s.lo]), p.nums[s.hi])
@@ -345,4 +344,29 @@ func (e *Engine) values(p pane, out []record.Value) {
 			out[i] = e.number(q)
 		}
 	}
+}
+
+// nearestRank returns the sketch's value at rank ceil(q*n) of its n sorted
+// values, 1-based (SPEC §2), q in (0, 1]; false if the sketch is empty.
+// DDSketch's own GetValueAtQuantile interpolates rank q*(n-1) instead,
+// which puts p99 of {100, 477} at 100.
+func nearestRank(sk *ddsketch.DDSketch, q float64) (float64, bool) {
+	n := sk.GetCount()
+	if n == 0 {
+		return 0, false
+	}
+	// q*n is rounded to 9 digits first, so that 0.07*100 (7.000000000000001
+	// in floating point) is rank 7, not 8.
+	r := math.Ceil(math.Round(q*n*1e9) / 1e9)
+	r = min(max(r, 1), n)
+	neg := sk.GetNegativeValueStore()
+	nc := neg.TotalCount()
+	switch {
+	case r <= nc: // the negative store orders by |v|: rank r from below is nc-r+1 there
+		return -sk.Value(neg.KeyAtRank(nc - r + 0.5)), true
+	case r <= nc+sk.GetZeroCount():
+		return 0, true
+	}
+	// KeyAtRank(x) is the first bucket whose cumulative count exceeds x.
+	return sk.Value(sk.GetPositiveValueStore().KeyAtRank(r - nc - sk.GetZeroCount() - 0.5)), true
 }

@@ -82,7 +82,7 @@ func reportPerRecord(b *testing.B) {
 }
 
 func benchEngine(b *testing.B, p params) *windowing.Engine {
-	e, err := windowing.NewEngine(p.config(sumCount...), discard{})
+	e, err := windowing.NewEngine(p.spec(sumCount...), discard{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 // Package windowing is the event-time window engine: window assigners
 // (Tumbling, Sliding), per-(partition, key) window state, allowed lateness,
-// and firings with Flink's semantics (SPEC §3).
+// and firings with Flink's semantics (SPEC §3). Engine runs tumbling and
+// sliding windows; Sessions runs session windows (session.go), with the
+// same methods. Both take a Spec, built once from the validated config.
 //
 // An Engine keeps, for every (partition, key), slices ("panes") of length
 // gcd(size, slide): a record updates exactly one pane, and a window's result

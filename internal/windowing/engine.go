@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 )
 
@@ -15,7 +14,7 @@ import (
 // per firing.
 const smallInts = 1024
 
-// numCacheBits sizes Engine.nums, the cache of other result values.
+// numCacheBits sizes numbers.nums, the cache of other result values.
 const numCacheBits = 8
 
 // Engine holds the window state of every partition and fires windows as the
@@ -32,7 +31,7 @@ type Engine struct {
 	fifo     bool // windows merge through per-key fifoAggs
 	agg      layout
 
-	wm      int64
+	marks
 	span    span   // the last record's pane
 	nextDue int64  // no window fires or drops at a watermark below it
 	seq     uint64 // arrival number of the last record, for first/last ties
@@ -46,11 +45,6 @@ type Engine struct {
 	// restoredMin is the earliest window start restored since the last
 	// FinishRestore; math.MaxInt64 for none.
 	restoredMin int64
-	// floors, by partition, is a watermark the partition's records are
-	// judged against at least: the one they were judged against before
-	// the watermark went down (Rewind) or before the partition moved here
-	// (SetFloor). Below wm it changes nothing.
-	floors []int64
 
 	keys  keySlab
 	table keyTable
@@ -73,20 +67,21 @@ type Engine struct {
 	sorted      []sortEntry
 	acc         *ownPane
 	res         Result
-	ints        []record.Value
-	nums        []record.Value // 1 << numCacheBits
+	numbers
 }
 
-// NewEngine builds the engine from the validated config (window, aggregates;
-// durations become ms here). sink gets results in emission order.
-func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
-	w := cfg.Window
+// NewEngine builds the engine of a tumbling or sliding window spec. sink
+// gets results in emission order. The spec is taken as validated; the
+// only error is an aggregate function the engine does not know.
+func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 	e := &Engine{
 		sink:        sink,
-		size:        w.Size.Milliseconds(),
-		offset:      w.Offset.Milliseconds(),
-		lateness:    w.AllowedLateness.Milliseconds(),
-		wm:          math.MinInt64,
+		size:        spec.Size,
+		slide:       spec.Slide,
+		offset:      spec.Offset,
+		lateness:    spec.Lateness,
+		onClose:     spec.OnClose,
+		marks:       marks{wm: math.MinInt64},
 		nextDue:     math.MaxInt64,
 		span:        span{from: 1, to: 0}, // empty: the first Add assigns
 		aheadUntil:  math.MinInt64,
@@ -94,27 +89,16 @@ func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
 		byStart:     map[int64]*bucket{},
 		table:       newKeyTable(),
 	}
-	switch w.Type {
-	case "tumbling":
+	switch spec.Kind {
+	case KindTumbling:
 		e.slide = e.size
-	case "sliding":
-		e.slide = w.Slide.Milliseconds()
+	case KindSliding:
 	default:
-		return nil, fmt.Errorf("window.type %q: want tumbling or sliding", w.Type)
-	}
-	switch w.Emit {
-	case "on_watermark", "":
-	case "on_close":
-		e.onClose = true
-	default:
-		return nil, fmt.Errorf("window.emit %q: want on_watermark or on_close", w.Emit)
-	}
-	if err := e.checkWindow(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("window kind %d: not tumbling or sliding", spec.Kind)
 	}
 	e.paneLen = gcd(e.size, e.slide)
 	var err error
-	if e.agg, err = newLayout(cfg.Aggregates); err != nil {
+	if e.agg, err = newLayout(spec.Aggregates); err != nil {
 		return nil, err
 	}
 	e.tumbling = e.slide == e.size
@@ -122,50 +106,60 @@ func NewEngine(cfg config.Config, sink Sink) (*Engine, error) {
 	e.acc = e.agg.newOwnPane()
 	e.fifo = e.usesFifo()
 	e.res.Aggregates = make([]record.Value, len(e.agg.specs))
-	e.nums = make([]record.Value, 1<<numCacheBits)
-	e.ints = make([]record.Value, smallInts)
-	for i := range e.ints {
-		e.ints[i] = record.Number(float64(i))
-	}
+	e.numbers = newNumbers()
 	return e, nil
 }
 
-func (e *Engine) checkWindow() error {
-	switch {
-	case e.size <= 0:
-		return fmt.Errorf("window.size %dms: must be positive", e.size)
-	case e.slide <= 0:
-		return fmt.Errorf("window.slide %dms: must be positive", e.slide)
-	case e.slide > e.size:
-		// Flink would silently drop records in the gaps between windows;
-		// no outcome of ours describes that.
-		return fmt.Errorf("window.slide %dms: must not exceed window.size %dms", e.slide, e.size)
-	case e.lateness < 0:
-		return fmt.Errorf("window.allowed_lateness %dms: must not be negative", e.lateness)
-	}
-	return nil
+// marks are the watermark an engine acts on and the partitions' floors.
+type marks struct {
+	wm int64
+	// floors, by partition, is a watermark the partition's records are
+	// judged against at least: the one they were judged against before
+	// the watermark went down (Rewind) or before the partition moved here
+	// (SetFloor). Below wm it changes nothing.
+	floors []int64
 }
 
 // Watermark returns the watermark given to the last Advance (math.MinInt64
 // before the first).
-func (e *Engine) Watermark() int64 { return e.wm }
+func (m *marks) Watermark() int64 { return m.wm }
 
 // Judged returns the watermark a record of partition p is judged against:
 // the watermark, or p's floor if higher.
-func (e *Engine) Judged(p int32) int64 {
-	if int(p) < len(e.floors) {
-		return max(e.wm, e.floors[p])
+func (m *marks) Judged(p int32) int64 {
+	if int(p) < len(m.floors) {
+		return max(m.wm, m.floors[p])
 	}
-	return e.wm
+	return m.wm
 }
 
 // SetFloor makes partition p's records judged against wm at least: the
 // watermark of p's previous owner, which dropped its windows by it.
-func (e *Engine) SetFloor(p int32, wm int64) {
-	for int(p) >= len(e.floors) {
-		e.floors = append(e.floors, math.MinInt64)
+func (m *marks) SetFloor(p int32, wm int64) {
+	for int(p) >= len(m.floors) {
+		m.floors = append(m.floors, math.MinInt64)
 	}
-	e.floors[p] = max(e.floors[p], wm)
+	m.floors[p] = max(m.floors[p], wm)
+}
+
+// lower moves the watermark down to wm, the partitions in keep judged
+// against the current one from now on; it reports whether it went down.
+func (m *marks) lower(wm int64, keep []int32) bool {
+	if wm >= m.wm {
+		return false
+	}
+	for _, p := range keep {
+		m.SetFloor(p, m.wm)
+	}
+	m.wm = wm
+	return true
+}
+
+// clearFloor forgets partition p's floor: p is leaving.
+func (m *marks) clearFloor(p int32) {
+	if int(p) < len(m.floors) {
+		m.floors[p] = math.MinInt64
+	}
 }
 
 // Rewind lowers the watermark to wm: a partition whose watermark is below
@@ -175,13 +169,9 @@ func (e *Engine) SetFloor(p int32, wm int64) {
 // stay fired (an on-time firing skips them; a record into one fires it
 // late); windows not fired yet fire when the watermark comes back.
 func (e *Engine) Rewind(wm int64, keep []int32) {
-	if wm >= e.wm {
+	if !e.lower(wm, keep) {
 		return
 	}
-	for _, p := range keep {
-		e.SetFloor(p, e.wm)
-	}
-	e.wm = wm
 	if !e.onClose {
 		i, _ := slices.BinarySearchFunc(e.buckets, wm, func(b *bucket, wm int64) int {
 			return cmp.Compare(e.maxTimestamp(b.start), wm+1) // the first bucket not due at wm
@@ -196,9 +186,7 @@ func (e *Engine) OpenWindows() int { return e.open }
 
 // RemovePartition drops a revoked partition's state without firing.
 func (e *Engine) RemovePartition(p int32) {
-	if int(p) < len(e.floors) {
-		e.floors[p] = math.MinInt64
-	}
+	e.clearFloor(p)
 	e.changes.forget(e, p)
 	kept := e.buckets[:0]
 	fired := 0
@@ -238,15 +226,29 @@ func (e *Engine) maxTimestamp(start int64) int64 { return e.window(start).MaxTim
 
 func (e *Engine) cleanupTime(start int64) int64 { return e.window(start).CleanupTime(e.lateness) }
 
-// number returns f as a result value. Small integers come from a table;
-// other values from a small cache of the last ones made, since many keys'
-// windows often share a count or sum.
-func (e *Engine) number(f float64) record.Value {
+// numbers makes result values: small integers come from a table, other
+// values from a small cache of the last ones made, since many keys'
+// windows often share a count or sum; so typical firings do not allocate.
+type numbers struct {
+	ints []record.Value
+	nums []record.Value // 1 << numCacheBits
+}
+
+func newNumbers() numbers {
+	n := numbers{ints: make([]record.Value, smallInts), nums: make([]record.Value, 1<<numCacheBits)}
+	for i := range n.ints {
+		n.ints[i] = record.Number(float64(i))
+	}
+	return n
+}
+
+// number returns f as a result value.
+func (n *numbers) number(f float64) record.Value {
 	if f >= 0 && f < smallInts && f == math.Trunc(f) {
-		return e.ints[int(f)]
+		return n.ints[int(f)]
 	}
 	bits := math.Float64bits(f)
-	c := &e.nums[(bits*0x9E3779B97F4A7C15)>>(64-numCacheBits)]
+	c := &n.nums[(bits*0x9E3779B97F4A7C15)>>(64-numCacheBits)]
 	if !c.IsNum || math.Float64bits(c.Num) != bits {
 		*c = record.Number(f)
 	}

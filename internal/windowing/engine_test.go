@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -36,7 +35,7 @@ func TestLatenessEdges(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, tt.emit}.config(sumCount...))
+			e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, tt.emit}.spec(sumCount...))
 			e.Add(rec(0, 0, key, fields, 1000, 1))
 			e.Advance(tt.wm)
 			before := len(c.got)
@@ -63,7 +62,7 @@ func TestLatenessEdges(t *testing.T) {
 // past maxTimestamp but not cleanup fires at once, Late with revision 0,
 // and never gets an on-time firing.
 func TestBrandNewWindowAlreadyDue(t *testing.T) {
-	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 2000, "on_watermark"}.spec(sumCount...))
 	a, af := textKey("a")
 	b, bf := textKey("b")
 	e.Add(rec(0, 0, a, af, 6000, 1))
@@ -77,7 +76,7 @@ func TestBrandNewWindowAlreadyDue(t *testing.T) {
 }
 
 func TestRevisionsCountFirings(t *testing.T) {
-	e, c := newEngine(t, params{"tumbling", 10, 0, 0, 100, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"tumbling", 10, 0, 0, 100, "on_watermark"}.spec(sumCount...))
 	key, fields := textKey("k")
 	e.Add(rec(0, 0, key, fields, 1, 1))
 	e.Advance(20)
@@ -96,7 +95,7 @@ func TestRevisionsCountFirings(t *testing.T) {
 // TestFiringOrder: due windows fire by end, then key (numbers before
 // strings, numbers numerically), then partition, across partitions.
 func TestFiringOrder(t *testing.T) {
-	e, c := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.spec(sumCount...))
 	type in struct {
 		part int32
 		key  string
@@ -128,7 +127,7 @@ func TestFiringOrder(t *testing.T) {
 }
 
 func TestRemovePartition(t *testing.T) {
-	e, c := newEngine(t, params{"sliding", 10, 5, 0, 0, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"sliding", 10, 5, 0, 0, "on_watermark"}.spec(sumCount...))
 	key, fields := textKey("k")
 	e.Add(rec(0, 0, key, fields, 3, 1))
 	e.Add(rec(1, 0, key, fields, 3, 1))
@@ -148,7 +147,7 @@ func TestRemovePartition(t *testing.T) {
 }
 
 func TestEndOfTime(t *testing.T) {
-	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 3_600_000, "on_watermark"}.config(sumCount...))
+	e, c := newEngine(t, params{"tumbling", 5000, 0, 0, 3_600_000, "on_watermark"}.spec(sumCount...))
 	key, fields := textKey("k")
 	near := int64(math.MaxInt64 - 10_000)
 	e.Add(rec(0, 0, key, fields, near, 1))
@@ -170,9 +169,9 @@ func TestEndOfTime(t *testing.T) {
 }
 
 func TestAggregates(t *testing.T) {
-	aggs := []config.Aggregate{{Fn: "count"}, {Fn: "sum"}, {Fn: "min"}, {Fn: "max"}, {Fn: "avg"},
+	aggs := []windowing.Aggregate{{Fn: "count"}, {Fn: "sum"}, {Fn: "min"}, {Fn: "max"}, {Fn: "avg"},
 		{Fn: "first"}, {Fn: "last"}, {Fn: "count_distinct"}, {Fn: "quantile", Q: 0.5}}
-	e, c := newEngine(t, params{"tumbling", 100, 0, 0, 0, "on_watermark"}.config(aggs...))
+	e, c := newEngine(t, params{"tumbling", 100, 0, 0, 0, "on_watermark"}.spec(aggs...))
 	key, fields := textKey("k")
 	ins := []struct {
 		ts int64
@@ -198,35 +197,22 @@ func TestAggregates(t *testing.T) {
 			t.Errorf("%s = %+v, want %+v", names[i], got[i], want[i])
 		}
 	}
-	if q := got[8].Num; math.Abs(q-1) > 0.01 { // sorted -2 1 1 2 4 10: rank 0.5*5 rounds down to 1
+	if q := got[8].Num; math.Abs(q-1) > 0.01 { // sorted -2 1 1 2 4 10: nearest rank ceil(0.5*6) = 3 is 1
 		t.Errorf("quantile 0.5 = %v, want 1 within 1%%", q)
 	}
 }
 
-func TestNewEngineRejects(t *testing.T) {
-	tests := map[string]config.Config{
-		"unknown type":       params{"session", 5, 0, 0, 0, "on_watermark"}.config(),
-		"zero size":          params{"tumbling", 0, 0, 0, 0, "on_watermark"}.config(),
-		"slide above size":   params{"sliding", 5, 6, 0, 0, "on_watermark"}.config(),
-		"zero slide":         params{"sliding", 5, 0, 0, 0, "on_watermark"}.config(),
-		"negative lateness":  params{"tumbling", 5, 0, 0, -1, "on_watermark"}.config(),
-		"unknown emit":       params{"tumbling", 5, 0, 0, 0, "sometimes"}.config(),
-		"unknown fn":         params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "median"}),
-		"quantile q above 1": params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "quantile", Q: 1.5}),
-	}
-	for name, cfg := range tests {
-		t.Run(name, func(t *testing.T) {
-			if _, err := windowing.NewEngine(cfg, &collector{}); err == nil {
-				t.Errorf("NewEngine(%+v, %+v) = nil error, want one", cfg.Window, cfg.Aggregates)
-			}
-		})
+func TestNewEngineRejectsUnknownFn(t *testing.T) {
+	spec := params{"tumbling", 5, 0, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "median"})
+	if _, err := windowing.NewEngine(spec, &collector{}); err == nil {
+		t.Errorf("NewEngine(%+v) = nil error, want one", spec)
 	}
 }
 
 // TestTumblingAddDoesNotAllocate: in steady state (keys and windows seen
 // before) a tumbling Add plus Advance allocates nothing.
 func TestTumblingAddDoesNotAllocate(t *testing.T) {
-	e, err := windowing.NewEngine(params{"tumbling", 100, 0, 0, 0, "on_watermark"}.config(sumCount...), discard{})
+	e, err := windowing.NewEngine(params{"tumbling", 100, 0, 0, 0, "on_watermark"}.spec(sumCount...), discard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +241,7 @@ func TestTumblingAddDoesNotAllocate(t *testing.T) {
 // plus Advance allocates nothing either, with records out of order by up
 // to two panes and some far enough back to be added late.
 func TestDisorderedSlidingAddDoesNotAllocate(t *testing.T) {
-	e, err := windowing.NewEngine(params{"sliding", 60, 10, 0, 20, "on_watermark"}.config(sumCount...), discard{})
+	e, err := windowing.NewEngine(params{"sliding", 60, 10, 0, 20, "on_watermark"}.spec(sumCount...), discard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,15 +284,15 @@ func TestQuantileExactAtTheEdges(t *testing.T) {
 		vals []float64
 		want float64
 	}{
-		"one value":      {0.5, []float64{3}, 3},
-		"one value, p99": {0.99, []float64{1922.5}, 1922.5},
-		"q 0 is the min": {0, []float64{7, 3.3, 12}, 3.3},
-		"q 1 is the max": {1, []float64{7, 3.3, 12.25}, 12.25},
-		"negative":       {0.5, []float64{-41}, -41},
+		"one value":        {0.5, []float64{3}, 3},
+		"one value, p99":   {0.99, []float64{1922.5}, 1922.5},
+		"low q is the min": {0.01, []float64{7, 3.3, 12}, 3.3},
+		"q 1 is the max":   {1, []float64{7, 3.3, 12.25}, 12.25},
+		"negative":         {0.5, []float64{-41}, -41},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, c := newEngine(t, params{"sliding", 100, 50, 0, 0, "on_watermark"}.config(config.Aggregate{Fn: "quantile", Q: tt.q}))
+			e, c := newEngine(t, params{"sliding", 100, 50, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "quantile", Q: tt.q}))
 			key, fields := textKey("k")
 			for i, v := range tt.vals {
 				e.Add(&record.Record{Offset: int64(i), Time: 60, Key: key, KeyFields: fields, Values: []record.Value{record.Number(v)}})
@@ -319,6 +305,51 @@ func TestQuantileExactAtTheEdges(t *testing.T) {
 			}
 			if len(c.got) != 2 {
 				t.Errorf("got %d results, want 2 (two sliding windows)", len(c.got))
+			}
+		})
+	}
+}
+
+// TestQuantileNearestRank: quantile q is the value at rank ceil(q*n) of the
+// n sorted values (SPEC §2), within 1%, for small and larger windows,
+// negative values and zeros included.
+func TestQuantileNearestRank(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64((i*37)%100) - 20 // -20..79, each once, shuffled
+	}
+	tests := map[string]struct {
+		vals []float64
+		qs   []float64
+	}{
+		"n=1":   {[]float64{42}, []float64{0.01, 0.5, 0.99, 1}},
+		"n=2":   {[]float64{477, 100}, []float64{0.01, 0.5, 0.51, 0.99, 1}},
+		"n=3":   {[]float64{0, -5, 12.5}, []float64{0.01, 0.33, 0.34, 0.5, 0.66, 0.67, 0.99, 1}},
+		"n=100": {hundred, []float64{0.01, 0.07, 0.29, 0.5, 0.57, 0.9, 0.95, 0.99, 1}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			aggs := make([]windowing.Aggregate, len(tt.qs))
+			for i, q := range tt.qs {
+				aggs[i] = windowing.Aggregate{Fn: "quantile", Q: q}
+			}
+			e, c := newEngine(t, params{"tumbling", 1000, 0, 0, 0, "on_watermark"}.spec(aggs...))
+			key, fields := textKey("k")
+			for i, v := range tt.vals {
+				vs := make([]record.Value, len(tt.qs))
+				for j := range vs {
+					vs[j] = record.Number(v)
+				}
+				e.Add(&record.Record{Offset: int64(i), Time: int64(i), Key: key, KeyFields: fields, Values: vs})
+			}
+			e.Advance(math.MaxInt64)
+			sorted := slices.Sorted(slices.Values(tt.vals))
+			for j, q := range tt.qs {
+				rank := int(math.Ceil(math.Round(q*float64(len(sorted))*1e9) / 1e9)) // 1-based
+				want := sorted[rank-1]
+				if got := c.got[0].Aggregates[j].Num; math.Abs(got-want) > 0.01*math.Abs(want) {
+					t.Errorf("quantile %v of %v = %v, want %v (rank %d) within 1%%", q, tt.vals, got, want, rank)
+				}
 			}
 		})
 	}

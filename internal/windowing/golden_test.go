@@ -43,7 +43,7 @@ func TestGoldenCalls(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, c := newEngine(t, params{"tumbling", 5000, 0, 0, tt.lateness, "on_watermark"}.config(sumCount...))
+			e, c := newEngine(t, params{"tumbling", 5000, 0, 0, tt.lateness, "on_watermark"}.spec(sumCount...))
 			var late []int
 			maxTs := int64(math.MinInt64)
 			for i, s := range times {

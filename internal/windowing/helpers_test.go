@@ -5,9 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
-	"time"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -19,15 +17,14 @@ type params struct {
 	emit                          string
 }
 
-func (p params) config(aggs ...config.Aggregate) config.Config {
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-	return config.Config{
-		Window: config.Window{
-			Type: p.typ, Size: ms(p.size), Slide: ms(p.slide), Offset: ms(p.offset),
-			AllowedLateness: ms(p.lateness), Emit: p.emit,
-		},
-		Aggregates: aggs,
+func (p params) spec(aggs ...windowing.Aggregate) windowing.Spec {
+	kinds := map[string]windowing.Kind{"tumbling": windowing.KindTumbling, "sliding": windowing.KindSliding, "session": windowing.KindSession}
+	kind, ok := kinds[p.typ]
+	if !ok {
+		panic("unknown window type " + p.typ)
 	}
+	return windowing.Spec{Kind: kind, Size: p.size, Slide: p.slide, Offset: p.offset, Gap: p.size,
+		Lateness: p.lateness, OnClose: p.emit == "on_close", Aggregates: aggs}
 }
 
 // collector is a Sink that keeps copies of the results.
@@ -39,12 +36,12 @@ func (c *collector) Emit(r *windowing.Result) {
 	c.got = append(c.got, cp)
 }
 
-func newEngine(t testing.TB, cfg config.Config) (*windowing.Engine, *collector) {
+func newEngine(t testing.TB, cfg windowing.Spec) (*windowing.Engine, *collector) {
 	t.Helper()
 	c := &collector{}
 	e, err := windowing.NewEngine(cfg, c)
 	if err != nil {
-		t.Fatalf("NewEngine(%+v) = %v", cfg.Window, err)
+		t.Fatalf("NewEngine(%+v) = %v", cfg, err)
 	}
 	e.TrackChanges()
 	return e, c
@@ -86,7 +83,7 @@ func briefs(rs []windowing.Result) []brief {
 	return out
 }
 
-var sumCount = []config.Aggregate{{Name: "s", Fn: "sum", Field: "v"}, {Name: "n", Fn: "count"}}
+var sumCount = []windowing.Aggregate{{Fn: "sum"}, {Fn: "count"}}
 
 // rec builds a record with one sum input and a count slot.
 func rec(part int32, off int64, key string, fields []record.Value, ts int64, v float64) *record.Record {

@@ -49,8 +49,10 @@ func (p *panePool) view(i int32) pane {
 }
 
 // allocPane returns an empty pane at start with no neighbours.
-func (e *Engine) allocPane(start int64) int32 {
-	p := &e.pool
+func (e *Engine) allocPane(start int64) int32 { return e.pool.alloc(&e.agg, start) }
+
+// alloc returns an empty pane of layout l at start with no neighbours.
+func (p *panePool) alloc(l *layout, start int64) int32 {
 	i := p.free
 	if i != noPane {
 		p.free = p.hdr(i).next
@@ -58,19 +60,19 @@ func (e *Engine) allocPane(start int64) int32 {
 		if p.n&poolMask == 0 {
 			p.hdrs = append(p.hdrs, new([poolChunk]paneHdr))
 			p.nums = append(p.nums, make([]float64, poolChunk*p.stride))
-			if e.agg.hasExt() {
+			if l.hasExt() {
 				p.exts = append(p.exts, make([]*paneExt, poolChunk))
 			}
 		}
 		i = p.n
 		p.n++
 		if p.exts != nil {
-			p.exts[i>>poolBits][i&poolMask] = e.agg.newExt()
+			p.exts[i>>poolBits][i&poolMask] = l.newExt()
 		}
 	}
 	*p.hdr(i) = paneHdr{start: start, next: noPane, prev: noPane}
 	v := p.view(i)
-	e.agg.reset(v.nums, v.ext)
+	l.reset(v.nums, v.ext)
 	return i
 }
 

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"aggregator/internal/config"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -14,15 +13,12 @@ import (
 // assignment, every window keeps its records, aggregates are computed from
 // scratch at each firing, and Advance scans every window.
 type reference struct {
-	p    params
-	aggs []config.Aggregate
-	wm   int64
-	seq  uint64
-	wins map[refID]*refWin
-	out  []windowing.Result
-	// qHigh holds, per result, the exact value at rank q*(n-1) rounded up
-	// for each quantile aggregate (the result holds it rounded down).
-	qHigh   [][]float64
+	p       params
+	aggs    []windowing.Aggregate
+	wm      int64
+	seq     uint64
+	wins    map[refID]*refWin
+	out     []windowing.Result
 	checked int // results not compared yet
 }
 
@@ -45,7 +41,7 @@ type refRec struct {
 	values []record.Value
 }
 
-func newReference(p params, aggs []config.Aggregate) *reference {
+func newReference(p params, aggs []windowing.Aggregate) *reference {
 	return &reference{p: p, aggs: aggs, wm: math.MinInt64, wins: map[refID]*refWin{}}
 }
 
@@ -145,23 +141,17 @@ func (r *reference) window(w *refWin) windowing.Window {
 func (r *reference) fire(w *refWin, f windowing.Firing) {
 	res := windowing.Result{Partition: w.id.part, Key: w.id.key, Window: r.window(w), Count: int64(len(w.recs)),
 		Firing: f, Revision: w.rev, Watermark: r.wm}
-	high := make([]float64, len(r.aggs))
 	for i, a := range r.aggs {
 		res.Aggregates = append(res.Aggregates, aggregate(a, i, w.recs))
-		if a.Fn == "quantile" {
-			high[i] = quantileHigh(a.Q, i, w.recs)
-		}
 	}
 	w.rev++
 	r.out = append(r.out, res)
-	r.qHigh = append(r.qHigh, high)
 	r.checked++
 }
 
 // aggregate computes aggregate a (the i-th) over recs in one pass, in
-// arrival order. For quantile it returns the exact value at the sketch's
-// rank, q*(n-1) rounded down.
-func aggregate(a config.Aggregate, i int, recs []refRec) record.Value {
+// arrival order. For quantile it returns the exact value at nearest rank.
+func aggregate(a windowing.Aggregate, i int, recs []refRec) record.Value {
 	nums := make([]float64, len(recs))
 	for j, rc := range recs {
 		nums[j] = rc.values[i].Num
@@ -198,17 +188,14 @@ func aggregate(a config.Aggregate, i int, recs []refRec) record.Value {
 		}
 		return record.Number(float64(len(set)))
 	case "quantile":
-		slices.Sort(nums)
-		return record.Number(nums[int(a.Q*float64(len(nums)-1))])
+		return record.Number(exactNearestRank(a.Q, nums))
 	}
 	panic("unknown fn " + a.Fn)
 }
 
-func quantileHigh(q float64, i int, recs []refRec) float64 {
-	nums := make([]float64, len(recs))
-	for j, rc := range recs {
-		nums[j] = rc.values[i].Num
-	}
-	slices.Sort(nums)
-	return nums[int(math.Ceil(q*float64(len(nums)-1)))]
+// exactNearestRank is the value at rank ceil(q*n) of nums sorted, 1-based.
+func exactNearestRank(q float64, nums []float64) float64 {
+	s := slices.Sorted(slices.Values(nums))
+	r := int(math.Ceil(math.Round(q*float64(len(s))*1e9) / 1e9))
+	return s[min(max(r, 1), len(s))-1]
 }

@@ -15,6 +15,13 @@ import (
 	"aggregator/internal/windowing"
 )
 
+// stateEngine is what the changelog helpers need of an Engine or Sessions.
+type stateEngine interface {
+	Changes(fn func(*windowing.Entry))
+	Restore(en *windowing.Entry, dropped int64) error
+	Watermark() int64
+}
+
 // entryID is what identifies a changelog entry.
 type entryID struct {
 	kind  windowing.EntryKind
@@ -45,7 +52,7 @@ func idOf(en *windowing.Entry) entryID { return entryID{en.Kind, en.Partition, e
 // out, and an error if Changes broke its contract: an identity twice in
 // one call, a tombstone of an entry never handed out, a live entry with
 // nothing in it, or anything in a second call right after.
-func (c *changelog) commit(e *windowing.Engine) (int, error) {
+func (c *changelog) commit(e stateEngine) (int, error) {
 	n := 0
 	seen := map[entryID]bool{}
 	var err error
@@ -63,6 +70,8 @@ func (c *changelog) commit(e *windowing.Engine) (int, error) {
 			err = fmt.Errorf("Changes handed out slice %v with count %d", id, en.Count)
 		case !en.Deleted && en.Kind == windowing.WindowEntry && en.Revision <= 0:
 			err = fmt.Errorf("Changes handed out window %v with revision %d", id, en.Revision)
+		case !en.Deleted && en.Kind == windowing.SessionEntry && (en.Count <= 0 || en.End <= en.Start):
+			err = fmt.Errorf("Changes handed out session %v [%d, %d) with count %d", id, en.Start, en.End, en.Count)
 		}
 		seen[id] = true
 		if en.Deleted {
@@ -108,13 +117,13 @@ func (c *changelog) dropPartition(p int32) {
 // rather than all slices of every partition first. The entries are passed
 // as stored, so an engine that kept or changed what it was given would
 // corrupt the store and fail a later restore.
-func (c *changelog) restore(e *windowing.Engine, rng *rand.Rand) error {
+func (c *changelog) restore(e stateEngine, rng *rand.Rand) error {
 	ids := slices.SortedFunc(maps.Keys(c.entries), func(a, b entryID) int {
 		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.part, b.part), cmp.Compare(a.id, b.id), cmp.Compare(a.start, b.start))
 	})
 	var groups [][]entryID // restored in order; shuffled within
 	if rng != nil && rng.IntN(2) == 0 {
-		byPart := map[int32][2][]entryID{}
+		byPart := map[int32][3][]entryID{}
 		for _, id := range ids {
 			g := byPart[id.part]
 			g[id.kind-windowing.SliceEntry] = append(g[id.kind-windowing.SliceEntry], id)
@@ -123,7 +132,7 @@ func (c *changelog) restore(e *windowing.Engine, rng *rand.Rand) error {
 		parts := slices.Sorted(maps.Keys(byPart))
 		rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
 		for _, p := range parts {
-			groups = append(groups, byPart[p][0], byPart[p][1])
+			groups = append(groups, byPart[p][0], byPart[p][1], byPart[p][2])
 		}
 	} else {
 		i, _ := slices.BinarySearchFunc(ids, windowing.WindowEntry, func(id entryID, k windowing.EntryKind) int { return cmp.Compare(id.kind, k) })
@@ -204,14 +213,14 @@ func TestRestoreAtOtherWatermark(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			a, _ := newEngine(t, tt.p.config(sumCount...))
+			a, _ := newEngine(t, tt.p.spec(sumCount...))
 			feed(a, 0, [][2]float64{{6, 1}, {8, 2}, {11, 4}})
 			a.Advance(12)
 			store := newChangelog()
 			if _, err := store.commit(a); err != nil {
 				t.Fatal(err)
 			}
-			b, c := newEngine(t, tt.p.config(sumCount...))
+			b, c := newEngine(t, tt.p.spec(sumCount...))
 			b.Advance(tt.wm)
 			if err := store.restore(b, nil); err != nil {
 				t.Fatal(err)
@@ -266,14 +275,14 @@ func TestRestoreSkipsDroppedWindows(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			p := params{"sliding", 10, 5, 0, 5, tt.emit}
-			a, _ := newEngine(t, p.config(sumCount...))
+			a, _ := newEngine(t, p.spec(sumCount...))
 			feed(a, 0, [][2]float64{{1, 1}, {4, 2}, {11, 4}})
 			a.Advance(12)
 			store := newChangelog()
 			if _, err := store.commit(a); err != nil {
 				t.Fatal(err)
 			}
-			b, c := newEngine(t, p.config(sumCount...))
+			b, c := newEngine(t, p.spec(sumCount...))
 			b.Advance(tt.wm)
 			if err := store.restore(b, nil); err != nil {
 				t.Fatal(err)
@@ -302,7 +311,7 @@ func TestRestoreKeepsArrivalOrder(t *testing.T) {
 		"sliding":  {"sliding", 10, 5, 0, 0, "on_watermark"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, _ := newEngine(t, p.config(aggs...))
+			a, _ := newEngine(t, p.spec(aggs...))
 			for i, x := range []string{"a", "b", "c"} {
 				add(a, int64(i), x)
 			}
@@ -310,7 +319,7 @@ func TestRestoreKeepsArrivalOrder(t *testing.T) {
 			if _, err := store.commit(a); err != nil {
 				t.Fatal(err)
 			}
-			b, c := newEngine(t, p.config(aggs...))
+			b, c := newEngine(t, p.spec(aggs...))
 			if err := store.restore(b, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -387,7 +396,7 @@ func TestChanges(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, _ := newEngine(t, tt.p.config(sumCount...))
+			e, _ := newEngine(t, tt.p.spec(sumCount...))
 			var got [6][]short
 			feed(e, 0, [][2]float64{{6, 1}})
 			got[0] = shortChanges(e)
@@ -458,7 +467,7 @@ func TestRestoreRejects(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			a, _ := newEngine(t, tt.p.config(allAggs...))
+			a, _ := newEngine(t, tt.p.spec(allAggs...))
 			k, kf := textKey("k")
 			x := record.Text("x")
 			n := record.Number(3)
@@ -466,7 +475,7 @@ func TestRestoreRejects(t *testing.T) {
 			var en windowing.Entry
 			a.Changes(func(e *windowing.Entry) { en = copyEntry(e) })
 			tt.change(&en)
-			b, _ := newEngine(t, tt.p.config(allAggs...))
+			b, _ := newEngine(t, tt.p.spec(allAggs...))
 			err, panicked := restoreOne(b, &en, tt.dropped)
 			if panicked != nil {
 				t.Fatalf("Restore(%v, %d) panicked: %v", idOf(&en), tt.dropped, panicked)
@@ -488,7 +497,7 @@ func restoreOne(e *windowing.Engine, en *windowing.Entry, dropped int64) (err er
 // pending changes only. Key c of partition 1 had the pool's pane before
 // it was dropped; key d of partition 0 has it now.
 func TestChangesAfterRemovePartition(t *testing.T) {
-	e, _ := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.config(sumCount...))
+	e, _ := newEngine(t, params{"tumbling", 5, 0, 0, 0, "on_watermark"}.spec(sumCount...))
 	c, cf := textKey("c")
 	d, df := textKey("d")
 	e.Add(rec(1, 0, c, cf, 1, 1))

@@ -105,7 +105,7 @@ func (s rstep) String() string {
 // history0 is partition 0's key a at 5, 15, 25 and 35, the watermark at 30.
 func history0(t *testing.T, p params) (*windowing.Engine, *collector) {
 	t.Helper()
-	e, c := newEngine(t, p.config(sumCount...))
+	e, c := newEngine(t, p.spec(sumCount...))
 	a, af := textKey("a")
 	for i, ts := range []int64{5, 15, 25, 35} {
 		e.Add(rec(0, int64(i), a, af, ts, float64(i+1)))
@@ -118,7 +118,7 @@ func history0(t *testing.T, p params) (*windowing.Engine, *collector) {
 // watermark at 12, committed to a changelog.
 func owner1(t *testing.T, p params) (*windowing.Engine, *collector, *changelog) {
 	t.Helper()
-	e, c := newEngine(t, p.config(sumCount...))
+	e, c := newEngine(t, p.spec(sumCount...))
 	b, bf := textKey("b")
 	e.Add(rec(1, 0, b, bf, 5, 1000))
 	e.Add(rec(1, 1, b, bf, 11, 2000))
@@ -287,7 +287,7 @@ func TestRewindRemovePartitionResetsFloor(t *testing.T) {
 			if got := e.OpenWindows(); got != 0 {
 				t.Errorf("OpenWindows() after RemovePartition(0) = %d, want 0", got)
 			}
-			fresh, fc := newEngine(t, p.config(sumCount...))
+			fresh, fc := newEngine(t, p.spec(sumCount...))
 			fresh.Advance(12)
 			before := len(c.got)
 			for i, s := range []rstep{{0, 15, 0}, {0, 5, 0}, {-1, 0, 25}, {0, 16, 0}, {-1, 0, math.MaxInt64}} {
@@ -312,9 +312,9 @@ func TestRewindRemovePartitionResetsFloor(t *testing.T) {
 func TestRewindSetFloor(t *testing.T) {
 	for name, p := range rewindConfigs() {
 		t.Run(name, func(t *testing.T) {
-			e, c := newEngine(t, p.config(sumCount...))
-			o12, c12 := newEngine(t, p.config(sumCount...))
-			o30, c30 := newEngine(t, p.config(sumCount...))
+			e, c := newEngine(t, p.spec(sumCount...))
+			o12, c12 := newEngine(t, p.spec(sumCount...))
+			o30, c30 := newEngine(t, p.spec(sumCount...))
 			e.Advance(12)
 			o12.Advance(12)
 			o30.Advance(30)

@@ -21,6 +21,9 @@ const (
 	// WindowEntry is the revision of one key's sliding window that has
 	// fired. A window that has not fired needs no entry: its panes make it.
 	WindowEntry
+	// SessionEntry is one key's session: its bounds (Start, End), its
+	// accumulators and its revision.
+	SessionEntry
 )
 
 // Entry is one item of a partition's window state as a changelog keeps
@@ -32,6 +35,7 @@ type Entry struct {
 	ID        string // the group key, opaque: its sort key (ID[:Split]) then its JSON
 	Split     int
 	Start     int64
+	End       int64 // SessionEntry only: the session is [Start, End)
 	Deleted   bool  // a tombstone: the slice or window was dropped
 	Revision  int64 // firings so far (WindowEntry; tumbling SliceEntry)
 	// SliceEntry: the accumulators, one slot per configured aggregate kind
@@ -86,13 +90,16 @@ func (e *Engine) TrackChanges() { e.track = true }
 
 // markPane notes that pane i (of key ki) changed.
 func (e *Engine) markPane(i, ki int32) {
-	if !e.track {
-		return
+	if e.track {
+		e.changes.markPane(&e.pool, i, ki)
 	}
-	h := e.pool.hdr(i)
-	if h.flags&flagDirty == 0 {
+}
+
+// markPane notes that pane i of pool p (of key ki) changed.
+func (c *changes) markPane(p *panePool, i, ki int32) {
+	if h := p.hdr(i); h.flags&flagDirty == 0 {
 		h.flags |= flagDirty
-		e.changes.panes = append(e.changes.panes, paneRef{i, ki})
+		c.panes = append(c.panes, paneRef{i, ki})
 	}
 }
 
@@ -127,12 +134,7 @@ func (c *changes) forget(e *Engine, p int32) {
 func (e *Engine) Changes(fn func(*Entry)) {
 	c := &e.changes
 	var en Entry
-	for _, g := range c.gone {
-		en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
-		fn(&en)
-	}
-	clear(c.gone)
-	c.gone = c.gone[:0]
+	c.handOutGone(fn, nil)
 	// Newest first: a pane freed and reused since an older entry was
 	// marked has its flags cleared, so only its newest entry counts.
 	for i := len(c.panes) - 1; i >= 0; i-- {
@@ -169,21 +171,41 @@ func (e *Engine) Changes(fn func(*Entry)) {
 	c.wins = c.wins[:0]
 }
 
+// handOutGone hands fn the tombstones noted since the last call, except
+// those whose identity is in live, and forgets them.
+func (c *changes) handOutGone(fn func(*Entry), live map[sessionID]bool) {
+	var en Entry
+	for _, g := range c.gone {
+		if live[sessionID{g.part, g.id, g.start}] {
+			continue
+		}
+		en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
+		fn(&en)
+	}
+	clear(c.gone)
+	c.gone = c.gone[:0]
+}
+
 // sliceEntry fills en with pane i of key k.
 func (e *Engine) sliceEntry(en *Entry, k *keyState, i int32) {
-	h := e.pool.hdr(i)
-	v := e.pool.view(i)
-	picks := en.Picks[:0]
-	*en = Entry{Kind: SliceEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: h.start,
-		Count: h.count, Revision: int64(h.rev), Nums: v.nums}
-	if v.ext != nil {
-		for _, p := range v.ext.picks {
-			picks = append(picks, Pick{Value: p.v, Time: p.t, Seq: p.seq})
-		}
-		en.Picks, en.Sets, en.Sketches = picks, v.ext.sets, v.ext.sketches
-	}
+	e.pool.entry(en, SliceEntry, k, i)
 	if !e.tumbling {
 		en.Revision = 0
+	}
+}
+
+// entry fills en with pane i of key k, as an entry of kind kind.
+func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
+	h := p.hdr(i)
+	v := p.view(i)
+	picks := en.Picks[:0]
+	*en = Entry{Kind: kind, Partition: k.part, ID: k.id, Split: int(k.split), Start: h.start,
+		Count: h.count, Revision: int64(h.rev), Nums: v.nums}
+	if v.ext != nil {
+		for _, pk := range v.ext.picks {
+			picks = append(picks, Pick{Value: pk.v, Time: pk.t, Seq: pk.seq})
+		}
+		en.Picks, en.Sets, en.Sketches = picks, v.ext.sets, v.ext.sketches
 	}
 }
 
@@ -207,6 +229,8 @@ func (e *Engine) Restore(en *Entry, dropped int64) error {
 		return e.restoreSlice(ki, k, en, dropped)
 	case WindowEntry:
 		return e.restoreWindow(ki, k, en)
+	case SessionEntry:
+		return fmt.Errorf("restore: session [%d, %d) of %s does not fit a tumbling or sliding window (was the window changed?)", en.Start, en.End, en.ID[en.Split:])
 	}
 	return fmt.Errorf("restore: unknown entry kind %d", en.Kind)
 }
@@ -215,10 +239,8 @@ func (e *Engine) Restore(en *Entry, dropped int64) error {
 func looksLikeKey(key string) bool { return len(key) >= 2 && key[0] == '{' && key[len(key)-1] == '}' }
 
 func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) error {
-	l := &e.agg
-	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches {
-		return fmt.Errorf("restore: slice at %d of %s has %d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d (were the aggregates changed?)",
-			en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), l.nums, l.picks, l.sets, l.sketches)
+	if err := e.agg.checkSlots(en, "slice"); err != nil {
+		return err
 	}
 	if en.Revision < 0 || en.Revision > math.MaxInt32 {
 		return fmt.Errorf("restore: slice at %d of %s has revision %d", en.Start, en.ID[en.Split:], en.Revision)
@@ -238,28 +260,12 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	if h.count != 0 {
 		return fmt.Errorf("restore: slice at %d of %s twice", en.Start, en.ID[en.Split:])
 	}
-	h.count, h.flags = en.Count, flagStored
-	v := e.pool.view(pi)
-	copy(v.nums, en.Nums)
-	if v.ext != nil {
-		for i, p := range en.Picks {
-			v.ext.picks[i] = pick{v: p.Value, t: p.Time, seq: p.Seq}
-			e.seq = max(e.seq, p.Seq)
-		}
-		for i, s := range en.Sets {
-			for x := range s {
-				v.ext.sets[i][x] = struct{}{}
-			}
-		}
-		for i, sk := range en.Sketches {
-			if sk == nil {
-				return fmt.Errorf("restore: slice at %d of %s: no quantile sketch", en.Start, en.ID[en.Split:])
-			}
-			if err := v.ext.sketches[i].MergeWith(sk); err != nil {
-				return fmt.Errorf("restore: slice at %d of %s: quantile sketch: %w", en.Start, en.ID[en.Split:], err)
-			}
-		}
+	h.flags = flagStored
+	seq, err := e.pool.load(&e.agg, pi, en)
+	if err != nil {
+		return err
 	}
+	e.seq = max(e.seq, seq)
 	if e.tumbling {
 		h.rev = int32(en.Revision)
 		e.restored(en.Start, en.Revision)
@@ -346,4 +352,43 @@ func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
 	*k = keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}
 	e.table.insert(tag, ki)
 	return ki, k
+}
+
+// checkSlots returns an error unless en has the slots of layout l.
+func (l *layout) checkSlots(en *Entry, what string) error {
+	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches {
+		return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d (were the aggregates changed?)",
+			what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), l.nums, l.picks, l.sets, l.sketches)
+	}
+	return nil
+}
+
+// load copies en's count and accumulators into the empty pane i of layout
+// l, and returns the largest arrival number of its picks.
+func (p *panePool) load(l *layout, i int32, en *Entry) (uint64, error) {
+	p.hdr(i).count = en.Count
+	v := p.view(i)
+	copy(v.nums, en.Nums)
+	var seq uint64
+	if v.ext == nil {
+		return 0, nil
+	}
+	for j, pk := range en.Picks {
+		v.ext.picks[j] = pick{v: pk.Value, t: pk.Time, seq: pk.Seq}
+		seq = max(seq, pk.Seq)
+	}
+	for j, set := range en.Sets {
+		for x := range set {
+			v.ext.sets[j][x] = struct{}{}
+		}
+	}
+	for j, sk := range en.Sketches {
+		if sk == nil {
+			return 0, fmt.Errorf("restore: slice at %d of %s: no quantile sketch", en.Start, en.ID[en.Split:])
+		}
+		if err := v.ext.sketches[j].MergeWith(sk); err != nil {
+			return 0, fmt.Errorf("restore: slice at %d of %s: quantile sketch: %w", en.Start, en.ID[en.Split:], err)
+		}
+	}
+	return seq, nil
 }

@@ -29,6 +29,10 @@ const (
 	OnTime Firing = iota // the watermark passed the window's MaxTimestamp
 	Late                 // an accepted late record changed a window that had fired (or was already due)
 	Final                // emit on_close: the window's one result, at its cleanup time
+	// Retract withdraws a session that fired and was then merged into a
+	// new one (SPEC §3): only Partition, Key and Window are set; it is a
+	// tombstone under the session's Kafka key.
+	Retract
 )
 
 func (f Firing) String() string {
@@ -37,6 +41,8 @@ func (f Firing) String() string {
 		return "on_time"
 	case Late:
 		return "late"
+	case Retract:
+		return "retract"
 	}
 	return "final"
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package windowing_test
+
+const raceEnabled = false

@@ -1,0 +1,406 @@
+package windowing
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"aggregator/internal/record"
+)
+
+// Sessions is the engine of session windows (SPEC §3; Flink's
+// EventTimeSessionWindows and DynamicEventTimeSessionWindows with
+// MergingWindowSet). Every (partition, key) has a list of sessions that do
+// not intersect, sorted by start, each one pane of accumulators. A record's
+// window [t, t+gap) merges with every session it intersects (touching
+// counts); the merged session is a new window: revision 0, not fired, and
+// the absorbed sessions that had fired are retracted. Two timer queues
+// (session_timers.go), ordered by time then key, hold one live entry per
+// key each: the earliest maxTimestamp of its unfired sessions and the
+// earliest cleanup time; an entry that its session outgrew moves on when
+// it comes up.
+//
+// Sessions has the methods of Engine that the pipeline uses, with the same
+// meaning. It is not safe for concurrent use.
+type Sessions struct {
+	sink     Sink
+	gap      int64
+	lateness int64
+	onClose  bool
+	agg      layout
+	numbers
+
+	marks
+	nextDue int64 // no timer is due at a watermark below it
+	seq     uint64
+
+	keys  []sessKey // by key index, found through table (findKey)
+	free  []int32
+	table keyTable
+	pool  panePool
+	open  int
+
+	fire, clean timers
+
+	track   bool
+	changes changes // panes and gone only
+
+	merges int64
+
+	res     Result
+	sortKey []byte
+}
+
+// sessKey is one (partition, key) of a session window.
+type sessKey struct {
+	keyState           // identity; first and last are unused
+	sess     []session // sorted by start, pairwise not intersecting
+	// fireAt and cleanAt are the times of the key's live entries in the
+	// fire and clean queues (noTimer: none); entries at other times are
+	// stale. timers counts its entries, live or stale: the slot is
+	// released once it has neither sessions nor entries.
+	fireAt, cleanAt int64
+	timers          int32
+}
+
+// session is one session window; its pane holds its accumulators, its
+// revision (firings so far) and its changelog flags.
+type session struct {
+	start, end int64
+	pane       int32
+}
+
+func (x *session) window() Window { return Window{Start: x.start, End: x.end} }
+
+const noTimer = math.MaxInt64
+
+// NewSessions builds the engine of a session window spec. sink gets
+// results and retractions in emission order.
+func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
+	if spec.Kind != KindSession {
+		return nil, fmt.Errorf("window kind %d: not session", spec.Kind)
+	}
+	s := &Sessions{sink: sink, gap: spec.Gap, lateness: spec.Lateness, onClose: spec.OnClose,
+		marks: marks{wm: math.MinInt64}, nextDue: noTimer, table: newKeyTable(), numbers: newNumbers()}
+	var err error
+	if s.agg, err = newLayout(spec.Aggregates); err != nil {
+		return nil, err
+	}
+	s.pool = panePool{stride: s.agg.nums, free: noPane}
+	s.res.Aggregates = make([]record.Value, len(s.agg.specs))
+	s.fire.keys, s.clean.keys = &s.keys, &s.keys
+	return s, nil
+}
+
+// Rewind is Engine.Rewind: sessions that fired stay fired (a record into
+// one fires it late), the others fire when the watermark comes back.
+func (s *Sessions) Rewind(wm int64, keep []int32) {
+	if s.lower(wm, keep) {
+		s.nextDue = min(s.fire.top(), s.clean.top())
+	}
+}
+
+// OpenWindows returns the number of open sessions.
+func (s *Sessions) OpenWindows() int { return s.open }
+
+// Merges returns how many records bridged two sessions or more.
+func (s *Sessions) Merges() int64 { return s.merges }
+
+// Add applies SPEC §3 steps 1–2 to one record: its window [t, t+gap)
+// merged with the key's sessions it intersects is late if its cleanup time
+// is at or below the watermark (nothing is merged); else the record joins
+// it, absorbed sessions that fired are retracted in order of start, and in
+// emit mode on_watermark the session fires late if it is due or had fired.
+func (s *Sessions) Add(rec *record.Record) Outcome {
+	gap := rec.Gap
+	if gap <= 0 {
+		gap = s.gap
+	}
+	w := Window{Start: rec.Time, End: addSat(rec.Time, gap)}
+	wm := s.Judged(rec.Partition)
+	tag := s.table.hash(rec.Partition, rec.Key)
+	ki := s.findKey(rec.Partition, tag, rec.Key)
+	i, j, merged := 0, 0, w
+	if ki >= 0 {
+		i, j, merged = intersecting(s.keys[ki].sess, w)
+	}
+	if merged.CleanupTime(s.lateness) <= wm {
+		return Outcome{Kind: LateEvent, Missed: merged}
+	}
+	if ki < 0 {
+		ki = s.newKey(rec.Partition, tag, rec)
+	}
+	k := &s.keys[ki]
+	switch {
+	case j-i == 1 && k.sess[i].start == merged.Start && s.pool.hdr(k.sess[i].pane).rev == 0:
+		// The usual record: inside its key's session, or extending it to
+		// the right. Unfired and at the same start, it is the same
+		// changelog identity and there is nothing to retract.
+		k.sess[i].end = merged.End
+	case j-i == 1 && k.sess[i].window() == merged: // inside a session that fired: no merge
+	case i == j:
+		k.sess = slices.Insert(k.sess, i, session{start: merged.Start, end: merged.End, pane: s.pool.alloc(&s.agg, merged.Start)})
+		s.open++
+	default:
+		s.merge(ki, i, j, merged)
+	}
+	x := &k.sess[i]
+	s.seq++
+	if s.agg.numsOnly {
+		s.agg.addNums(&s.pool.hdr(x.pane).count, s.pool.numsOf(x.pane), rec.Values)
+	} else {
+		s.agg.add(s.pool.view(x.pane), rec, s.seq)
+	}
+	s.markPane(x.pane, ki)
+	if !s.onClose {
+		if x.end-1 <= wm || s.pool.hdr(x.pane).rev > 0 {
+			s.emit(ki, x, Late)
+		} else {
+			s.schedule(&s.fire, ki, &k.fireAt, x.end-1)
+		}
+	}
+	s.schedule(&s.clean, ki, &k.cleanAt, merged.CleanupTime(s.lateness))
+	if invariants {
+		s.check()
+	}
+	return Outcome{Kind: Aggregated}
+}
+
+// intersecting returns the sessions ss[i:j] that w intersects (a.start <= b.end
+// and b.start <= a.end) and the window they make with w.
+func intersecting(ss []session, w Window) (i, j int, merged Window) {
+	j = len(ss)
+	for j > 0 && ss[j-1].start > w.End {
+		j--
+	}
+	i = j
+	for i > 0 && ss[i-1].end >= w.Start {
+		i--
+	}
+	if i == j {
+		return i, j, w
+	}
+	return i, j, Window{Start: min(w.Start, ss[i].start), End: max(w.End, ss[j-1].end)}
+}
+
+// merge makes k's sessions [i, j) one session with the bounds of merged
+// at index i, a new window: retractions first for those that fired, then
+// their accumulators merge into the first one's pane, which starts over
+// at revision 0.
+func (s *Sessions) merge(ki int32, i, j int, merged Window) {
+	k := &s.keys[ki]
+	if j-i > 1 {
+		s.merges++
+	}
+	for m := i; m < j; m++ {
+		if x := &k.sess[m]; s.pool.hdr(x.pane).rev > 0 && !s.onClose {
+			s.retract(k, x)
+		}
+	}
+	first := &k.sess[i]
+	dst := s.pool.view(first.pane)
+	for m := i + 1; m < j; m++ {
+		x := &k.sess[m]
+		s.agg.merge(dst, s.pool.view(x.pane))
+		s.dropped(k, x)
+		s.pool.freePane(x.pane)
+		s.open--
+	}
+	h := s.pool.hdr(first.pane)
+	if first.start != merged.Start { // a new changelog identity
+		s.dropped(k, first)
+		h.flags &^= flagStored
+	}
+	h.start, h.rev = merged.Start, 0
+	first.start, first.end = merged.Start, merged.End
+	k.sess = slices.Delete(k.sess, i+1, j)
+}
+
+// retract emits the retraction of k's session x.
+func (s *Sessions) retract(k *sessKey, x *session) {
+	r := &s.res
+	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
+	r.Count, r.Revision, r.Firing, r.Watermark = 0, 0, Retract, s.wm
+	clear(r.Aggregates)
+	s.sink.Emit(r)
+}
+
+// emit hands the result of key ki's session x to the sink.
+func (s *Sessions) emit(ki int32, x *session, f Firing) {
+	k := &s.keys[ki]
+	h := s.pool.hdr(x.pane)
+	r := &s.res
+	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
+	r.Count, r.Revision, r.Firing, r.Watermark = h.count, int64(h.rev), f, s.wm
+	s.agg.values(s.pool.view(x.pane), r.Aggregates, &s.numbers)
+	h.rev++
+	s.markPane(x.pane, ki)
+	s.sink.Emit(r)
+}
+
+// schedule makes sure key ki has an entry in queue t at or before at;
+// *live is the time of its live entry there.
+func (s *Sessions) schedule(t *timers, ki int32, live *int64, at int64) {
+	if at >= *live {
+		return
+	}
+	*live = at
+	s.keys[ki].timers++
+	t.push(timer{at: at, key: ki, prefix: sortPrefix(s.keys[ki].sortKey())})
+	s.nextDue = min(s.nextDue, at)
+}
+
+// Advance applies SPEC §3 step 3 for a new watermark wm (ignored unless
+// higher): unfired sessions with maxTimestamp <= wm fire on time in order
+// of end, then key (emit on_watermark); then sessions with cleanupTime <=
+// wm are dropped, in emit mode on_close after their Final firing.
+func (s *Sessions) Advance(wm int64) {
+	if wm <= s.wm {
+		return
+	}
+	s.wm = wm
+	if wm < s.nextDue {
+		return
+	}
+	s.fireDue()
+}
+
+func (s *Sessions) fireDue() {
+	wm := s.wm
+	for !s.onClose && s.fire.due(wm) {
+		t := s.fire.head()
+		k := &s.keys[t.key]
+		next := int64(noTimer)
+		if k.fireAt == t.at {
+			for m := range k.sess {
+				x := &k.sess[m]
+				switch {
+				case s.pool.hdr(x.pane).rev > 0:
+				case x.end-1 <= t.at:
+					s.emit(t.key, x, OnTime)
+				default:
+					next = min(next, x.end-1)
+				}
+			}
+			k.fireAt = next
+		}
+		s.fire.next(next, &k.timers)
+		s.releaseIfDone(t.key)
+	}
+	for s.clean.due(wm) {
+		t := s.clean.head()
+		k := &s.keys[t.key]
+		next := int64(noTimer)
+		if k.cleanAt == t.at {
+			next = s.dropDue(t.key, t.at)
+			k.cleanAt = next
+		}
+		s.clean.next(next, &k.timers)
+		s.releaseIfDone(t.key)
+	}
+	s.nextDue = min(s.fire.top(), s.clean.top())
+	if invariants {
+		s.check()
+	}
+}
+
+// dropDue drops key ki's sessions whose cleanup time is at or below at,
+// after their Final firing in emit mode on_close, and returns the
+// earliest cleanup time of the others (noTimer: none).
+func (s *Sessions) dropDue(ki int32, at int64) int64 {
+	k := &s.keys[ki]
+	next := int64(noTimer)
+	kept := k.sess[:0]
+	for m := range k.sess {
+		x := k.sess[m]
+		if c := x.window().CleanupTime(s.lateness); c > at {
+			next = min(next, c)
+			kept = append(kept, x)
+			continue
+		}
+		if s.onClose {
+			s.emit(ki, &x, Final)
+		}
+		s.dropped(k, &x)
+		s.pool.freePane(x.pane)
+		s.open--
+	}
+	k.sess = kept
+	return next
+}
+
+// releaseIfDone frees key ki once it has no session and no timer entry.
+func (s *Sessions) releaseIfDone(ki int32) {
+	k := &s.keys[ki]
+	if len(k.sess) > 0 || k.timers > 0 || k.id == "" {
+		return
+	}
+	s.table.remove(s.table.hash(k.part, k.key()), ki)
+	*k = sessKey{sess: k.sess[:0], fireAt: noTimer, cleanAt: noTimer}
+	s.free = append(s.free, ki)
+}
+
+// findKey returns the index of key key of partition part (hash tag), or
+// -1 if there is none.
+func (s *Sessions) findKey(part int32, tag uint32, key string) int32 {
+	t := &s.table
+	m := t.mask()
+	for i := t.home(tag); ; i = (i + 1) & m {
+		sl := t.slots[i]
+		if sl == 0 {
+			return -1
+		}
+		if uint32(sl>>32) == tag {
+			ki := int32(uint32(sl) - 1)
+			if k := &s.keys[ki]; k.part == part && k.key() == key {
+				return ki
+			}
+		}
+	}
+}
+
+// newKey adds key id (sort key, then the key's JSON at split) of partition
+// part, hash tag.
+func (s *Sessions) newKey(part int32, tag uint32, rec *record.Record) int32 {
+	s.sortKey = appendSortKey(s.sortKey[:0], rec.KeyFields)
+	n := len(s.sortKey)
+	s.sortKey = append(s.sortKey, rec.Key...)
+	return s.addKey(part, tag, string(s.sortKey), n)
+}
+
+func (s *Sessions) addKey(part int32, tag uint32, id string, split int) int32 {
+	var ki int32
+	if n := len(s.free); n > 0 {
+		ki, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		s.keys = append(s.keys, sessKey{})
+		ki = int32(len(s.keys) - 1)
+	}
+	k := &s.keys[ki]
+	k.keyState = keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}
+	k.fireAt, k.cleanAt = noTimer, noTimer
+	s.table.insert(tag, ki)
+	return ki
+}
+
+// RemovePartition drops a revoked partition's sessions without firing.
+func (s *Sessions) RemovePartition(p int32) {
+	s.clearFloor(p)
+	s.forgetChanges(p)
+	gone := func(t timer) bool { return s.keys[t.key].part == p && s.keys[t.key].id != "" }
+	s.fire.deleteFunc(gone)
+	s.clean.deleteFunc(gone)
+	for ki := range s.keys {
+		k := &s.keys[ki]
+		if k.id == "" || k.part != p {
+			continue
+		}
+		for _, x := range k.sess {
+			s.pool.freePane(x.pane)
+			s.open--
+		}
+		k.sess, k.timers = k.sess[:0], 0
+		s.releaseIfDone(int32(ki))
+	}
+	s.nextDue = min(s.fire.top(), s.clean.top())
+}

@@ -1,0 +1,40 @@
+package windowing
+
+import "fmt"
+
+// check panics if s's structure is broken: a key's sessions out of order,
+// intersecting or with a pane of another start, the open count wrong, or
+// a session without a timer entry at or before its due time.
+func (s *Sessions) check() {
+	open := 0
+	for ki := range s.keys {
+		k := &s.keys[ki]
+		if k.id == "" {
+			continue
+		}
+		for m, x := range k.sess {
+			fail := func(what string) {
+				panic(fmt.Sprintf("windowing: %s: session %d [%d, %d) of %s (partition %d): %s", "invariant", m, x.start, x.end, k.key(), k.part, what))
+			}
+			h := s.pool.hdr(x.pane)
+			switch {
+			case x.start >= x.end:
+				fail("empty")
+			case m > 0 && k.sess[m-1].end >= x.start:
+				fail("intersects the one before, or is out of order")
+			case h.start != x.start:
+				fail(fmt.Sprintf("its pane starts at %d", h.start))
+			case h.count <= 0:
+				fail("no records")
+			case !s.onClose && h.rev == 0 && k.fireAt > x.end-1:
+				fail(fmt.Sprintf("unfired, but the key's fire entry is at %d", k.fireAt))
+			case k.cleanAt > x.window().CleanupTime(s.lateness):
+				fail(fmt.Sprintf("the key's cleanup entry is at %d", k.cleanAt))
+			}
+			open++
+		}
+	}
+	if open != s.open {
+		panic(fmt.Sprintf("windowing: invariant: %d open sessions, counted %d", s.open, open))
+	}
+}

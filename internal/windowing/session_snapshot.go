@@ -1,0 +1,161 @@
+package windowing
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// TrackChanges is Engine.TrackChanges.
+func (s *Sessions) TrackChanges() { s.track = true }
+
+// markPane notes that session pane i (of key ki) changed.
+func (s *Sessions) markPane(i, ki int32) {
+	if s.track {
+		s.changes.markPane(&s.pool, i, ki)
+	}
+}
+
+// dropped notes that k's session x is gone from the changelog identity
+// it had (dropped, absorbed by a merge, or moved to a new start).
+func (s *Sessions) dropped(k *sessKey, x *session) {
+	if s.pool.hdr(x.pane).flags&flagStored != 0 {
+		s.changes.gone = append(s.changes.gone, goneRef{SessionEntry, k.part, k.id, k.split, x.start})
+	}
+}
+
+// forgetChanges drops what partition p's changelog lacks: p is leaving.
+func (s *Sessions) forgetChanges(p int32) {
+	c := &s.changes
+	c.panes = slices.DeleteFunc(c.panes, func(r paneRef) bool { return s.keys[r.key].part == p })
+	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
+}
+
+// Changes is Engine.Changes: tombstones of sessions that were stored and
+// are gone (dropped, merged away, or moved to a new start), then the
+// sessions that changed, each a SessionEntry.
+func (s *Sessions) Changes(fn func(*Entry)) {
+	c := &s.changes
+	var en Entry
+	// A tombstone whose identity a new session took is left out: the new
+	// session's entry replaces the old one.
+	c.handOutGone(fn, s.liveGone())
+	// Newest first: a pane freed and reused since an older note has its
+	// flags cleared, so only its newest note counts.
+	for i := len(c.panes) - 1; i >= 0; i-- {
+		r := c.panes[i]
+		h := s.pool.hdr(r.pane)
+		if h.flags&flagDirty == 0 {
+			continue
+		}
+		h.flags = h.flags&^flagDirty | flagStored
+		k := &s.keys[r.key]
+		m := slices.IndexFunc(k.sess, func(x session) bool { return x.pane == r.pane })
+		if m < 0 { // not reached: a live dirty pane is one of its key's sessions
+			panic(fmt.Sprintf("windowing: dirty session pane %d is not a session of %s", r.pane, k.key()))
+		}
+		s.pool.entry(&en, SessionEntry, &k.keyState, r.pane)
+		en.End = k.sess[m].end
+		fn(&en)
+	}
+	c.panes = c.panes[:0]
+}
+
+// sessionID identifies a session's changelog entry.
+type sessionID struct {
+	part  int32
+	id    string
+	start int64
+}
+
+// liveGone returns the identities of the tombstones to hand out that a
+// changed session has again (a key's session dropped, and a new one at the
+// same start; only dynamic gaps make that), or nil if there are none.
+func (s *Sessions) liveGone() map[sessionID]bool {
+	c := &s.changes
+	if len(c.gone) == 0 || len(c.panes) == 0 {
+		return nil
+	}
+	gone := make(map[sessionID]bool, len(c.gone))
+	for _, g := range c.gone {
+		gone[sessionID{g.part, g.id, g.start}] = true
+	}
+	live := map[sessionID]bool{}
+	seen := map[int32]bool{} // only a pane's newest note names its key
+	for i := len(c.panes) - 1; i >= 0; i-- {
+		r := c.panes[i]
+		h := s.pool.hdr(r.pane)
+		if seen[r.pane] || h.flags&flagDirty == 0 {
+			continue
+		}
+		seen[r.pane] = true
+		k := &s.keys[r.key]
+		if id := (sessionID{k.part, k.id, h.start}); gone[id] {
+			live[id] = true
+		}
+	}
+	return live
+}
+
+// Restore is Engine.Restore for SessionEntries: the partition must have
+// no state in s. A session whose cleanup time is at or below dropped was
+// dropped by the previous owner and is not made again.
+func (s *Sessions) Restore(en *Entry, dropped int64) error {
+	if en.Deleted {
+		return nil
+	}
+	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
+		return fmt.Errorf("restore: malformed key %q", en.ID)
+	}
+	key := en.ID[en.Split:]
+	if en.Kind != SessionEntry {
+		return fmt.Errorf("restore: entry kind %d at %d of %s does not fit a session window (was the window changed?)", en.Kind, en.Start, key)
+	}
+	if en.End <= en.Start || en.Revision < 0 || en.Revision > math.MaxInt32 || en.Count <= 0 {
+		return fmt.Errorf("restore: session [%d, %d) of %s with %d records, revision %d, is not a session", en.Start, en.End, key, en.Count, en.Revision)
+	}
+	if err := s.agg.checkSlots(en, "session"); err != nil {
+		return err
+	}
+	w := Window{Start: en.Start, End: en.End}
+	if w.CleanupTime(s.lateness) <= dropped {
+		return nil
+	}
+	tag := s.table.hash(en.Partition, key)
+	ki := s.findKey(en.Partition, tag, key)
+	if ki < 0 {
+		ki = s.addKey(en.Partition, tag, en.ID, en.Split)
+	}
+	k := &s.keys[ki]
+	if i, j, _ := intersecting(k.sess, w); i != j {
+		return fmt.Errorf("restore: session [%d, %d) of %s intersects session [%d, %d)", en.Start, en.End, key, k.sess[i].start, k.sess[i].end)
+	}
+	pi := s.pool.alloc(&s.agg, en.Start)
+	seq, err := s.pool.load(&s.agg, pi, en)
+	if err != nil {
+		s.pool.freePane(pi)
+		s.releaseIfDone(ki)
+		return err
+	}
+	s.seq = max(s.seq, seq)
+	h := s.pool.hdr(pi)
+	h.rev, h.flags = int32(en.Revision), flagStored
+	i, _, _ := intersecting(k.sess, w)
+	k.sess = slices.Insert(k.sess, i, session{start: en.Start, end: en.End, pane: pi})
+	s.open++
+	if !s.onClose && en.Revision == 0 {
+		s.schedule(&s.fire, ki, &k.fireAt, w.MaxTimestamp())
+	}
+	s.schedule(&s.clean, ki, &k.cleanAt, w.CleanupTime(s.lateness))
+	return nil
+}
+
+// FinishRestore is Engine.FinishRestore: restored sessions already due at
+// the current watermark fire on time unless they fired before, and those
+// past their cleanup time are dropped (emit on_close: after their Final
+// firing).
+func (s *Sessions) FinishRestore() {
+	if s.wm >= s.nextDue {
+		s.fireDue()
+	}
+}

@@ -1,0 +1,33 @@
+package windowing
+
+// Kind is a window type (SPEC §3).
+type Kind uint8
+
+const (
+	KindTumbling Kind = iota // fixed, non-overlapping windows of Size
+	KindSliding              // windows of Size starting every Slide
+	KindSession              // per key, merged [t, t+gap) windows
+)
+
+// Spec is what the engine needs of the configuration, in ms. It is built
+// once from a config that config.Load has validated (the one place that
+// checks ranges); the engine takes it as given.
+type Spec struct {
+	Kind   Kind
+	Size   int64 // tumbling and sliding
+	Slide  int64 // sliding only; tumbling windows slide by Size
+	Offset int64 // tumbling and sliding
+	// Gap is a session's default gap: a record's window is [t, t+Gap)
+	// unless the record carries its own (record.Record.Gap > 0).
+	Gap        int64
+	Lateness   int64
+	OnClose    bool // emit on_close: one Final firing per window, at its cleanup time
+	Aggregates []Aggregate
+}
+
+// Aggregate is one configured aggregate function; Q is a quantile's
+// rank, in (0, 1].
+type Aggregate struct {
+	Fn string // count | sum | min | max | avg | first | last | count_distinct | quantile
+	Q  float64
+}
