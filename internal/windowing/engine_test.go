@@ -209,10 +209,10 @@ func TestNewEngineRejectsUnknownFn(t *testing.T) {
 	}
 }
 
-// TestTumblingAddDoesNotAllocate: in steady state (keys and windows seen
-// before) a tumbling Add plus Advance allocates nothing.
-func TestTumblingAddDoesNotAllocate(t *testing.T) {
-	e, err := windowing.NewEngine(params{"tumbling", 100, 0, 0, 0, "on_watermark"}.spec(sumCount...), discard{})
+// steadyEngine returns an untracked engine of p with a discarding sink,
+// and 100 records of 10 keys for the allocation tests to feed it.
+func steadyEngine(t *testing.T, p params) (*windowing.Engine, []*record.Record) {
+	e, err := windowing.NewEngine(p.spec(sumCount...), discard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +221,13 @@ func TestTumblingAddDoesNotAllocate(t *testing.T) {
 		key, fields := numKey(float64(i % 10))
 		recs[i] = rec(0, int64(i), key, fields, 0, float64(i))
 	}
+	return e, recs
+}
+
+// TestTumblingAddDoesNotAllocate: in steady state (keys and windows seen
+// before) a tumbling Add plus Advance allocates nothing.
+func TestTumblingAddDoesNotAllocate(t *testing.T) {
+	e, recs := steadyEngine(t, params{"tumbling", 100, 0, 0, 0, "on_watermark"})
 	ts := int64(0)
 	step := func() {
 		for _, r := range recs {
@@ -241,15 +248,7 @@ func TestTumblingAddDoesNotAllocate(t *testing.T) {
 // plus Advance allocates nothing either, with records out of order by up
 // to two panes and some far enough back to be added late.
 func TestDisorderedSlidingAddDoesNotAllocate(t *testing.T) {
-	e, err := windowing.NewEngine(params{"sliding", 60, 10, 0, 20, "on_watermark"}.spec(sumCount...), discard{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs := make([]*record.Record, 100)
-	for i := range recs {
-		key, fields := numKey(float64(i % 10))
-		recs[i] = rec(0, int64(i), key, fields, 0, float64(i))
-	}
+	e, recs := steadyEngine(t, params{"sliding", 60, 10, 0, 20, "on_watermark"})
 	ts, maxTs, partly := int64(0), int64(0), 0
 	step := func() {
 		for i, r := range recs {
