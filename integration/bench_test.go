@@ -50,8 +50,10 @@ func deliveries() []string { return []string{"at_least_once", "exactly_once"} }
 // same 4-partition topic and touches every value, for tumbling and
 // sliding(60) windows, each with both delivery modes. Besides records/s
 // it reports the process's CPU per record (cpu-ns/record, kfake included)
-// and the commits made per run: compare the sub-benchmarks of one run, as
-// the machine's speed varies between runs.
+// and the commits made per run, and for a pipeline the CPU it adds per
+// record over the plain consumer of the same run (added-cpu-ns/record:
+// its cpu-ns/record minus the plain consumer's). Compare the
+// sub-benchmarks of one run, as the machine's speed varies between runs.
 //
 // Both rates are timed from the first fetched batch: joining the group,
 // and the pipeline's topic checks and producer start-up, are one-off costs
@@ -64,13 +66,14 @@ func BenchmarkEndToEnd(b *testing.B) {
 	kc := newCluster(b, 4)
 	brokers := kc.ListenAddrs()
 	produceBenchInput(b, brokers, benchKeys)
+	var plain timing
 	b.Run("plain", func(b *testing.B) {
-		var total timing
+		plain = timing{}
 		b.ReportAllocs()
 		for b.Loop() {
-			total.add(plainTime(b, brokers, benchGroup("plain")))
+			plain.add(plainTime(b, brokers, benchGroup("plain")))
 		}
-		total.report(b)
+		plain.report(b)
 	})
 	for _, w := range benchWindows() {
 		for _, delivery := range deliveries() {
@@ -82,6 +85,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 					total.add(run.timing)
 				}
 				total.report(b)
+				if plain.records > 0 {
+					b.ReportMetric(total.cpuPerRecord()-plain.cpuPerRecord(), "added-cpu-ns/record")
+				}
 			})
 		}
 	}
@@ -117,11 +123,16 @@ func (t *timing) add(u timing) {
 // included: divide by 400k for a rough figure per record.)
 func (t *timing) report(b *testing.B) {
 	b.ReportMetric(float64(t.records)/t.wall.Seconds(), "records/s")
-	b.ReportMetric(float64(t.cpu.Nanoseconds())/float64(t.records), "cpu-ns/record")
+	b.ReportMetric(t.cpuPerRecord(), "cpu-ns/record")
 	b.ReportMetric(t.cpu.Seconds()/t.wall.Seconds(), "cores")
 	if t.commits > 0 {
 		b.ReportMetric(t.commits/float64(b.N), "commits/op")
 	}
+}
+
+// cpuPerRecord is the process's CPU time per record, in ns.
+func (t *timing) cpuPerRecord() float64 {
+	return float64(t.cpu.Nanoseconds()) / float64(t.records)
 }
 
 func benchGroup(name string) string { return fmt.Sprintf("bench-%s-%d", name, time.Now().UnixNano()) }

@@ -83,12 +83,13 @@ func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) 
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 		var offset int64
+		var rec pipeline.Input // one for all lines: a new one per line escapes, an allocation per record
 		for sc.Scan() {
 			line := bytes.TrimRight(sc.Bytes(), "\r")
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue // blank lines take no offset
 			}
-			rec := pipeline.Input{Topic: topic, Offset: offset, Value: line}
+			rec = pipeline.Input{Topic: topic, Offset: offset, Value: line}
 			proc.Process(&rec, now)
 			offset++
 		}

@@ -65,7 +65,6 @@ type Engine struct {
 	freeBuckets []*bucket
 	sortKey     []byte
 	sorted      []sortEntry
-	flip        []int32
 	acc         *ownPane
 	res         Result
 	numbers

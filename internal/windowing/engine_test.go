@@ -209,10 +209,10 @@ func TestNewEngineRejectsUnknownFn(t *testing.T) {
 	}
 }
 
-// TestTumblingAddDoesNotAllocate: in steady state (keys and windows seen
-// before) a tumbling Add plus Advance allocates nothing.
-func TestTumblingAddDoesNotAllocate(t *testing.T) {
-	e, err := windowing.NewEngine(params{"tumbling", 100, 0, 0, 0, "on_watermark"}.spec(sumCount...), discard{})
+// steadyEngine returns an untracked engine of p with a discarding sink,
+// and 100 records of 10 keys for the allocation tests to feed it.
+func steadyEngine(t *testing.T, p params) (*windowing.Engine, []*record.Record) {
+	e, err := windowing.NewEngine(p.spec(sumCount...), discard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +221,13 @@ func TestTumblingAddDoesNotAllocate(t *testing.T) {
 		key, fields := numKey(float64(i % 10))
 		recs[i] = rec(0, int64(i), key, fields, 0, float64(i))
 	}
+	return e, recs
+}
+
+// TestTumblingAddDoesNotAllocate: in steady state (keys and windows seen
+// before) a tumbling Add plus Advance allocates nothing.
+func TestTumblingAddDoesNotAllocate(t *testing.T) {
+	e, recs := steadyEngine(t, params{"tumbling", 100, 0, 0, 0, "on_watermark"})
 	ts := int64(0)
 	step := func() {
 		for _, r := range recs {
@@ -234,6 +241,37 @@ func TestTumblingAddDoesNotAllocate(t *testing.T) {
 	step()
 	if allocs := testing.AllocsPerRun(20, step); allocs != 0 {
 		t.Errorf("100 steady-state Add+Advance = %v allocs, want 0", allocs)
+	}
+}
+
+// TestDisorderedSlidingAddDoesNotAllocate: in steady state a sliding Add
+// plus Advance allocates nothing either, with records out of order by up
+// to two panes and some far enough back to be added late.
+func TestDisorderedSlidingAddDoesNotAllocate(t *testing.T) {
+	e, recs := steadyEngine(t, params{"sliding", 60, 10, 0, 20, "on_watermark"})
+	ts, maxTs, partly := int64(0), int64(0), 0
+	step := func() {
+		for i, r := range recs {
+			r.Time = ts - int64(i*7919%20)
+			if i%25 == 0 {
+				r.Time = ts - 65 // behind the watermark: late for some windows
+			}
+			ts++
+			maxTs = max(maxTs, r.Time)
+			if e.Add(r).Kind == windowing.PartiallyLate {
+				partly++
+			}
+			e.Advance(maxTs - 20)
+		}
+	}
+	for range 5 {
+		step()
+	}
+	if allocs := testing.AllocsPerRun(20, step); allocs != 0 {
+		t.Errorf("100 steady-state disordered sliding Add+Advance = %v allocs, want 0", allocs)
+	}
+	if partly == 0 {
+		t.Errorf("no record was partially late: the stream misses late additions")
 	}
 }
 

@@ -1,6 +1,10 @@
 package windowing
 
-import "aggregator/internal/record"
+import (
+	"slices"
+
+	"aggregator/internal/record"
+)
 
 // fifoAgg is one key's "two-stacks" (FIFO) aggregation over its panes, so
 // that the on-time firings of a sliding window cost amortized O(1) merges
@@ -14,9 +18,12 @@ import "aggregator/internal/record"
 //
 // Only count, sum, min, max, avg, first and last go through it: their
 // states are small and fixed. A record that lands in a pane of the back
-// part is added to the back merge too; one that lands in the front part
-// (a late record, or a new pane inside the range) invalidates the state,
-// and the next query rebuilds it from the panes: rare, and O(panes) once.
+// part is added to the back merge too; one that lands in a pane of the
+// front part (a late record) is added to the suffix aggregates that hold
+// that pane, so that the late firing it causes (usually of the window last
+// queried) is still O(1) merges. A new pane inside the front part
+// invalidates the state, and the next query rebuilds it from the panes:
+// rare, and O(panes) once.
 type fifoAgg struct {
 	valid       bool
 	lo, mid, hi int64
@@ -28,9 +35,6 @@ type fifoAgg struct {
 	nums   []float64 // layout.nums per entry
 	picks  []pick    // layout.picks per entry
 	back   *ownPane
-	// cur is the last pane merged into the back (its start < hi), where
-	// the next push resumes; noPane to start from the key's first pane.
-	cur int32
 }
 
 // usesFifo reports whether windows are merged with a fifoAgg: sliding
@@ -40,15 +44,14 @@ func (e *Engine) usesFifo() bool {
 	return e.size/e.paneLen >= 3 && e.agg.sets == 0 && e.agg.sketches == 0
 }
 
-// fifoWindow leaves in e.acc the merge of k's panes in the window starting
-// at start, through k's fifoAgg. It reports false, leaving the fifoAgg
-// alone, for a window older than the last one queried (a late re-firing):
-// those take the plain merge.
-func (e *Engine) fifoWindow(ki int32, k *keyState, start int64) bool {
-	sk := e.keys.slide(ki)
+// fifoWindow leaves in e.acc the merge of sliding key sk's panes in the
+// window starting at start, through its fifoAgg. It reports false, leaving
+// the fifoAgg alone, for a window older than the last one queried (a late
+// re-firing): those take the plain merge.
+func (e *Engine) fifoWindow(sk *slideKey, start int64) bool {
 	f := sk.fifo
 	if f == nil {
-		f = &fifoAgg{back: e.agg.newOwnPane(), cur: noPane}
+		f = &fifoAgg{back: e.agg.newOwnPane()}
 		sk.fifo = f
 	}
 	end := e.window(start).End
@@ -58,13 +61,13 @@ func (e *Engine) fifoWindow(ki int32, k *keyState, start int64) bool {
 	if !f.valid || start >= f.hi {
 		e.fifoReset(f, start)
 	}
-	e.fifoPush(k, f, end)
+	e.fifoPush(sk, f, end)
 	f.lo = start
 	for f.head < len(f.starts) && f.starts[f.head] < start {
 		f.head++
 	}
 	if f.lo >= f.mid {
-		e.fifoFlip(k, f)
+		e.fifoFlip(sk, f)
 	}
 	e.agg.clear(e.acc.pane)
 	if f.head < len(f.starts) {
@@ -81,47 +84,25 @@ func (e *Engine) fifoReset(f *fifoAgg, start int64) {
 	f.valid = true
 	f.lo, f.mid, f.hi = start, start, start
 	f.head = 0
-	f.cur = noPane
 	f.starts, f.counts, f.nums, f.picks = f.starts[:0], f.counts[:0], f.nums[:0], f.picks[:0]
 	e.agg.clear(f.back.pane)
 }
 
 // fifoPush merges into the back the panes in [f.hi, end).
-func (e *Engine) fifoPush(k *keyState, f *fifoAgg, end int64) {
+func (e *Engine) fifoPush(sk *slideKey, f *fifoAgg, end int64) {
 	if end <= f.hi {
 		return
 	}
-	i := k.first
-	if f.cur != noPane {
-		i = f.cur
-	}
-	for ; i != noPane; i = e.pool.hdr(i).next {
-		h := e.pool.hdr(i)
-		if h.start >= end {
-			break
-		}
-		if h.start >= f.hi {
-			e.agg.merge(f.back.pane, e.pool.view(i))
-			f.cur = i
-		}
+	for _, i := range e.panesIn(sk, f.hi, end) {
+		e.agg.merge(f.back.pane, e.pool.view(i))
 	}
 	f.hi = end
 }
 
 // fifoFlip moves every pane of [lo, hi) to the front, computing the
 // suffix aggregates right to left, and empties the back.
-func (e *Engine) fifoFlip(k *keyState, f *fifoAgg) {
-	in := e.flip[:0]
-	for i := k.first; i != noPane; i = e.pool.hdr(i).next {
-		h := e.pool.hdr(i)
-		if h.start >= f.hi {
-			break
-		}
-		if h.start >= f.lo {
-			in = append(in, i)
-		}
-	}
-	e.flip = in
+func (e *Engine) fifoFlip(sk *slideKey, f *fifoAgg) {
+	in := e.panesIn(sk, f.lo, f.hi)
 	n := len(in)
 	f.head = 0
 	f.starts = resize(f.starts, n)
@@ -149,11 +130,23 @@ func (e *Engine) fifoNote(ki int32, paneStart int64, rec *record.Record, seq uin
 	if f == nil || !f.valid || paneStart < f.lo || paneStart >= f.hi {
 		return
 	}
-	if paneStart < f.mid {
+	if paneStart >= f.mid {
+		e.agg.add(f.back.pane, rec, seq)
+		return
+	}
+	n, ok := slices.BinarySearch(f.starts[f.head:], paneStart)
+	if !ok {
 		f.valid = false
 		return
 	}
-	e.agg.add(f.back.pane, rec, seq)
+	// The suffixes up to the pane's own hold it. e.acc is free here: it
+	// holds a merge only within emit.
+	one := e.acc.pane
+	e.agg.clear(one)
+	e.agg.add(one, rec, seq)
+	for i := f.head; i <= f.head+n; i++ {
+		e.mergeFlatInto(&f.counts[i], e.flatNums(f, i), e.flatPicks(f, i), *one.count, one.nums, panePicks(one))
+	}
 }
 
 func (e *Engine) flatNums(f *fifoAgg, i int) []float64 {

@@ -82,30 +82,38 @@ func (e *Engine) assign(t int64) {
 }
 
 // paneOf returns k's pane at start, creating it (and the windows it
-// opens, which start in [first, last]) if needed. Records mostly go to the
-// key's newest pane or a new one after it; others walk the key's panes.
+// opens, which start in [first, last]) if needed.
 func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
-	prev, next := int32(noPane), k.first
-	if k.first != noPane {
-		switch h := e.pool.hdr(k.last); {
-		case h.start == start:
-			return k.last
-		case h.start < start:
-			prev, next = k.last, noPane
-		}
+	if k.first != noPane && e.pool.hdr(k.last).start == start {
+		return k.last // most records
 	}
-	for next != noPane {
-		h := e.pool.hdr(next)
-		if h.start == start {
-			return next
+	var sk *slideKey
+	var prev, next int32
+	j := 0 // sliding: where the pane is or goes in sk.panes
+	if e.tumbling {
+		prev, next = e.seek(k, start)
+		if prev != noPane && e.pool.hdr(prev).start == start {
+			return prev
 		}
-		if h.start > start {
-			break
+	} else {
+		sk = e.keys.slide(ki)
+		var found bool
+		j, found = e.findPaneIn(sk, start)
+		ps := sk.panes.live()
+		if found {
+			return ps[j]
 		}
-		prev, next = next, h.next
+		prev, next = noPane, noPane
+		if j > 0 {
+			prev = ps[j-1]
+		}
+		if j < len(ps) {
+			next = ps[j]
+		}
 	}
 	i := e.allocPane(start)
-	e.pool.hdr(i).next = next
+	h := e.pool.hdr(i)
+	h.prev, h.next = prev, next
 	if prev == noPane {
 		k.first = i
 	} else {
@@ -113,13 +121,72 @@ func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
 	}
 	if next == noPane {
 		k.last = i
+	} else {
+		e.pool.hdr(next).prev = i
 	}
 	if e.tumbling {
 		e.addWindow(ki, start)
 	} else {
+		sk.panes.insert(j, i)
 		e.addWindows(ki, prev, next, first, last)
 	}
 	return i
+}
+
+// findPaneIn returns the index in sk.panes of the sliding key's pane at
+// start, or where it would go. Panes are usually consecutive, so the
+// first guess, counted back from the newest pane, is O(1) however far
+// back start is; a key with gaps takes a binary search.
+func (e *Engine) findPaneIn(sk *slideKey, start int64) (int, bool) {
+	ps := sk.panes.live()
+	n := len(ps)
+	if n == 0 {
+		return 0, false
+	}
+	newest := e.pool.hdr(ps[n-1]).start
+	switch {
+	case start > newest:
+		return n, false
+	case start == newest: // no division
+		return n - 1, true
+	}
+	if d := newest - start; d >= 0 { // < 0: overflowed
+		if j := n - 1 - int(d/e.paneLen); j >= 0 && e.pool.hdr(ps[j]).start == start {
+			return j, true
+		}
+	}
+	return slices.BinarySearchFunc(ps, start, func(i int32, s int64) int { return cmp.Compare(e.pool.hdr(i).start, s) })
+}
+
+// seek returns k's last pane that starts at or before start (prev) and
+// the pane after it (next); noPane where there is none. It walks from
+// whichever end of k's panes is nearer to start: a tumbling key's panes
+// are its windows, (allowed lateness + disorder) / size + 1 of them, and
+// records mostly go to the newest and firings to the oldest.
+func (e *Engine) seek(k *keyState, start int64) (prev, next int32) {
+	if k.first == noPane {
+		return noPane, noPane
+	}
+	lh := e.pool.hdr(k.last)
+	if lh.start <= start {
+		return k.last, noPane
+	}
+	fh := e.pool.hdr(k.first)
+	if start < fh.start {
+		return noPane, k.first
+	}
+	if start-fh.start < lh.start-start {
+		prev = k.first
+		for n := fh.next; e.pool.hdr(n).start <= start; n = e.pool.hdr(n).next {
+			prev = n
+		}
+		return prev, e.pool.hdr(prev).next
+	}
+	next = k.last
+	for p := lh.prev; e.pool.hdr(p).start > start; p = e.pool.hdr(p).prev {
+		next = p
+	}
+	return e.pool.hdr(next).prev, next
 }
 
 // addWindow puts key ki in the timer of its new window at start.
@@ -316,7 +383,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 		if f == OnTime && h.rev > 0 {
 			return
 		}
-		r.Count, r.Revision = h.count, h.rev
+		r.Count, r.Revision = h.count, int64(h.rev)
 		e.values(e.pool.view(i), r.Aggregates)
 		h.rev++
 		e.markPane(i, ki)
@@ -330,7 +397,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 		r.Revision = int64(w.rev)
 		w.rev++
 		e.markWin(ki, w)
-		e.mergeWindow(ki, k, start)
+		e.mergeWindow(sk, start)
 		r.Count = e.acc.n
 		e.values(e.acc.pane, r.Aggregates)
 	}
@@ -344,30 +411,27 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 
 // findPane returns k's pane at start, which must exist.
 func (e *Engine) findPane(k *keyState, start int64) int32 {
-	i := k.first
-	for e.pool.hdr(i).start != start {
-		i = e.pool.hdr(i).next
-	}
+	i, _ := e.seek(k, start)
 	return i
 }
 
-// mergeWindow leaves in e.acc the merge of k's panes in the window that
-// starts at start.
-func (e *Engine) mergeWindow(ki int32, k *keyState, start int64) {
-	if e.fifo && e.fifoWindow(ki, k, start) {
+// mergeWindow leaves in e.acc the merge of sliding key sk's panes in the
+// window that starts at start.
+func (e *Engine) mergeWindow(sk *slideKey, start int64) {
+	if e.fifo && e.fifoWindow(sk, start) {
 		return
 	}
 	e.agg.clear(e.acc.pane)
-	end := e.window(start).End
-	for i := k.first; i != noPane; i = e.pool.hdr(i).next {
-		h := e.pool.hdr(i)
-		if h.start >= end {
-			break
-		}
-		if h.start >= start {
-			e.agg.merge(e.acc.pane, e.pool.view(i))
-		}
+	for _, i := range e.panesIn(sk, start, e.window(start).End) {
+		e.agg.merge(e.acc.pane, e.pool.view(i))
 	}
+}
+
+// panesIn returns the sliding key's panes that start in [from, to).
+func (e *Engine) panesIn(sk *slideKey, from, to int64) []int32 {
+	lo, _ := e.findPaneIn(sk, from)
+	hi, _ := e.findPaneIn(sk, to)
+	return sk.panes.live()[lo:hi]
 }
 
 // dropBucket removes b's window from every key in it, with the panes no
@@ -395,8 +459,11 @@ func (e *Engine) dropBucket(b *bucket) {
 			i := k.first
 			e.dropped(SliceEntry, k, h.start, h.flags)
 			k.first = h.next
-			if sk != nil && sk.fifo != nil && sk.fifo.cur == i {
-				sk.fifo.cur = noPane
+			if k.first != noPane {
+				e.pool.hdr(k.first).prev = noPane
+			}
+			if sk != nil {
+				sk.panes.popFront()
 			}
 			e.pool.freePane(i)
 		}

@@ -6,8 +6,9 @@ package windowing
 type paneHdr struct {
 	start int64
 	count int64
-	rev   int64 // tumbling: firings so far of the window that is this pane
+	rev   int32 // tumbling: firings so far of the window that is this pane
 	next  int32 // the key's next pane, or noPane; the next free pane when free
+	prev  int32 // the key's previous pane, or noPane
 	flags uint8 // changelog flags (see flagDirty); fits in the padding
 }
 
@@ -47,10 +48,10 @@ func (p *panePool) view(i int32) pane {
 	return v
 }
 
-// allocPane returns an empty pane at start with no successor.
+// allocPane returns an empty pane at start with no neighbours.
 func (e *Engine) allocPane(start int64) int32 { return e.pool.alloc(&e.agg, start) }
 
-// alloc returns an empty pane of layout l at start with no successor.
+// alloc returns an empty pane of layout l at start with no neighbours.
 func (p *panePool) alloc(l *layout, start int64) int32 {
 	i := p.free
 	if i != noPane {
@@ -69,7 +70,7 @@ func (p *panePool) alloc(l *layout, start int64) int32 {
 			p.exts[i>>poolBits][i&poolMask] = l.newExt()
 		}
 	}
-	*p.hdr(i) = paneHdr{start: start, next: noPane}
+	*p.hdr(i) = paneHdr{start: start, next: noPane, prev: noPane}
 	v := p.view(i)
 	l.reset(v.nums, v.ext)
 	return i

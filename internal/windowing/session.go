@@ -231,7 +231,7 @@ func (s *Sessions) emit(ki int32, x *session, f Firing) {
 	h := s.pool.hdr(x.pane)
 	r := &s.res
 	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
-	r.Count, r.Revision, r.Firing, r.Watermark = h.count, h.rev, f, s.wm
+	r.Count, r.Revision, r.Firing, r.Watermark = h.count, int64(h.rev), f, s.wm
 	s.agg.values(s.pool.view(x.pane), r.Aggregates, &s.numbers)
 	h.rev++
 	s.markPane(x.pane, ki)

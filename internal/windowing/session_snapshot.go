@@ -2,6 +2,7 @@ package windowing
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -110,7 +111,7 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 	if en.Kind != SessionEntry {
 		return fmt.Errorf("restore: entry kind %d at %d of %s does not fit a session window (was the window changed?)", en.Kind, en.Start, key)
 	}
-	if en.End <= en.Start || en.Revision < 0 || en.Count <= 0 {
+	if en.End <= en.Start || en.Revision < 0 || en.Revision > math.MaxInt32 || en.Count <= 0 {
 		return fmt.Errorf("restore: session [%d, %d) of %s with %d records, revision %d, is not a session", en.Start, en.End, key, en.Count, en.Revision)
 	}
 	if err := s.agg.checkSlots(en, "session"); err != nil {
@@ -138,7 +139,7 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 	}
 	s.seq = max(s.seq, seq)
 	h := s.pool.hdr(pi)
-	h.rev, h.flags = en.Revision, flagStored
+	h.rev, h.flags = int32(en.Revision), flagStored
 	i, _, _ := intersecting(k.sess, w)
 	k.sess = slices.Insert(k.sess, i, session{start: en.Start, end: en.End, pane: pi})
 	s.open++

@@ -200,7 +200,7 @@ func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
 	v := p.view(i)
 	picks := en.Picks[:0]
 	*en = Entry{Kind: kind, Partition: k.part, ID: k.id, Split: int(k.split), Start: h.start,
-		Count: h.count, Revision: h.rev, Nums: v.nums}
+		Count: h.count, Revision: int64(h.rev), Nums: v.nums}
 	if v.ext != nil {
 		for _, pk := range v.ext.picks {
 			picks = append(picks, Pick{Value: pk.v, Time: pk.t, Seq: pk.seq})
@@ -242,6 +242,9 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	if err := e.agg.checkSlots(en, "slice"); err != nil {
 		return err
 	}
+	if en.Revision < 0 || en.Revision > math.MaxInt32 {
+		return fmt.Errorf("restore: slice at %d of %s has revision %d", en.Start, en.ID[en.Split:], en.Revision)
+	}
 	if got := en.Start - floorMod(en.Start-e.offset, e.paneLen); got != en.Start {
 		return fmt.Errorf("restore: slice at %d of %s is not on a slice boundary (was the window changed?)", en.Start, en.ID[en.Split:])
 	}
@@ -264,7 +267,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	}
 	e.seq = max(e.seq, seq)
 	if e.tumbling {
-		h.rev = en.Revision
+		h.rev = int32(en.Revision)
 		e.restored(en.Start, en.Revision)
 	} else {
 		e.restored(first, 0)
@@ -328,7 +331,7 @@ func (e *Engine) fireAhead(ki int32, k *keyState, first, last, wm int64) {
 // revision returns the firings so far of k's window at start.
 func (e *Engine) revision(ki int32, k *keyState, start int64) int64 {
 	if e.tumbling {
-		return e.pool.hdr(e.findPane(k, start)).rev
+		return int64(e.pool.hdr(e.findPane(k, start)).rev)
 	}
 	sk := e.keys.slide(ki)
 	j, ok := sk.findWin(start, e.slide)

@@ -49,9 +49,10 @@ type keyState struct {
 	split uint32 // len(sort key)
 	part  int32
 	// first and last are the key's panes in the pool, linked in order of
-	// start through paneHdr.next; first is noPane if it has none. A key has
-	// windows exactly when it has panes. A key without panes keeps in last
-	// the mark of its entry in Engine.idle.
+	// start through paneHdr.next and back through paneHdr.prev; first is
+	// noPane if it has none. A key has windows exactly when it has panes.
+	// A key without panes keeps in last the mark of its entry in
+	// Engine.idle.
 	first, last int32
 }
 
@@ -75,19 +76,28 @@ type win struct {
 // slideKey is the part of a key's state that only sliding windows need.
 type slideKey struct {
 	wins deque[win] // sorted by start
-	fifo *fifoAgg   // windows of 3 panes or more only
+	// panes are the key's panes in order of start, as they are linked, so
+	// that paneOf finds one from its start in O(1) (findPaneIn).
+	panes deque[int32]
+	fifo  *fifoAgg // windows of 3 panes or more only
 }
 
 // findWin returns the index of k's window at start, or where it would go.
 // Windows are usually consecutive, which the first guess exploits.
 func (s *slideKey) findWin(start, slide int64) (int, bool) {
 	ws := s.wins.live()
-	if len(ws) == 0 || ws[len(ws)-1].start < start {
-		return len(ws), false
+	if len(ws) == 0 {
+		return 0, false
 	}
 	if d := start - ws[0].start; d >= 0 && d%slide == 0 {
-		if j := d / slide; j < int64(len(ws)) && ws[j].start == start {
+		// One read for a window at either end (firings and drops take the
+		// oldest, new windows go after the newest).
+		j := d / slide
+		if j < int64(len(ws)) && ws[j].start == start {
 			return int(j), true
+		}
+		if j >= int64(len(ws)) && ws[len(ws)-1].start < start {
+			return len(ws), false
 		}
 	}
 	return slices.BinarySearchFunc(ws, start, func(w win, s int64) int { return cmp.Compare(w.start, s) })
@@ -136,9 +146,9 @@ func (s *keySlab) release(i int32) {
 	if s.slides != nil {
 		sk := s.slide(i)
 		sk.wins.reset()
+		sk.panes.reset()
 		if sk.fifo != nil {
 			sk.fifo.valid = false
-			sk.fifo.cur = noPane
 		}
 	}
 	s.free = append(s.free, i)
