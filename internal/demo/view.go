@@ -107,8 +107,8 @@ func fitRows(rows []Row, lines, n int) ([]Row, int) {
 // line says where Kafka and the metrics are, so any line read alone (a
 // log tail) tells how to look further.
 func Summary(s State) string {
-	return fmt.Sprintf("demo: elapsed=%s produced=%d processed=%.0f results=%d late_firings=%d late=%d dead_letters=%d keys=%d watermark=%s kafka=%q metrics=%s",
-		s.Elapsed.Truncate(time.Second), s.Sent.Total(), s.Processed, s.Results, s.LateFirings,
+	return fmt.Sprintf("demo: elapsed=%s produced=%d processed=%.0f results=%d late_firings=%d retractions=%d late=%d dead_letters=%d keys=%d watermark=%s kafka=%q metrics=%s",
+		s.Elapsed.Truncate(time.Second), s.Sent.Total(), s.Processed, s.Results, s.LateFirings, s.Retractions,
 		s.Late, s.DeadLetters, len(s.Rows), timeText(s.Watermark, time.RFC3339Nano), s.Brokers, s.MetricsURL)
 }
 

@@ -71,9 +71,11 @@ func TestSummary(t *testing.T) {
 		want string
 	}{
 		"running": {func(*demo.State) {},
-			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 late=3 dead_letters=6 keys=2 watermark=2030-12-01T10:10:10.7Z" + where},
+			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 retractions=0 late=3 dead_letters=6 keys=2 watermark=2030-12-01T10:10:10.7Z" + where},
+		"sessions": {func(s *demo.State) { s.Retractions = 2 },
+			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 retractions=2 late=3 dead_letters=6 keys=2 watermark=2030-12-01T10:10:10.7Z" + where},
 		"no watermark": {func(s *demo.State) { s.Watermark = math.MinInt64 },
-			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 late=3 dead_letters=6 keys=2 watermark=none" + where},
+			"demo: elapsed=12s produced=600 processed=598 results=40 late_firings=3 retractions=0 late=3 dead_letters=6 keys=2 watermark=none" + where},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
