@@ -209,9 +209,11 @@ func (c *Consumer) resetState() {
 // produceChangelog produces changelog records; failures surface at the
 // next flush or transaction end.
 func (c *Consumer) produceChangelog(ctx context.Context, recs []pipeline.ChangelogRecord) {
+	krs := make([]kgo.Record, len(recs)) // one allocation, not one per record
 	for i := range recs {
 		r := &recs[i]
-		kr := &kgo.Record{Topic: c.changelog, Partition: r.Partition, Key: r.Key, Value: r.Value}
+		kr := &krs[i]
+		*kr = kgo.Record{Topic: c.changelog, Partition: r.Partition, Key: r.Key, Value: r.Value}
 		if r.Value == nil {
 			kr.Headers = []kgo.RecordHeader{{Key: state.TagHeader, Value: state.AppendTag(nil, r.Tag)}}
 		}

@@ -34,7 +34,7 @@ func (t *tape) DeadLetter(_ *pipeline.Input, err error) {
 	t.dead = append(t.dead, de.Reason)
 }
 
-func newProcessor(t *testing.T, yaml string) (*pipeline.Processor, *tape) {
+func newProcessor(t testing.TB, yaml string) (*pipeline.Processor, *tape) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), nil)
 	if err != nil {

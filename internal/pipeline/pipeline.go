@@ -67,6 +67,11 @@ type Processor struct {
 	futureMs int64     // 0 = no future guard
 	merges   int64     // session merges reported by TakeSessionMerges
 	parts    []partPos // by partition id
+
+	// Checkpoint's scratch: where each entry's key and value end in its
+	// buffer, and the size of the last buffer (the next one's capacity).
+	entryEnds       [][2]int
+	checkpointBytes int
 }
 
 // partPos is what the changelog needs of one partition besides its windows.
@@ -318,15 +323,34 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			pp.repairs = nil
 		}
 	}
+	// The entries' keys and values go into one buffer, sliced once it is
+	// complete (appending moves it): two allocations per entry were most
+	// of a commit's garbage. The buffer is new each time, as the producer
+	// holds the records until they are written.
+	buf := make([]byte, 0, p.checkpointBytes)
+	first := len(data)
+	ends := p.entryEnds[:0]
 	p.engine.Changes(func(en *windowing.Entry) {
 		tag := p.parts[en.Partition].tag
-		r := ChangelogRecord{Partition: en.Partition, Key: state.AppendKey(nil, en), Tag: tag}
+		buf = state.AppendKey(buf, en)
+		keyEnd := len(buf)
 		if !en.Deleted {
-			r.Value = state.AppendValue(nil, en, tag)
+			buf = state.AppendValue(buf, en, tag)
 		}
-		data = append(data, r)
+		ends = append(ends, [2]int{keyEnd, len(buf)})
+		data = append(data, ChangelogRecord{Partition: en.Partition, Tag: tag})
 		p.parts[en.Partition].written = -2 // its position must be written too
 	})
+	start := 0
+	for i, e := range ends {
+		r := &data[first+i]
+		r.Key = buf[start:e[0]:e[0]]
+		if e[1] > e[0] {
+			r.Value = buf[e[0]:e[1]:e[1]]
+		}
+		start = e[1]
+	}
+	p.entryEnds, p.checkpointBytes = ends, len(buf)
 	w := p.engine.Watermark()
 	for id := range p.parts {
 		pp := &p.parts[id]
