@@ -69,6 +69,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 		return fmt.Errorf("commit: %w", cerr)
 	}
 	c.m.Commits.WithLabelValues("committed").Inc()
+	c.writer.Committed()
 	return nil
 }
 
@@ -151,6 +152,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	refused := c.writer.OnlyRefused()
 	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
+		c.writer.Committed()
 	} else {
 		c.m.Commits.WithLabelValues("aborted").Inc()
 		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")

@@ -164,6 +164,12 @@ func TestWriterRefusedRecord(t *testing.T) {
 		if err := dead(w); err != nil || len(cl.recs) != 1 || headerMap(cl.recs[0])[producer.HeaderTruncated] != "" || cl.flushes != 2 {
 			t.Fatalf("processed again: Err() = %v, %d records, %d flushes; want nil, the record whole, alone (2 flushes)", err, len(cl.recs), cl.flushes)
 		}
+		// Once committed, the refusal is forgotten: the same output again
+		// (another input, equal) goes in a batch like any other.
+		w.Committed()
+		if err := dead(w); err != nil || len(cl.recs) != 2 || cl.flushes != 2 {
+			t.Fatalf("after Committed: Err() = %v, %d records, %d flushes; want nil, 2 records, no flush of its own (2 flushes)", err, len(cl.recs), cl.flushes)
+		}
 	})
 	t.Run("refused alone too", func(t *testing.T) {
 		cl := &refusing{refuse: refuseDLQ(2)}

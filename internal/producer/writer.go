@@ -364,6 +364,20 @@ func (w *Writer) Fail(err error) {
 	w.otherFailure = true
 }
 
+// Committed forgets the outputs refused per record: the commit that just
+// succeeded put them (written alone or as stubs) behind every offset the
+// service can go back to. Until then every output is looked up among
+// them, and they would pile up over a long run.
+func (w *Writer) Committed() {
+	if !w.anyRefused.Load() {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.refused)
+	w.anyRefused.Store(false)
+}
+
 // Discard forgets a recorded failure: the transaction it belonged to was
 // aborted, and everything since the last commit is processed again.
 // Outputs refused per record stay remembered: their reprocessing writes
