@@ -146,9 +146,17 @@ func (s *durStream) sessionLate(rng *rand.Rand, low, to int64) []durRecord {
 		}, func(key int) int64 {
 			t := first + rng.Int64N(last-first+1)
 			if ss := s.sess[key]; rng.IntN(2) == 0 {
-				// Near the end of a session: it extends it, or bridges
-				// it with the next.
-				if i := sort.Search(len(ss), func(i int) bool { return ss[i].end >= t }); i < len(ss) {
+				// Between two sessions close enough to bridge, the first
+				// of the next few after t; else near a session's end,
+				// extending it.
+				i := sort.Search(len(ss), func(i int) bool { return ss[i].end >= t })
+				j := i
+				for j+1 < min(len(ss), i+20) && ss[j+1].start-s.gap > ss[j].end {
+					j++
+				}
+				if j+1 < len(ss) && ss[j+1].start-s.gap <= ss[j].end {
+					t = ss[j+1].start - s.gap + rng.Int64N(ss[j].end-(ss[j+1].start-s.gap)+1)
+				} else if i < len(ss) {
 					t = ss[i].end - rng.Int64N(s.gap/2)
 				}
 			}
