@@ -85,7 +85,7 @@ type durStream struct {
 	// how many records of each kind were generated
 	late, dead, lateFire, closers int
 	// Session streams (gap > 0): the retractions the stream makes, and the
-	// bookkeeping behind them (durSessionStream).
+	// bookkeeping behind them (newDurSessionStream).
 	retract int
 	gap     int64
 	sess    map[int][]durSession // each key's sessions, by start
@@ -111,7 +111,7 @@ type durRecord struct {
 // records that fire a window late. With closers, the chunk ends with one
 // record per partition far ahead, so every window but theirs fires.
 // Session streams (gap > 0) have their own normal and late records
-// (durSessionStream); the rest is shared.
+// (newDurSessionStream); the rest is shared.
 func (s *durStream) chunk(rng *rand.Rand, n int, committed, closers bool) {
 	from := s.next // T_r
 	var recs []durRecord
@@ -514,7 +514,7 @@ func durSeeds(n int) []uint64 {
 // The service as a subprocess (4 input partitions, one instance) through a
 // seeded random schedule of chunks, SIGKILLs, SIGTERMs and restarts, with
 // tumbling windows and allowed_lateness 0 (odd seeds) and 30s (even seeds),
-// and with session windows (durSessionStream) and allowed_lateness 30s
+// and with session windows (newDurSessionStream) and allowed_lateness 30s
 // (odd seeds: merges after firing, so retractions, need lateness) and 0
 // (even seeds): the latest result per window is the uninterrupted run's
 // (a retraction's tombstone included), every input record is accounted
