@@ -40,6 +40,7 @@ func durSessionConfig(lateness int64, delivery string) string {
 	return durWindowConfig(fmt.Sprintf("{type: session, gap: %dms, allowed_lateness: %dms}", durGap, lateness), delivery)
 }
 
+// newDurSessionStream is newDurStream's session variant, described above.
 func newDurSessionStream(parts int32, keys int, lateness int64) *durStream {
 	s := newDurStream(parts, keys, lateness)
 	s.gap, s.sess = durGap, map[int][]durSession{}
