@@ -25,10 +25,11 @@ import (
 )
 
 var (
-	crashSeeds  = flag.Int("crash.seeds", 2, "TestCrashHarness: seeds per delivery mode (1..N)")
-	crashSeed   = flag.Uint64("crash.seed", 0, "TestCrashHarness, TestScaleOneThreeOne: run this seed only (0: the default seeds)")
-	crashRounds = flag.Int("crash.rounds", 4, "TestCrashHarness: crash rounds per seed")
-	crashEvict  = flag.Bool("crash.evict", true, "TestCrashHarness: after a SIGKILL, remove the dead member from the group "+
+	crashSeeds        = flag.Int("crash.seeds", 2, "TestCrashHarness: seeds per delivery mode (1..N)")
+	crashSeed         = flag.Uint64("crash.seed", 0, "TestCrashHarness, TestScaleOneThreeOne: run this seed only (0: the default seeds)")
+	crashSessionSeeds = flag.Int("crash.session-seeds", 1, "TestCrashHarness: session-window seeds per delivery mode (1..N)")
+	crashRounds       = flag.Int("crash.rounds", 4, "TestCrashHarness: crash rounds per seed")
+	crashEvict        = flag.Bool("crash.evict", true, "TestCrashHarness: after a SIGKILL, remove the dead member from the group "+
 		"as its session timeout would (false: wait out kgo's 45s session timeout)")
 )
 
@@ -58,7 +59,11 @@ const (
 )
 
 func durConfig(lateness int64, delivery string) string {
-	cfg := strings.Replace(callsConfig(fmt.Sprintf("{type: tumbling, size: %dms, allowed_lateness: %dms}", durSize, lateness)),
+	return durWindowConfig(fmt.Sprintf("{type: tumbling, size: %dms, allowed_lateness: %dms}", durSize, lateness), delivery)
+}
+
+func durWindowConfig(window, delivery string) string {
+	cfg := strings.Replace(callsConfig(window),
 		"max_out_of_orderness: 1s", fmt.Sprintf("max_out_of_orderness: %dms", durOoO), 1)
 	cfg += "delivery: " + delivery + "\n"
 	if delivery == "exactly_once" {
@@ -79,6 +84,13 @@ type durStream struct {
 	chunks   []int // chunks[r]: end of chunk r in lines
 	// how many records of each kind were generated
 	late, dead, lateFire, closers int
+	// Session streams (gap > 0): the retractions the stream makes, and the
+	// bookkeeping behind them (newDurSessionStream).
+	retract int
+	gap     int64
+	sess    map[int][]durSession // each key's sessions, by start
+	runKey  []int                // each partition's key in its current run
+	runLeft []int                // and the records left in that run
 }
 
 func newDurStream(parts int32, keys int, lateness int64) *durStream {
@@ -98,25 +110,31 @@ type durRecord struct {
 // produced), records late under any interleaving and, with lateness,
 // records that fire a window late. With closers, the chunk ends with one
 // record per partition far ahead, so every window but theirs fires.
+// Session streams (gap > 0) have their own normal and late records
+// (newDurSessionStream); the rest is shared.
 func (s *durStream) chunk(rng *rand.Rand, n int, committed, closers bool) {
 	from := s.next // T_r
 	var recs []durRecord
-	for range n {
-		key := s.g % s.keys
-		recs = append(recs, durRecord{fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":%d}`, key, s.next, rng.IntN(100)), int32(key % int(s.parts))})
-		s.g++
-		s.next += durStep
+	if s.gap > 0 {
+		recs = s.sessionRecords(rng, n)
+	} else {
+		for range n {
+			key := s.g % s.keys
+			recs = append(recs, s.record(rng, key, s.next))
+			s.g++
+			s.next += durStep
+		}
 	}
 	to := s.next // T_{r+1}: every normal record of the chunk is before it
-	key := func(p int32) int { return int(p) + int(s.parts)*rng.IntN(s.keys/int(s.parts)) }
 	var extra []durRecord
 	for range 1 + rng.IntN(3) {
 		p := rng.Int32N(s.parts)
 		t := from + rng.Int64N(to-from)
+		key := s.randomKey(rng, p)
 		bad := []string{
 			fmt.Sprintf(`not json %d`, rng.IntN(1000)),
-			fmt.Sprintf(`{"sid":"sid_%d","d":1}`, key(p)),
-			fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":"many"}`, key(p), t),
+			fmt.Sprintf(`{"sid":"sid_%d","d":1}`, key),
+			fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":"many"}`, key, t),
 			fmt.Sprintf(`{"t":%d,"d":1}`, t),
 		}
 		extra = append(extra, durRecord{bad[rng.IntN(len(bad))], p})
@@ -127,33 +145,20 @@ func (s *durStream) chunk(rng *rand.Rand, n int, committed, closers bool) {
 		// the committed chunks, so the merged watermark is at least low
 		// whichever instance owns which partitions.
 		low := from - durStep*int64(s.parts) - durOoO - 1
-		for range 1 + rng.IntN(3) {
-			// cleanup = start + size - 1 + lateness <= t + size - 1 + lateness < low
-			t := low - 500 - s.lateness - durSize - rng.Int64N(30_000)
-			p := rng.Int32N(s.parts)
-			extra = append(extra, durRecord{fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":%d}`, key(p), t, rng.IntN(100)), p})
-			s.late++
-		}
-		if s.lateness > 0 {
-			// The window fired (end-1 <= low) and is not dropped: its
-			// partition's watermark stays below to-durStep-durOoO-1,
-			// so W < cleanup = start + size - 1 + lateness.
-			lo := durCeilDiv(to-durSize-1-s.lateness-durOoO, durSize)
-			hi := durFloorDiv(low-500-durSize+1, durSize)
-			if lo > hi {
-				panic(fmt.Sprintf("chunk of %d records is too long for lateness %d", n, s.lateness))
-			}
-			for range 1 + rng.IntN(4) {
-				start := (lo + rng.Int64N(hi-lo+1)) * durSize
-				p := rng.Int32N(s.parts)
-				extra = append(extra, durRecord{fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":%d}`, key(p), start+rng.Int64N(durSize), rng.IntN(100)), p})
-				s.lateFire++
-			}
+		if s.gap > 0 {
+			extra = append(extra, s.sessionLate(rng, low, to)...)
+		} else {
+			extra = append(extra, s.tumblingLate(rng, low, to)...)
 		}
 	}
+	// Mixed in at random, in the order made: a partition sees two late
+	// records into one session in the order the stream's bookkeeping
+	// assumed.
+	at := 0
 	for _, e := range extra {
-		i := rng.IntN(len(recs) + 1)
+		i := at + rng.IntN(len(recs)-at+1)
 		recs = slices.Insert(recs, i, e)
+		at = i + 1
 	}
 	if closers {
 		for p := range s.parts {
@@ -165,6 +170,44 @@ func (s *durStream) chunk(rng *rand.Rand, n int, committed, closers bool) {
 		s.lines, s.part = append(s.lines, r.line), append(s.part, r.part)
 	}
 	s.chunks = append(s.chunks, len(s.lines))
+}
+
+// record is a normal record of key at t, on the key's partition.
+func (s *durStream) record(rng *rand.Rand, key int, t int64) durRecord {
+	return durRecord{fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":%d}`, key, t, rng.IntN(100)), int32(key % int(s.parts))}
+}
+
+// randomKey is one of partition p's keys.
+func (s *durStream) randomKey(rng *rand.Rand, p int32) int {
+	return int(p) + int(s.parts)*rng.IntN(s.keys/int(s.parts))
+}
+
+// tumblingLate is the late records of a tumbling chunk whose normal
+// records are before to, given the merged watermark is at least low.
+func (s *durStream) tumblingLate(rng *rand.Rand, low, to int64) []durRecord {
+	var extra []durRecord
+	for range 1 + rng.IntN(3) {
+		// cleanup = start + size - 1 + lateness <= t + size - 1 + lateness < low
+		t := low - 500 - s.lateness - durSize - rng.Int64N(30_000)
+		extra = append(extra, s.record(rng, s.randomKey(rng, rng.Int32N(s.parts)), t))
+		s.late++
+	}
+	if s.lateness > 0 {
+		// The window fired (end-1 <= low) and is not dropped: its
+		// partition's watermark stays below to-durStep-durOoO-1,
+		// so W < cleanup = start + size - 1 + lateness.
+		lo := durCeilDiv(to-durSize-1-s.lateness-durOoO, durSize)
+		hi := durFloorDiv(low-500-durSize+1, durSize)
+		if lo > hi {
+			panic(fmt.Sprintf("chunk ending at %d is too long for lateness %d", to, s.lateness))
+		}
+		for range 1 + rng.IntN(4) {
+			start := (lo + rng.Int64N(hi-lo+1)) * durSize
+			extra = append(extra, s.record(rng, s.randomKey(rng, rng.Int32N(s.parts)), start+rng.Int64N(durSize)))
+			s.lateFire++
+		}
+	}
+	return extra
 }
 
 func durFloorDiv(a, b int64) int64 {
@@ -252,15 +295,13 @@ func (s *durStream) reference(t testing.TB, cfgYAML string, brokers []string) (w
 		emitted = append(emitted, len(replay(t, cfg, s.inputs(r), noWallClock).results))
 	}
 	want = replay(t, cfg, s.inputs(len(s.chunks)-1), noWallClock)
-	lateFirings := 0
+	firings := map[string]int{}
 	for _, v := range want.results {
-		if parseDurResult(t, v).Firing == "late" {
-			lateFirings++
-		}
+		firings[parseDurResult(t, v).Firing]++
 	}
-	if len(want.late) != s.late || len(want.dead) != s.dead || lateFirings != s.lateFire {
-		t.Fatalf("reference run: %d late events, %d dead letters, %d late firings; the stream has %d, %d, %d",
-			len(want.late), len(want.dead), lateFirings, s.late, s.dead, s.lateFire)
+	if len(want.late) != s.late || len(want.dead) != s.dead || firings["late"] != s.lateFire || firings["retract"] != s.retract {
+		t.Fatalf("reference run: %d late events, %d dead letters, %d late firings, %d retractions; the stream has %d, %d, %d, %d",
+			len(want.late), len(want.dead), firings["late"], firings["retract"], s.late, s.dead, s.lateFire, s.retract)
 	}
 	return want, emitted
 }
@@ -472,38 +513,50 @@ func durSeeds(n int) []uint64 {
 
 // The service as a subprocess (4 input partitions, one instance) through a
 // seeded random schedule of chunks, SIGKILLs, SIGTERMs and restarts, with
-// allowed_lateness 0 (odd seeds) and 30s (even seeds): the latest result
-// per window is the uninterrupted run's, every input record is accounted
+// tumbling windows and allowed_lateness 0 (odd seeds) and 30s (even seeds),
+// and with session windows (newDurSessionStream) and allowed_lateness 30s
+// (odd seeds: merges after firing, so retractions, need lateness) and 0
+// (even seeds): the latest result per window is the uninterrupted run's
+// (a retraction's tombstone included), every input record is accounted
 // for, and exactly_once outputs are exact while at_least_once repeats are
-// identical. Long runs: -crash.seeds 50 -crash.rounds 10; one seed:
-// -crash.seed 7.
+// identical. Long runs: -crash.seeds 50 -crash.session-seeds 50
+// -crash.rounds 10; one seed: -crash.seed 7.
 func TestCrashHarness(t *testing.T) {
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		t.Run(delivery, func(t *testing.T) {
 			for _, seed := range durSeeds(*crashSeeds) {
 				t.Run(fmt.Sprintf("seed_%d", seed), func(t *testing.T) {
 					t.Parallel()
-					durCrashHarness(t, delivery, seed, *crashRounds)
+					durCrashHarness(t, delivery, "tumbling", seed, *crashRounds)
+				})
+			}
+			for _, seed := range durSeeds(*crashSessionSeeds) {
+				t.Run(fmt.Sprintf("session_seed_%d", seed), func(t *testing.T) {
+					t.Parallel()
+					durCrashHarness(t, delivery, "session", seed, *crashRounds)
 				})
 			}
 		})
 	}
 }
 
-func durCrashHarness(t *testing.T, delivery string, seed uint64, rounds int) {
+func durCrashHarness(t *testing.T, delivery, window string, seed uint64, rounds int) {
 	data := rand.New(rand.NewPCG(seed, 1))
 	sched := rand.New(rand.NewPCG(seed, 2))
 	lateness := int64(0)
 	if seed%2 == 0 {
 		lateness = 30_000
 	}
-	s := newDurStream(4, 8, lateness)
+	s, yaml, name := newDurStream(4, 8, lateness), durConfig(lateness, delivery), fmt.Sprintf("seed_%d", seed)
+	if window == "session" {
+		lateness = 30_000 - lateness
+		s, yaml, name = newDurSessionStream(4, 8, lateness), durSessionConfig(lateness, delivery), "session_"+name
+	}
 	for r := range rounds {
 		s.chunk(data, 300+data.IntN(600), r > 0, r == rounds-1)
 	}
 	kc := newCluster(t, s.parts)
 	brokers := kc.ListenAddrs()
-	yaml := durConfig(lateness, delivery)
 	path := writeConfig(t, yaml, brokers)
 	const group = "aggregator-bin" // writeConfig's
 	want, emitted := s.reference(t, yaml, brokers)
@@ -515,8 +568,8 @@ func durCrashHarness(t *testing.T, delivery string, seed uint64, rounds int) {
 		if !t.Failed() {
 			return
 		}
-		t.Logf("seed %d (%s, allowed_lateness %dms): reproduce with\n  go test ./integration -run 'TestCrashHarness/%s/seed_%d$' -crash.seed %d -crash.rounds %d\nschedule:\n  %s",
-			seed, delivery, lateness, delivery, seed, seed, rounds, strings.Join(log, "\n  "))
+		t.Logf("seed %d (%s, %s, allowed_lateness %dms): reproduce with\n  go test ./integration -run 'TestCrashHarness/%s/%s$' -crash.seed %d -crash.rounds %d\nschedule:\n  %s",
+			seed, window, delivery, lateness, delivery, name, seed, rounds, strings.Join(log, "\n  "))
 		for i, p := range runs {
 			t.Logf("run %d (ended by %s), service log:\n%s", i, p.what, p.logTail(60))
 		}
@@ -584,9 +637,9 @@ func durCrashHarness(t *testing.T, delivery string, seed uint64, rounds int) {
 	p.term(t)
 	step("SIGTERM")
 	durCheck(t, brokers, s, want, delivery)
-	t.Logf("seed %d (%s, allowed_lateness %dms): %d records, %d results, %d late events, %d dead letters, %d late firings; "+
+	t.Logf("seed %d (%s, %s, allowed_lateness %dms): %d records, %d results, %d late events, %d dead letters, %d late firings, %d retractions; "+
 		"%d runs in %v; results topic: %d records uncommitted or repeated",
-		seed, delivery, lateness, len(s.lines), len(want.results), s.late, s.dead, s.lateFire,
+		seed, window, delivery, lateness, len(s.lines), len(want.results), s.late, s.dead, s.lateFire, s.retract,
 		len(runs), time.Since(began).Round(time.Millisecond), durUncommitted(t, brokers, resultsTopic)-len(want.results))
 }
 
@@ -648,9 +701,18 @@ func (r durResult) window() string {
 	return fmt.Sprintf(`{"key":%s,"window_start":%d,"window_end":%d}`, r.Key, r.Start, r.End)
 }
 
+// parseDurResult parses a result's value, or a retraction as capture
+// gives it.
 func parseDurResult(t testing.TB, v string) durResult {
 	t.Helper()
 	var r durResult
+	if key, ok := strings.CutPrefix(v, retractPrefix); ok {
+		if err := json.Unmarshal([]byte(key), &r); err != nil {
+			t.Fatalf("retraction %s: %v", v, err)
+		}
+		r.Firing, r.value, r.raw = "retract", v, v
+		return r
+	}
 	if err := json.Unmarshal([]byte(v), &r); err != nil {
 		t.Fatalf("result %s: %v", v, err)
 	}
@@ -658,7 +720,28 @@ func parseDurResult(t testing.TB, v string) durResult {
 	return r
 }
 
-// durLatest returns the last result of each window, in the order given.
+// durRecordResult is a results-topic record's result: its value's, or a
+// tombstone's (a retraction: the retracted session is in the record key).
+func durRecordResult(t testing.TB, rec *kgo.Record) durResult {
+	t.Helper()
+	if rec.Value == nil {
+		return parseDurResult(t, retractPrefix+string(rec.Key))
+	}
+	return parseDurResult(t, string(rec.Value))
+}
+
+// durByWindow returns each window's values (less their watermark), in
+// the order given.
+func durByWindow(rs []durResult) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range rs {
+		out[r.window()] = append(out[r.window()], r.value)
+	}
+	return out
+}
+
+// durLatest returns the last result of each window, in the order given: a
+// retraction if the window's last record is its tombstone.
 func durLatest(rs []durResult) map[string]durResult {
 	out := map[string]durResult{}
 	for _, r := range rs {
@@ -717,7 +800,7 @@ func durCheck(t *testing.T, brokers []string, s *durStream, want expected, deliv
 
 	var got, ref []durResult
 	for _, r := range recs {
-		got = append(got, parseDurResult(t, string(r.Value)))
+		got = append(got, durRecordResult(t, r))
 		if w := got[len(got)-1].window(); string(r.Key) != w {
 			t.Errorf("result %s has Kafka key %s, want %s", r.Value, r.Key, w)
 		}
@@ -729,17 +812,30 @@ func durCheck(t *testing.T, brokers []string, s *durStream, want expected, deliv
 	// (c) and monotonic: per window, in read order. A repeat (at_least_once)
 	// is the same result but for its watermark field, which says when it
 	// fired: after a restart that depends on how partitions interleave
-	// (README, Delivery).
+	// (README, Delivery). A retraction (sessions) ends its window.
 	type seen struct {
 		rev, count int64
 		byRev      map[int64]string // by revision: value less its watermark
+		retracted  bool
 	}
 	windows := map[string]*seen{}
+	gotRevs := map[string]bool{} // window#revision, window#retract
 	for _, r := range got {
 		w := windows[r.window()]
 		if w == nil {
 			w = &seen{rev: -1, count: -1, byRev: map[int64]string{}}
 			windows[r.window()] = w
+		}
+		if r.Firing == "retract" {
+			if w.retracted && delivery == "exactly_once" {
+				t.Errorf("exactly_once: %s retracted twice", r.window())
+			}
+			w.retracted = true
+			gotRevs[r.window()+"#retract"] = true
+			continue
+		}
+		if w.retracted && delivery == "exactly_once" {
+			t.Errorf("exactly_once: %s revision %d after its retraction", r.window(), r.Revision)
 		}
 		if v, ok := w.byRev[r.Revision]; ok {
 			if delivery == "exactly_once" {
@@ -750,6 +846,7 @@ func durCheck(t *testing.T, brokers []string, s *durStream, want expected, deliv
 			continue
 		}
 		w.byRev[r.Revision] = r.value
+		gotRevs[fmt.Sprintf("%s#%d", r.window(), r.Revision)] = true
 		if delivery == "exactly_once" && r.Revision != w.rev+1 {
 			t.Errorf("exactly_once: %s revision %d follows revision %d", r.window(), r.Revision, w.rev)
 		}
@@ -760,28 +857,44 @@ func durCheck(t *testing.T, brokers []string, s *durStream, want expected, deliv
 	}
 	refRevs := map[string]bool{}
 	for _, r := range ref {
-		refRevs[fmt.Sprintf("%s#%d", r.window(), r.Revision)] = true
+		if r.Firing == "retract" {
+			refRevs[r.window()+"#retract"] = true
+		} else {
+			refRevs[fmt.Sprintf("%s#%d", r.window(), r.Revision)] = true
+		}
 	}
 	var missing, extra []string
 	for k := range refRevs {
-		w := strings.SplitN(k, "#", 2)
-		rev, _ := strconv.ParseInt(w[1], 10, 64)
-		if ws := windows[w[0]]; ws == nil || ws.byRev[rev] == "" {
+		if !gotRevs[k] {
 			missing = append(missing, k)
 		}
 	}
-	for name, w := range windows {
-		for rev := range w.byRev {
-			if k := fmt.Sprintf("%s#%d", name, rev); !refRevs[k] {
-				extra = append(extra, k)
-			}
+	for k := range gotRevs {
+		if !refRevs[k] {
+			extra = append(extra, k)
 		}
 	}
 	slices.Sort(missing)
 	slices.Sort(extra)
 	if len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("results: %d (window, revision) missing, %d not in the reference run; missing %q, extra %q",
+		t.Errorf("results: %d (window, revision or retraction) missing, %d not in the reference run; missing %q, extra %q",
 			len(missing), len(extra), missing[:min(len(missing), 10)], extra[:min(len(extra), 10)])
+	}
+
+	// exactly_once: each window's records (its Kafka key's) are the
+	// reference run's, in its order, retraction included.
+	if delivery == "exactly_once" {
+		gotSeq, refSeq := durByWindow(got), durByWindow(ref)
+		var differ []string
+		for w, rs := range refSeq {
+			if !slices.Equal(gotSeq[w], rs) {
+				differ = append(differ, fmt.Sprintf("\n%s:\n got %q\nwant %q", w, gotSeq[w], rs))
+			}
+		}
+		slices.Sort(differ)
+		if len(differ) > 0 {
+			t.Errorf("exactly_once: %d of %d windows' results differ from the reference run's: %s", len(differ), len(refSeq), strings.Join(differ[:min(len(differ), 5)], ""))
+		}
 	}
 
 	// (a) the latest result per window.
@@ -833,11 +946,15 @@ func durCheck(t *testing.T, brokers []string, s *durStream, want expected, deliv
 	late := distinct("late events", lateRecs, want.late)
 	dead := distinct("dead letters", deadRecs, want.dead)
 
-	// (b) every input record: aggregated into a window that fired, a late
-	// event, a dead letter, or a closer (in a window that never fires).
+	// (b) every input record: aggregated into a window that fired (and
+	// was not retracted: its records are in the session it merged into),
+	// a late event, a dead letter, or a closer (in a window that never
+	// fires).
 	var counted int64
 	for _, r := range gotLatest {
-		counted += r.Count
+		if r.Firing != "retract" {
+			counted += r.Count
+		}
 	}
 	if total := counted + int64(len(late)+len(dead)+s.closers); total != int64(len(s.lines)) {
 		t.Errorf("accounting: %d aggregated + %d late + %d dead letters + %d closers = %d, want the %d input records",

@@ -253,9 +253,17 @@ type capture struct {
 	exp *expected
 }
 
+// Result keeps a result's value, or a retraction as "retract " and the
+// Kafka key its tombstone has.
 func (c capture) Result(r *windowing.Result) {
+	if r.Firing == windowing.Retract {
+		c.exp.results = append(c.exp.results, string(c.enc.AppendKey([]byte(retractPrefix), r)))
+		return
+	}
 	c.exp.results = append(c.exp.results, string(c.enc.AppendResult(nil, r)))
 }
+
+const retractPrefix = "retract "
 
 func (c capture) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
 	c.exp.late = append(c.exp.late, lateEvent{string(in.Value), headerString(producer.LateHeaders(in, eventTime, watermark, missed))})
