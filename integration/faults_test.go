@@ -152,6 +152,26 @@ func faultPhases() []faultPhase {
 	return ps
 }
 
+// A faultRun is a fault test's input: the phases of faultPhases, each
+// partition's end offset after each phase, and replay's outputs of them all.
+type faultRun struct {
+	ps   []faultPhase
+	ends []map[int32]int64
+	want expected
+}
+
+func newFaultRun(t testing.TB, cfg config.Config) *faultRun {
+	ps := faultPhases()
+	inputs, ends := phaseInputs(ps)
+	return &faultRun{ps: ps, ends: ends, want: replay(t, cfg, inputs, noWallClock)}
+}
+
+// phase produces phase i and waits until svc has committed all of it.
+func (r *faultRun) phase(t testing.TB, brokers []string, i int, svc *service) {
+	r.ps[i].produce(t, brokers)
+	waitCommitted(t, brokers, r.ends[i], svc)
+}
+
 // phaseInputs numbers the phases' records with their offsets, phase by
 // phase and within a phase partition by partition: the order replay
 // processes them in. ends[i] is each partition's end offset after phase i.
@@ -380,18 +400,16 @@ func TestTransientFaults(t *testing.T) {
 			kc := faultCluster(t, 1)
 			brokers := kc.ListenAddrs()
 			cfg := faultConfig(t, brokers, "")
-			ps := faultPhases()
-			inputs, ends := phaseInputs(ps)
-			want := replay(t, cfg, inputs, noWallClock)
+			fault := newFaultRun(t, cfg)
 			reg := prometheus.NewRegistry()
 			s := startOpts(t, cfg, reg, faultOpts...)
 			var hs []*kfake.FaultHandle
-			for i, ph := range ps {
+			for i, ph := range fault.ps {
 				if i > 0 {
 					hs = append(hs, kc.Fault(tc.faults...))
 				}
 				ph.produce(t, brokers)
-				waitCommitted(t, brokers, ends[i], s)
+				waitCommitted(t, brokers, fault.ends[i], s)
 			}
 			s.stop(t)
 			hits := 0
@@ -402,7 +420,7 @@ func TestTransientFaults(t *testing.T) {
 			if hits == 0 {
 				t.Errorf("no request was faulted")
 			}
-			checkOutputs(t, brokers, want)
+			checkOutputs(t, brokers, fault.want)
 			t.Logf("%d requests faulted; commits: %v committed, %v aborted", hits,
 				gathered(t, reg, "aggregator_commits_total", "result", "committed"),
 				gathered(t, reg, "aggregator_commits_total", "result", "aborted"))
@@ -425,12 +443,9 @@ func TestGroupErrorDuringCommit(t *testing.T) {
 			kc := faultCluster(t, 1)
 			brokers := kc.ListenAddrs()
 			cfg := faultConfig(t, brokers, "")
-			ps := faultPhases()
-			inputs, ends := phaseInputs(ps)
-			want := replay(t, cfg, inputs, noWallClock)
+			fault := newFaultRun(t, cfg)
 			s := startOpts(t, cfg, prometheus.NewRegistry(), faultOpts...)
-			ps[0].produce(t, brokers)
-			waitCommitted(t, brokers, ends[0], s)
+			fault.phase(t, brokers, 0, s)
 
 			var hits atomic.Int64
 			toChangelog := changelogProduce(t, kc)
@@ -449,16 +464,15 @@ func TestGroupErrorDuringCommit(t *testing.T) {
 				return nil, nil, false
 			})
 			began := time.Now()
-			ps[1].produce(t, brokers)
-			waitCommittedWithin(t, 10*time.Second, brokers, ends[1], s)
+			fault.ps[1].produce(t, brokers)
+			waitCommittedWithin(t, 10*time.Second, brokers, fault.ends[1], s)
 			t.Logf("phase 2 committed after %v", time.Since(began).Round(time.Millisecond))
 			if hits.Load() == 0 {
 				t.Errorf("no heartbeat was answered with %s", e.Message)
 			}
-			ps[2].produce(t, brokers)
-			waitCommitted(t, brokers, ends[2], s)
+			fault.phase(t, brokers, 2, s)
 			s.stop(t)
-			checkOutputs(t, brokers, want)
+			checkOutputs(t, brokers, fault.want)
 		})
 	}
 }
@@ -502,15 +516,12 @@ func TestFatalFaults(t *testing.T) {
 			kc := faultCluster(t, 1)
 			brokers := kc.ListenAddrs()
 			cfg := faultConfig(t, brokers, fmt.Sprintf("state: {transaction_timeout: %v}\n", txnTimeout))
-			ps := faultPhases()
-			inputs, ends := phaseInputs(ps)
-			want := replay(t, cfg, inputs, noWallClock)
+			fault := newFaultRun(t, cfg)
 			s := startOpts(t, cfg, prometheus.NewRegistry(), faultOpts...)
-			ps[0].produce(t, brokers)
-			waitCommitted(t, brokers, ends[0], s)
+			fault.phase(t, brokers, 0, s)
 
 			h := kc.Fault(tc.faults...)
-			ps[1].produce(t, brokers)
+			fault.ps[1].produce(t, brokers)
 			began := time.Now()
 			runErr, drainErr, ok := s.exited(15 * time.Second)
 			if !ok {
@@ -527,17 +538,16 @@ func TestFatalFaults(t *testing.T) {
 			restarted := time.Now()
 			reg := prometheus.NewRegistry()
 			s = startOpts(t, cfg, reg, faultOpts...)
-			waitCommitted(t, brokers, ends[1], s)
+			waitCommitted(t, brokers, fault.ends[1], s)
 			took := time.Since(restarted)
 			t.Logf("the next instance committed phase 2 after %v (restore %.2fs)", took.Round(time.Millisecond),
 				gathered(t, reg, "aggregator_restore_duration_seconds"))
 			if tc.abortable && took > txnTimeout/2 {
 				t.Errorf("the next instance committed phase 2 after %v: the failed one left its transaction open", took.Round(time.Millisecond))
 			}
-			ps[2].produce(t, brokers)
-			waitCommitted(t, brokers, ends[2], s)
+			fault.phase(t, brokers, 2, s)
 			s.stop(t)
-			checkOutputs(t, brokers, want)
+			checkOutputs(t, brokers, fault.want)
 		})
 	}
 }
@@ -550,12 +560,9 @@ func TestCoordinatorMoves(t *testing.T) {
 	kc := faultCluster(t, 3)
 	brokers := kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")
-	ps := faultPhases()
-	inputs, ends := phaseInputs(ps)
-	want := replay(t, cfg, inputs, noWallClock)
+	fault := newFaultRun(t, cfg)
 	s := startOpts(t, cfg, prometheus.NewRegistry(), faultOpts...)
-	ps[0].produce(t, brokers)
-	waitCommitted(t, brokers, ends[0], s)
+	fault.phase(t, brokers, 0, s)
 
 	var ended, moves atomic.Int32
 	kc.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -574,12 +581,11 @@ func TestCoordinatorMoves(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	for i := 1; i < len(ps); i++ {
-		ps[i].produce(t, brokers)
-		waitCommitted(t, brokers, ends[i], s)
+	for i := 1; i < len(fault.ps); i++ {
+		fault.phase(t, brokers, i, s)
 	}
 	s.stop(t)
-	checkOutputs(t, brokers, want)
+	checkOutputs(t, brokers, fault.want)
 	if n := moves.Load(); n < 2 {
 		t.Errorf("coordinators and leaders moved %d times, want 2 at least", n)
 	}
@@ -596,12 +602,9 @@ func TestInputLeaderMoves(t *testing.T) {
 	kc := faultCluster(t, 3)
 	brokers := kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")
-	ps := faultPhases()
-	inputs, ends := phaseInputs(ps)
-	want := replay(t, cfg, inputs, noWallClock)
+	fault := newFaultRun(t, cfg)
 	s := startOpts(t, cfg, prometheus.NewRegistry(), faultOpts...)
-	ps[0].produce(t, brokers)
-	waitCommitted(t, brokers, ends[0], s)
+	fault.phase(t, brokers, 0, s)
 
 	input := kc.TopicInfo(inTopic).TopicID
 	rewound := make(chan struct{})
@@ -626,12 +629,11 @@ func TestInputLeaderMoves(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Log("the consumer did not fetch from offset 0 again")
 	}
-	for i := 1; i < len(ps); i++ {
-		ps[i].produce(t, brokers)
-		waitCommitted(t, brokers, ends[i], s)
+	for i := 1; i < len(fault.ps); i++ {
+		fault.phase(t, brokers, i, s)
 	}
 	s.stop(t)
-	checkOutputs(t, brokers, want)
+	checkOutputs(t, brokers, fault.want)
 }
 
 // The whole cluster stops while a transaction ends (its EndTxn has reached
@@ -642,12 +644,9 @@ func TestBrokerRestart(t *testing.T) {
 	rc := newRestartable(t, 3)
 	brokers := rc.kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")
-	ps := faultPhases()
-	inputs, ends := phaseInputs(ps)
-	want := replay(t, cfg, inputs, noWallClock)
+	fault := newFaultRun(t, cfg)
 	s := startOpts(t, cfg, prometheus.NewRegistry(), faultOpts...)
-	ps[0].produce(t, brokers)
-	waitCommitted(t, brokers, ends[0], s)
+	fault.phase(t, brokers, 0, s)
 
 	// The next transaction's end waits in the broker until it stops.
 	ending := make(chan struct{})
@@ -659,7 +658,7 @@ func TestBrokerRestart(t *testing.T) {
 		kc.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
-	ps[1].produce(t, brokers)
+	fault.ps[1].produce(t, brokers)
 	select {
 	case <-ending:
 	case <-time.After(waitTimeout):
@@ -667,12 +666,11 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	began := time.Now()
 	rc.restart(t, release)
-	waitCommitted(t, brokers, ends[1], s)
+	waitCommitted(t, brokers, fault.ends[1], s)
 	t.Logf("phase 2 committed %v after the restart began", time.Since(began).Round(time.Millisecond))
-	ps[2].produce(t, brokers)
-	waitCommitted(t, brokers, ends[2], s)
+	fault.phase(t, brokers, 2, s)
 	s.stop(t)
-	checkOutputs(t, brokers, want)
+	checkOutputs(t, brokers, fault.want)
 }
 
 // restartable is a kfake cluster that keeps its data in a directory, so
@@ -797,16 +795,13 @@ func TestHungInstanceIsFenced(t *testing.T) {
 	kc := faultCluster(t, 1)
 	brokers := kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, fmt.Sprintf("state: {transaction_timeout: %v}\n", txnTimeout))
-	ps := faultPhases()
-	inputs, ends := phaseInputs(ps)
-	want := replay(t, cfg, inputs, noWallClock)
+	fault := newFaultRun(t, cfg)
 
 	var fz freezer
 	defer fz.thaw() // before the cleanups close A
 	regA := prometheus.NewRegistry()
 	a := startOpts(t, cfg, regA, append(slices.Clone(faultOpts), kgo.Dialer(fz.dial))...)
-	ps[0].produce(t, brokers)
-	waitCommitted(t, brokers, ends[0], a)
+	fault.phase(t, brokers, 0, a)
 
 	frozen := make(chan time.Time, 1)
 	toChangelog := changelogProduce(t, kc)
@@ -818,7 +813,7 @@ func TestHungInstanceIsFenced(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	ps[1].produce(t, brokers)
+	fault.ps[1].produce(t, brokers)
 	var hung time.Time
 	select {
 	case hung = <-frozen:
@@ -829,12 +824,11 @@ func TestHungInstanceIsFenced(t *testing.T) {
 
 	regB := prometheus.NewRegistry()
 	b := startOpts(t, cfg, regB, faultOpts...)
-	waitCommitted(t, brokers, ends[1], b)
+	waitCommitted(t, brokers, fault.ends[1], b)
 	t.Logf("B committed phase 2 %v after A hung (transaction timeout %v); B's restore took %.2fs of it",
 		since(), txnTimeout, gathered(t, regB, "aggregator_restore_duration_seconds"))
-	ps[2].produce(t, brokers)
-	waitCommitted(t, brokers, ends[2], b)
-	checkOutputs(t, brokers, want)
+	fault.phase(t, brokers, 2, b)
+	checkOutputs(t, brokers, fault.want)
 
 	fz.thaw()
 	woke := time.Now()
@@ -848,5 +842,5 @@ func TestHungInstanceIsFenced(t *testing.T) {
 		a.stop(t)
 	}
 	b.stop(t)
-	checkOutputs(t, brokers, want)
+	checkOutputs(t, brokers, fault.want)
 }
