@@ -136,7 +136,7 @@ func lookupEnv(env []string) func(string) string {
 // probes and scrapes can reach; --for replay only what replay needs.
 func validateCmd(args []string, env []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2)")
+	path := fs.String("config", "", "config `FILE` (YAML, docs/configuration.md)")
 	forCmd := fs.String("for", "run", "check what `COMMAND` needs: run (the Kafka keys, and an http.listen other hosts can reach) or replay")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return ignoreHelp(err)
@@ -159,7 +159,7 @@ func validateCmd(args []string, env []string, stdout, stderr io.Writer) error {
 
 func runCmd(ctx context.Context, args []string, env []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2); AGGREGATOR_* variables override its keys")
+	path := fs.String("config", "", "config `FILE` (YAML, docs/configuration.md); AGGREGATOR_* variables override its keys")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return ignoreHelp(err)
 	}
