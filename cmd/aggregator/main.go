@@ -52,14 +52,36 @@ Usage:
   aggregator demo [flags]                       embedded Kafka, synthetic events, live view
   aggregator run --config FILE                  the service
   aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]
+                                                the engine on recorded records, JSON lines out
   aggregator validate --config FILE [--for run|replay]
                                                 print the effective config, exit 2 if invalid
-  aggregator broker [--port 9092] [--topics calls] [--partitions 1]
+  aggregator broker [--port 9092] [--topics calls] [--partitions 1] [--data-dir DIR] [--auto-create=false]
                                                 a local Kafka (kfake) for trying run
   aggregator --version
 
-Run "aggregator COMMAND --help" for a command's flags.
+Run "aggregator COMMAND --help" for a command's flags and an example.
+The manual is in docs/ (docs/README.md lists its pages).
 `
+
+// commandHelp is the head of each subcommand's --help: what it does, in one
+// line, and an example; the flags follow.
+var commandHelp = map[string]struct{ synopsis, summary, example string }{
+	"demo": {"aggregator demo [flags]",
+		"Runs the pipeline against an in-process Kafka with synthetic calls and shows the results live.",
+		"aggregator demo --window session --rate 100"},
+	"run": {"aggregator run --config FILE",
+		"The service: consumes the input topics, computes the windows and produces results, late events and dead letters until SIGTERM.",
+		"aggregator run --config examples/local.yaml"},
+	"replay": {"aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]",
+		"Runs the same engine on recorded records, without Kafka, and prints results, late events and dead letters as JSON lines.",
+		"aggregator replay --config examples/calls.yaml --input examples/calls.csv"},
+	"validate": {"aggregator validate --config FILE [--for run|replay]",
+		"Prints the effective config with every default; exits 2 naming the key if it is invalid.",
+		"aggregator validate --config examples/calls.yaml"},
+	"broker": {"aggregator broker [flags]",
+		"A one-broker Kafka (kfake, with transactions) on 127.0.0.1 for trying run locally; creates topics on first use. Not for production.",
+		"aggregator broker --partitions 3 --data-dir /tmp/kafka"},
+}
 
 // run is main without the process: tests call it directly. env holds the
 // environment as os.Environ returns it ("NAME=value"): the AGGREGATOR_*
@@ -96,6 +118,13 @@ func run(ctx context.Context, args []string, env []string, stdin io.Reader, stdo
 // flag.ErrHelp, which the caller turns into a clean exit.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
+	if h, ok := commandHelp[fs.Name()]; ok {
+		fs.Usage = func() {
+			fmt.Fprintf(stderr, "Usage: %s\n\n%s\n\nExample:\n  %s\n\nFlags:\n", h.synopsis, h.summary, h.example)
+			fs.PrintDefaults()
+			fmt.Fprintln(stderr, "\nThe manual: docs/README.md; the config keys: docs/configuration.md.")
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
