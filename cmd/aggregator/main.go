@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	_ "time/tzdata" // time zones work in a scratch image too
 
@@ -207,14 +208,37 @@ func ignoreHelp(err error) error {
 	return err
 }
 
-// newLogger builds the zerolog logger the config asks for.
+// newLogger builds the zerolog logger the config asks for. Every line has a
+// millisecond timestamp; the console format (for humans) has colours only
+// when w is a terminal.
 func newLogger(cfg config.Log, w io.Writer) zerolog.Logger {
 	level, err := zerolog.ParseLevel(strings.ToLower(cfg.Level))
 	if err != nil || cfg.Level == "" {
 		level = zerolog.InfoLevel
 	}
 	if cfg.Format == "console" {
-		w = zerolog.ConsoleWriter{Out: w}
+		w = zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w), FormatTimestamp: consoleTime}
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	return zerolog.New(w).Level(level).Hook(msTimestamp{})
+}
+
+// logTimeLayout is RFC 3339 with milliseconds. zerolog's own timestamp
+// has whole seconds unless the package-level TimeFieldFormat is changed.
+const logTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// msTimestamp adds the time field, in logTimeLayout, to every line.
+type msTimestamp struct{}
+
+func (msTimestamp) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, time.Now().Format(logTimeLayout))
+}
+
+// consoleTime shows a line's time of day to the millisecond.
+func consoleTime(v any) string {
+	s := fmt.Sprint(v)
+	t, err := time.Parse(logTimeLayout, s)
+	if err != nil {
+		return s
+	}
+	return t.Format("15:04:05.000")
 }
