@@ -115,7 +115,9 @@ func TestRunLogs(t *testing.T) {
 	env := []string{"AGGREGATOR_SOURCE_BROKERS=" + kc.ListenAddrs()[0], "AGGREGATOR_HTTP_LISTEN=127.0.0.1:0"}
 	var out lockedBuffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"run", "--config", "../../examples/local.yaml"}, env, nil, &out, &out) }()
+	go func() {
+		done <- run(ctx, []string{"run", "--config", "../../examples/local.yaml"}, env, nil, &out, &out)
+	}()
 	waitFor(t, ctx, &out, regexp.MustCompile(`(INF ready)`))
 	stop()
 	if err := <-done; err != nil {
