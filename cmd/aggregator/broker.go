@@ -84,8 +84,11 @@ func brokerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(f.topics) > 0 {
 		topics = fmt.Sprintf("topics %s (%d partitions each)", strings.Join(f.topics, ", "), f.partitions)
 	}
-	if f.autoCreate {
-		topics += "; other topics are created on first use"
+	switch {
+	case f.autoCreate && len(f.topics) == 0:
+		topics = "topics created on first use"
+	case f.autoCreate:
+		topics += "; others are created on first use"
 	}
 	fmt.Fprintf(stdout, "broker: Kafka (kfake) at %s, %s; Ctrl-C to stop\n", kc.ListenAddrs()[0], topics)
 	<-ctx.Done()
