@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/shlex"
 )
@@ -266,4 +267,70 @@ func checkKcat(t *testing.T, args []string) {
 	if !slices.Contains(args, "-C") && !slices.Contains(args, "-P") {
 		t.Error("kcat without -C or -P")
 	}
+}
+
+// TestDocsLinks: every relative link of README.md and docs/*.md names a
+// file of the repository and, with #anchor, a heading of that file.
+func TestDocsLinks(t *testing.T) {
+	t.Chdir("../..")
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, file := range append([]string{"README.md"}, files...) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(string(text), -1) {
+			target, anchor, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") {
+				continue
+			}
+			path := file
+			if target != "" {
+				path = filepath.Join(filepath.Dir(file), target)
+			}
+			body, err := os.ReadFile(path)
+			if err != nil {
+				if _, serr := os.Stat(path); serr == nil { // a directory
+					continue
+				}
+				t.Errorf("%s: link %s: %v", file, m[1], err)
+				continue
+			}
+			if anchor != "" && !slices.Contains(headingAnchors(string(body)), anchor) {
+				t.Errorf("%s: link %s: %s has no heading #%s", file, m[1], path, anchor)
+			}
+		}
+	}
+}
+
+// headingAnchors are the anchors GitHub gives a Markdown file's headings:
+// lower case, spaces to hyphens, punctuation other than - and _ dropped.
+func headingAnchors(md string) []string {
+	var anchors []string
+	inFence := false
+	for line := range strings.Lines(md) {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+		}
+		title, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "#")
+		if inFence || !ok {
+			continue
+		}
+		title = strings.TrimSpace(strings.TrimLeft(title, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchors = append(anchors, b.String())
+	}
+	return anchors
 }
