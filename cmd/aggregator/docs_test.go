@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"github.com/google/shlex"
+
+	"aggregator/internal/config"
 )
 
 // TestDocs runs every command that README.md and docs/*.md show, as
@@ -333,4 +335,36 @@ func headingAnchors(md string) []string {
 		anchors = append(anchors, b.String())
 	}
 	return anchors
+}
+
+// TestDocsConfigs loads every YAML block marked "docs-test: config" in
+// README.md and docs/*.md as `run` would: parsed, defaulted and checked,
+// the Kafka keys included.
+func TestDocsConfigs(t *testing.T) {
+	t.Chdir("../..")
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blockRE := regexp.MustCompile("(?ms)^<!-- docs-test: config[^\n]*-->\n```yaml\n(.*?)^```")
+	n := 0
+	for _, file := range append([]string{"README.md"}, files...) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range blockRE.FindAllStringSubmatch(string(text), -1) {
+			n++
+			cfg, err := config.Parse([]byte(m[1]), nil)
+			if err == nil {
+				err = cfg.ValidateKafka()
+			}
+			if err != nil {
+				t.Errorf("%s: config block %d: %v", file, n, err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no config block marked docs-test: config in README.md or docs/")
+	}
 }
