@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,24 +58,16 @@ func documentedMetrics(doc, delivery string) []string {
 // metricsWhenReady runs the service against a fresh kfake cluster until its
 // ready line, and returns the aggregator_* family names /metrics declares.
 func metricsWhenReady(t *testing.T, delivery string) []string {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "calls"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
 	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
-	var service sync.WaitGroup
-	defer service.Wait()
 	defer stop()
-	env := []string{"AGGREGATOR_SOURCE_BROKERS=" + kc.ListenAddrs()[0], "AGGREGATOR_HTTP_LISTEN=127.0.0.1:0",
-		"AGGREGATOR_DELIVERY=" + delivery, "AGGREGATOR_LOG_FORMAT=json", "AGGREGATOR_LOG_LEVEL=info"}
-	var out lockedBuffer
-	service.Go(func() {
-		if err := run(ctx, []string{"run", "--config", "../../examples/local.yaml"}, env, nil, &out, &out); err != nil {
+	out, done := runOnKfake(t, ctx, "AGGREGATOR_DELIVERY="+delivery, "AGGREGATOR_LOG_FORMAT=json")
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
 			t.Errorf("run: %v\n%s", err, out.String())
 		}
-	})
-	url := waitFor(t, ctx, &out, regexp.MustCompile(`"metrics_url":"([^"]+)"`))
+	}()
+	url := waitFor(t, ctx, out, regexp.MustCompile(`"metrics_url":"([^"]+)"`))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -105,20 +96,10 @@ func metricsWhenReady(t *testing.T, delivery string) []string {
 // own info messages; no ANSI colours on a stdout that is not a terminal;
 // and a millisecond time on every line.
 func TestRunLogs(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "calls"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
 	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
 	defer stop()
-	env := []string{"AGGREGATOR_SOURCE_BROKERS=" + kc.ListenAddrs()[0], "AGGREGATOR_HTTP_LISTEN=127.0.0.1:0"}
-	var out lockedBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"run", "--config", "../../examples/local.yaml"}, env, nil, &out, &out)
-	}()
-	waitFor(t, ctx, &out, regexp.MustCompile(`(INF ready)`))
+	out, done := runOnKfake(t, ctx)
+	waitFor(t, ctx, out, regexp.MustCompile(`(INF ready)`))
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
@@ -126,7 +107,7 @@ func TestRunLogs(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	wants := []*regexp.Regexp{
 		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} INF starting brokers=\["127\.0\.0\.1:\d+"\] delivery=exactly_once group=calls-local late_topic=calls-late results_topic=calls-windows topics=\["calls"\] version=dev$`),
-		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} INF ready metrics_url=http://127\.0\.0\.1:\d+/metrics partitions=1 restored_records=0$`),
+		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} INF ready metrics_url=http://127\.0\.0\.1:\d+/metrics partitions=2 restored_records=0$`),
 		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} INF stopped$`),
 	}
 	if len(lines) != len(wants) {
@@ -137,4 +118,20 @@ func TestRunLogs(t *testing.T) {
 			t.Errorf("line %d = %q, want it to match %s", i+1, lines[i], re)
 		}
 	}
+}
+
+// runOnKfake starts `run --config examples/local.yaml` (console logs at
+// info) against a fresh kfake cluster with the topic calls, with env's
+// overrides on top, until ctx ends; done has run's error then.
+func runOnKfake(t *testing.T, ctx context.Context, env ...string) (out *lockedBuffer, done <-chan error) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "calls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	env = append([]string{"AGGREGATOR_SOURCE_BROKERS=" + kc.ListenAddrs()[0], "AGGREGATOR_HTTP_LISTEN=127.0.0.1:0"}, env...)
+	out = new(lockedBuffer)
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, []string{"run", "--config", "../../examples/local.yaml"}, env, nil, out, out) }()
+	return out, errc
 }
