@@ -35,7 +35,7 @@ func renderRules(t *testing.T) *monitoringv1.PrometheusRule {
 }
 
 func TestAlertsAreDocumented(t *testing.T) {
-	readme := string(repoFile(t, "../README.md"))
+	runbook := string(repoFile(t, "../docs/operations.md"))
 	tests := string(repoFile(t, promtoolTests))
 	var got []string
 	for _, r := range renderRules(t).Spec.Groups[0].Rules {
@@ -52,8 +52,8 @@ func TestAlertsAreDocumented(t *testing.T) {
 		if !strings.HasSuffix(r.Annotations["runbook_url"], "#"+anchor) {
 			t.Errorf("%s: runbook_url %q does not end in #%s", r.Alert, r.Annotations["runbook_url"], anchor)
 		}
-		if !regexp.MustCompile(`(?m)^#+ ` + r.Alert + `$`).MatchString(readme) {
-			t.Errorf("%s: README.md has no runbook heading %q", r.Alert, r.Alert)
+		if !regexp.MustCompile(`(?m)^#+ ` + r.Alert + `$`).MatchString(runbook) {
+			t.Errorf("%s: docs/operations.md has no runbook heading %q", r.Alert, r.Alert)
 		}
 		if !strings.Contains(tests, "alertname: "+r.Alert) {
 			t.Errorf("%s: %s does not test it", r.Alert, promtoolTests)

@@ -461,11 +461,11 @@ func (p *durProc) waitLog(t testing.TB, msg string) {
 }
 
 // term is sigterm: SIGTERM and a clean exit within the drain bound. It
-// waits until the service handles SIGTERM (it logs "consuming" once it
+// waits until the service handles SIGTERM (it logs "starting" once it
 // does): before, SIGTERM kills it as SIGKILL would.
 func (p *durProc) term(t testing.TB) {
 	t.Helper()
-	p.waitLog(t, "consuming")
+	p.waitLog(t, "starting")
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

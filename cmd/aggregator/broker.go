@@ -20,15 +20,17 @@ type brokerFlags struct {
 	topics     []string
 	partitions int
 	dataDir    string
+	autoCreate bool
 }
 
 func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
 	var f brokerFlags
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	fs.IntVar(&f.port, "port", 9092, "TCP `port` on 127.0.0.1 (0: any free port)")
-	topics := fs.String("topics", "calls", "comma-separated `names` of the topics to create at start (the service creates its output topics)")
+	topics := fs.String("topics", "calls", "comma-separated `names` of the topics to create at start (the service creates its output topics; others are created on first use)")
 	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each topic in --topics")
 	fs.StringVar(&f.dataDir, "data-dir", "", "keep the topics in `DIR` across restarts (default: in memory, gone at exit)")
+	fs.BoolVar(&f.autoCreate, "auto-create", true, "create a topic, with --partitions partitions, when a client that asks for it (a producer such as kcat -P) first uses it, as Kafka's auto.create.topics.enable; --auto-create=false turns it off")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
 	}
@@ -48,8 +50,9 @@ func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
 
 // brokerCmd is `aggregator broker`: a one-broker Kafka cluster (franz-go's
 // kfake, as in the demo) on a fixed loopback port, with topics from the
-// flags, until SIGINT or SIGTERM. It is the local loop of README's "Run
-// it locally": run against it, kcat to produce and read. It speaks the
+// flags, until SIGINT or SIGTERM; with --auto-create (the default) a
+// producer's first write to another topic creates it. It is the local loop
+// of README's "Run it locally": run against it, kcat to produce and read. It speaks the
 // Kafka protocol with transactions, so run's exactly_once works, but it is
 // not a production broker: one process, no replication.
 func brokerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -59,7 +62,10 @@ func brokerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(f.port)}
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(f.port), kfake.DefaultNumPartitions(f.partitions)}
+	if f.autoCreate {
+		opts = append(opts, kfake.AllowAutoTopicCreation())
+	}
 	if len(f.topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(int32(f.partitions), f.topics...))
 	}
@@ -77,6 +83,12 @@ func brokerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	topics := "no topics"
 	if len(f.topics) > 0 {
 		topics = fmt.Sprintf("topics %s (%d partitions each)", strings.Join(f.topics, ", "), f.partitions)
+	}
+	switch {
+	case f.autoCreate && len(f.topics) == 0:
+		topics = "topics created on first use"
+	case f.autoCreate:
+		topics += "; others are created on first use"
 	}
 	fmt.Fprintf(stdout, "broker: Kafka (kfake) at %s, %s; Ctrl-C to stop\n", kc.ListenAddrs()[0], topics)
 	<-ctx.Done()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"regexp"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // lockedBuffer is a bytes.Buffer that a command may write while the test reads.
@@ -107,4 +110,51 @@ func waitFor(t *testing.T, ctx context.Context, out *lockedBuffer, re *regexp.Re
 	}
 	t.Fatalf("no %q in the output:\n%s", re, out.String())
 	return ""
+}
+
+// TestBrokerCreatesTopicsOnFirstUse: a producer's metadata request for a
+// topic the broker lacks creates it with --partitions partitions, as kcat
+// -P does against Kafka with auto.create.topics.enable; --auto-create=false
+// answers UNKNOWN_TOPIC_OR_PARTITION instead.
+func TestBrokerCreatesTopicsOnFirstUse(t *testing.T) {
+	for _, tt := range []struct {
+		flag       string
+		wantErr    error
+		partitions int
+	}{{"--auto-create=true", nil, 2}, {"--auto-create=false", kerr.UnknownTopicOrPartition, 0}} {
+		t.Run(tt.flag, func(t *testing.T) {
+			ctx, stop := context.WithTimeout(t.Context(), time.Minute)
+			var broker sync.WaitGroup
+			defer broker.Wait()
+			defer stop()
+			var out lockedBuffer
+			broker.Go(func() {
+				if err := run(ctx, []string{"broker", "--port", "0", "--partitions", "2", tt.flag}, nil, nil, &out, &out); err != nil {
+					t.Errorf("broker: %v", err)
+				}
+			})
+			addr := waitFor(t, ctx, &out, regexp.MustCompile(`at (127\.0\.0\.1:\d+)`))
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			req := kmsg.NewPtrMetadataRequest()
+			req.AllowAutoTopicCreation = true // what a producer asks
+			topic := kmsg.NewMetadataRequestTopic()
+			topic.Topic = kmsg.StringPtr("clicks")
+			req.Topics = append(req.Topics, topic)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := resp.Topics[0]
+			if err := kerr.ErrorForCode(got.ErrorCode); !errors.Is(err, tt.wantErr) {
+				t.Errorf("metadata for clicks: error %v, want %v", err, tt.wantErr)
+			}
+			if len(got.Partitions) != tt.partitions {
+				t.Errorf("metadata for clicks: %d partitions, want %d", len(got.Partitions), tt.partitions)
+			}
+		})
+	}
 }

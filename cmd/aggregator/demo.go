@@ -51,7 +51,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.IntVar(&f.keys, "keys", 8, "distinct keys (sid_0, sid_1, ...)")
 	fs.IntVar(&f.partitions, "partitions", 3, "partitions of the input and output topics")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
-	fs.Float64Var(&f.lateFraction, "late-fraction", 0.02, "share of records too late for any window (they go to the late topic)")
+	fs.Float64Var(&f.lateFraction, "late-fraction", 0.02, "share of records generated too late for their windows (late events, in the late topic; with --window session only those that join no open session of their key), and as many stragglers (late firings)")
 	fs.Float64Var(&f.speed, "speed", 1, "event-time seconds per wall-clock second")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the generator")
 	fs.StringVar(&f.listen, "listen", ":9090", "`address` of /metrics, /healthz and /readyz")
@@ -358,7 +358,8 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 		windows, cfg.Watermark.MaxOutOfOrderness, cfg.Window.AllowedLateness, f.keys, f.rate)
 	now := time.Now()
 	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
-		state: demopkg.State{Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64}}
+		state: demopkg.State{Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
+			Sessions: cfg.Window.Type == "session"}}
 }
 
 func (v *view) loop(ctx context.Context) {
@@ -386,7 +387,7 @@ func (v *view) draw(final bool) {
 		s.Processed, s.Watermark = p.Processed, p.Watermark
 	}
 	s.Tally = v.board.Snapshot()
-	s.Lines = v.lines()
+	s.Width, s.Lines = v.size()
 	if dt := now.Sub(v.lastTick).Seconds(); dt > 0 {
 		s.SentRate = float64(s.Sent.Total()-prevSent) / dt
 		s.ProcessedRate = (s.Processed - prevProcessed) / dt
@@ -404,18 +405,19 @@ func (v *view) draw(final bool) {
 	}
 }
 
-// lines is the terminal's height, so a frame with many keys fits it; 0 on
-// a stdout that is not a terminal.
-func (v *view) lines() int {
+// size is the terminal's width and height, so that a frame fits it (it is
+// read at every frame: the window may be resized); 0, 0 on a stdout that
+// is not a terminal.
+func (v *view) size() (width, height int) {
 	f, ok := v.out.(*os.File)
 	if !ok || !v.ansi {
-		return 0
+		return 0, 0
 	}
-	_, height, err := term.GetSize(int(f.Fd()))
+	width, height, err := term.GetSize(int(f.Fd()))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	return height
+	return width, height
 }
 
 // isTerminal reports whether w is a terminal, where the view may redraw.

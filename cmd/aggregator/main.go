@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	_ "time/tzdata" // time zones work in a scratch image too
 
@@ -52,14 +53,36 @@ Usage:
   aggregator demo [flags]                       embedded Kafka, synthetic events, live view
   aggregator run --config FILE                  the service
   aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]
+                                                the engine on recorded records, JSON lines out
   aggregator validate --config FILE [--for run|replay]
                                                 print the effective config, exit 2 if invalid
-  aggregator broker [--port 9092] [--topics calls] [--partitions 1]
+  aggregator broker [--port 9092] [--topics calls] [--partitions 1] [--data-dir DIR] [--auto-create=false]
                                                 a local Kafka (kfake) for trying run
   aggregator --version
 
-Run "aggregator COMMAND --help" for a command's flags.
+Run "aggregator COMMAND --help" for a command's flags and an example.
+The manual is in docs/ (docs/README.md lists its pages).
 `
+
+// commandHelp is the head of each subcommand's --help: what it does, in one
+// line, and an example; the flags follow.
+var commandHelp = map[string]struct{ synopsis, summary, example string }{
+	"demo": {"aggregator demo [flags]",
+		"Runs the pipeline against an in-process Kafka with synthetic calls and shows the results live.",
+		"aggregator demo --window session --rate 100"},
+	"run": {"aggregator run --config FILE",
+		"The service: consumes the input topics, computes the windows and produces results, late events and dead letters until SIGTERM.",
+		"aggregator run --config examples/local.yaml"},
+	"replay": {"aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]",
+		"Runs the same engine on recorded records, without Kafka, and prints results, late events and dead letters as JSON lines.",
+		"aggregator replay --config examples/calls.yaml --input examples/calls.csv"},
+	"validate": {"aggregator validate --config FILE [--for run|replay]",
+		"Prints the effective config with every default; exits 2 naming the key if it is invalid.",
+		"aggregator validate --config examples/calls.yaml"},
+	"broker": {"aggregator broker [flags]",
+		"A one-broker Kafka (kfake, with transactions) on 127.0.0.1 for trying run locally; creates topics on first use. Not for production.",
+		"aggregator broker --partitions 3 --data-dir /tmp/kafka"},
+}
 
 // run is main without the process: tests call it directly. env holds the
 // environment as os.Environ returns it ("NAME=value"): the AGGREGATOR_*
@@ -96,6 +119,13 @@ func run(ctx context.Context, args []string, env []string, stdin io.Reader, stdo
 // flag.ErrHelp, which the caller turns into a clean exit.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
+	if h, ok := commandHelp[fs.Name()]; ok {
+		fs.Usage = func() {
+			fmt.Fprintf(stderr, "Usage: %s\n\n%s\n\nExample:\n  %s\n\nFlags:\n", h.synopsis, h.summary, h.example)
+			fs.PrintDefaults()
+			fmt.Fprintln(stderr, "\nThe manual: docs/README.md; the config keys: docs/configuration.md.")
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -136,7 +166,7 @@ func lookupEnv(env []string) func(string) string {
 // probes and scrapes can reach; --for replay only what replay needs.
 func validateCmd(args []string, env []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2)")
+	path := fs.String("config", "", "config `FILE` (YAML, docs/configuration.md)")
 	forCmd := fs.String("for", "run", "check what `COMMAND` needs: run (the Kafka keys, and an http.listen other hosts can reach) or replay")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return ignoreHelp(err)
@@ -159,7 +189,7 @@ func validateCmd(args []string, env []string, stdout, stderr io.Writer) error {
 
 func runCmd(ctx context.Context, args []string, env []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2); AGGREGATOR_* variables override its keys")
+	path := fs.String("config", "", "config `FILE` (YAML, docs/configuration.md); AGGREGATOR_* variables override its keys")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return ignoreHelp(err)
 	}
@@ -178,14 +208,37 @@ func ignoreHelp(err error) error {
 	return err
 }
 
-// newLogger builds the zerolog logger the config asks for.
+// newLogger builds the zerolog logger the config asks for. Every line has a
+// millisecond timestamp; the console format (for humans) has colours only
+// when w is a terminal.
 func newLogger(cfg config.Log, w io.Writer) zerolog.Logger {
 	level, err := zerolog.ParseLevel(strings.ToLower(cfg.Level))
 	if err != nil || cfg.Level == "" {
 		level = zerolog.InfoLevel
 	}
 	if cfg.Format == "console" {
-		w = zerolog.ConsoleWriter{Out: w}
+		w = zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w), FormatTimestamp: consoleTime}
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	return zerolog.New(w).Level(level).Hook(msTimestamp{})
+}
+
+// logTimeLayout is RFC 3339 with milliseconds. zerolog's own timestamp
+// has whole seconds unless the package-level TimeFieldFormat is changed.
+const logTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// msTimestamp adds the time field, in logTimeLayout, to every line.
+type msTimestamp struct{}
+
+func (msTimestamp) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, time.Now().Format(logTimeLayout))
+}
+
+// consoleTime shows a line's time of day to the millisecond.
+func consoleTime(v any) string {
+	s := fmt.Sprint(v)
+	t, err := time.Parse(logTimeLayout, s)
+	if err != nil {
+		return s
+	}
+	return t.Format("15:04:05.000")
 }

@@ -24,7 +24,7 @@ const maxLine = 16 << 20
 
 func replayCmd(args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	path := fs.String("config", "", "config `FILE` (YAML, SPEC §2); only source, watermark, window and aggregates matter")
+	path := fs.String("config", "", "config `FILE` (YAML, docs/configuration.md); only source, watermark, window and aggregates matter")
 	input := fs.String("input", "", "read records from `FILE` instead of stdin")
 	kcat := fs.Bool("kcat", false, "input lines are the JSON that \"kcat -C -J\" prints (partition, offset, ts, key, payload)")
 	noFlush := fs.Bool("no-flush", false, "at the end of input, leave open windows open instead of firing them")

@@ -8,6 +8,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"aggregator/internal/config"
 	"aggregator/internal/consumer"
@@ -36,9 +40,19 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, s
 		pipe.Close()
 		return err
 	}
-	log.Info().Str("version", version).Strs("topics", cfg.Source.Topics).Str("group", cfg.Source.Group).Msg("consuming")
+	log.Info().Str("version", version).Strs("brokers", cfg.Source.Brokers).Str("group", cfg.Source.Group).
+		Strs("topics", cfg.Source.Topics).Str("delivery", cfg.Delivery).Str("results_topic", cfg.Sink.ResultsTopic).
+		Str("late_topic", cfg.Sink.LateTopic).Msg("starting")
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		logReady(watchCtx, log, pipe.Ready, reg, metricsURL(srv.Addr))
+	}()
 	runErr := pipe.Run(ctx) // returns nil once ctx is canceled and the batch in hand is done
-	stop()                  // from here a second SIGTERM kills the process at once
+	stopWatch()
+	<-watched
+	stop() // from here a second SIGTERM kills the process at once
 	// shutdown_timeout stays below the pod's terminationGracePeriodSeconds.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
@@ -48,4 +62,50 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, s
 		log.Info().Msg("stopped")
 	}
 	return err
+}
+
+// readyCheck is how often logReady looks at readiness.
+const readyCheck = 100 * time.Millisecond
+
+// logReady writes one info line each time the service becomes ready (at
+// start, and again after a rebalance or an outage): the partitions it
+// holds, the changelog records restored so far and where the metrics are.
+// It returns when ctx ends.
+func logReady(ctx context.Context, log zerolog.Logger, ready func() bool, reg prometheus.Gatherer, url string) {
+	t := time.NewTicker(readyCheck)
+	defer t.Stop()
+	was := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := ready()
+		if now && !was {
+			partitions, restored := readyFigures(reg)
+			log.Info().Int("partitions", partitions).Int64("restored_records", restored).Str("metrics_url", url).Msg("ready")
+		}
+		was = now
+	}
+}
+
+// readyFigures reads from the metrics the partitions assigned (one
+// watermark gauge each) and the changelog records restored.
+func readyFigures(reg prometheus.Gatherer) (partitions int, restored int64) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, f := range families {
+		switch f.GetName() {
+		case "aggregator_partition_watermark_seconds":
+			partitions = len(f.GetMetric())
+		case "aggregator_restored_records_total":
+			for _, m := range f.GetMetric() {
+				restored += int64(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return partitions, restored
 }

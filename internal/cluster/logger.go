@@ -12,7 +12,10 @@ import (
 )
 
 // Logger adapts zerolog to kgo.Logger, so the Kafka client's messages go
-// to the service log with a component field and the service's level.
+// to the service log with a component field and the service's level. The
+// client's info messages (every transaction, commit and metadata refresh:
+// dozens a second while idle) are logged at debug; its warnings and errors
+// keep their level.
 type Logger struct {
 	log zerolog.Logger
 }
@@ -31,9 +34,7 @@ func (l *Logger) Level() kgo.LogLevel {
 	switch {
 	case lvl <= zerolog.DebugLevel:
 		return kgo.LogLevelDebug
-	case lvl == zerolog.InfoLevel:
-		return kgo.LogLevelInfo
-	case lvl == zerolog.WarnLevel:
+	case lvl <= zerolog.WarnLevel: // kgo's info lines are debug here
 		return kgo.LogLevelWarn
 	case lvl <= zerolog.PanicLevel:
 		return kgo.LogLevelError
@@ -67,9 +68,7 @@ func zerologLevel(level kgo.LogLevel) zerolog.Level {
 		return zerolog.ErrorLevel
 	case kgo.LogLevelWarn:
 		return zerolog.WarnLevel
-	case kgo.LogLevelInfo:
-		return zerolog.InfoLevel
-	case kgo.LogLevelDebug:
+	case kgo.LogLevelInfo, kgo.LogLevelDebug:
 		return zerolog.DebugLevel
 	}
 	return zerolog.Disabled

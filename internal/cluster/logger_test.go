@@ -21,7 +21,7 @@ func TestLoggerLevel(t *testing.T) {
 	}{
 		"trace":    {zerolog.TraceLevel, kgo.LogLevelDebug},
 		"debug":    {zerolog.DebugLevel, kgo.LogLevelDebug},
-		"info":     {zerolog.InfoLevel, kgo.LogLevelInfo},
+		"info":     {zerolog.InfoLevel, kgo.LogLevelWarn},
 		"warn":     {zerolog.WarnLevel, kgo.LogLevelWarn},
 		"error":    {zerolog.ErrorLevel, kgo.LogLevelError},
 		"disabled": {zerolog.Disabled, kgo.LogLevelNone},
@@ -53,6 +53,22 @@ func TestLoggerWritesFields(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("log field %s = %v, want %v (line %s)", k, got[k], v, buf.String())
+		}
+	}
+}
+
+// kgo's info lines (a transaction begun, offsets committed) are debug:
+// at the service's default info level they are not written.
+func TestLoggerClientInfoIsDebug(t *testing.T) {
+	for _, tt := range []struct {
+		level zerolog.Level
+		want  string
+	}{{zerolog.InfoLevel, ""}, {zerolog.DebugLevel, `"level":"debug"`}} {
+		var buf bytes.Buffer
+		l := cluster.NewLogger(zerolog.New(&buf).Level(tt.level), "kafka_producer")
+		l.Log(kgo.LogLevelInfo, "beginning transaction", "transactional_id", "t")
+		if got := buf.String(); tt.want == "" && got != "" || !bytes.Contains(buf.Bytes(), []byte(tt.want)) {
+			t.Errorf("Log(kgo info) on a %v logger wrote %q, want a line containing %q", tt.level, got, tt.want)
 		}
 	}
 }

@@ -41,9 +41,17 @@ func VerifyInputs(ctx context.Context, adm *kadm.Client, topics []string) error 
 		return fmt.Errorf("check input topics: %w", err)
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("source.topics: %w: %s", ErrTopicsMissing, strings.Join(missing, ", "))
+		return missingInputs(missing)
 	}
 	return nil
+}
+
+// missingInputs is the error for input topics that do not exist; it says
+// how to create one, on a cluster and on `aggregator broker`.
+func missingInputs(missing []string) error {
+	return fmt.Errorf("source.topics: %w: %s\n  create them first, e.g. kafka-topics.sh --bootstrap-server HOST:9092 --create --topic %s --partitions 3;"+
+		"\n  `aggregator broker` creates a topic when a producer first writes to it (kcat -P -b 127.0.0.1:9092 -t %s), or at start with --topics",
+		ErrTopicsMissing, strings.Join(missing, ", "), missing[0], missing[0])
 }
 
 // InputPartitions returns the partition count of each input topic, in order.
@@ -54,7 +62,7 @@ func InputPartitions(ctx context.Context, adm *kadm.Client, topics []string) ([]
 		return nil, fmt.Errorf("count input partitions: %w", err)
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("source.topics: %w: %s", ErrTopicsMissing, strings.Join(missing, ", "))
+		return nil, missingInputs(missing)
 	}
 	counts := make([]int32, len(topics))
 	for i, topic := range topics {

@@ -47,6 +47,9 @@ func TestVerifyInputs(t *testing.T) {
 	if !errors.Is(err, cluster.ErrTopicsMissing) || !strings.Contains(err.Error(), "clicks, views") {
 		t.Errorf("VerifyInputs(calls, clicks, views) = %v, want ErrTopicsMissing naming clicks, views", err)
 	}
+	if want := "kafka-topics.sh --bootstrap-server HOST:9092 --create --topic clicks"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("VerifyInputs(calls, clicks, views) = %v, want it to say how to create one (%s)", err, want)
+	}
 }
 
 func TestEnsureOutputsCreatesCompactedResults(t *testing.T) {

@@ -163,7 +163,7 @@ func TestParseErrors(t *testing.T) {
 			data := doc(tt.sections)
 			_, err := Parse(data, nil)
 			var ke *KeyError
-			if !errors.As(err, &ke) || ke.Key != tt.key || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), tt.key+" = ") {
+			if !errors.As(err, &ke) || ke.Key != tt.key || !errors.Is(err, ErrInvalid) || !(strings.HasPrefix(err.Error(), tt.key+" = ") || strings.HasPrefix(err.Error(), tt.key+": ")) {
 				t.Errorf("Parse(%q) = %v, want a *KeyError for %s wrapping ErrInvalid", data, err, tt.key)
 			}
 		})
@@ -214,6 +214,14 @@ func TestKeyErrorMessage(t *testing.T) {
 			`state.commit_interval = "90s": must be shorter than state.transaction_timeout (10s), or the brokers abort every transaction`},
 		"transaction_timeout against commit_interval": {doc(map[string]string{"state": "{commit_interval: 5s, transaction_timeout: 5000ms}"}), nil,
 			`state.transaction_timeout = "5000ms": must be longer than state.commit_interval (5s): a transaction stays open that long`},
+		"tab in indentation": {[]byte("window:\n  size: 5s\n \ttype: tumbling\n"), nil,
+			`invalid config: line 3, column 2: tabs are not allowed in YAML indentation; indent with spaces`},
+		"quantile without q": {doc(map[string]string{"aggregates": "[{name: p99, fn: quantile, field: x}]"}), nil,
+			`aggregates[0].q: required for fn quantile: a number above 0, at most 1, such as 0.99`},
+		"quantile with q 0": {doc(map[string]string{"aggregates": "[{name: p99, fn: quantile, field: x, q: 0}]"}), nil,
+			`aggregates[0].q = "0": must be above 0 and at most 1, such as 0.99`},
+		"required duration": {doc(map[string]string{"window": "{type: sliding, size: 5s}"}), nil,
+			`window.slide: required: a positive duration, such as 5s`},
 		"transaction_timeout with at_least_once": {doc(map[string]string{"delivery": "at_least_once", "state": "{transaction_timeout: 30s}"}), nil,
 			`state.transaction_timeout = "30s": applies only to delivery exactly_once`},
 	}

@@ -67,6 +67,10 @@ func (s *sources) decodeYAML(data []byte, c *Config) error {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		if line, col, ok := indentTab(data); ok {
+			// yaml.v3 says only "found character that cannot start any token".
+			return fmt.Errorf("%w: line %d, column %d: tabs are not allowed in YAML indentation; indent with spaces", ErrInvalid, line, col)
+		}
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
@@ -83,6 +87,18 @@ func (s *sources) decodeYAML(data []byte, c *Config) error {
 		return fmt.Errorf("%w: the top level must be a mapping of keys (source:, window:, ...)", ErrInvalid)
 	}
 	return s.mapping(root, reflect.ValueOf(c).Elem(), "")
+}
+
+// indentTab returns the line and column (from 1) of the first tab in the
+// leading whitespace of a line, where YAML forbids them.
+func indentTab(data []byte) (line, col int, ok bool) {
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		indent := len(l) - len(bytes.TrimLeft(l, " \t"))
+		if j := bytes.IndexByte(l[:indent], '\t'); j >= 0 {
+			return i + 1, j + 1, true
+		}
+	}
+	return 0, 0, false
 }
 
 // mapping decodes a YAML mapping into the struct v.

@@ -11,10 +11,15 @@ var ErrInvalid = errors.New("invalid config")
 
 // A KeyError names the config key and the offending value. Env is the
 // environment variable the value came from, if it did not come from the file.
+// An empty Value from the file is a key that is missing or empty: the
+// message then shows no value, rather than a default the user never wrote.
 type KeyError struct{ Key, Value, Reason, Env string }
 
 func (e *KeyError) Error() string {
-	if e.Env != "" {
+	switch {
+	case e.Value == "" && e.Env == "":
+		return fmt.Sprintf("%s: %s", e.Key, e.Reason)
+	case e.Env != "":
 		return fmt.Sprintf("%s = %q (from %s): %s", e.Key, e.Value, e.Env, e.Reason)
 	}
 	return fmt.Sprintf("%s = %q: %s", e.Key, e.Value, e.Reason)

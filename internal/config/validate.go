@@ -353,9 +353,12 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 			return err
 		}
 	}
+	if a.Fn == "quantile" && !src.present[key+".q"] {
+		return &KeyError{Key: key + ".q", Reason: "required for fn quantile: a number above 0, at most 1, such as 0.99"}
+	}
 	if a.Fn == "quantile" && !(a.Q > 0 && a.Q <= 1) {
 		// Nearest rank ceil(q*n) names a value for q in (0, 1]; q = 1 is the maximum.
-		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "required for fn quantile: a number above 0, at most 1, such as 0.99"}
+		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "must be above 0 and at most 1, such as 0.99"}
 	}
 	return nil
 }
@@ -570,7 +573,7 @@ func positive(src *sources, key string, d time.Duration) *KeyError {
 	case d > 0:
 		return nil
 	case !src.present[key]:
-		return &KeyError{Key: key, Value: formatDuration(d), Reason: "required: a positive duration, such as 5s"}
+		return &KeyError{Key: key, Reason: "required: a positive duration, such as 5s"}
 	}
 	return &KeyError{Key: key, Value: formatDuration(d), Reason: "must be positive"}
 }

@@ -146,7 +146,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 		return err
 	}
 	c.writer = producer.NewWriter(c.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.root)
-	c.log.Info().Interface("max_message_bytes", limits).Msg("connected; joining the group")
+	c.log.Debug().Interface("max_message_bytes", limits).Msg("connected; joining the group")
 	if c.sess == nil {
 		return nil
 	}
@@ -200,7 +200,11 @@ func (c *Consumer) newClients(limits map[string]int32) error {
 	}
 	prod = append(prod, kgo.RecordPartitioner(changelogPartitioner{c.changelog, kgo.UniformBytesPartitioner(64<<10, true, true, nil)}))
 	if c.cfg.Delivery == "exactly_once" {
+		// One client consumes and produces: it logs, like its metrics, as
+		// the group's consumer (prod's logger would label group joins
+		// kafka_producer).
 		opts := append(append(group, prod...),
+			kgo.WithLogger(cluster.NewLogger(c.root, "kafka_consumer")),
 			kgo.TransactionalID(transactionalID(c.cfg.Source)),
 			kgo.TransactionTimeout(c.cfg.State.TransactionTimeout),
 			metrics.KafkaHooks(reg, "kafka_consumer"))

@@ -23,7 +23,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 			p := c.newPartition(tp)
 			c.parts[tp], c.byID[p.id] = p, p
 			c.proc.Assign(p.id, now)
-			c.log.Info().Str("topic", topic).Int32("partition", n).Msg("partition assigned")
+			c.log.Debug().Str("topic", topic).Int32("partition", n).Msg("partition assigned")
 		}
 	}
 	c.updateReady()
@@ -109,7 +109,7 @@ func (c *Consumer) drop(ps []*partition) {
 		delete(c.parts, p.tp)
 		delete(c.byID, p.id)
 		c.forgetMetrics(p)
-		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")
+		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")
 	}
 	c.updateReady()
 }

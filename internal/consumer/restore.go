@@ -41,7 +41,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 			p.start = res.Position.Offset
 		}
 		c.m.RestoredRecords.Add(float64(r.Records()))
-		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", p.start).
+		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", p.start).
 			Int("changelog_records", r.Records()).Int("entries", res.Entries).Int("repairs", len(res.Repairs)).
 			Msg("partition restored")
 	}

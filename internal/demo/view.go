@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // State is everything one frame of the view shows.
@@ -22,6 +23,14 @@ type State struct {
 	// Lines is the terminal's height: Render shows only the keys that fit,
 	// those with the latest results, and says how many it left out. 0 = all.
 	Lines int
+	// Width is the terminal's width: Render wraps the lines above the table
+	// between their parts, and narrows the table (short headings, then
+	// columns dropped by priority) so that no line is wider. 0 = no limit.
+	Width int
+	// Sessions says the windows are sessions: there a record generated too
+	// late for its own window still joins a session of its key that is
+	// open, so the view does not promise it is a late event.
+	Sessions bool
 
 	Sent          Counts  // what the generator produced, by class
 	SentRate      float64 // records/s over the last refresh
@@ -49,40 +58,158 @@ func (c Counts) Total() int64 {
 // Render draws the full-screen view (without terminal control codes).
 func Render(s State) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "aggregator demo · Kafka: %s · metrics: %s\n", s.Brokers, s.MetricsURL)
-	fmt.Fprintf(&b, "%s · Ctrl-C to stop\n\n", s.Settings)
-	fmt.Fprintf(&b, "elapsed %s   produced %d (%.1f/s)   processed %.0f (%.1f/s)\n",
-		s.Elapsed.Truncate(time.Second), s.Sent.Total(), s.SentRate, s.Processed, s.ProcessedRate)
-	fmt.Fprintf(&b, "  generated: %d on time, %d stragglers, %d too late, %d malformed, %d filtered out\n",
-		s.Sent[OnTime], s.Sent[Straggler], s.Sent[TooLate], s.Sent[Malformed], s.Sent[Filtered])
-	fmt.Fprintf(&b, "watermark %s\n", watermarkText(s.Watermark, s.Now))
-	if s.Retractions > 0 {
-		fmt.Fprintf(&b, "sessions: %d retracted (tombstones of sessions that a late record merged after they fired)\n", s.Retractions)
+	wrap(&b, s.Width, " · ", "", "aggregator demo", "Kafka: "+s.Brokers, "metrics: "+s.MetricsURL)
+	wrap(&b, s.Width, " · ", "", append(strings.Split(s.Settings, " · "), "Ctrl-C to stop")...)
+	b.WriteString("\n")
+	wrap(&b, s.Width, "   ", "", "elapsed "+s.Elapsed.Truncate(time.Second).String(),
+		fmt.Sprintf("produced %d (%.1f/s)", s.Sent.Total(), s.SentRate),
+		fmt.Sprintf("processed %.0f (%.1f/s)", s.Processed, s.ProcessedRate))
+	tooLate := fmt.Sprintf("%d too late", s.Sent[TooLate])
+	if s.Sessions {
+		tooLate = fmt.Sprintf("%d too late for their own window (late events unless they join an open session)", s.Sent[TooLate])
 	}
-	fmt.Fprintf(&b, "output: %d results (%d late firings) · %d late events · %d dead letters\n\n",
-		s.Results, s.LateFirings, s.Late, s.DeadLetters)
+	wrap(&b, s.Width, ", ", "    ", "  generated: "+strconv.FormatInt(s.Sent[OnTime], 10)+" on time",
+		fmt.Sprintf("%d stragglers", s.Sent[Straggler]), tooLate,
+		fmt.Sprintf("%d malformed", s.Sent[Malformed]), fmt.Sprintf("%d filtered out", s.Sent[Filtered]))
+	wrap(&b, s.Width, " ", "  ", "watermark", watermarkText(s.Watermark, s.Now))
+	if s.Retractions > 0 {
+		wrap(&b, s.Width, " ", "  ", fmt.Sprintf("sessions: %d retracted", s.Retractions),
+			"(tombstones of sessions that a late record merged after they fired)")
+	}
+	wrap(&b, s.Width, " · ", "", fmt.Sprintf("output: %d results (%d late firings)", s.Results, s.LateFirings),
+		fmt.Sprintf("%d late events", s.Late), fmt.Sprintf("%d dead letters", s.DeadLetters))
+	b.WriteString("\n")
 	if len(s.Rows) == 0 {
-		b.WriteString("no results yet: the first window fires once the watermark passes its end\n")
+		wrap(&b, s.Width, " ", "", "no results yet:", "the first window fires once the watermark passes its end")
 		return b.String()
 	}
-	b.WriteString("latest result per key:\n")
-	// Less the lines above, the table's header, the "+N more" line and
-	// the line the cursor ends on.
-	rows, more := fitRows(s.Rows, s.Lines, s.Lines-strings.Count(b.String(), "\n")-3)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "key\twindow (UTC)\tcount\t%s\tfiring\trevision\t\n", strings.Join(s.Columns, "\t"))
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t", r.Key, windowText(r.Start, r.End), r.Count)
-		for _, name := range s.Columns {
-			fmt.Fprintf(tw, "%s\t", numberText(r.Aggregates[name]))
-		}
-		fmt.Fprintf(tw, "%s\t%d\t\n", r.Firing, r.Revision)
+	// Less the lines above, the heading line, the table's header, the "+N
+	// more" line and the line the cursor ends on.
+	rows, more := fitRows(s.Rows, s.Lines, s.Lines-strings.Count(b.String(), "\n")-4)
+	table, hidden := fitTable(s.Columns, rows, s.Width)
+	if hidden > 0 {
+		wrap(&b, s.Width, " ", "", "latest result per key", fmt.Sprintf("(%d columns hidden: a wider terminal shows them):", hidden))
+	} else {
+		b.WriteString("latest result per key:\n")
 	}
-	tw.Flush()
+	b.WriteString(table)
 	if more > 0 {
-		fmt.Fprintf(&b, "+%d more keys (showing the %d with the latest results)\n", more, len(rows))
+		wrap(&b, s.Width, " ", "", fmt.Sprintf("+%d more keys", more), fmt.Sprintf("(showing the %d with the latest results)", len(rows)))
 	}
 	return b.String()
+}
+
+// wrap writes parts joined by sep as one line, or, when width > 0 and
+// they do not fit, on as many lines as they need, breaking between parts;
+// continuation lines start with indent. A part wider than a line is cut
+// with "…". Every line ends in a newline.
+func wrap(b *strings.Builder, width int, sep, indent string, parts ...string) {
+	line := ""
+	for _, p := range parts {
+		switch {
+		case line == "":
+			line = p
+		case width <= 0 || runes(line)+runes(sep)+runes(p) <= width:
+			line += sep + p
+		default:
+			b.WriteString(cut(line, width) + "\n")
+			line = indent + p
+		}
+	}
+	b.WriteString(cut(line, width) + "\n")
+}
+
+func runes(s string) int { return utf8.RuneCountInString(s) }
+
+// cut shortens s to width runes, ending in "…"; width <= 0 keeps it whole.
+func cut(s string, width int) string {
+	if width <= 0 || runes(s) <= width {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max(width-1, 0)]) + "…"
+}
+
+// A column of the results table.
+type column struct {
+	head, short string // the heading, and the one used when space is short
+	cell        func(Row) string
+}
+
+// fitTable renders the table of rows in width columns (0: no limit): with
+// every column if it fits, else with short headings, else dropping
+// columns by priority (revision, then the aggregates from the last, then
+// firing; key, window and count stay). It returns the table and how many
+// columns it left out; lines still too wide are cut.
+func fitTable(aggregates []string, rows []Row, width int) (string, int) {
+	key := column{"key", "key", func(r Row) string { return r.Key }}
+	window := column{"window (UTC)", "window", func(r Row) string { return windowText(r.Start, r.End) }}
+	count := column{"count", "n", func(r Row) string { return strconv.FormatInt(r.Count, 10) }}
+	firing := column{"firing", "firing", func(r Row) string { return r.Firing }}
+	revision := column{"revision", "rev", func(r Row) string { return strconv.FormatInt(r.Revision, 10) }}
+	aggs := make([]column, len(aggregates))
+	for i, name := range aggregates {
+		aggs[i] = column{name, name, func(r Row) string { return numberText(r.Aggregates[name]) }}
+	}
+	// dropOrder lists the columns that may go, the first to go first.
+	dropOrder := []string{revision.head}
+	for i := len(aggs) - 1; i >= 0; i-- {
+		dropOrder = append(dropOrder, aggs[i].head)
+	}
+	dropOrder = append(dropOrder, firing.head)
+	all := append(append([]column{key, window, count}, aggs...), firing, revision)
+
+	short, dropped := false, 0
+	for {
+		var cols []column
+		for _, c := range all {
+			if !slices.Contains(dropOrder[:dropped], c.head) {
+				cols = append(cols, c)
+			}
+		}
+		table := renderTable(cols, rows, short)
+		if width <= 0 || tableWidth(table) <= width || dropped == len(dropOrder) {
+			var b strings.Builder
+			for line := range strings.Lines(table) {
+				b.WriteString(cut(strings.TrimSuffix(line, "\n"), width) + "\n")
+			}
+			return b.String(), dropped
+		}
+		if !short {
+			short = true
+		} else {
+			dropped++
+		}
+	}
+}
+
+func renderTable(cols []column, rows []Row, short bool) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, c := range cols {
+		head := c.head
+		if short {
+			head = c.short
+		}
+		fmt.Fprintf(tw, "%s\t", head)
+	}
+	fmt.Fprintln(tw)
+	for _, r := range rows {
+		for _, c := range cols {
+			fmt.Fprintf(tw, "%s\t", c.cell(r))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func tableWidth(table string) int {
+	w := 0
+	for line := range strings.Lines(table) {
+		w = max(w, runes(strings.TrimSuffix(line, "\n")))
+	}
+	return w
 }
 
 // fitRows keeps the n rows whose keys had results most recently, in their

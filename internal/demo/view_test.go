@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -192,5 +193,64 @@ func TestWatermarkAheadOrBehind(t *testing.T) {
 				t.Errorf("Render(watermark now%+v) lacks %q:\n%s", tt.offset, tt.want, got)
 			}
 		})
+	}
+}
+
+// TestRenderFitsTheWidth: at 80×24 and 160×45 no line is wider than the
+// terminal, the frame leaves the cursor's line free, and the title, the
+// broker address and the window settings stay whole; 80 columns hide
+// table columns (and say so), 160 show them all.
+func TestRenderFitsTheWidth(t *testing.T) {
+	tests := map[string]struct {
+		width, lines int
+		hidden       bool
+	}{
+		"80x24":  {80, 24, true},
+		"160x45": {160, 45, false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := manyKeys(8)
+			s.Settings += " · 8 keys, 50 records/s"
+			s.Retractions = 3
+			s.Width, s.Lines = tt.width, tt.lines
+			got := demo.Render(s)
+			if n := strings.Count(got, "\n"); n > tt.lines-1 {
+				t.Errorf("Render at %s has %d lines, want at most %d:\n%s", name, n, tt.lines-1, got)
+			}
+			for line := range strings.Lines(got) {
+				if w := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); w > tt.width {
+					t.Errorf("Render at %s: line of %d columns: %q", name, w, line)
+				}
+			}
+			wantWhole := []string{"aggregator demo", "in-process kfake at 127.0.0.1:40123", "http://localhost:9090/metrics",
+				"tumbling 5s windows", "max_out_of_orderness 1s", "allowed_lateness 2s"}
+			if tt.width >= 80 {
+				for _, want := range wantWhole {
+					if !strings.Contains(got, want) {
+						t.Errorf("Render at %s lacks %q:\n%s", name, want, got)
+					}
+				}
+			}
+			if hidden := strings.Contains(got, "columns hidden"); hidden != tt.hidden {
+				t.Errorf("Render at %s: columns hidden = %v, want %v:\n%s", name, hidden, tt.hidden, got)
+			}
+			if !strings.Contains(got, "sid_7 ") {
+				t.Errorf("Render at %s shows no row for sid_7:\n%s", name, got)
+			}
+		})
+	}
+}
+
+// TestRenderSessionsLabelsTooLate: with sessions, a record generated too
+// late for its own window is not promised to be a late event.
+func TestRenderSessionsLabelsTooLate(t *testing.T) {
+	s := sampleState()
+	if got := demo.Render(s); !strings.Contains(got, ", 30 too late, ") {
+		t.Errorf("Render(tumbling) lacks \", 30 too late, \":\n%s", got)
+	}
+	s.Sessions = true
+	if got := demo.Render(s); !strings.Contains(got, "30 too late for their own window (late events unless they join an open session)") {
+		t.Errorf("Render(sessions) does not say what too late means there:\n%s", got)
 	}
 }

@@ -140,6 +140,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 		w.firings[f] = m.Firings.WithLabelValues(f.String())
 	}
 	topic := func(name string) topicMetrics {
+		m.Unwritable.WithLabelValues(name) // at 0 from the start, for dashboards and absent() alerts
 		return topicMetrics{m.Produced.WithLabelValues(name), m.ProduceErrors.WithLabelValues(name)}
 	}
 	w.results, w.late, w.dead = topic(cfg.Sink.ResultsTopic), topic(cfg.Sink.LateTopic), topic(cfg.Sink.DeadLetterTopic)

@@ -456,7 +456,7 @@ func (d *Decoder) parseTime(field string, tok *token) (int64, error) {
 	var text []byte
 	switch tok.kind {
 	case tokMissing, tokNull:
-		return 0, &DecodeError{Reason: ReasonMissingTimestamp, Field: field, Detail: missingDetail(tok)}
+		return 0, &DecodeError{Reason: ReasonMissingTimestamp, Field: field, Detail: missingTimeDetail(tok)}
 	case tokString:
 		text = d.content(tok)
 	case tokNumber:
@@ -770,6 +770,16 @@ func missingDetail(tok *token) string {
 		return "the value is null"
 	}
 	return ""
+}
+
+// missingTimeDetail says what is missing and, as a record without the
+// field may carry its time in the Kafka timestamp, how to use that.
+func missingTimeDetail(tok *token) string {
+	what := "the record has no such field"
+	if tok.kind == tokNull {
+		what = "the value is null"
+	}
+	return what + `; the field "` + FieldKafkaTimestamp + `" is the Kafka record timestamp`
 }
 
 // maxQuoted is how much of an offending value an error message shows.

@@ -312,6 +312,8 @@ func TestDecodeErrorMessage(t *testing.T) {
 		"null":                  {`{"sid":null,` + callTime + `,"duration":1}`, `missing_key: field "sid": the value is null`},
 		"bad json":              {`{"sid":"s"x`, `bad_json: unexpected 'x' at offset 10, want "," or "}"`},
 		"truncated json":        {`{"sid":"s"`, `bad_json: unexpected end of input, want "," or "}"`},
+		"missing timestamp":     {`{"sid":"s","callType":"success","duration":1}`, `missing_timestamp: field "callTime": the record has no such field; the field "$timestamp" is the Kafka record timestamp`},
+		"null timestamp":        {`{"sid":"s","callType":"success","callTime":null,"duration":1}`, `missing_timestamp: field "callTime": the value is null; the field "$timestamp" is the Kafka record timestamp`},
 		"bad timestamp":         {`{"sid":"s","callType":"success","callTime":"noon","duration":1}`, `bad_timestamp: field "callTime": "noon" does not match layout "2006-01-02 15:04:05"`},
 	}
 	for name, tt := range tests {

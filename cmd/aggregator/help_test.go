@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestHelp: every subcommand's --help starts with its synopsis, a one-line
+// description and an example that TestDocs-style use would accept (the
+// command exists), then the flags; the top-level usage names every flag of
+// broker, --data-dir included.
+func TestHelp(t *testing.T) {
+	for name, h := range commandHelp {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if err := run(t.Context(), []string{name, "--help"}, nil, nil, &stdout, &stderr); err != nil {
+				t.Fatalf("%s --help = %v", name, err)
+			}
+			got := stderr.String()
+			for _, want := range []string{"Usage: " + h.synopsis + "\n\n" + h.summary + "\n\nExample:\n  " + h.example + "\n\nFlags:\n", "docs/"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("%s --help:\n%s\nwant it to contain %q", name, got, want)
+				}
+			}
+			if !strings.HasPrefix(h.example, "aggregator "+name) || strings.Contains(h.summary, "\n") {
+				t.Errorf("%s: example %q must run %s; summary %q must be one line", name, h.example, name, h.summary)
+			}
+		})
+	}
+	var stdout bytes.Buffer
+	if err := run(t.Context(), []string{"--help"}, nil, nil, &stdout, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"broker [--port 9092] [--topics calls] [--partitions 1] [--data-dir DIR]", "demo", "run", "replay", "validate"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("aggregator --help:\n%s\nwant %q", stdout.String(), want)
+		}
+	}
+}
