@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"aggregator/internal/cluster"
-	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/state"
 )
 
@@ -46,18 +46,20 @@ func (c *Consumer) commit(ctx context.Context) error {
 // positions, then the offsets; a crash in between repeats outputs (each
 // identical) but never counts a record twice (see package state).
 func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
-	data, positions := c.proc.Checkpoint()
-	c.produceChangelog(ctx, data)
+	rd := c.proc.Ready(true)
+	c.write(rd.Outputs)
+	c.produceChangelog(ctx, rd.Changelog)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
 	if err := c.flushRewriting(ctx); err != nil {
 		return err
 	}
-	c.produceChangelog(ctx, positions)
+	c.produceChangelog(ctx, rd.Positions)
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
-	offsets := c.offsets()
+	offsets := c.offsets(rd.Offsets)
 	if len(offsets) == 0 {
+		c.proc.Accept()
 		return nil
 	}
 	var cerr error
@@ -70,6 +72,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	}
 	c.m.Commits.WithLabelValues("committed").Inc()
 	c.writer.Committed()
+	c.proc.Accept()
 	return nil
 }
 
@@ -104,25 +107,34 @@ func (c *Consumer) flush(ctx context.Context) error {
 // and the positions of every partition as its consumed offsets, and
 // begins the next. When the transaction aborts (a rebalance took
 // partitions meanwhile, the group generation moved on, a broker error),
-// the state goes back to the last commit: it is restored again from the
-// changelog, and the client rewinds to the committed offsets.
+// the pipeline goes back to the last commit (Abort): its partitions are
+// restored again from the changelog, and the client rewinds to the
+// committed offsets.
+//
+// Revocations are applied to the pipeline before its commit Ready is
+// taken (their outputs are in it), and after the transaction ended only
+// once the pipeline accepted or aborted it: windows that a dropped
+// partition no longer holds back fire from the state the transaction
+// left, into the next one.
 func (c *Consumer) commitTransaction(ctx context.Context) error {
 	if !c.inTxn {
 		return nil // ended by Drain
 	}
 	c.dropRevoked()
-	data, positions := c.proc.Checkpoint()
-	offsets := c.offsets()
-	if len(offsets) == 0 && len(data) == 0 && len(positions) == 0 {
-		// Nothing processed and nothing restored: the transaction is
-		// empty (outputs come from processed records or restored state,
-		// and both have a position). Ending it would cost 500ms: kgo
-		// takes a commit without offsets for a broker without KIP-447
-		// and holds its session lock that long. It stays open instead.
+	rd := c.proc.Ready(true)
+	c.write(rd.Outputs)
+	offsets := c.offsets(rd.Offsets)
+	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 {
+		// Nothing processed and nothing restored: the transaction holds
+		// no state change (outputs come from processed records or
+		// restored state, and both have a position). Ending it would cost
+		// 500ms: kgo takes a commit without offsets for a broker without
+		// KIP-447 and holds its session lock that long. It stays open.
+		c.proc.Accept()
 		return nil
 	}
-	c.produceChangelog(ctx, data)
-	c.produceChangelog(ctx, positions)
+	c.produceChangelog(ctx, rd.Changelog)
+	c.produceChangelog(ctx, rd.Positions)
 	c.writer.Sync()
 	// A failed output ends the service unless the transaction can abort
 	// and the records be processed again: an output refused for itself
@@ -145,7 +157,6 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	c.cl.AllowRebalance()
 	committed, err := c.sess.End(ctx, kgo.TryCommit)
 	c.inTxn = false
-	c.dropRevoked() // revoked while the transaction ended
 	// Outputs refused for themselves (too large, invalid) abort the
 	// transaction; they are written as stubs when their records are
 	// processed again.
@@ -153,11 +164,13 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
 		c.writer.Committed()
+		c.proc.Accept()
 	} else {
 		c.m.Commits.WithLabelValues("aborted").Inc()
 		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
-		c.resetState()
+		c.abort()
 	}
+	c.dropRevoked() // revoked while the transaction ended: after Accept or Abort
 	switch {
 	case err == nil || kerr.IsRetriable(err) || refused:
 	case cluster.Transient(err):
@@ -188,29 +201,19 @@ func (c *Consumer) begin() error {
 	return nil
 }
 
-// resetState drops the state of every partition since the last commit:
-// a fresh processor, every assigned partition to be restored, and the
-// polls taken before dropped. c.mu and c.polling are held.
-func (c *Consumer) resetState() {
-	proc, err := pipeline.New(c.cfg, c)
-	if err != nil { // the config was good moments ago
-		panic(fmt.Sprintf("pipeline: %v", err))
-	}
-	c.proc = proc
-	c.proc.TrackState()
+// abort drops the state of every partition since the last commit (the
+// pipeline restores them before it applies their records again) and the
+// polls taken before. c.mu and c.polling are held.
+func (c *Consumer) abort() {
+	c.proc.Abort(c.nowMs())
 	c.epoch.Add(1)
 	c.writer.Discard()
-	now := c.nowMs()
-	for _, p := range c.parts {
-		p.restored, p.next, p.start = false, -1, -1
-		c.proc.Assign(p.id, now)
-	}
 	c.updateReady()
 }
 
 // produceChangelog produces changelog records; failures surface at the
 // next flush or transaction end.
-func (c *Consumer) produceChangelog(ctx context.Context, recs []pipeline.ChangelogRecord) {
+func (c *Consumer) produceChangelog(ctx context.Context, recs []ready.Changelog) {
 	krs := make([]kgo.Record, len(recs)) // one allocation, not one per record
 	for i := range recs {
 		r := &recs[i]
@@ -232,18 +235,18 @@ func (c *Consumer) changelogDone(r *kgo.Record, err error) {
 	}
 }
 
-// offsets returns the position of every partition that has one.
-func (c *Consumer) offsets() map[string]map[int32]kgo.EpochOffset {
+// offsets maps a Ready's offsets to the Kafka partitions.
+func (c *Consumer) offsets(offs []ready.Offset) map[string]map[int32]kgo.EpochOffset {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for _, p := range c.parts {
-		pos := p.position()
-		if pos < 0 || !p.restored {
+	for _, o := range offs {
+		p := c.byID[o.Partition]
+		if p == nil {
 			continue
 		}
 		if offsets[p.tp.topic] == nil {
 			offsets[p.tp.topic] = map[int32]kgo.EpochOffset{}
 		}
-		offsets[p.tp.topic][p.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: pos}
+		offsets[p.tp.topic][p.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
 	}
 	return offsets
 }

@@ -23,7 +23,7 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
-	"aggregator/internal/windowing"
+	"aggregator/internal/ready"
 )
 
 const (
@@ -101,7 +101,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		base: map[string]int32{}, parts: map[topicPartition]*partition{}, byID: map[int32]*partition{},
 		changelog: cfg.State.ChangelogTopic, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}
 	var err error
-	if c.proc, err = pipeline.New(cfg, c); err != nil {
+	if c.proc, err = pipeline.New(cfg); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	c.proc.TrackState()
@@ -486,7 +486,7 @@ func (c *Consumer) id(tp topicPartition) int32 { return c.base[tp.topic] + tp.pa
 
 func (c *Consumer) newPartition(tp topicPartition) *partition {
 	labels := []string{tp.topic, strconv.Itoa(int(tp.partition))}
-	p := &partition{tp: tp, id: c.id(tp), next: -1, hwm: -1, start: -1,
+	p := &partition{tp: tp, id: c.id(tp),
 		lag: c.m.ConsumerLag.WithLabelValues(labels...), wm: c.m.PartitionWatermark.WithLabelValues(labels...)}
 	for _, o := range pipeline.Outcomes() {
 		p.records[o] = c.m.Records.WithLabelValues(tp.topic, labels[1], o.String())
@@ -500,21 +500,23 @@ func (c *Consumer) forgetMetrics(p *partition) {
 	c.m.PartitionWatermark.DeleteLabelValues(labels...)
 }
 
-// Result is the pipeline's output of a firing.
-func (c *Consumer) Result(r *windowing.Result) { c.writer.Result(r) }
-
-// Late is the pipeline's output of a late event.
-func (c *Consumer) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
-	c.writer.Late(c.kafkaInput(in), eventTime, watermark, missed)
+// write hands the outputs of a Ready to the writer, in order.
+func (c *Consumer) write(outs []ready.Output) {
+	for i := range outs {
+		o := &outs[i]
+		switch o.Kind {
+		case ready.Result:
+			c.writer.Result(&o.Result)
+		case ready.Late:
+			c.writer.Late(c.kafkaInput(&o.In), o.EventTime, o.Watermark, o.Missed)
+		case ready.DeadLetter:
+			c.writer.DeadLetter(c.kafkaInput(&o.In), o.Err)
+		}
+	}
 }
 
-// DeadLetter is the pipeline's output of a record it could not use.
-func (c *Consumer) DeadLetter(in *pipeline.Input, err error) {
-	c.writer.DeadLetter(c.kafkaInput(in), err)
-}
-
-// kafkaInput returns in with its Kafka partition in place of the dense id.
-func (c *Consumer) kafkaInput(in *pipeline.Input) *pipeline.Input {
+// kafkaInput returns in with its Kafka partition in place of the state id.
+func (c *Consumer) kafkaInput(in *ready.Input) *ready.Input {
 	p := c.byID[in.Partition]
 	if p == nil || p.tp.partition == in.Partition {
 		return in

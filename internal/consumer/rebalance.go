@@ -116,12 +116,7 @@ func (c *Consumer) drop(ps []*partition) {
 
 // updateReady sets /readyz: joined, every partition restored, not closing.
 func (c *Consumer) updateReady() {
-	restoring := 0
-	for _, p := range c.parts {
-		if !p.restored {
-			restoring++
-		}
-	}
+	restoring := len(c.proc.Unrestored())
 	c.m.RestoringParts.Set(float64(restoring))
 	c.setReady(!c.closing && restoring == 0)
 }

@@ -16,10 +16,8 @@ import (
 // its input is applied. c.mu is held.
 func (c *Consumer) restorePending(ctx context.Context) error {
 	var ps []*partition
-	for _, p := range c.parts {
-		if !p.restored {
-			ps = append(ps, p)
-		}
+	for _, id := range c.proc.Unrestored() {
+		ps = append(ps, c.byID[id])
 	}
 	if len(ps) == 0 {
 		return nil
@@ -36,12 +34,12 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.changelog, p.id, err)
 		}
-		p.restored, p.start = true, -1
+		start := int64(-1)
 		if res.HasPosition {
-			p.start = res.Position.Offset
+			start = res.Position.Offset
 		}
 		c.m.RestoredRecords.Add(float64(r.Records()))
-		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", p.start).
+		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", start).
 			Int("changelog_records", r.Records()).Int("entries", res.Entries).Int("repairs", len(res.Repairs)).
 			Msg("partition restored")
 	}

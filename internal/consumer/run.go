@@ -129,12 +129,7 @@ func (c *Consumer) commitNow(ctx context.Context) error {
 func (c *Consumer) restoreWaits() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range c.parts {
-		if !p.restored {
-			return true
-		}
-	}
-	return false
+	return len(c.proc.Unrestored()) > 0
 }
 
 // process applies the poll and reports whether a commit is due.
@@ -154,6 +149,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	}
 	now := c.nowMs()
 	c.proc.Tick(now)
+	c.write(c.proc.Ready(false).Outputs)
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
@@ -188,27 +184,22 @@ func (c *Consumer) restoreRetrying(ctx context.Context) error {
 }
 
 // apply runs the poll's records through the pipeline, partition by
-// partition in offset order. Records below a restored partition's
-// position are in its state already (at_least_once: the offsets were not
-// committed yet) and are skipped.
+// partition in offset order (the pipeline skips what is in its state
+// already: at_least_once, records fetched again after a restore).
 func (c *Consumer) apply(pl *poll) {
 	now := c.nowMs()
 	for _, pp := range pl.parts {
 		p := c.parts[pp.tp]
-		if p == nil || !p.restored {
+		if p == nil {
 			continue
 		}
 		for i := pp.lo; i < pp.hi; i++ {
 			d := &pl.recs[i]
-			if d.in.Offset < max(p.start, p.next) {
-				continue // in the state already: restored, or applied before the client rewound
+			if out, ok := c.proc.Apply(&d.in, &d.rec, d.kind, d.err, now); ok {
+				p.counts[out]++
 			}
-			out := c.proc.ProcessDecoded(&d.in, &d.rec, d.kind, d.err, now)
-			p.counts[out]++
-			p.next = d.in.Offset + 1
 		}
-		p.hwm = pp.hwm
-		c.proc.SetCaughtUp(p.id, p.next >= p.hwm, now)
+		c.proc.Fetched(p.id, pp.hwm, now)
 	}
 }
 
@@ -228,8 +219,8 @@ func (c *Consumer) updateMetrics(now int64) {
 		p.flushCounts()
 		pw, _ := c.proc.PartitionWatermark(p.id)
 		p.wm.Set(metrics.Seconds(pw))
-		if p.hwm >= 0 && p.next >= 0 {
-			p.lag.Set(float64(max(p.hwm-p.next, 0)))
+		if lag, ok := c.proc.Lag(p.id); ok {
+			p.lag.Set(float64(lag))
 		}
 	}
 }
@@ -243,16 +234,15 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	}
 	c.unfetched = time.Now()
 	c.mu.Lock()
-	var ps []*partition
+	unfetched := c.proc.Unfetched()
 	topics := map[string]bool{}
-	for _, p := range c.parts {
-		if p.next < 0 {
-			ps = append(ps, p)
+	for id := range unfetched {
+		if p := c.byID[id]; p != nil {
 			topics[p.tp.topic] = true
 		}
 	}
 	c.mu.Unlock()
-	if len(ps) == 0 {
+	if len(topics) == 0 {
 		return
 	}
 	names := make([]string, 0, len(topics))
@@ -273,18 +263,22 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.nowMs()
-	for _, p := range ps {
-		end, ok1 := ends.Lookup(p.tp.topic, p.tp.partition)
-		start, ok2 := starts.Lookup(p.tp.topic, p.tp.partition)
-		if !ok1 || !ok2 || end.Err != nil || start.Err != nil || c.parts[p.tp] != p || p.next >= 0 {
+	still := c.proc.Unfetched() // the pipeline moved on meanwhile (a fetch, an abort, a rebalance)
+	for id, pos := range unfetched {
+		p := c.byID[id]
+		if cur, ok := still[id]; !ok || cur != pos || p == nil {
 			continue
 		}
-		pos := p.start
+		end, ok1 := ends.Lookup(p.tp.topic, p.tp.partition)
+		start, ok2 := starts.Lookup(p.tp.topic, p.tp.partition)
+		if !ok1 || !ok2 || end.Err != nil || start.Err != nil {
+			continue
+		}
 		if pos < 0 && c.cfg.Source.StartOffset == "latest" {
 			pos = end.Offset
 		} else if pos < 0 {
 			pos = start.Offset
 		}
-		c.proc.SetCaughtUp(p.id, pos >= end.Offset, now)
+		c.proc.SetCaughtUp(id, pos >= end.Offset, now)
 	}
 }

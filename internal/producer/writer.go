@@ -15,7 +15,7 @@ import (
 
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
-	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -287,13 +287,13 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 }
 
 // Late produces the original record to the late topic with its provenance.
-func (w *Writer) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
+func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed windowing.Window) {
 	w.produceOriginal(w.sink.LateTopic, in, LateHeaders(in, eventTime, watermark, missed), w.lateDone)
 }
 
 // DeadLetter produces the original record to the dead-letter topic with
 // the error as its reason.
-func (w *Writer) DeadLetter(in *pipeline.Input, err error) {
+func (w *Writer) DeadLetter(in *ready.Input, err error) {
 	if w.sink.DeadLetterTopic == "" {
 		return // dead letters are optional: the records_total outcome still counts it
 	}
@@ -302,7 +302,7 @@ func (w *Writer) DeadLetter(in *pipeline.Input, err error) {
 
 // produceOriginal queues the original record; its headers are made now,
 // as in is valid only during the call.
-func (w *Writer) produceOriginal(topic string, in *pipeline.Input, headers []kgo.RecordHeader, done func(*kgo.Record, error)) {
+func (w *Writer) produceOriginal(topic string, in *ready.Input, headers []kgo.RecordHeader, done func(*kgo.Record, error)) {
 	rec, alone := w.replacement(&kgo.Record{
 		Topic:     topic,
 		Key:       in.Key,
