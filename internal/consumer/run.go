@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/cluster"
+	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 )
 
@@ -81,6 +84,13 @@ func (c *Consumer) fetchErrors(fs kgo.Fetches) error {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return
 		}
+		if errors.Is(err, kerr.InvalidSessionTimeout) {
+			// The join is refused for good: kgo would retry for ever.
+			if fatal == nil {
+				fatal = fmt.Errorf("join group %s: %w", c.cfg.Source.Group, c.sessionTimeoutRefused())
+			}
+			return
+		}
 		if perm := cluster.Permanent(err); perm != nil {
 			if fatal == nil && topic == "" {
 				fatal = fmt.Errorf("consume as group %s: %w", c.cfg.Source.Group, perm)
@@ -92,6 +102,32 @@ func (c *Consumer) fetchErrors(fs kgo.Fetches) error {
 		c.log.Warn().Err(err).Str("topic", topic).Int32("partition", partition).Msg("fetch")
 	})
 	return fatal
+}
+
+// sessionTimeoutRefused is the config error of a session timeout the
+// brokers refuse, with their bounds if they say them.
+func (c *Consumer) sessionTimeoutRefused() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var lo, hi time.Duration
+	adm := kadm.NewClient(c.cl)
+	if brokers, err := adm.ListBrokers(ctx); err == nil && len(brokers) > 0 {
+		if rcs, err := adm.DescribeBrokerConfigs(ctx, brokers[0].NodeID); err == nil && len(rcs) > 0 {
+			for _, cf := range rcs[0].Configs {
+				ms, err := strconv.ParseInt(cf.MaybeValue(), 10, 64)
+				if err != nil {
+					continue
+				}
+				switch cf.Key {
+				case "group.min.session.timeout.ms":
+					lo = time.Duration(ms) * time.Millisecond
+				case "group.max.session.timeout.ms":
+					hi = time.Duration(ms) * time.Millisecond
+				}
+			}
+		}
+	}
+	return config.SessionTimeoutRefused(c.cfg.Source.SessionTimeout, lo, hi)
 }
 
 // step restores newly assigned partitions, applies one poll's records,
