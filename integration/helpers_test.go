@@ -261,9 +261,9 @@ func (c capture) write(rd ready.Ready) {
 		case ready.Result:
 			c.Result(&o.Result)
 		case ready.Late:
-			c.Late(&o.In, o.EventTime, o.Watermark, o.Missed)
+			c.Late(&o.Event.In, o.Event.EventTime, o.Event.Watermark, o.Event.Missed)
 		case ready.DeadLetter:
-			c.DeadLetter(&o.In, o.Err)
+			c.DeadLetter(&o.Event.In, o.Event.Err)
 		}
 	}
 }

@@ -173,9 +173,9 @@ func (o *replayOutput) write(rd ready.Ready) {
 		case ready.Result:
 			o.Result(&out.Result)
 		case ready.Late:
-			o.Late(&out.In, out.EventTime, out.Watermark)
+			o.Late(&out.Event.In, out.Event.EventTime, out.Event.Watermark)
 		case ready.DeadLetter:
-			o.DeadLetter(&out.In, out.Err)
+			o.DeadLetter(&out.Event.In, out.Event.Err)
 		}
 	}
 }

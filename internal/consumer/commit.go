@@ -12,19 +12,18 @@ import (
 
 	"aggregator/internal/cluster"
 	"aggregator/internal/ready"
-	"aggregator/internal/state"
 )
 
-// lockedCommit is commit with its locks taken in their order: c.polling
+// lockedCommit is commit with its locks taken in their order: c.fetch.polling
 // (exactly_once: no poll while a transaction ends), then c.mu. A
 // rebalance callback takes c.mu while a poll waits for it, so the other
 // order could deadlock.
 func (c *Consumer) lockedCommit(ctx context.Context) error {
-	if c.sess != nil {
+	if c.kafka.sess != nil {
 		c.fetch.interrupt()
-		c.polling.Lock()
+		c.fetch.polling.Lock()
 		c.fetch.commitWaits.Store(false)
-		defer c.polling.Unlock()
+		defer c.fetch.polling.Unlock()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -33,10 +32,10 @@ func (c *Consumer) lockedCommit(ctx context.Context) error {
 
 // commit makes everything processed so far durable: outputs, the state's
 // changes and the partitions' positions in the changelog, and the
-// consumed offsets. c.mu is held, and with exactly_once c.polling.
+// consumed offsets. c.mu is held, and with exactly_once c.fetch.polling.
 func (c *Consumer) commit(ctx context.Context) error {
 	c.lastCommit = time.Now() // the commit cadence is the real clock's, whatever clock judges idleness
-	if c.sess != nil {
+	if c.kafka.sess != nil {
 		return c.commitTransaction(ctx)
 	}
 	return c.commitAtLeastOnce(ctx)
@@ -48,12 +47,12 @@ func (c *Consumer) commit(ctx context.Context) error {
 func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	rd := c.proc.Ready(true)
 	c.write(rd.Outputs)
-	c.produceChangelog(ctx, rd.Changelog)
+	c.writer.Changelog(ctx, rd.Changelog)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
 	if err := c.flushRewriting(ctx); err != nil {
 		return err
 	}
-	c.produceChangelog(ctx, rd.Positions)
+	c.writer.Changelog(ctx, rd.Positions)
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
@@ -63,7 +62,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 		return nil
 	}
 	var cerr error
-	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	c.kafka.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		cerr = errors.Join(err, commitErrors(resp))
 	})
 	if cerr != nil {
@@ -81,7 +80,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 // their place, until all is written or a failure of another kind.
 func (c *Consumer) flushRewriting(ctx context.Context) error {
 	for {
-		if err := c.pr.Flush(ctx); err != nil {
+		if err := c.kafka.pr.Flush(ctx); err != nil {
 			return fmt.Errorf("flush outputs: %w", err)
 		}
 		err := c.writer.Err()
@@ -97,7 +96,7 @@ func (c *Consumer) flush(ctx context.Context) error {
 	if err := c.writer.Err(); err != nil {
 		return err
 	}
-	if err := c.pr.Flush(ctx); err != nil {
+	if err := c.kafka.pr.Flush(ctx); err != nil {
 		return fmt.Errorf("flush outputs: %w", err)
 	}
 	return c.writer.Err()
@@ -133,8 +132,8 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		c.proc.Accept()
 		return nil
 	}
-	c.produceChangelog(ctx, rd.Changelog)
-	c.produceChangelog(ctx, rd.Positions)
+	c.writer.Changelog(ctx, rd.Changelog)
+	c.writer.Changelog(ctx, rd.Positions)
 	c.writer.Sync()
 	// A failed output ends the service unless the transaction can abort
 	// and the records be processed again: an output refused for itself
@@ -153,9 +152,9 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	})
 	// End waits for the lost and revoked callbacks when the group moves
 	// on; they run only once rebalances are allowed. No poll is under way
-	// (c.polling is held), and with exactly_once they only queue.
-	c.cl.AllowRebalance()
-	committed, err := c.sess.End(ctx, kgo.TryCommit)
+	// (c.fetch.polling is held), and with exactly_once they only queue.
+	c.kafka.cl.AllowRebalance()
+	committed, err := c.kafka.sess.End(ctx, kgo.TryCommit)
 	c.inTxn = false
 	// Outputs refused for themselves (too large, invalid) abort the
 	// transaction; they are written as stubs when their records are
@@ -181,7 +180,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		// brokers), so that the next one can begin.
 		c.log.Warn().Err(err).Msg("transaction not committed: the brokers cannot be reached; the client keeps retrying")
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, _ = c.sess.End(actx, kgo.TryAbort) // fails too while the brokers are away, and ends it locally
+		_, _ = c.kafka.sess.End(actx, kgo.TryAbort) // fails too while the brokers are away, and ends it locally
 		cancel()
 	default:
 		return fmt.Errorf("end transaction: %w", err)
@@ -194,7 +193,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 
 // begin begins the next transaction. c.mu is held.
 func (c *Consumer) begin() error {
-	if err := c.sess.Begin(); err != nil {
+	if err := c.kafka.sess.Begin(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	c.inTxn = true
@@ -203,36 +202,12 @@ func (c *Consumer) begin() error {
 
 // abort drops the state of every partition since the last commit (the
 // pipeline restores them before it applies their records again) and the
-// polls taken before. c.mu and c.polling are held.
+// polls taken before. c.mu and c.fetch.polling are held.
 func (c *Consumer) abort() {
 	c.proc.Abort(c.nowMs())
-	c.epoch.Add(1)
+	c.fetch.epoch.Add(1)
 	c.writer.Discard()
 	c.updateReady()
-}
-
-// produceChangelog produces changelog records; failures surface at the
-// next flush or transaction end.
-func (c *Consumer) produceChangelog(ctx context.Context, recs []ready.Changelog) {
-	krs := make([]kgo.Record, len(recs)) // one allocation, not one per record
-	for i := range recs {
-		r := &recs[i]
-		kr := &krs[i]
-		*kr = kgo.Record{Topic: c.changelog, Partition: r.Partition, Key: r.Key, Value: r.Value}
-		if r.Value == nil {
-			kr.Headers = []kgo.RecordHeader{{Key: state.TagHeader, Value: state.AppendTag(nil, r.Tag)}}
-		}
-		c.pr.Produce(ctx, kr, c.changelogDone)
-	}
-	c.m.ChangelogRecords.Add(float64(len(recs)))
-}
-
-// changelogDone is the promise of changelog records: a failure stops
-// commits, like a failed output.
-func (c *Consumer) changelogDone(r *kgo.Record, err error) {
-	if err != nil {
-		c.writer.Fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
-	}
 }
 
 // offsets maps a Ready's offsets to the Kafka partitions.
@@ -287,7 +262,7 @@ func commitErrors(resp *kmsg.OffsetCommitResponse) error {
 // lets a waiting rebalance in: the session aborts a transaction open
 // during a revocation, and an empty one costs nothing to abort.
 func (c *Consumer) commitBeforeRebalance(ctx context.Context) {
-	if c.sess == nil {
+	if c.kafka.sess == nil {
 		return
 	}
 	if err := c.commitNow(ctx); err != nil {

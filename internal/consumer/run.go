@@ -45,7 +45,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		f.free <- p // polled but not applied: not committed either, so read again by the partition's next owner
 	}
 	wg.Wait()
-	c.cl.AllowRebalance()
+	c.kafka.cl.AllowRebalance()
 	return err
 }
 
@@ -57,7 +57,7 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 			f.free <- p
 			return nil
 		}
-		if err := errors.Join(p.fatal, c.auth.Err()); err != nil {
+		if err := errors.Join(p.fatal, c.kafka.auth.Err()); err != nil {
 			f.free <- p
 			return err
 		}
@@ -110,7 +110,7 @@ func (c *Consumer) sessionTimeoutRefused() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var lo, hi time.Duration
-	adm := kadm.NewClient(c.cl)
+	adm := kadm.NewClient(c.kafka.cl)
 	if brokers, err := adm.ListBrokers(ctx); err == nil && len(brokers) > 0 {
 		if rcs, err := adm.DescribeBrokerConfigs(ctx, brokers[0].NodeID); err == nil && len(rcs) > 0 {
 			for _, cf := range rcs[0].Configs {
@@ -133,7 +133,7 @@ func (c *Consumer) sessionTimeoutRefused() error {
 // step restores newly assigned partitions, applies one poll's records,
 // ticks the watermark, updates the metrics and commits when due.
 func (c *Consumer) step(ctx context.Context, p *poll) error {
-	if c.sess != nil && c.restoreWaits() {
+	if c.kafka.sess != nil && c.restoreWaits() {
 		// A restore can take long: the open transaction is committed
 		// first, so that the broker does not abort it meanwhile.
 		if err := c.commitNow(ctx); err != nil {
@@ -180,7 +180,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 		return false, err
 	}
 	c.writer.SetFetched(p.fetchedAt)
-	if p.epoch == c.epoch.Load() {
+	if p.epoch == c.fetch.epoch.Load() {
 		c.apply(p)
 	}
 	now := c.nowMs()
@@ -189,7 +189,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
-		if c.writer.OnlyRefused() || c.sess != nil && cluster.Transient(err) {
+		if c.writer.OnlyRefused() || c.kafka.sess != nil && cluster.Transient(err) {
 			// Commit now: the stubs replace what was refused; with
 			// exactly_once, the transaction aborts and the records are
 			// processed again (see commitTransaction).
@@ -287,7 +287,7 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(c.cl)
+	adm := kadm.NewClient(c.kafka.cl)
 	starts, err := adm.ListStartOffsets(lctx, names...)
 	if err != nil {
 		return // tried again at the next check

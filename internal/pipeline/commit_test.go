@@ -238,9 +238,9 @@ func outputString(o *ready.Output) string {
 		return fmt.Sprintf("result p%d %s [%d,%d) %s rev %d count %d %v wm %d", r.Partition, r.Key, r.Window.Start, r.Window.End,
 			r.Firing, r.Revision, r.Count, r.Aggregates, r.Watermark)
 	case ready.Late:
-		return fmt.Sprintf("late p%d@%d wm %d", o.In.Partition, o.In.Offset, o.Watermark)
+		return fmt.Sprintf("late p%d@%d wm %d", o.Event.In.Partition, o.Event.In.Offset, o.Event.Watermark)
 	}
-	return fmt.Sprintf("dead p%d@%d %v", o.In.Partition, o.In.Offset, o.Err)
+	return fmt.Sprintf("dead p%d@%d %v", o.Event.In.Partition, o.Event.In.Offset, o.Event.Err)
 }
 
 // revoke drops partitions from the core and the fetch.

@@ -58,9 +58,9 @@ func (c core) drain() {
 		case ready.Result:
 			c.out.Result(&o.Result)
 		case ready.Late:
-			c.out.Late(&o.In, o.EventTime, o.Watermark, o.Missed)
+			c.out.Late(&o.Event.In, o.Event.EventTime, o.Event.Watermark, o.Event.Missed)
 		case ready.DeadLetter:
-			c.out.DeadLetter(&o.In, o.Err)
+			c.out.DeadLetter(&o.Event.In, o.Event.Err)
 		}
 	}
 }

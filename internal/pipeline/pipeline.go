@@ -80,8 +80,9 @@ type partPos struct {
 	// (a sliding window dropped by another partition's progress leaves no
 	// changelog record: its slices live on in later windows).
 	merged  int64
-	tag     uint64 // the tag of its next checkpoint
-	repairs []state.Repair
+	tag      uint64 // the tag of its next checkpoint
+	repairs  []state.Repair
+	restorer *state.Restorer // the changelog records RestoreRecord took, until FinishRestore
 }
 
 // New builds a Processor from a validated config.
@@ -153,11 +154,11 @@ func (s resultSink) Emit(r *windowing.Result) {
 }
 
 func (p *Processor) late(in *Input, eventTime, wm int64, missed windowing.Window) {
-	p.outs = append(p.outs, ready.Output{Kind: ready.Late, In: *in, EventTime: eventTime, Watermark: wm, Missed: missed})
+	p.outs = append(p.outs, ready.Output{Kind: ready.Late, Event: &ready.Event{In: *in, EventTime: eventTime, Watermark: wm, Missed: missed}})
 }
 
 func (p *Processor) deadLetter(in *Input, err error) {
-	p.outs = append(p.outs, ready.Output{Kind: ready.DeadLetter, In: *in, Err: err})
+	p.outs = append(p.outs, ready.Output{Kind: ready.DeadLetter, Event: &ready.Event{In: *in, Err: err}})
 }
 
 // NewDecoder returns a decoder for this configuration, for decoding in

@@ -5,6 +5,7 @@ import (
 
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/state"
 	"aggregator/internal/watermark"
 )
 
@@ -15,12 +16,15 @@ import (
 // Abort if any of it failed. The Ready's slices are valid until the next
 // call of Ready.
 func (p *Processor) Ready(commit bool) ready.Ready {
-	rd := ready.Ready{Outputs: p.outs, Commit: commit}
-	// The two output buffers take turns: the one handed over last time is
-	// written by now.
-	clear(p.spareOuts) // drops the references to input records and aggregates
-	p.outs, p.spareOuts = p.spareOuts[:0], p.outs
-	p.vals, p.spareVals = p.spareVals[:0], p.vals
+	rd := ready.Ready{Commit: commit}
+	if len(p.outs) > 0 {
+		// The two output buffers take turns: the one handed over last
+		// time is written by now.
+		rd.Outputs = p.outs
+		clear(p.spareOuts) // drops the references to input records and aggregates
+		p.outs, p.spareOuts = p.spareOuts[:0], p.outs
+		p.vals, p.spareVals = p.spareVals[:0], p.vals
+	}
 	if !commit {
 		return rd
 	}
@@ -134,4 +138,42 @@ func (p *Processor) part(partition int32) *partPos {
 		return nil
 	}
 	return &p.parts[partition]
+}
+
+// TagHeader is the header of a changelog tombstone that holds its commit
+// tag: a shell reading the changelog hands its value to RestoreRecord.
+const TagHeader = state.TagHeader
+
+// BeginRestore starts (or starts again) the restore of a partition that
+// waits for it: RestoreRecord takes its changelog partition's records from
+// the start, FinishRestore ends it.
+func (p *Processor) BeginRestore(partition int32) {
+	if pp := p.part(partition); pp != nil && !pp.restored {
+		pp.restorer = state.NewRestorer()
+	}
+}
+
+// RestoreRecord takes the next record of a partition's changelog
+// partition, for its restore (tag: the value of its TagHeader header, nil
+// if none).
+func (p *Processor) RestoreRecord(partition int32, key, value, tag []byte) error {
+	pp := p.part(partition)
+	if pp == nil || pp.restorer == nil {
+		return fmt.Errorf("partition %d is not being restored", partition)
+	}
+	return pp.restorer.Add(key, value, tag)
+}
+
+// FinishRestore restores a partition from the changelog records
+// RestoreRecord took since BeginRestore, as Restore does; records is how
+// many there were.
+func (p *Processor) FinishRestore(partition int32, now int64) (res state.Result, records int, err error) {
+	pp := p.part(partition)
+	if pp == nil || pp.restorer == nil {
+		return res, 0, fmt.Errorf("partition %d is not being restored", partition)
+	}
+	r := pp.restorer
+	pp.restorer = nil
+	res, err = p.Restore(partition, r, now)
+	return res, r.Records(), err
 }

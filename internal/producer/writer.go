@@ -17,6 +17,7 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/state"
 	"aggregator/internal/windowing"
 )
 
@@ -60,6 +61,10 @@ type Writer struct {
 	stopped  chan struct{}
 
 	unwritableCount func(topic string) prometheus.Counter
+
+	changelog        string                   // the changelog topic
+	changelogDone    func(*kgo.Record, error) // its records' promise
+	changelogRecords prometheus.Counter
 
 	mu           sync.Mutex // guards what follows
 	err          error
@@ -151,6 +156,12 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	w.lateDone = func(rec *kgo.Record, err error) { w.acked(&w.late, rec, err) }
 	w.deadDone = func(rec *kgo.Record, err error) { w.acked(&w.dead, rec, err) }
 	w.copiedResultDone = func(rec *kgo.Record, err error) { w.acked(&w.results, rec, err) }
+	w.changelog, w.changelogRecords = cfg.State.ChangelogTopic, m.ChangelogRecords
+	w.changelogDone = func(r *kgo.Record, err error) {
+		if err != nil {
+			w.fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
+		}
+	}
 	w.setResultDone()
 	for range batches - 1 {
 		w.free <- &batch{}
@@ -353,9 +364,8 @@ func (w *Writer) OnlyRefused() bool {
 	return w.err != nil && !w.otherFailure
 }
 
-// Fail records err as a produce failure (the consumer's changelog records
-// share the Writer's failure), unless one is recorded already.
-func (w *Writer) Fail(err error) {
+// fail records err as a produce failure, unless one is recorded already.
+func (w *Writer) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
@@ -386,4 +396,22 @@ func (w *Writer) Discard() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.err, w.otherFailure, w.refusedRecs = nil, false, nil
+}
+
+// Changelog produces changelog records, each to the changelog partition it
+// names (the client's partitioner must send it there); a failure is the
+// Writer's (Err), like a failed output. Called from the engine goroutine,
+// like the outputs.
+func (w *Writer) Changelog(ctx context.Context, recs []ready.Changelog) {
+	krs := make([]kgo.Record, len(recs)) // one allocation, not one per record
+	for i := range recs {
+		r := &recs[i]
+		kr := &krs[i]
+		*kr = kgo.Record{Topic: w.changelog, Partition: r.Partition, Key: r.Key, Value: r.Value}
+		if r.Value == nil {
+			kr.Headers = []kgo.RecordHeader{{Key: state.TagHeader, Value: state.AppendTag(nil, r.Tag)}}
+		}
+		w.cl.Produce(ctx, kr, w.changelogDone)
+	}
+	w.changelogRecords.Add(float64(len(recs)))
 }

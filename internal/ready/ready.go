@@ -42,7 +42,13 @@ const (
 type Output struct {
 	Kind   Kind
 	Result windowing.Result // Kind Result; its Aggregates live as long as the Ready
-	In     Input            // Late and DeadLetter: the input record
+	Event  *Event           // Late and DeadLetter
+}
+
+// An Event is an input record that goes to the late or the dead-letter
+// topic (kept apart from Output: results are most outputs).
+type Event struct {
+	In Input
 	// Late: the record's event time, the watermark it was judged by and
 	// the last window it missed.
 	EventTime, Watermark int64
