@@ -44,7 +44,7 @@ type Processor struct {
 	dec      *record.Decoder
 	rec      record.Record
 	marks    *watermark.Merged
-	engine   engine
+	engine   windowing.Operator
 	spec     windowing.Spec
 	tracking bool      // TrackState was called: the engine notes its changes
 	futureMs int64     // 0 = no future guard
@@ -99,29 +99,7 @@ func New(cfg config.Config) (*Processor, error) {
 	return p, nil
 }
 
-func (p *Processor) newEngine() (engine, error) {
-	if p.spec.Kind == windowing.KindSession {
-		return windowing.NewSessions(p.spec, resultSink{p})
-	}
-	return windowing.NewEngine(p.spec, resultSink{p})
-}
-
-// engine is a window engine: *windowing.Engine (tumbling and sliding
-// windows) or *windowing.Sessions.
-type engine interface {
-	Add(rec *record.Record) windowing.Outcome
-	Advance(wm int64)
-	Watermark() int64
-	Judged(partition int32) int64
-	SetFloor(partition int32, wm int64)
-	Rewind(wm int64, keep []int32)
-	OpenWindows() int
-	RemovePartition(partition int32)
-	TrackChanges()
-	Changes(fn func(*windowing.Entry))
-	Restore(en *windowing.Entry, dropped int64) error
-	FinishRestore()
-}
+func (p *Processor) newEngine() (windowing.Operator, error) { return windowing.New(p.spec, resultSink{p}) }
 
 // WindowSpec is the engine's part of a validated config, in ms.
 func WindowSpec(cfg config.Config) windowing.Spec {

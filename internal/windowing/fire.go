@@ -279,6 +279,9 @@ func (e *Engine) bucketAt(start int64) *bucket {
 // first in emit mode on_close. Advance(math.MaxInt64) flushes everything.
 // When nothing is due it costs one compare.
 func (e *Engine) Advance(wm int64) {
+	if invariants { // the core advances after every record: this checks every change
+		defer e.check()
+	}
 	if wm <= e.wm {
 		return
 	}
