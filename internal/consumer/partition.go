@@ -14,7 +14,7 @@ type partition struct {
 	tp topicPartition
 	id int32 // the dense id: engine partition and changelog partition
 
-	records [6]prometheus.Counter // by pipeline.Outcome
+	records [6]prometheus.Counter // by windowing.OutcomeKind (pipeline.Outcome)
 	counts  [6]uint64             // outcomes not yet added to records
 	lag     prometheus.Gauge
 	wm      prometheus.Gauge

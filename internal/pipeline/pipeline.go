@@ -16,27 +16,21 @@ import (
 // Input is one record as read from Kafka or a replay file.
 type Input = ready.Input
 
-// Outcome is what became of one input record; every record has exactly one.
-type Outcome uint8
+// Outcome is what became of one input record: windowing's one enum of
+// record outcomes.
+type Outcome = windowing.OutcomeKind
 
 const (
-	Aggregated    Outcome = iota // added to all its windows
-	PartiallyLate                // added to some of its sliding windows, too late for others
-	LateEvent                    // too late for every window: sent to the late topic
-	Filtered                     // removed by source.filter
-	Marker                       // a punctuated watermark marker
-	DeadLetter                   // could not be decoded, or its time is in the future
+	Aggregated    = windowing.Aggregated
+	PartiallyLate = windowing.PartiallyLate
+	LateEvent     = windowing.LateEvent
+	Filtered      = windowing.Filtered
+	Marker        = windowing.Marker
+	DeadLetter    = windowing.DeadLetter
 )
 
-var outcomeNames = [...]string{"aggregated", "partially_late", "late", "filtered", "marker", "dead_letter"}
-
-// String is the outcome's metric label value.
-func (o Outcome) String() string { return outcomeNames[o] }
-
 // Outcomes lists every outcome, for pre-creating metric series.
-func Outcomes() []Outcome {
-	return []Outcome{Aggregated, PartiallyLate, LateEvent, Filtered, Marker, DeadLetter}
-}
+func Outcomes() []Outcome { return windowing.Outcomes() }
 
 // Processor runs the per-record path for all assigned partitions.
 type Processor struct {
@@ -219,13 +213,7 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 	}
 	p.marks.OnEvent(in.Partition, rec.Time, now)
 	p.advance()
-	switch res.Kind {
-	case windowing.LateEvent:
-		return LateEvent
-	case windowing.PartiallyLate:
-		return PartiallyLate
-	}
-	return Aggregated
+	return res.Kind
 }
 
 // checkFuture is the future guard of SPEC §3: a record too far ahead of the
