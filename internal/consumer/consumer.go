@@ -198,7 +198,7 @@ func (c *Consumer) newClients(limits map[string]int32) error {
 		return err
 	}
 	prod = append(prod, kgo.RecordPartitioner(changelogPartitioner{c.cfg.State.ChangelogTopic, kgo.UniformBytesPartitioner(64<<10, true, true, nil)}))
-	if c.cfg.Delivery == "exactly_once" {
+	if c.cfg.ExactlyOnce() {
 		opts := append(append(group, prod...),
 			kgo.TransactionalID(transactionalID(c.cfg.Source)),
 			kgo.TransactionTimeout(c.cfg.State.TransactionTimeout),
@@ -260,12 +260,8 @@ func producerOpts(cfg config.Config, log zerolog.Logger, limits map[string]int32
 	if err != nil {
 		return nil, err
 	}
-	codec, err := compression(cfg.Sink.Compression)
-	if err != nil {
-		return nil, err
-	}
 	return append(opts,
-		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerBatchCompression(codecs[cfg.Sink.Codec()]),
 		kgo.ProducerLinger(cfg.Sink.Linger),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent: the kgo default, which needs all acks
 		kgo.MaxBufferedRecords(100_000),
@@ -273,21 +269,13 @@ func producerOpts(cfg config.Config, log zerolog.Logger, limits map[string]int32
 	), nil
 }
 
-// compression maps sink.compression to a codec; "" means none.
-func compression(name string) (kgo.CompressionCodec, error) {
-	switch name {
-	case "", "none":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
-	}
-	return kgo.CompressionCodec{}, &config.KeyError{Key: "sink.compression", Value: name, Reason: "want none, gzip, snappy, lz4 or zstd"}
+// codecs are kgo's codecs of sink.compression.
+var codecs = [...]kgo.CompressionCodec{
+	config.NoCompression: kgo.NoCompression(),
+	config.Gzip:          kgo.GzipCompression(),
+	config.Snappy:        kgo.SnappyCompression(),
+	config.Lz4:           kgo.Lz4Compression(),
+	config.Zstd:          kgo.ZstdCompression(),
 }
 
 // groupOpts are the options of the group consumer.
@@ -297,7 +285,7 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		return nil, err
 	}
 	start := kgo.NewOffset().AtStart()
-	if c.cfg.Source.StartOffset == "latest" {
+	if c.cfg.Source.StartAtLatest() {
 		start = kgo.NewOffset().AtEnd()
 	}
 	if id := c.cfg.Source.InstanceID; id != "" {

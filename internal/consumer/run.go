@@ -310,7 +310,7 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 		if !ok1 || !ok2 || end.Err != nil || start.Err != nil {
 			continue
 		}
-		if pos < 0 && c.cfg.Source.StartOffset == "latest" {
+		if pos < 0 && c.cfg.Source.StartAtLatest() {
 			pos = end.Offset
 		} else if pos < 0 {
 			pos = start.Offset

@@ -100,12 +100,12 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	w := cfg.Window
 	s := windowing.Spec{
 		Size: w.Size.Milliseconds(), Slide: w.Slide.Milliseconds(), Offset: w.Offset.Milliseconds(),
-		Gap: w.Gap.Milliseconds(), Lateness: w.AllowedLateness.Milliseconds(), OnClose: w.Emit == "on_close",
+		Gap: w.Gap.Milliseconds(), Lateness: w.AllowedLateness.Milliseconds(), OnClose: w.OnClose(),
 	}
-	switch w.Type {
-	case "sliding":
+	switch w.Kind() {
+	case config.Sliding:
 		s.Kind = windowing.KindSliding
-	case "session":
+	case config.Session:
 		s.Kind = windowing.KindSession
 	}
 	for _, a := range cfg.Aggregates {
