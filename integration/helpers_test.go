@@ -335,7 +335,7 @@ func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool)
 		}
 	}
 	for _, in := range inputs {
-		p.Process(&pipeline.Input{Topic: inTopic, Partition: in.partition, Offset: in.offset, Value: []byte(in.value),
+		p.Process(&pipeline.Input{Topic: inTopic, Partition: in.partition, KafkaPartition: in.partition, Offset: in.offset, Value: []byte(in.value),
 			Key: []byte(fmt.Sprintf("k%d", in.offset)), Timestamp: 1_700_000_000_000 + in.offset}, now)
 		out.write(p.Ready(false))
 	}

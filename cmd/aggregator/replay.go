@@ -130,7 +130,7 @@ func readKcat(in io.Reader) ([]pipeline.Input, error) {
 		if err := json.Unmarshal(line, &l); err != nil {
 			return nil, fmt.Errorf("%w: replay --kcat: line %d: %v", errUsage, n, err)
 		}
-		rec := pipeline.Input{Topic: l.Topic, Partition: l.Partition, Offset: l.Offset, Timestamp: l.Timestamp}
+		rec := pipeline.Input{Topic: l.Topic, Partition: l.Partition, KafkaPartition: l.Partition, Offset: l.Offset, Timestamp: l.Timestamp}
 		if l.Key != nil {
 			rec.Key = []byte(*l.Key)
 		}

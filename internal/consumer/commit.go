@@ -46,7 +46,7 @@ func (c *Consumer) commit(ctx context.Context) error {
 // identical) but never counts a record twice (see package state).
 func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	rd := c.proc.Ready(true)
-	c.write(rd.Outputs)
+	c.writer.Write(rd.Outputs)
 	c.writer.Changelog(ctx, rd.Changelog)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
 	if err := c.flushRewriting(ctx); err != nil {
@@ -121,7 +121,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	}
 	c.dropRevoked()
 	rd := c.proc.Ready(true)
-	c.write(rd.Outputs)
+	c.writer.Write(rd.Outputs)
 	offsets := c.offsets(rd.Offsets)
 	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 {
 		// Nothing processed and nothing restored: the transaction holds

@@ -23,7 +23,6 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
-	"aggregator/internal/ready"
 )
 
 const (
@@ -485,30 +484,4 @@ func (c *Consumer) forgetMetrics(p *partition) {
 	labels := []string{p.tp.topic, strconv.Itoa(int(p.tp.partition))}
 	c.m.ConsumerLag.DeleteLabelValues(labels...)
 	c.m.PartitionWatermark.DeleteLabelValues(labels...)
-}
-
-// write hands the outputs of a Ready to the writer, in order.
-func (c *Consumer) write(outs []ready.Output) {
-	for i := range outs {
-		o := &outs[i]
-		switch o.Kind {
-		case ready.Result:
-			c.writer.Result(&o.Result)
-		case ready.Late:
-			c.writer.Late(c.kafkaInput(&o.Event.In), o.Event.EventTime, o.Event.Watermark, o.Event.Missed)
-		case ready.DeadLetter:
-			c.writer.DeadLetter(c.kafkaInput(&o.Event.In), o.Event.Err)
-		}
-	}
-}
-
-// kafkaInput returns in with its Kafka partition in place of the state id.
-func (c *Consumer) kafkaInput(in *ready.Input) *ready.Input {
-	p := c.byID[in.Partition]
-	if p == nil || p.tp.partition == in.Partition {
-		return in
-	}
-	real := *in
-	real.Partition = p.tp.partition
-	return &real
 }

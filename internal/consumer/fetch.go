@@ -249,7 +249,7 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 		}
 		pp := &p.parts[j]
 		r, d := pp.records[i-pp.lo], &p.recs[i]
-		d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, Offset: r.Offset,
+		d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, KafkaPartition: r.Partition, Offset: r.Offset,
 			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
 		d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
 	}

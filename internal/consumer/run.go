@@ -185,7 +185,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	}
 	now := c.nowMs()
 	c.proc.Tick(now)
-	c.write(c.proc.Ready(false).Outputs)
+	c.writer.Write(c.proc.Ready(false).Outputs)
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {

@@ -205,7 +205,7 @@ func DeadLetterHeaders(in *ready.Input, err error) []kgo.RecordHeader {
 func sourceHeaders(in *ready.Input) []kgo.RecordHeader {
 	return []kgo.RecordHeader{
 		{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
-		header(HeaderSourcePartition, int64(in.Partition)),
+		header(HeaderSourcePartition, int64(in.KafkaPartition)),
 		header(HeaderSourceOffset, in.Offset),
 	}
 }

@@ -198,6 +198,21 @@ func (w *Writer) setResultDone() {
 	}
 }
 
+// Write queues a Ready's outputs, in order.
+func (w *Writer) Write(outs []ready.Output) {
+	for i := range outs {
+		o := &outs[i]
+		switch o.Kind {
+		case ready.Result:
+			w.Result(&o.Result)
+		case ready.Late:
+			w.Late(&o.Event.In, o.Event.EventTime, o.Event.Watermark, o.Event.Missed)
+		case ready.DeadLetter:
+			w.DeadLetter(&o.Event.In, o.Event.Err)
+		}
+	}
+}
+
 // Result queues one window firing for the results topic.
 func (w *Writer) Result(r *windowing.Result) {
 	w.firings[r.Firing].Inc()

@@ -54,7 +54,7 @@ func TestWriterRoutesOutputs(t *testing.T) {
 	m := metrics.New(prometheus.NewRegistry())
 	produced := time.UnixMilli(1922350209000)
 	w := newWriter(t, cl, sinkConfig(), m, func() time.Time { return produced })
-	in := &ready.Input{Topic: "calls", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"), Timestamp: 1234}
+	in := &ready.Input{Topic: "calls", KafkaPartition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"), Timestamp: 1234}
 	r := &windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 0, End: 5000}, Count: 1,
 		Aggregates: []record.Value{record.Number(1)}, Firing: windowing.Late, Revision: 1}
 	w.Result(r)

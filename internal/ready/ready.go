@@ -59,15 +59,17 @@ type Event struct {
 // Input is one record as read from Kafka or a replay file.
 type Input struct {
 	Topic string
-	// Partition is the partition's state id: partitions of all input
-	// topics numbered one after another, topic after topic in
-	// source.topics order (replay's one topic: the Kafka partition). It is
-	// the engine's partition and the changelog partition; the shell maps
-	// it back to the Kafka partition of an output's headers.
-	Partition  int32
-	Offset     int64
-	Key, Value []byte
-	Timestamp  int64 // the Kafka record timestamp, ms
+	// Partition is the partition's state id, everywhere: partitions of all
+	// input topics numbered one after another, topic after topic in
+	// source.topics order (one topic: the Kafka partition). It is the
+	// operators' partition and the changelog partition.
+	Partition int32
+	// KafkaPartition is the partition of Topic the record was read from
+	// (the source partition header of a late event or dead letter).
+	KafkaPartition int32
+	Offset         int64
+	Key, Value     []byte
+	Timestamp      int64 // the Kafka record timestamp, ms
 }
 
 // Changelog is one record for the changelog partition of an input
