@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,12 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// lostSessionPhases are three phases over 4 partitions, key sid_k in
-// partition k%4, with partition 0's event time 10s behind the others': it
-// holds the merged watermark back, so once it is dropped the others'
-// windows are due.
-func lostSessionPhases() []faultPhase {
-	ps := make([]faultPhase, 3)
+// lostSessionPhases are n phases of 400 records over 4 partitions, key
+// sid_k in partition k%4, with partition 0's event time 10s behind the
+// others': it holds the merged watermark back, so once it is dropped the
+// others' windows are due.
+func lostSessionPhases(n int) []faultPhase {
+	ps := make([]faultPhase, n)
 	for ph := range ps {
 		for i := ph * 400; i < (ph+1)*400; i++ {
 			key := i % 8
@@ -42,7 +43,7 @@ func TestLostSessionRepeatsNoResult(t *testing.T) {
 	kc := faultCluster(t, 1)
 	brokers := kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")
-	ps := lostSessionPhases()
+	ps := lostSessionPhases(3)
 	inputs, ends := phaseInputs(ps)
 	want := replay(t, cfg, inputs, noWallClock)
 
@@ -76,6 +77,44 @@ func TestLostSessionRepeatsNoResult(t *testing.T) {
 	waitCommitted(t, brokers, ends[2], a)
 	a.stop(t)
 	checkOutputs(t, brokers, want)
+}
+
+// Two instances share the partitions, partition 0's event time lagging,
+// and the broker stops and starts again from its data while each phase is
+// processed: transactions abort, sessions are lost and partitions move.
+// Each result reaches a read_committed reader once, and every window that
+// replay fires is fired. (The contents differ from replay's: an instance
+// without partition 0 has a watermark of its own, ahead of replay's.)
+func TestBrokerRestartsTwoInstancesRepeatNoResult(t *testing.T) {
+	rc := newRestartable(t, 1)
+	brokers := rc.kc.ListenAddrs()
+	cfg := faultConfig(t, brokers, "")
+	ps := lostSessionPhases(5)
+	inputs, ends := phaseInputs(ps)
+	want := replay(t, cfg, inputs, noWallClock)
+
+	a := startOpts(t, cfg, prometheus.NewRegistry(), faultOpts...)
+	b := startOpts(t, cfg, prometheus.NewRegistry(), faultOpts...)
+	ps[0].produce(t, brokers)
+	waitCommitted(t, brokers, ends[0], a, b)
+	for i := 1; i < len(ps); i++ {
+		ps[i].produce(t, brokers)
+		rc.restart(t, make(chan struct{}))
+		waitCommitted(t, brokers, ends[i], a, b)
+	}
+	a.stop(t)
+	b.stop(t)
+	results := readAll(t, brokers, resultsTopic)
+	checkOnce(t, results)
+	fired := map[string]bool{}
+	for _, r := range results {
+		fired[string(r.Key)] = true
+	}
+	for _, v := range want.results {
+		if key := v[:strings.Index(v, `,"start"`)] + "}"; !fired[key] {
+			t.Errorf("window %s: no result", key)
+		}
+	}
 }
 
 // waitGroupEmpty waits until group has no member: the session of the one
