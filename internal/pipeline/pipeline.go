@@ -73,7 +73,7 @@ type partPos struct {
 	// again when the watermark moves on, even with no record of its own
 	// (a sliding window dropped by another partition's progress leaves no
 	// changelog record: its slices live on in later windows).
-	merged  int64
+	merged   int64
 	tag      uint64 // the tag of its next checkpoint
 	repairs  []state.Repair
 	restorer *state.Restorer // the changelog records RestoreRecord took, until FinishRestore
@@ -93,7 +93,9 @@ func New(cfg config.Config) (*Processor, error) {
 	return p, nil
 }
 
-func (p *Processor) newEngine() (windowing.Operator, error) { return windowing.New(p.spec, resultSink{p}) }
+func (p *Processor) newEngine() (windowing.Operator, error) {
+	return windowing.New(p.spec, resultSink{p})
+}
 
 // WindowSpec is the engine's part of a validated config, in ms.
 func WindowSpec(cfg config.Config) windowing.Spec {
