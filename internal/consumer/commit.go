@@ -128,8 +128,8 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		// no state change (outputs come from processed records or
 		// restored state, and both have a position). Ending it would cost
 		// 500ms: kgo takes a commit without offsets for a broker without
-		// KIP-447 and holds its session lock that long. It stays open.
-		c.proc.Accept()
+		// KIP-447 and holds its session lock that long. It stays open,
+		// and nothing was written to accept.
 		return nil
 	}
 	c.writer.Changelog(ctx, rd.Changelog)

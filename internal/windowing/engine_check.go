@@ -5,8 +5,8 @@ import "fmt"
 // check panics if e's structure is broken: a live key the key table does
 // not find at its index, a key's panes out of order or badly linked, a
 // window timer of a free key or of a window the key does not have, the
-// timers out of order, or the open count wrong. Called after every change
-// when invariants is on (-race).
+// timers out of order, or the open count wrong. Called whenever windows
+// fire or drop when invariants is on (-race).
 func (e *Engine) check() {
 	fail := func(format string, args ...any) {
 		panic(fmt.Sprintf("windowing: invariant: "+format, args...))

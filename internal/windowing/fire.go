@@ -279,9 +279,6 @@ func (e *Engine) bucketAt(start int64) *bucket {
 // first in emit mode on_close. Advance(math.MaxInt64) flushes everything.
 // When nothing is due it costs one compare.
 func (e *Engine) Advance(wm int64) {
-	if invariants { // the core advances after every record: this checks every change
-		defer e.check()
-	}
 	if wm <= e.wm {
 		return
 	}
@@ -291,6 +288,9 @@ func (e *Engine) Advance(wm int64) {
 	}
 	e.fireDue()
 	e.nextDue = e.dueTime()
+	if invariants { // at every firing or drop: what the records changed since, and what it changed
+		e.check()
+	}
 }
 
 // dueTime is the watermark at which the next bucket fires or drops.
