@@ -11,6 +11,7 @@ import (
 	"aggregator/internal/pipeline"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/state"
 	"aggregator/internal/windowing"
 )
 
@@ -105,13 +106,23 @@ func newShell(t *testing.T, yaml string, exactlyOnce bool, c *cluster, parts ...
 
 func newCluster() *cluster { return &cluster{log: changelog{}, offsets: map[int32]int64{}} }
 
-// rejoin restores every partition waiting for it from the changelog and
-// rewinds the fetch positions to the committed offsets, as the client does
-// after an abort or an assignment.
+// rejoin restores every partition waiting for it from the changelog, as
+// the consumer reads it, and rewinds the fetch positions to the committed
+// offsets, as the client does after an abort or an assignment.
 func (s *shell) rejoin() {
 	for _, id := range s.p.Unrestored() {
-		if _, err := s.p.Restore(id, s.c.log.restorer(s.t, id), 0); err != nil {
-			s.t.Fatalf("Restore(%d): %v", id, err)
+		s.p.BeginRestore(id)
+		for _, rec := range s.c.log[id] {
+			var tag []byte
+			if rec.value == nil {
+				tag = state.AppendTag(nil, rec.tag) // the TagHeader header's value
+			}
+			if err := s.p.RestoreRecord(id, rec.key, rec.value, tag); err != nil {
+				s.t.Fatalf("RestoreRecord(%d): %v", id, err)
+			}
+		}
+		if _, _, err := s.p.FinishRestore(id, 0); err != nil {
+			s.t.Fatalf("FinishRestore(%d): %v", id, err)
 		}
 		s.fetch[id] = s.c.offsets[id]
 	}
@@ -527,5 +538,62 @@ func checkRevisions(t *testing.T, outs []string) {
 			t.Fatalf("%s: revision %d after %d", w, rev, prev)
 		}
 		last[w] = rev
+	}
+}
+
+// The core keeps each partition's progress: a partition waits for its
+// restore (its records are not applied meanwhile), then its position, lag
+// and offset follow the records applied; an abort sends every partition
+// back to its restore.
+func TestPartitionProgress(t *testing.T) {
+	s := newShell(t, crashConfigs["tumbling"], true, newCluster())
+	p := s.p
+	p.Assign(0, 0)
+	p.Assign(1, 0)
+	if got := p.Unrestored(); !slices.Equal(got, []int32{0, 1}) {
+		t.Fatalf("Unrestored = %v, want [0 1]", got)
+	}
+	rec := func(off int64) *pipeline.Input {
+		return &pipeline.Input{Partition: 0, Offset: off, Value: []byte(fmt.Sprintf(`{"k": "a", "t": %d, "v": 1}`, 1000+off))}
+	}
+	apply := func(in *pipeline.Input) bool {
+		kind, err := pipeline.Decode(s.dec, in, &s.rec)
+		_, ok := p.Apply(in, &s.rec, kind, err, math.MaxInt64)
+		return ok
+	}
+	if apply(rec(0)) {
+		t.Fatal("a record applied before its partition's restore")
+	}
+	p.BeginRestore(0)
+	if _, n, err := p.FinishRestore(0, 0); err != nil || n != 0 {
+		t.Fatalf("FinishRestore = %d records, %v", n, err)
+	}
+	if got := p.Unfetched(); len(got) != 1 || got[0] != -1 {
+		t.Fatalf("Unfetched = %v, want partition 0 without a position", got)
+	}
+	for off := range int64(5) {
+		if !apply(rec(off)) {
+			t.Fatalf("record %d not applied", off)
+		}
+	}
+	if apply(rec(3)) {
+		t.Fatal("a record below the position applied again")
+	}
+	p.Fetched(0, 10, 0)
+	if lag, ok := p.Lag(0); !ok || lag != 5 {
+		t.Errorf("Lag = %d, %v, want 5", lag, ok)
+	}
+	if got := p.Unfetched(); len(got) != 0 {
+		t.Errorf("Unfetched = %v after a fetch", got)
+	}
+	if rd := p.Ready(true); !slices.Equal(rd.Offsets, []ready.Offset{{Partition: 0, Offset: 5}}) {
+		t.Errorf("Offsets = %v, want partition 0 at 5 (partition 1 is not restored)", rd.Offsets)
+	}
+	p.Abort(0)
+	if got := p.Unrestored(); !slices.Equal(got, []int32{0, 1}) {
+		t.Errorf("Unrestored after Abort = %v, want [0 1]", got)
+	}
+	if err := p.RestoreRecord(0, []byte("k"), nil, nil); err == nil {
+		t.Error("RestoreRecord without BeginRestore succeeded")
 	}
 }
