@@ -214,7 +214,7 @@ func (c *Consumer) abort() {
 func (c *Consumer) offsets(offs []ready.Offset) map[string]map[int32]kgo.EpochOffset {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, o := range offs {
-		p := c.byID[o.Partition]
+		p := c.parts.byID[o.Partition]
 		if p == nil {
 			continue
 		}

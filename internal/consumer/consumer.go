@@ -50,12 +50,10 @@ type Consumer struct {
 	kafka  clients
 	writer *producer.Writer
 	fetch  *fetcher
-	base   map[string]int32 // topic → dense id of its partition 0
 
 	mu         sync.Mutex // guards what follows; the engine goroutine holds it while processing
 	proc       *pipeline.Processor
-	parts      map[topicPartition]*partition
-	byID       map[int32]*partition
+	parts      partitions
 	lastCommit time.Time
 	closing    bool // Drain or Close began: rebalance callbacks commit nothing more
 	inTxn      bool // exactly_once: a transaction is open
@@ -96,7 +94,7 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 // and future timestamps by; tests pass a clock they move.
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
-		base: map[string]int32{}, parts: map[topicPartition]*partition{}, byID: map[int32]*partition{},
+		parts: partitions{base: map[string]int32{}, byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
 		kafka: clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
 	var err error
 	if c.proc, err = pipeline.New(cfg); err != nil {
@@ -175,7 +173,7 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	}
 	total := int32(0)
 	for i, t := range c.cfg.Source.Topics {
-		c.base[t] = total
+		c.parts.base[t] = total
 		total += counts[i]
 	}
 	if err := cluster.EnsureOutputs(ctx, adm, c.cfg.Sink); err != nil {
@@ -468,7 +466,7 @@ func (c *Consumer) leaveStatic(ctx context.Context) {
 }
 
 // id is the dense id of tp.
-func (c *Consumer) id(tp topicPartition) int32 { return c.base[tp.topic] + tp.partition }
+func (c *Consumer) id(tp topicPartition) int32 { return c.parts.base[tp.topic] + tp.partition }
 
 func (c *Consumer) newPartition(tp topicPartition) *partition {
 	labels := []string{tp.topic, strconv.Itoa(int(tp.partition))}

@@ -8,6 +8,15 @@ type topicPartition struct {
 	partition int32
 }
 
+// partitions are the assigned input partitions, by name and by dense id,
+// and the dense id of each input topic's partition 0 (base: set once, by
+// connect, before the fetcher reads it).
+type partitions struct {
+	base map[string]int32
+	byTP map[topicPartition]*partition
+	byID map[int32]*partition
+}
+
 // partition is an assigned input partition: its names and metrics (its
 // progress is the pipeline's).
 type partition struct {

@@ -18,11 +18,11 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 	for topic, ps := range added {
 		for _, n := range ps {
 			tp := topicPartition{topic, n}
-			if _, ok := c.parts[tp]; ok {
+			if _, ok := c.parts.byTP[tp]; ok {
 				continue
 			}
 			p := c.newPartition(tp)
-			c.parts[tp], c.byID[p.id] = p, p
+			c.parts.byTP[tp], c.parts.byID[p.id] = p, p
 			c.proc.Assign(p.id, now)
 			c.log.Info().Str("topic", topic).Int32("partition", n).Msg("partition assigned")
 		}
@@ -99,7 +99,7 @@ func (c *Consumer) dropRevoked() {
 	q := c.revocations.take()
 	var ps []*partition
 	for _, tp := range q {
-		if p := c.parts[tp]; p != nil {
+		if p := c.parts.byTP[tp]; p != nil {
 			ps = append(ps, p)
 		}
 	}
@@ -110,7 +110,7 @@ func (c *Consumer) lookup(m map[string][]int32) []*partition {
 	var ps []*partition
 	for topic, ns := range m {
 		for _, n := range ns {
-			if p := c.parts[topicPartition{topic, n}]; p != nil {
+			if p := c.parts.byTP[topicPartition{topic, n}]; p != nil {
 				ps = append(ps, p)
 			}
 		}
@@ -121,8 +121,8 @@ func (c *Consumer) lookup(m map[string][]int32) []*partition {
 func (c *Consumer) drop(ps []*partition) {
 	for _, p := range ps {
 		c.proc.Revoke(p.id)
-		delete(c.parts, p.tp)
-		delete(c.byID, p.id)
+		delete(c.parts.byTP, p.tp)
+		delete(c.parts.byID, p.id)
 		c.forgetMetrics(p)
 		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")
 	}

@@ -17,7 +17,7 @@ import (
 func (c *Consumer) restorePending(ctx context.Context) error {
 	var ps []*partition
 	for _, id := range c.proc.Unrestored() {
-		ps = append(ps, c.byID[id])
+		ps = append(ps, c.parts.byID[id])
 	}
 	if len(ps) == 0 {
 		return nil

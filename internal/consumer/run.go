@@ -225,7 +225,7 @@ func (c *Consumer) restoreRetrying(ctx context.Context) error {
 func (c *Consumer) apply(pl *poll) {
 	now := c.nowMs()
 	for _, pp := range pl.parts {
-		p := c.parts[pp.tp]
+		p := c.parts.byTP[pp.tp]
 		if p == nil {
 			continue
 		}
@@ -251,7 +251,7 @@ func (c *Consumer) updateMetrics(now int64) {
 	c.m.OpenWindows.Set(float64(c.proc.OpenWindows()))
 	c.m.SessionMerges.Add(float64(c.proc.TakeSessionMerges()))
 	c.m.IdlePartitions.Set(float64(c.proc.IdleCount()))
-	for _, p := range c.parts {
+	for _, p := range c.parts.byTP {
 		p.flushCounts()
 		pw, _ := c.proc.PartitionWatermark(p.id)
 		p.wm.Set(metrics.Seconds(pw))
@@ -273,7 +273,7 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	unfetched := c.proc.Unfetched()
 	topics := map[string]bool{}
 	for id := range unfetched {
-		if p := c.byID[id]; p != nil {
+		if p := c.parts.byID[id]; p != nil {
 			topics[p.tp.topic] = true
 		}
 	}
@@ -301,7 +301,7 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	now := c.nowMs()
 	still := c.proc.Unfetched() // the pipeline moved on meanwhile (a fetch, an abort, a rebalance)
 	for id, pos := range unfetched {
-		p := c.byID[id]
+		p := c.parts.byID[id]
 		if cur, ok := still[id]; !ok || cur != pos || p == nil {
 			continue
 		}
