@@ -88,4 +88,3 @@ func heapAlloc() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
-
