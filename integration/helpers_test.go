@@ -22,6 +22,7 @@ import (
 	"aggregator/internal/consumer"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/ready"
 	"aggregator/internal/windowing"
 )
 
@@ -247,10 +248,24 @@ type lateEvent struct {
 	headers string
 }
 
-// capture is a pipeline.Output that encodes like the producer.
+// capture keeps a Ready's outputs encoded like the producer.
 type capture struct {
 	enc *producer.Encoder
 	exp *expected
+}
+
+func (c capture) write(rd ready.Ready) {
+	for i := range rd.Outputs {
+		o := &rd.Outputs[i]
+		switch o.Kind {
+		case ready.Result:
+			c.Result(&o.Result)
+		case ready.Late:
+			c.Late(&o.Event.In, o.Event.EventTime, o.Event.Watermark, o.Event.Missed)
+		case ready.DeadLetter:
+			c.DeadLetter(&o.Event.In, o.Event.Err)
+		}
+	}
 }
 
 // Result keeps a result's value, or a retraction as "retract " and the
@@ -307,10 +322,11 @@ func replay(t testing.TB, cfg config.Config, inputs []input, now int64) expected
 func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool) expected {
 	t.Helper()
 	var exp expected
-	p, err := pipeline.New(cfg, capture{producer.NewEncoder(cfg.AggregateNames()), &exp})
+	p, err := pipeline.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := capture{producer.NewEncoder(cfg.AggregateNames()), &exp}
 	assigned := map[int32]bool{}
 	for _, in := range inputs {
 		if !assigned[in.partition] {
@@ -319,11 +335,13 @@ func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool)
 		}
 	}
 	for _, in := range inputs {
-		p.Process(&pipeline.Input{Topic: inTopic, Partition: in.partition, Offset: in.offset, Value: []byte(in.value),
+		p.Process(&pipeline.Input{Topic: inTopic, Partition: in.partition, KafkaPartition: in.partition, Offset: in.offset, Value: []byte(in.value),
 			Key: []byte(fmt.Sprintf("k%d", in.offset)), Timestamp: 1_700_000_000_000 + in.offset}, now)
+		out.write(p.Ready(false))
 	}
 	if flush {
 		p.Flush()
+		out.write(p.Ready(false))
 	}
 	return exp
 }

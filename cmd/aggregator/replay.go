@@ -14,6 +14,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -56,7 +57,7 @@ func replayCmd(args []string, env []string, stdin io.Reader, stdout, stderr io.W
 // future guard are off.
 func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) error {
 	out := &replayOutput{w: w, enc: producer.NewEncoder(cfg.AggregateNames())}
-	proc, err := pipeline.New(cfg, out)
+	proc, err := pipeline.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -77,6 +78,7 @@ func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) 
 		}
 		for i := range inputs {
 			proc.Process(&inputs[i], now)
+			out.write(proc.Ready(false))
 		}
 	} else {
 		proc.Assign(0, now)
@@ -91,6 +93,7 @@ func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) 
 			}
 			rec = pipeline.Input{Topic: topic, Offset: offset, Value: line}
 			proc.Process(&rec, now)
+			out.write(proc.Ready(false)) // before the next Scan: late events and dead letters hold the line
 			offset++
 		}
 		if err := sc.Err(); err != nil {
@@ -99,6 +102,7 @@ func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) 
 	}
 	if flush {
 		proc.Flush()
+		out.write(proc.Ready(false))
 	}
 	return out.err
 }
@@ -126,7 +130,7 @@ func readKcat(in io.Reader) ([]pipeline.Input, error) {
 		if err := json.Unmarshal(line, &l); err != nil {
 			return nil, fmt.Errorf("%w: replay --kcat: line %d: %v", errUsage, n, err)
 		}
-		rec := pipeline.Input{Topic: l.Topic, Partition: l.Partition, Offset: l.Offset, Timestamp: l.Timestamp}
+		rec := pipeline.Input{Topic: l.Topic, Partition: l.Partition, KafkaPartition: l.Partition, Offset: l.Offset, Timestamp: l.Timestamp}
 		if l.Key != nil {
 			rec.Key = []byte(*l.Key)
 		}
@@ -161,6 +165,21 @@ type replayOutput struct {
 	err error
 }
 
+// write writes a Ready's outputs.
+func (o *replayOutput) write(rd ready.Ready) {
+	for i := range rd.Outputs {
+		out := &rd.Outputs[i]
+		switch out.Kind {
+		case ready.Result:
+			o.Result(&out.Result)
+		case ready.Late:
+			o.Late(&out.Event.In, out.Event.EventTime, out.Event.Watermark)
+		case ready.DeadLetter:
+			o.DeadLetter(&out.Event.In, out.Event.Err)
+		}
+	}
+}
+
 func (o *replayOutput) Result(r *windowing.Result) {
 	var b []byte
 	var n int
@@ -177,7 +196,7 @@ func (o *replayOutput) Result(r *windowing.Result) {
 	o.line(b)
 }
 
-func (o *replayOutput) Late(in *pipeline.Input, eventTime, watermark int64, _ windowing.Window) {
+func (o *replayOutput) Late(in *pipeline.Input, eventTime, watermark int64) {
 	b := append(o.buf[:0], `{"type":"late","partition":`...)
 	b = strconv.AppendInt(b, int64(in.Partition), 10)
 	b = append(b, `,"offset":`...)

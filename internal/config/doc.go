@@ -8,4 +8,8 @@
 // and an http.listen reachable from other hosts by ValidateReachable, which
 // only validate asks for. CheckEnv reports AGGREGATOR_* variables that
 // override no key.
+//
+// Key names and YAML enum strings live here only: the other packages ask
+// a Config what its enums say through its methods (enums.go), and a config
+// error found at run time (SessionTimeoutRefused) is made here too.
 package config

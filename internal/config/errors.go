@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrInvalid is wrapped by every error Load, Parse and ValidateKafka return
@@ -26,3 +27,17 @@ func (e *KeyError) Error() string {
 }
 
 func (e *KeyError) Unwrap() error { return ErrInvalid }
+
+// SessionTimeoutRefused is the error of a source.session_timeout the
+// brokers refuse (INVALID_SESSION_TIMEOUT): outside their
+// group.min.session.timeout.ms to group.max.session.timeout.ms, lo to hi
+// (zero: not known, their defaults are said).
+func SessionTimeoutRefused(st, lo, hi time.Duration) *KeyError {
+	bounds := "the brokers' defaults are 6s to 30m"
+	if lo > 0 && hi > 0 {
+		bounds = "the brokers allow " + formatDuration(lo) + " to " + formatDuration(hi)
+	}
+	return &KeyError{Key: "source.session_timeout", Value: formatDuration(st),
+		Reason: "the brokers refuse it (INVALID_SESSION_TIMEOUT): " + bounds +
+			" (group.min.session.timeout.ms, group.max.session.timeout.ms)"}
+}

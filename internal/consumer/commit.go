@@ -11,20 +11,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"aggregator/internal/cluster"
-	"aggregator/internal/pipeline"
-	"aggregator/internal/state"
+	"aggregator/internal/ready"
 )
 
-// lockedCommit is commit with its locks taken in their order: c.polling
+// lockedCommit is commit with its locks taken in their order: c.fetch.polling
 // (exactly_once: no poll while a transaction ends), then c.mu. A
 // rebalance callback takes c.mu while a poll waits for it, so the other
 // order could deadlock.
 func (c *Consumer) lockedCommit(ctx context.Context) error {
-	if c.sess != nil {
+	if c.kafka.sess != nil {
 		c.fetch.interrupt()
-		c.polling.Lock()
+		c.fetch.polling.Lock()
 		c.fetch.commitWaits.Store(false)
-		defer c.polling.Unlock()
+		defer c.fetch.polling.Unlock()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -33,10 +32,10 @@ func (c *Consumer) lockedCommit(ctx context.Context) error {
 
 // commit makes everything processed so far durable: outputs, the state's
 // changes and the partitions' positions in the changelog, and the
-// consumed offsets. c.mu is held, and with exactly_once c.polling.
+// consumed offsets. c.mu is held, and with exactly_once c.fetch.polling.
 func (c *Consumer) commit(ctx context.Context) error {
 	c.lastCommit = time.Now() // the commit cadence is the real clock's, whatever clock judges idleness
-	if c.sess != nil {
+	if c.kafka.sess != nil {
 		return c.commitTransaction(ctx)
 	}
 	return c.commitAtLeastOnce(ctx)
@@ -46,22 +45,24 @@ func (c *Consumer) commit(ctx context.Context) error {
 // positions, then the offsets; a crash in between repeats outputs (each
 // identical) but never counts a record twice (see package state).
 func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
-	data, positions := c.proc.Checkpoint()
-	c.produceChangelog(ctx, data)
+	rd := c.proc.Ready(true)
+	c.writer.Write(rd.Outputs)
+	c.writer.Changelog(ctx, rd.Changelog)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
 	if err := c.flushRewriting(ctx); err != nil {
 		return err
 	}
-	c.produceChangelog(ctx, positions)
+	c.writer.Changelog(ctx, rd.Positions)
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
-	offsets := c.offsets()
+	offsets := c.offsets(rd.Offsets)
 	if len(offsets) == 0 {
+		c.proc.Accept()
 		return nil
 	}
 	var cerr error
-	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	c.kafka.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		cerr = errors.Join(err, commitErrors(resp))
 	})
 	if cerr != nil {
@@ -70,6 +71,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	}
 	c.m.Commits.WithLabelValues("committed").Inc()
 	c.writer.Committed()
+	c.proc.Accept()
 	return nil
 }
 
@@ -78,7 +80,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 // their place, until all is written or a failure of another kind.
 func (c *Consumer) flushRewriting(ctx context.Context) error {
 	for {
-		if err := c.pr.Flush(ctx); err != nil {
+		if err := c.kafka.pr.Flush(ctx); err != nil {
 			return fmt.Errorf("flush outputs: %w", err)
 		}
 		err := c.writer.Err()
@@ -94,7 +96,7 @@ func (c *Consumer) flush(ctx context.Context) error {
 	if err := c.writer.Err(); err != nil {
 		return err
 	}
-	if err := c.pr.Flush(ctx); err != nil {
+	if err := c.kafka.pr.Flush(ctx); err != nil {
 		return fmt.Errorf("flush outputs: %w", err)
 	}
 	return c.writer.Err()
@@ -104,25 +106,34 @@ func (c *Consumer) flush(ctx context.Context) error {
 // and the positions of every partition as its consumed offsets, and
 // begins the next. When the transaction aborts (a rebalance took
 // partitions meanwhile, the group generation moved on, a broker error),
-// the state goes back to the last commit: it is restored again from the
-// changelog, and the client rewinds to the committed offsets.
+// the pipeline goes back to the last commit (Abort): its partitions are
+// restored again from the changelog, and the client rewinds to the
+// committed offsets.
+//
+// Revocations are applied to the pipeline before its commit Ready is
+// taken (their outputs are in it), and after the transaction ended only
+// once the pipeline accepted or aborted it: windows that a dropped
+// partition no longer holds back fire from the state the transaction
+// left, into the next one.
 func (c *Consumer) commitTransaction(ctx context.Context) error {
 	if !c.inTxn {
 		return nil // ended by Drain
 	}
 	c.dropRevoked()
-	data, positions := c.proc.Checkpoint()
-	offsets := c.offsets()
-	if len(offsets) == 0 && len(data) == 0 && len(positions) == 0 {
-		// Nothing processed and nothing restored: the transaction is
-		// empty (outputs come from processed records or restored state,
-		// and both have a position). Ending it would cost 500ms: kgo
-		// takes a commit without offsets for a broker without KIP-447
-		// and holds its session lock that long. It stays open instead.
+	rd := c.proc.Ready(true)
+	c.writer.Write(rd.Outputs)
+	offsets := c.offsets(rd.Offsets)
+	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 {
+		// Nothing processed and nothing restored: the transaction holds
+		// no state change (outputs come from processed records or
+		// restored state, and both have a position). Ending it would cost
+		// 500ms: kgo takes a commit without offsets for a broker without
+		// KIP-447 and holds its session lock that long. It stays open,
+		// and nothing was written to accept.
 		return nil
 	}
-	c.produceChangelog(ctx, data)
-	c.produceChangelog(ctx, positions)
+	c.writer.Changelog(ctx, rd.Changelog)
+	c.writer.Changelog(ctx, rd.Positions)
 	c.writer.Sync()
 	// A failed output ends the service unless the transaction can abort
 	// and the records be processed again: an output refused for itself
@@ -141,11 +152,10 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	})
 	// End waits for the lost and revoked callbacks when the group moves
 	// on; they run only once rebalances are allowed. No poll is under way
-	// (c.polling is held), and with exactly_once they only queue.
-	c.cl.AllowRebalance()
-	committed, err := c.sess.End(ctx, kgo.TryCommit)
+	// (c.fetch.polling is held), and with exactly_once they only queue.
+	c.kafka.cl.AllowRebalance()
+	committed, err := c.kafka.sess.End(ctx, kgo.TryCommit)
 	c.inTxn = false
-	c.dropRevoked() // revoked while the transaction ended
 	// Outputs refused for themselves (too large, invalid) abort the
 	// transaction; they are written as stubs when their records are
 	// processed again.
@@ -153,11 +163,13 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
 		c.writer.Committed()
+		c.proc.Accept()
 	} else {
 		c.m.Commits.WithLabelValues("aborted").Inc()
 		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
-		c.resetState()
+		c.abort()
 	}
+	c.dropRevoked() // revoked while the transaction ended: after Accept or Abort
 	switch {
 	case err == nil || kerr.IsRetriable(err) || refused:
 	case cluster.Transient(err):
@@ -168,7 +180,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		// brokers), so that the next one can begin.
 		c.log.Warn().Err(err).Msg("transaction not committed: the brokers cannot be reached; the client keeps retrying")
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, _ = c.sess.End(actx, kgo.TryAbort) // fails too while the brokers are away, and ends it locally
+		_, _ = c.kafka.sess.End(actx, kgo.TryAbort) // fails too while the brokers are away, and ends it locally
 		cancel()
 	default:
 		return fmt.Errorf("end transaction: %w", err)
@@ -181,69 +193,35 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 
 // begin begins the next transaction. c.mu is held.
 func (c *Consumer) begin() error {
-	if err := c.sess.Begin(); err != nil {
+	if err := c.kafka.sess.Begin(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	c.inTxn = true
 	return nil
 }
 
-// resetState drops the state of every partition since the last commit:
-// a fresh processor, every assigned partition to be restored, and the
-// polls taken before dropped. c.mu and c.polling are held.
-func (c *Consumer) resetState() {
-	proc, err := pipeline.New(c.cfg, c)
-	if err != nil { // the config was good moments ago
-		panic(fmt.Sprintf("pipeline: %v", err))
-	}
-	c.proc = proc
-	c.proc.TrackState()
-	c.epoch.Add(1)
+// abort drops the state of every partition since the last commit (the
+// pipeline restores them before it applies their records again) and the
+// polls taken before. c.mu and c.fetch.polling are held.
+func (c *Consumer) abort() {
+	c.proc.Abort(c.nowMs())
+	c.fetch.epoch.Add(1)
 	c.writer.Discard()
-	now := c.nowMs()
-	for _, p := range c.parts {
-		p.restored, p.next, p.start = false, -1, -1
-		c.proc.Assign(p.id, now)
-	}
 	c.updateReady()
 }
 
-// produceChangelog produces changelog records; failures surface at the
-// next flush or transaction end.
-func (c *Consumer) produceChangelog(ctx context.Context, recs []pipeline.ChangelogRecord) {
-	krs := make([]kgo.Record, len(recs)) // one allocation, not one per record
-	for i := range recs {
-		r := &recs[i]
-		kr := &krs[i]
-		*kr = kgo.Record{Topic: c.changelog, Partition: r.Partition, Key: r.Key, Value: r.Value}
-		if r.Value == nil {
-			kr.Headers = []kgo.RecordHeader{{Key: state.TagHeader, Value: state.AppendTag(nil, r.Tag)}}
-		}
-		c.pr.Produce(ctx, kr, c.changelogDone)
-	}
-	c.m.ChangelogRecords.Add(float64(len(recs)))
-}
-
-// changelogDone is the promise of changelog records: a failure stops
-// commits, like a failed output.
-func (c *Consumer) changelogDone(r *kgo.Record, err error) {
-	if err != nil {
-		c.writer.Fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
-	}
-}
-
-// offsets returns the position of every partition that has one.
-func (c *Consumer) offsets() map[string]map[int32]kgo.EpochOffset {
+// offsets maps a Ready's offsets to the Kafka partitions.
+func (c *Consumer) offsets(offs []ready.Offset) map[string]map[int32]kgo.EpochOffset {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for _, p := range c.parts {
-		pos := p.position()
-		if pos < 0 || !p.restored {
+	for _, o := range offs {
+		p := c.parts.byID[o.Partition]
+		if p == nil {
 			continue
 		}
 		if offsets[p.tp.topic] == nil {
 			offsets[p.tp.topic] = map[int32]kgo.EpochOffset{}
 		}
-		offsets[p.tp.topic][p.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: pos}
+		offsets[p.tp.topic][p.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
 	}
 	return offsets
 }
@@ -284,7 +262,7 @@ func commitErrors(resp *kmsg.OffsetCommitResponse) error {
 // lets a waiting rebalance in: the session aborts a transaction open
 // during a revocation, and an empty one costs nothing to abort.
 func (c *Consumer) commitBeforeRebalance(ctx context.Context) {
-	if c.sess == nil {
+	if c.kafka.sess == nil {
 		return
 	}
 	if err := c.commitNow(ctx); err != nil {

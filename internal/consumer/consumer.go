@@ -23,7 +23,6 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
-	"aggregator/internal/windowing"
 )
 
 const (
@@ -40,52 +39,49 @@ const (
 	maxPollRecords = 10_000
 )
 
-// Consumer consumes source.topics in a group and drives a pipeline.Processor.
+// Consumer consumes source.topics in a group, drives a
+// pipeline.Processor and writes its Readies. It holds clients and the
+// topic layout; the partitions' progress is the pipeline's.
 type Consumer struct {
-	cfg       config.Config
-	log       zerolog.Logger
-	root      zerolog.Logger // the service's, for the clients and the writer: they name their own component
-	m         *metrics.Metrics
-	clock     func() time.Time
-	sess      *kgo.GroupTransactSession // exactly_once; nil with at_least_once
-	cl        *kgo.Client               // the group consumer (the session's client with exactly_once)
-	pr        *kgo.Client               // produces outputs and changelog records (= cl with exactly_once)
-	writer    *producer.Writer
-	base      map[string]int32 // topic → dense id of its partition 0
-	changelog string
-	readOpts  []kgo.Opt // for the clients that read the changelog at restore
-	extra     []kgo.Opt // applied last to every client
-	reg       prometheus.Registerer
-	auth      *cluster.AuthWatch    // notices brokers refusing the SASL credentials
-	reach     *cluster.Reachability // notices brokers not answering
-	// brokersDown is what noteReach last saw (engine goroutine only).
-	brokersDown bool
+	cfg    config.Config
+	log    zerolog.Logger
+	m      *metrics.Metrics
+	clock  func() time.Time
+	kafka  clients
+	writer *producer.Writer
+	fetch  *fetcher
 
 	mu         sync.Mutex // guards what follows; the engine goroutine holds it while processing
 	proc       *pipeline.Processor
-	parts      map[topicPartition]*partition
-	byID       map[int32]*partition
+	parts      partitions
 	lastCommit time.Time
 	closing    bool // Drain or Close began: rebalance callbacks commit nothing more
 	inTxn      bool // exactly_once: a transaction is open
-	// epoch counts transaction aborts: a poll taken before the last abort
-	// holds records past the rewound positions and is dropped.
-	epoch atomic.Uint64
 
-	// rebalanceWaits is set when kgo signals that a rebalance waits for the
-	// polled records to be applied (see fetcher).
-	rebalanceWaits atomic.Bool
-	fetch          *fetcher
-	// polling is held by the fetcher while it polls; with exactly_once a
-	// commit holds it, as a transaction must not end during a poll.
-	polling sync.Mutex
+	revocations revocations
+	health      health
+	unfetched   time.Time // last end-offset check of never-fetched partitions
+}
 
-	revokedMu    sync.Mutex // guards revokedQueue
-	revokedQueue []topicPartition
+// clients are the Kafka clients and what watches them.
+type clients struct {
+	sess     *kgo.GroupTransactSession // exactly_once; nil with at_least_once
+	cl       *kgo.Client               // the group consumer (the session's client with exactly_once)
+	pr       *kgo.Client               // produces outputs and changelog records (= cl with exactly_once)
+	readOpts []kgo.Opt                 // for the clients that read the changelog at restore
+	extra    []kgo.Opt                 // applied last to every client
+	root     zerolog.Logger            // the service's, for the clients and the writer: they name their own component
+	reg      prometheus.Registerer
+	auth     *cluster.AuthWatch    // notices brokers refusing the SASL credentials
+	reach    *cluster.Reachability // notices brokers not answering
+}
 
-	ready     atomic.Bool
-	joined    atomic.Bool // partitions were assigned once
-	unfetched time.Time   // last end-offset check of never-fetched partitions
+// health is what /readyz and aggregator_ready say.
+type health struct {
+	ready  atomic.Bool
+	joined atomic.Bool // partitions were assigned once
+	// brokersDown is what noteReach last saw (engine goroutine only).
+	brokersDown bool
 }
 
 // New returns a Consumer of cfg; it does no I/O: Run connects. extra is
@@ -97,11 +93,11 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 // NewWithClock is New with the wall clock the pipeline judges idleness
 // and future timestamps by; tests pass a clock they move.
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
-	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), root: log, m: metrics.New(reg), reg: reg, clock: clock,
-		base: map[string]int32{}, parts: map[topicPartition]*partition{}, byID: map[int32]*partition{},
-		changelog: cfg.State.ChangelogTopic, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}
+	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
+		parts: partitions{base: map[string]int32{}, byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
+		kafka: clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
 	var err error
-	if c.proc, err = pipeline.New(cfg, c); err != nil {
+	if c.proc, err = pipeline.New(cfg); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	c.proc.TrackState()
@@ -112,9 +108,9 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, err
 	}
-	// Every client reports to c.auth and c.reach; extra comes last.
-	c.extra = append([]kgo.Opt{kgo.WithHooks(c.auth, c.reach)}, extra...)
-	c.readOpts = append(base, c.extra...)
+	// Every client reports to c.kafka.auth and c.kafka.reach; extra comes last.
+	c.kafka.extra = append([]kgo.Opt{kgo.WithHooks(c.kafka.auth, c.kafka.reach)}, extra...)
+	c.kafka.readOpts = append(base, c.kafka.extra...)
 	return c, nil
 }
 
@@ -126,8 +122,8 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 // on what retrying cannot fix (cluster.Permanent).
 func (c *Consumer) connect(ctx context.Context) error {
 	var limits map[string]int32
-	err := cluster.Retry(ctx, c.log, "connect to Kafka", c.auth, func(ctx context.Context) error {
-		admin, err := kgo.NewClient(c.readOpts...)
+	err := cluster.Retry(ctx, c.log, "connect to Kafka", c.kafka.auth, func(ctx context.Context) error {
+		admin, err := kgo.NewClient(c.kafka.readOpts...)
 		if err != nil {
 			return fmt.Errorf("kafka admin: %w", err)
 		}
@@ -145,9 +141,9 @@ func (c *Consumer) connect(ctx context.Context) error {
 	if err = c.newClients(limits); err != nil {
 		return err
 	}
-	c.writer = producer.NewWriter(c.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.root)
+	c.writer = producer.NewWriter(c.kafka.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.kafka.root)
 	c.log.Debug().Interface("max_message_bytes", limits).Msg("connected; joining the group")
-	if c.sess == nil {
+	if c.kafka.sess == nil {
 		return nil
 	}
 	c.mu.Lock()
@@ -162,7 +158,7 @@ func (c *Consumer) outputTopics() []string {
 	if c.cfg.Sink.DeadLetterTopic != "" {
 		topics = append(topics, c.cfg.Sink.DeadLetterTopic)
 	}
-	return append(topics, c.changelog)
+	return append(topics, c.cfg.State.ChangelogTopic)
 }
 
 // checkTopics verifies the inputs, maps their partitions to dense ids,
@@ -177,48 +173,48 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	}
 	total := int32(0)
 	for i, t := range c.cfg.Source.Topics {
-		c.base[t] = total
+		c.parts.base[t] = total
 		total += counts[i]
 	}
 	if err := cluster.EnsureOutputs(ctx, adm, c.cfg.Sink); err != nil {
 		return err
 	}
-	return cluster.EnsureChangelog(ctx, adm, c.changelog, total, c.cfg.Sink)
+	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, total, c.cfg.Sink)
 }
 
 // newClients makes the group consumer and the producer: one transactional
 // session with exactly_once, two clients with at_least_once.
 func (c *Consumer) newClients(limits map[string]int32) error {
-	reg, extra := c.reg, c.extra
+	reg, extra := c.kafka.reg, c.kafka.extra
 	group, err := c.groupOpts()
 	if err != nil {
 		return err
 	}
-	prod, err := producerOpts(c.cfg, c.root, limits)
+	prod, err := producerOpts(c.cfg, c.kafka.root, limits)
 	if err != nil {
 		return err
 	}
-	prod = append(prod, kgo.RecordPartitioner(changelogPartitioner{c.changelog, kgo.UniformBytesPartitioner(64<<10, true, true, nil)}))
-	if c.cfg.Delivery == "exactly_once" {
+	prod = append(prod, kgo.RecordPartitioner(changelogPartitioner{c.cfg.State.ChangelogTopic, kgo.UniformBytesPartitioner(64<<10, true, true, nil)}))
+	if c.cfg.ExactlyOnce() {
 		// One client consumes and produces: it logs, like its metrics, as
 		// the group's consumer (prod's logger would label group joins
 		// kafka_producer).
 		opts := append(append(group, prod...),
-			kgo.WithLogger(cluster.NewLogger(c.root, "kafka_consumer")),
+			kgo.WithLogger(cluster.NewLogger(c.kafka.root, "kafka_consumer")),
 			kgo.TransactionalID(transactionalID(c.cfg.Source)),
 			kgo.TransactionTimeout(c.cfg.State.TransactionTimeout),
 			metrics.KafkaHooks(reg, "kafka_consumer"))
-		if c.sess, err = kgo.NewGroupTransactSession(append(opts, extra...)...); err != nil {
+		if c.kafka.sess, err = kgo.NewGroupTransactSession(append(opts, extra...)...); err != nil {
 			return fmt.Errorf("kafka client: %w", err)
 		}
-		c.cl, c.pr = c.sess.Client(), c.sess.Client()
+		c.kafka.cl, c.kafka.pr = c.kafka.sess.Client(), c.kafka.sess.Client()
 		return nil
 	}
-	if c.pr, err = kgo.NewClient(append(append(prod, metrics.KafkaHooks(reg, "kafka_producer")), extra...)...); err != nil {
+	if c.kafka.pr, err = kgo.NewClient(append(append(prod, metrics.KafkaHooks(reg, "kafka_producer")), extra...)...); err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
 	}
-	if c.cl, err = kgo.NewClient(append(append(group, metrics.KafkaHooks(reg, "kafka_consumer")), extra...)...); err != nil {
-		c.pr.Close()
+	if c.kafka.cl, err = kgo.NewClient(append(append(group, metrics.KafkaHooks(reg, "kafka_consumer")), extra...)...); err != nil {
+		c.kafka.pr.Close()
 		return fmt.Errorf("kafka consumer: %w", err)
 	}
 	return nil
@@ -265,12 +261,8 @@ func producerOpts(cfg config.Config, log zerolog.Logger, limits map[string]int32
 	if err != nil {
 		return nil, err
 	}
-	codec, err := compression(cfg.Sink.Compression)
-	if err != nil {
-		return nil, err
-	}
 	return append(opts,
-		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerBatchCompression(codecs[cfg.Sink.Codec()]),
 		kgo.ProducerLinger(cfg.Sink.Linger),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent: the kgo default, which needs all acks
 		kgo.MaxBufferedRecords(100_000),
@@ -278,31 +270,23 @@ func producerOpts(cfg config.Config, log zerolog.Logger, limits map[string]int32
 	), nil
 }
 
-// compression maps sink.compression to a codec; "" means none.
-func compression(name string) (kgo.CompressionCodec, error) {
-	switch name {
-	case "", "none":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
-	}
-	return kgo.CompressionCodec{}, &config.KeyError{Key: "sink.compression", Value: name, Reason: "want none, gzip, snappy, lz4 or zstd"}
+// codecs are kgo's codecs of sink.compression.
+var codecs = [...]kgo.CompressionCodec{
+	config.NoCompression: kgo.NoCompression(),
+	config.Gzip:          kgo.GzipCompression(),
+	config.Snappy:        kgo.SnappyCompression(),
+	config.Lz4:           kgo.Lz4Compression(),
+	config.Zstd:          kgo.ZstdCompression(),
 }
 
 // groupOpts are the options of the group consumer.
 func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
-	opts, err := cluster.ClientOpts(c.cfg.Source, c.root, "kafka_consumer")
+	opts, err := cluster.ClientOpts(c.cfg.Source, c.kafka.root, "kafka_consumer")
 	if err != nil {
 		return nil, err
 	}
 	start := kgo.NewOffset().AtStart()
-	if c.cfg.Source.StartOffset == "latest" {
+	if c.cfg.Source.StartAtLatest() {
 		start = kgo.NewOffset().AtEnd()
 	}
 	if id := c.cfg.Source.InstanceID; id != "" {
@@ -322,17 +306,17 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.OnPartitionsAssigned(c.assigned),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
-		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.rebalanceWaits.Store(true) }),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.fetch.rebalanceWaits.Store(true) }),
 	), nil
 }
 
 // Ready reports whether the group is joined, every assigned partition is
 // restored, the brokers answer, and the consumer is not shutting down
 // (/readyz).
-func (c *Consumer) Ready() bool { return c.ready.Load() && !c.reach.Down() }
+func (c *Consumer) Ready() bool { return c.health.ready.Load() && !c.kafka.reach.Down() }
 
 func (c *Consumer) setReady(ok bool) {
-	c.ready.Store(ok)
+	c.health.ready.Store(ok)
 	c.setReadyGauge()
 }
 
@@ -348,8 +332,8 @@ func (c *Consumer) setReadyGauge() {
 // each failed attempt), and keeps aggregator_ready in step with Ready.
 // Engine goroutine only.
 func (c *Consumer) noteReach() {
-	if down := c.reach.Down(); down != c.brokersDown {
-		c.brokersDown = down
+	if down := c.kafka.reach.Down(); down != c.health.brokersDown {
+		c.health.brokersDown = down
 		if down {
 			c.log.Warn().Msg("the brokers have not answered for 10s: not ready (/readyz 503); the client keeps retrying")
 		} else {
@@ -407,12 +391,12 @@ func (c *Consumer) Close() {
 func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 	// A join still under way (the coordinator holds it) is not waited for
 	// long: kgo waits for it to answer before it leaves.
-	if !c.joined.Load() {
+	if !c.health.joined.Load() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, unjoinedLeave)
 		defer cancel()
 	}
-	if c.sess != nil {
+	if c.kafka.sess != nil {
 		// Closing does not end a transaction: abort it, or it holds back
 		// read_committed readers (and restores) until the broker times it out.
 		c.mu.Lock()
@@ -421,7 +405,7 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 		c.mu.Unlock()
 		if open {
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if _, err := c.sess.End(actx, kgo.TryAbort); err != nil {
+			if _, err := c.kafka.sess.End(actx, kgo.TryAbort); err != nil {
 				c.log.Warn().Err(err).Msg("abort the open transaction")
 			}
 			cancel()
@@ -429,19 +413,19 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 	}
 	// Leaves the group (a static member stays: its restart takes its
 	// partitions back); the revoke callback sees closing.
-	if err := c.cl.LeaveGroupContext(ctx); err != nil && c.joined.Load() {
+	if err := c.kafka.cl.LeaveGroupContext(ctx); err != nil && c.health.joined.Load() {
 		c.log.Warn().Err(err).Msg("leave the group")
 	}
 	c.writer.Close() // drops what was not handed to the producer: uncommitted
 	closed := make(chan struct{})
 	go func() { // kgo's Close has no context: it waits for a join in flight
 		defer close(closed)
-		if c.sess != nil {
-			c.sess.Close() // c.pr too
+		if c.kafka.sess != nil {
+			c.kafka.sess.Close() // c.kafka.pr too
 			return
 		}
-		c.cl.Close()
-		c.pr.Close()
+		c.kafka.cl.Close()
+		c.kafka.pr.Close()
 	}()
 	select {
 	case <-closed:
@@ -451,7 +435,7 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 		c.log.Warn().Msg("the Kafka client did not close in time (a group join in flight); going on")
 		return
 	}
-	if leaveStatic && c.cfg.Source.InstanceID != "" && c.joined.Load() {
+	if leaveStatic && c.cfg.Source.InstanceID != "" && c.health.joined.Load() {
 		c.leaveStatic(ctx)
 	}
 }
@@ -461,7 +445,7 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 // down) does not leave its partitions waiting for source.session_timeout.
 // The client is closed first: it would join again otherwise.
 func (c *Consumer) leaveStatic(ctx context.Context) {
-	cl, err := kgo.NewClient(c.readOpts...)
+	cl, err := kgo.NewClient(c.kafka.readOpts...)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("leave the group as a static member")
 		return
@@ -486,11 +470,11 @@ func (c *Consumer) leaveStatic(ctx context.Context) {
 }
 
 // id is the dense id of tp.
-func (c *Consumer) id(tp topicPartition) int32 { return c.base[tp.topic] + tp.partition }
+func (c *Consumer) id(tp topicPartition) int32 { return c.parts.base[tp.topic] + tp.partition }
 
 func (c *Consumer) newPartition(tp topicPartition) *partition {
 	labels := []string{tp.topic, strconv.Itoa(int(tp.partition))}
-	p := &partition{tp: tp, id: c.id(tp), next: -1, hwm: -1, start: -1,
+	p := &partition{tp: tp, id: c.id(tp),
 		lag: c.m.ConsumerLag.WithLabelValues(labels...), wm: c.m.PartitionWatermark.WithLabelValues(labels...)}
 	for _, o := range pipeline.Outcomes() {
 		p.records[o] = c.m.Records.WithLabelValues(tp.topic, labels[1], o.String())
@@ -502,28 +486,4 @@ func (c *Consumer) forgetMetrics(p *partition) {
 	labels := []string{p.tp.topic, strconv.Itoa(int(p.tp.partition))}
 	c.m.ConsumerLag.DeleteLabelValues(labels...)
 	c.m.PartitionWatermark.DeleteLabelValues(labels...)
-}
-
-// Result is the pipeline's output of a firing.
-func (c *Consumer) Result(r *windowing.Result) { c.writer.Result(r) }
-
-// Late is the pipeline's output of a late event.
-func (c *Consumer) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
-	c.writer.Late(c.kafkaInput(in), eventTime, watermark, missed)
-}
-
-// DeadLetter is the pipeline's output of a record it could not use.
-func (c *Consumer) DeadLetter(in *pipeline.Input, err error) {
-	c.writer.DeadLetter(c.kafkaInput(in), err)
-}
-
-// kafkaInput returns in with its Kafka partition in place of the dense id.
-func (c *Consumer) kafkaInput(in *pipeline.Input) *pipeline.Input {
-	p := c.byID[in.Partition]
-	if p == nil || p.tp.partition == in.Partition {
-		return in
-	}
-	real := *in
-	real.Partition = p.tp.partition
-	return &real
 }

@@ -1,19 +1,24 @@
-// Package consumer runs the Kafka service: a franz-go consumer group on
-// source.topics feeding the pipeline, with outputs produced by a
-// producer.Writer, and window state made durable in the changelog topic
-// (SPEC §7).
+// Package consumer is the Kafka shell of the service: a franz-go consumer
+// group on source.topics feeding the pure core (package pipeline), whose
+// Readies it writes with a producer.Writer and the changelog topic
+// (SPEC §7). It fetches, handles rebalances, reads changelog partitions
+// for a restore, and commits or aborts; each partition's progress
+// (position, restored or not) is the core's.
 //
 // A newly assigned partition is restored from its changelog partition
 // before any of its input records is applied; input resumes at the offset
-// the restored state reflects. Every commit writes what changed in the
-// state since the last one. With exactly_once, outputs, changelog records
-// and the consumed offsets are one Kafka transaction; when it aborts, the
-// state goes back to the last commit (it is restored again). With
+// the restored state reflects. After each poll the core's outputs are
+// handed to the writer; every commit writes the core's commit Ready: its
+// outputs, what changed in the state since the last one, the positions,
+// and the offsets. With exactly_once all of it is one Kafka transaction;
+// once it commits the core accepts it, and when it aborts the core goes
+// back to the last commit (Abort: its partitions are restored again) before
+// the revocations that came with the abort are applied. With
 // at_least_once, outputs and state changes are acknowledged, then the
-// partitions' positions, then the offsets are committed.
+// positions, then the offsets are committed.
 //
 // Partitions of all input topics share one dense id space (topic after
-// topic, in source.topics order): the engine's partition id and the
+// topic, in source.topics order): the core's partition id and the
 // changelog partition.
 //
 // A Consumer's Run, Drain and Close are called from one goroutine; Ready is

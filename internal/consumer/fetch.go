@@ -75,11 +75,21 @@ const parallelMin = 256
 // that a rebalance waits (OnPartitionsCallbackBlocked), and allows
 // rebalances whenever the engine goroutine is idle.
 type fetcher struct {
-	c     *Consumer
+	c *Consumer
+	// polling is held by the fetcher while it polls; with exactly_once a
+	// commit holds it, as a transaction must not end during a poll.
+	polling sync.Mutex
+	// epoch counts transaction aborts: a poll taken before the last abort
+	// holds records past the rewound positions and is dropped.
+	epoch atomic.Uint64
+	// rebalanceWaits is set when kgo signals that a rebalance waits for the
+	// polled records to be applied.
+	rebalanceWaits atomic.Bool
+
 	free  chan *poll // polls neither decoding nor held by the engine goroutine; cap pollsInFlight
 	ready chan *poll // polls in poll order; cap pollsInFlight, so the fetcher never waits to send; closed when the fetcher ends
 
-	// A commit that needs c.polling (exactly_once) ends the poll under
+	// A commit that needs c.fetch.polling (exactly_once) ends the poll under
 	// way rather than wait up to tickInterval for records to arrive.
 	commitWaits atomic.Bool
 	cancelMu    sync.Mutex
@@ -87,7 +97,7 @@ type fetcher struct {
 }
 
 // interrupt ends the poll under way, and the next one at once if it
-// begins before the commit has c.polling.
+// begins before the commit has c.fetch.polling.
 func (f *fetcher) interrupt() {
 	f.commitWaits.Store(true)
 	f.cancelMu.Lock()
@@ -143,7 +153,7 @@ func (f *fetcher) run(ctx context.Context) {
 // canceled. First, if a rebalance waits or the engine goroutine is idle,
 // it waits until the engine goroutine holds no poll and allows rebalances.
 func (f *fetcher) next(ctx context.Context) *poll {
-	waits := f.c.rebalanceWaits.Swap(false)
+	waits := f.c.fetch.rebalanceWaits.Swap(false)
 	if !waits && len(f.free) < cap(f.free) {
 		select {
 		case p := <-f.free:
@@ -167,7 +177,7 @@ func (f *fetcher) next(ctx context.Context) *poll {
 	if waits {
 		f.c.commitBeforeRebalance(ctx)
 	}
-	f.c.cl.AllowRebalance()
+	f.c.kafka.cl.AllowRebalance()
 	for _, p := range held[1:] {
 		f.free <- p
 	}
@@ -177,12 +187,12 @@ func (f *fetcher) next(ctx context.Context) *poll {
 // poll fills p with the next PollRecords result and starts decoding it.
 func (f *fetcher) poll(ctx context.Context, p *poll) {
 	pctx, cancel := context.WithTimeout(ctx, tickInterval)
-	f.c.polling.Lock()
+	f.c.fetch.polling.Lock()
 	f.setCancel(cancel)
-	p.epoch = f.c.epoch.Load()
-	fs := f.c.cl.PollRecords(pctx, maxPollRecords)
+	p.epoch = f.c.fetch.epoch.Load()
+	fs := f.c.kafka.cl.PollRecords(pctx, maxPollRecords)
 	f.setCancel(nil)
-	f.c.polling.Unlock()
+	f.c.fetch.polling.Unlock()
 	cancel()
 	p.fetchedAt = f.c.clock()
 	p.closed = fs.IsClientClosed()
@@ -239,7 +249,7 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 		}
 		pp := &p.parts[j]
 		r, d := pp.records[i-pp.lo], &p.recs[i]
-		d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, Offset: r.Offset,
+		d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, KafkaPartition: r.Partition, Offset: r.Offset,
 			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
 		d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
 	}

@@ -8,27 +8,25 @@ type topicPartition struct {
 	partition int32
 }
 
-// partition is the consumer's bookkeeping for one assigned input partition.
-type partition struct {
-	tp       topicPartition
-	id       int32 // the dense id: engine partition and changelog partition
-	restored bool  // its changelog was read; until then none of its records is applied
-	start    int64 // the offset the restored state reflects (-1: none): records below it are skipped
-	next     int64 // offset after the last applied record; -1 before the first
-	hwm      int64 // high watermark of the last fetch with records; -1 unknown
+// partitions are the assigned input partitions, by name and by dense id,
+// and the dense id of each input topic's partition 0 (base: set once, by
+// connect, before the fetcher reads it).
+type partitions struct {
+	base map[string]int32
+	byTP map[topicPartition]*partition
+	byID map[int32]*partition
+}
 
-	records [6]prometheus.Counter // by pipeline.Outcome
+// partition is an assigned input partition: its names and metrics (its
+// progress is the pipeline's).
+type partition struct {
+	tp topicPartition
+	id int32 // the dense id: engine partition and changelog partition
+
+	records [6]prometheus.Counter // by windowing.OutcomeKind (pipeline.Outcome)
 	counts  [6]uint64             // outcomes not yet added to records
 	lag     prometheus.Gauge
 	wm      prometheus.Gauge
-}
-
-// position is the offset to commit for p, or -1 when it has none.
-func (p *partition) position() int64 {
-	if p.next >= 0 {
-		return p.next
-	}
-	return p.start
 }
 
 // flushCounts adds the outcomes counted since the last flush to the

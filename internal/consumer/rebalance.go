@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -12,16 +13,16 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropRevoked() // a partition revoked and assigned again starts afresh
-	c.joined.Store(true)
+	c.health.joined.Store(true)
 	now := c.nowMs()
 	for topic, ps := range added {
 		for _, n := range ps {
 			tp := topicPartition{topic, n}
-			if _, ok := c.parts[tp]; ok {
+			if _, ok := c.parts.byTP[tp]; ok {
 				continue
 			}
 			p := c.newPartition(tp)
-			c.parts[tp], c.byID[p.id] = p, p
+			c.parts.byTP[tp], c.parts.byID[p.id] = p, p
 			c.proc.Assign(p.id, now)
 			c.log.Debug().Str("topic", topic).Int32("partition", n).Msg("partition assigned")
 		}
@@ -38,8 +39,8 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 // transactions holding c.mu: so with exactly_once this only queues the
 // partitions, and the engine goroutine drops them (dropRevoked).
 func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	if c.sess != nil {
-		c.queueRevoked(revoked)
+	if c.kafka.sess != nil {
+		c.revocations.add(revoked)
 		return
 	}
 	c.mu.Lock()
@@ -55,8 +56,8 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // lost drops partitions that another member may own already: committing
 // them could rewind its progress.
 func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	if c.sess != nil {
-		c.queueRevoked(lost)
+	if c.kafka.sess != nil {
+		c.revocations.add(lost)
 		return
 	}
 	c.mu.Lock()
@@ -64,27 +65,41 @@ func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 	c.drop(c.lookup(lost))
 }
 
-// queueRevoked notes partitions to drop. No poll returns their records
-// any more (polls and callbacks exclude each other).
-func (c *Consumer) queueRevoked(m map[string][]int32) {
-	c.revokedMu.Lock()
-	defer c.revokedMu.Unlock()
+// revocations are partitions revoked or lost (exactly_once) that the
+// engine goroutine has not dropped yet. Safe for concurrent use.
+type revocations struct {
+	mu    sync.Mutex
+	queue []topicPartition
+}
+
+// add notes partitions to drop. No poll returns their records any more
+// (polls and callbacks exclude each other).
+func (r *revocations) add(m map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for topic, ns := range m {
 		for _, n := range ns {
-			c.revokedQueue = append(c.revokedQueue, topicPartition{topic, n})
+			r.queue = append(r.queue, topicPartition{topic, n})
 		}
 	}
 }
 
-// dropRevoked drops the partitions queueRevoked noted. c.mu is held.
+// take returns the partitions noted and forgets them.
+func (r *revocations) take() []topicPartition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queue
+	r.queue = nil
+	return q
+}
+
+// dropRevoked drops the partitions revoked or lost meanwhile, in the
+// order they came. c.mu is held.
 func (c *Consumer) dropRevoked() {
-	c.revokedMu.Lock()
-	q := c.revokedQueue
-	c.revokedQueue = nil
-	c.revokedMu.Unlock()
+	q := c.revocations.take()
 	var ps []*partition
 	for _, tp := range q {
-		if p := c.parts[tp]; p != nil {
+		if p := c.parts.byTP[tp]; p != nil {
 			ps = append(ps, p)
 		}
 	}
@@ -95,7 +110,7 @@ func (c *Consumer) lookup(m map[string][]int32) []*partition {
 	var ps []*partition
 	for topic, ns := range m {
 		for _, n := range ns {
-			if p := c.parts[topicPartition{topic, n}]; p != nil {
+			if p := c.parts.byTP[topicPartition{topic, n}]; p != nil {
 				ps = append(ps, p)
 			}
 		}
@@ -106,8 +121,8 @@ func (c *Consumer) lookup(m map[string][]int32) []*partition {
 func (c *Consumer) drop(ps []*partition) {
 	for _, p := range ps {
 		c.proc.Revoke(p.id)
-		delete(c.parts, p.tp)
-		delete(c.byID, p.id)
+		delete(c.parts.byTP, p.tp)
+		delete(c.parts.byID, p.id)
 		c.forgetMetrics(p)
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")
 	}
@@ -116,12 +131,7 @@ func (c *Consumer) drop(ps []*partition) {
 
 // updateReady sets /readyz: joined, every partition restored, not closing.
 func (c *Consumer) updateReady() {
-	restoring := 0
-	for _, p := range c.parts {
-		if !p.restored {
-			restoring++
-		}
-	}
+	restoring := len(c.proc.Unrestored())
 	c.m.RestoringParts.Set(float64(restoring))
 	c.setReady(!c.closing && restoring == 0)
 }

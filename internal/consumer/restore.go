@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"aggregator/internal/state"
+	"aggregator/internal/pipeline"
 )
 
 // restorePending restores every assigned partition not restored yet from
@@ -16,33 +16,29 @@ import (
 // its input is applied. c.mu is held.
 func (c *Consumer) restorePending(ctx context.Context) error {
 	var ps []*partition
-	for _, p := range c.parts {
-		if !p.restored {
-			ps = append(ps, p)
-		}
+	for _, id := range c.proc.Unrestored() {
+		ps = append(ps, c.parts.byID[id])
 	}
 	if len(ps) == 0 {
 		return nil
 	}
 	began := time.Now()
-	restorers, err := c.readChangelog(ctx, ps)
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
+	if err := c.readChangelog(ctx, ps); err != nil {
+		return fmt.Errorf("restore: %w", err) // the next attempt reads from the start again (BeginRestore)
 	}
 	now := c.nowMs()
 	for _, p := range ps {
-		r := restorers[p.id]
-		res, err := c.proc.Restore(p.id, r, now)
+		res, records, err := c.proc.FinishRestore(p.id, now)
 		if err != nil {
-			return fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.changelog, p.id, err)
+			return fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
 		}
-		p.restored, p.start = true, -1
+		start := int64(-1)
 		if res.HasPosition {
-			p.start = res.Position.Offset
+			start = res.Position.Offset
 		}
-		c.m.RestoredRecords.Add(float64(r.Records()))
-		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", p.start).
-			Int("changelog_records", r.Records()).Int("entries", res.Entries).Int("repairs", len(res.Repairs)).
+		c.m.RestoredRecords.Add(float64(records))
+		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", start).
+			Int("changelog_records", records).Int("entries", res.Entries).Int("repairs", len(res.Repairs)).
 			Msg("partition restored")
 	}
 	c.m.RestoreSeconds.Observe(time.Since(began).Seconds())
@@ -51,51 +47,50 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 }
 
 // readChangelog reads the changelog partitions of ps from their start to
-// their end into one Restorer each, with a client of its own.
-func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (map[int32]*state.Restorer, error) {
-	restorers := make(map[int32]*state.Restorer, len(ps))
+// their end into the pipeline, with a client of its own.
+func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) error {
 	for _, p := range ps {
-		restorers[p.id] = state.NewRestorer()
+		c.proc.BeginRestore(p.id)
 	}
-	cl, err := kgo.NewClient(append(c.readOpts[:len(c.readOpts):len(c.readOpts)], kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	cl, err := kgo.NewClient(append(c.kafka.readOpts[:len(c.kafka.readOpts):len(c.kafka.readOpts)], kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.State.TransactionTimeout+commitTimeout)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, c.changelog)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, c.cfg.State.ChangelogTopic)
 	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", c.changelog, err)
+		return fmt.Errorf("end offsets of %s: %w", c.cfg.State.ChangelogTopic, err)
 	}
 	next := map[int32]int64{} // changelog partition → next offset to read, for those not at their end
 	end := map[int32]int64{}
 	for _, p := range ps {
-		o, ok := ends.Lookup(c.changelog, p.id)
+		o, ok := ends.Lookup(c.cfg.State.ChangelogTopic, p.id)
 		if !ok || o.Err != nil {
-			return nil, fmt.Errorf("end offset of %s[%d]: %v", c.changelog, p.id, o.Err)
+			return fmt.Errorf("end offset of %s[%d]: %v", c.cfg.State.ChangelogTopic, p.id, o.Err)
 		}
 		if o.Offset > 0 {
 			next[p.id], end[p.id] = 0, o.Offset
 		}
 	}
 	if len(next) == 0 {
-		return restorers, nil
+		return nil
 	}
 	from := map[int32]kgo.Offset{}
 	for id := range next {
 		from[id] = kgo.NewOffset().AtStart()
 	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.changelog: from})
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.cfg.State.ChangelogTopic: from})
 	for len(next) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read %s: %w", c.changelog, err)
+			return fmt.Errorf("read %s: %w", c.cfg.State.ChangelogTopic, err)
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("read %s[%d]: %w", t, p, err) })
 		if ferr != nil {
-			return nil, ferr
+			return ferr
 		}
 		var aerr error
 		fs.EachRecord(func(r *kgo.Record) {
@@ -108,16 +103,16 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (map[int3
 			}
 			var tag []byte
 			for _, h := range r.Headers {
-				if h.Key == state.TagHeader {
+				if h.Key == pipeline.TagHeader {
 					tag = h.Value
 				}
 			}
-			if err := restorers[r.Partition].Add(r.Key, r.Value, tag); err != nil {
-				aerr = fmt.Errorf("%s[%d] offset %d: %w", c.changelog, r.Partition, r.Offset, err)
+			if err := c.proc.RestoreRecord(r.Partition, r.Key, r.Value, tag); err != nil {
+				aerr = fmt.Errorf("%s[%d] offset %d: %w", c.cfg.State.ChangelogTopic, r.Partition, r.Offset, err)
 			}
 		})
 		if aerr != nil {
-			return nil, aerr
+			return aerr
 		}
 		for id, n := range next {
 			if n >= end[id] {
@@ -125,5 +120,5 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (map[int3
 			}
 		}
 	}
-	return restorers, nil
+	return nil
 }

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/cluster"
+	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 )
 
@@ -42,7 +45,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		f.free <- p // polled but not applied: not committed either, so read again by the partition's next owner
 	}
 	wg.Wait()
-	c.cl.AllowRebalance()
+	c.kafka.cl.AllowRebalance()
 	return err
 }
 
@@ -54,7 +57,7 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 			f.free <- p
 			return nil
 		}
-		if err := errors.Join(p.fatal, c.auth.Err()); err != nil {
+		if err := errors.Join(p.fatal, c.kafka.auth.Err()); err != nil {
 			f.free <- p
 			return err
 		}
@@ -81,6 +84,13 @@ func (c *Consumer) fetchErrors(fs kgo.Fetches) error {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return
 		}
+		if errors.Is(err, kerr.InvalidSessionTimeout) {
+			// The join is refused for good: kgo would retry for ever.
+			if fatal == nil {
+				fatal = fmt.Errorf("join group %s: %w", c.cfg.Source.Group, c.sessionTimeoutRefused())
+			}
+			return
+		}
 		if perm := cluster.Permanent(err); perm != nil {
 			if fatal == nil && topic == "" {
 				fatal = fmt.Errorf("consume as group %s: %w", c.cfg.Source.Group, perm)
@@ -94,10 +104,36 @@ func (c *Consumer) fetchErrors(fs kgo.Fetches) error {
 	return fatal
 }
 
+// sessionTimeoutRefused is the config error of a session timeout the
+// brokers refuse, with their bounds if they say them.
+func (c *Consumer) sessionTimeoutRefused() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var lo, hi time.Duration
+	adm := kadm.NewClient(c.kafka.cl)
+	if brokers, err := adm.ListBrokers(ctx); err == nil && len(brokers) > 0 {
+		if rcs, err := adm.DescribeBrokerConfigs(ctx, brokers[0].NodeID); err == nil && len(rcs) > 0 {
+			for _, cf := range rcs[0].Configs {
+				ms, err := strconv.ParseInt(cf.MaybeValue(), 10, 64)
+				if err != nil {
+					continue
+				}
+				switch cf.Key {
+				case "group.min.session.timeout.ms":
+					lo = time.Duration(ms) * time.Millisecond
+				case "group.max.session.timeout.ms":
+					hi = time.Duration(ms) * time.Millisecond
+				}
+			}
+		}
+	}
+	return config.SessionTimeoutRefused(c.cfg.Source.SessionTimeout, lo, hi)
+}
+
 // step restores newly assigned partitions, applies one poll's records,
 // ticks the watermark, updates the metrics and commits when due.
 func (c *Consumer) step(ctx context.Context, p *poll) error {
-	if c.sess != nil && c.restoreWaits() {
+	if c.kafka.sess != nil && c.restoreWaits() {
 		// A restore can take long: the open transaction is committed
 		// first, so that the broker does not abort it meanwhile.
 		if err := c.commitNow(ctx); err != nil {
@@ -129,12 +165,7 @@ func (c *Consumer) commitNow(ctx context.Context) error {
 func (c *Consumer) restoreWaits() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range c.parts {
-		if !p.restored {
-			return true
-		}
-	}
-	return false
+	return len(c.proc.Unrestored()) > 0
 }
 
 // process applies the poll and reports whether a commit is due.
@@ -149,15 +180,16 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 		return false, err
 	}
 	c.writer.SetFetched(p.fetchedAt)
-	if p.epoch == c.epoch.Load() {
+	if p.epoch == c.fetch.epoch.Load() {
 		c.apply(p)
 	}
 	now := c.nowMs()
 	c.proc.Tick(now)
+	c.writer.Write(c.proc.Ready(false).Outputs)
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
-		if c.writer.OnlyRefused() || c.sess != nil && cluster.Transient(err) {
+		if c.writer.OnlyRefused() || c.kafka.sess != nil && cluster.Transient(err) {
 			// Commit now: the stubs replace what was refused; with
 			// exactly_once, the transaction aborts and the records are
 			// processed again (see commitTransaction).
@@ -188,27 +220,22 @@ func (c *Consumer) restoreRetrying(ctx context.Context) error {
 }
 
 // apply runs the poll's records through the pipeline, partition by
-// partition in offset order. Records below a restored partition's
-// position are in its state already (at_least_once: the offsets were not
-// committed yet) and are skipped.
+// partition in offset order (the pipeline skips what is in its state
+// already: at_least_once, records fetched again after a restore).
 func (c *Consumer) apply(pl *poll) {
 	now := c.nowMs()
 	for _, pp := range pl.parts {
-		p := c.parts[pp.tp]
-		if p == nil || !p.restored {
+		p := c.parts.byTP[pp.tp]
+		if p == nil {
 			continue
 		}
 		for i := pp.lo; i < pp.hi; i++ {
 			d := &pl.recs[i]
-			if d.in.Offset < max(p.start, p.next) {
-				continue // in the state already: restored, or applied before the client rewound
+			if out, ok := c.proc.Apply(&d.in, &d.rec, d.kind, d.err, now); ok {
+				p.counts[out]++
 			}
-			out := c.proc.ProcessDecoded(&d.in, &d.rec, d.kind, d.err, now)
-			p.counts[out]++
-			p.next = d.in.Offset + 1
 		}
-		p.hwm = pp.hwm
-		c.proc.SetCaughtUp(p.id, p.next >= p.hwm, now)
+		c.proc.Fetched(p.id, pp.hwm, now)
 	}
 }
 
@@ -224,12 +251,12 @@ func (c *Consumer) updateMetrics(now int64) {
 	c.m.OpenWindows.Set(float64(c.proc.OpenWindows()))
 	c.m.SessionMerges.Add(float64(c.proc.TakeSessionMerges()))
 	c.m.IdlePartitions.Set(float64(c.proc.IdleCount()))
-	for _, p := range c.parts {
+	for _, p := range c.parts.byTP {
 		p.flushCounts()
 		pw, _ := c.proc.PartitionWatermark(p.id)
 		p.wm.Set(metrics.Seconds(pw))
-		if p.hwm >= 0 && p.next >= 0 {
-			p.lag.Set(float64(max(p.hwm-p.next, 0)))
+		if lag, ok := c.proc.Lag(p.id); ok {
+			p.lag.Set(float64(lag))
 		}
 	}
 }
@@ -243,16 +270,15 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	}
 	c.unfetched = time.Now()
 	c.mu.Lock()
-	var ps []*partition
+	unfetched := c.proc.Unfetched()
 	topics := map[string]bool{}
-	for _, p := range c.parts {
-		if p.next < 0 {
-			ps = append(ps, p)
+	for id := range unfetched {
+		if p := c.parts.byID[id]; p != nil {
 			topics[p.tp.topic] = true
 		}
 	}
 	c.mu.Unlock()
-	if len(ps) == 0 {
+	if len(topics) == 0 {
 		return
 	}
 	names := make([]string, 0, len(topics))
@@ -261,7 +287,7 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(c.cl)
+	adm := kadm.NewClient(c.kafka.cl)
 	starts, err := adm.ListStartOffsets(lctx, names...)
 	if err != nil {
 		return // tried again at the next check
@@ -273,18 +299,22 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.nowMs()
-	for _, p := range ps {
-		end, ok1 := ends.Lookup(p.tp.topic, p.tp.partition)
-		start, ok2 := starts.Lookup(p.tp.topic, p.tp.partition)
-		if !ok1 || !ok2 || end.Err != nil || start.Err != nil || c.parts[p.tp] != p || p.next >= 0 {
+	still := c.proc.Unfetched() // the pipeline moved on meanwhile (a fetch, an abort, a rebalance)
+	for id, pos := range unfetched {
+		p := c.parts.byID[id]
+		if cur, ok := still[id]; !ok || cur != pos || p == nil {
 			continue
 		}
-		pos := p.start
-		if pos < 0 && c.cfg.Source.StartOffset == "latest" {
+		end, ok1 := ends.Lookup(p.tp.topic, p.tp.partition)
+		start, ok2 := starts.Lookup(p.tp.topic, p.tp.partition)
+		if !ok1 || !ok2 || end.Err != nil || start.Err != nil {
+			continue
+		}
+		if pos < 0 && c.cfg.Source.StartAtLatest() {
 			pos = end.Offset
 		} else if pos < 0 {
 			pos = start.Offset
 		}
-		c.proc.SetCaughtUp(p.id, pos >= end.Offset, now)
+		c.proc.SetCaughtUp(id, pos >= end.Offset, now)
 	}
 }

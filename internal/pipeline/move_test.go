@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/windowing"
 )
@@ -129,14 +128,14 @@ func diffLatest(got, want map[windowID]contents) string {
 }
 
 // commit writes p's checkpoint to log, data before positions.
-func (c changelog) commit(p *pipeline.Processor) {
+func (c changelog) commit(p core) {
 	data, positions := p.Checkpoint()
 	c.write(data)
 	c.write(positions)
 }
 
 // restore assigns parts to p, then restores them in order.
-func restore(t *testing.T, p *pipeline.Processor, log changelog, parts ...int32) {
+func restore(t *testing.T, p core, log changelog, parts ...int32) {
 	t.Helper()
 	for _, part := range parts {
 		p.Assign(part, 0)
@@ -154,7 +153,7 @@ func restore(t *testing.T, p *pipeline.Processor, log changelog, parts ...int32)
 type moved struct {
 	p0, p1     []crashInput
 	log        changelog
-	a, b       *pipeline.Processor
+	a, b       core
 	outA, outB *tape
 	committedA int   // len(outA.results) at A's commit
 	joined     int   // len(outB.results) when partition 1 joined
@@ -325,15 +324,8 @@ func TestMoveLateWatermark(t *testing.T) {
 	for name, yaml := range crashConfigs {
 		t.Run(name, func(t *testing.T) {
 			m := move(t, yaml)
-			cfg, err := config.Parse([]byte(yaml), nil)
-			if err != nil {
-				t.Fatalf("config.Parse: %v", err)
-			}
 			out := &lateTape{}
-			b, err := pipeline.New(cfg, out)
-			if err != nil {
-				t.Fatalf("pipeline.New: %v", err)
-			}
+			b := newCore(t, yaml, out)
 			b.TrackState()
 			restore(t, b, m.log, 0)
 			feed(b, m.p0[cut0:more0], nil)

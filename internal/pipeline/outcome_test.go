@@ -7,7 +7,9 @@ import (
 
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/state"
 	"aggregator/internal/windowing"
 )
 
@@ -34,17 +36,82 @@ func (t *tape) DeadLetter(_ *pipeline.Input, err error) {
 	t.dead = append(t.dead, de.Reason)
 }
 
-func newProcessor(t testing.TB, yaml string) (*pipeline.Processor, *tape) {
+// outputs is what a shell writes a Ready's outputs to.
+type outputs interface {
+	Result(r *windowing.Result)
+	Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window)
+	DeadLetter(in *pipeline.Input, err error)
+}
+
+// core is a Processor whose outputs are taken after every call that may
+// emit and written to out in order, as the shell does.
+type core struct {
+	*pipeline.Processor
+	out outputs
+}
+
+func (c core) drain() {
+	rd := c.Ready(false)
+	for i := range rd.Outputs {
+		o := &rd.Outputs[i]
+		switch o.Kind {
+		case ready.Result:
+			c.out.Result(&o.Result)
+		case ready.Late:
+			c.out.Late(&o.Event.In, o.Event.EventTime, o.Event.Watermark, o.Event.Missed)
+		case ready.DeadLetter:
+			c.out.DeadLetter(&o.Event.In, o.Event.Err)
+		}
+	}
+}
+
+func (c core) Process(in *pipeline.Input, now int64) pipeline.Outcome {
+	defer c.drain()
+	return c.Processor.Process(in, now)
+}
+
+func (c core) Revoke(partition int32) {
+	defer c.drain()
+	c.Processor.Revoke(partition)
+}
+
+func (c core) Tick(now int64) {
+	defer c.drain()
+	c.Processor.Tick(now)
+}
+
+func (c core) Flush() {
+	defer c.drain()
+	c.Processor.Flush()
+}
+
+func (c core) SetCaughtUp(partition int32, caughtUp bool, now int64) {
+	defer c.drain()
+	c.Processor.SetCaughtUp(partition, caughtUp, now)
+}
+
+func (c core) Restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
+	defer c.drain()
+	return c.Processor.Restore(partition, r, now)
+}
+
+func newCore(t testing.TB, yaml string, out outputs) core {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), nil)
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	out := &tape{}
-	p, err := pipeline.New(cfg, out)
+	p, err := pipeline.New(cfg)
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
+	return core{p, out}
+}
+
+func newProcessor(t testing.TB, yaml string) (core, *tape) {
+	t.Helper()
+	out := &tape{}
+	p := newCore(t, yaml, out)
 	p.TrackState()
 	return p, out
 }

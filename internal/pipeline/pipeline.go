@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"aggregator/internal/config"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/state"
 	"aggregator/internal/watermark"
@@ -13,48 +14,23 @@ import (
 )
 
 // Input is one record as read from Kafka or a replay file.
-type Input struct {
-	Topic string
-	// Partition is the partition's dense id: partitions of all input
-	// topics numbered one after another (the consumer maps it back to the
-	// Kafka partition for outputs). Replay's one topic: the partition.
-	Partition  int32
-	Offset     int64
-	Key, Value []byte
-	Timestamp  int64 // the Kafka record timestamp, ms
-}
+type Input = ready.Input
 
-// Outcome is what became of one input record; every record has exactly one.
-type Outcome uint8
+// Outcome is what became of one input record: windowing's one enum of
+// record outcomes.
+type Outcome = windowing.OutcomeKind
 
 const (
-	Aggregated    Outcome = iota // added to all its windows
-	PartiallyLate                // added to some of its sliding windows, too late for others
-	LateEvent                    // too late for every window: sent to the late topic
-	Filtered                     // removed by source.filter
-	Marker                       // a punctuated watermark marker
-	DeadLetter                   // could not be decoded, or its time is in the future
+	Aggregated    = windowing.Aggregated
+	PartiallyLate = windowing.PartiallyLate
+	LateEvent     = windowing.LateEvent
+	Filtered      = windowing.Filtered
+	Marker        = windowing.Marker
+	DeadLetter    = windowing.DeadLetter
 )
 
-var outcomeNames = [...]string{"aggregated", "partially_late", "late", "filtered", "marker", "dead_letter"}
-
-// String is the outcome's metric label value.
-func (o Outcome) String() string { return outcomeNames[o] }
-
 // Outcomes lists every outcome, for pre-creating metric series.
-func Outcomes() []Outcome {
-	return []Outcome{Aggregated, PartiallyLate, LateEvent, Filtered, Marker, DeadLetter}
-}
-
-// Output receives everything the pipeline emits, in emission order.
-type Output interface {
-	// Result gets a window firing; r is valid only during the call.
-	Result(r *windowing.Result)
-	// Late gets a record that was too late for all its windows.
-	Late(in *Input, eventTime, watermark int64, missed windowing.Window)
-	// DeadLetter gets a record that could not be used; err is a *record.DecodeError.
-	DeadLetter(in *Input, err error)
-}
+func Outcomes() []Outcome { return windowing.Outcomes() }
 
 // Processor runs the per-record path for all assigned partitions.
 type Processor struct {
@@ -62,11 +38,22 @@ type Processor struct {
 	dec      *record.Decoder
 	rec      record.Record
 	marks    *watermark.Merged
-	engine   engine
-	out      Output
+	engine   windowing.Operator
+	spec     windowing.Spec
+	tracking bool      // TrackState was called: the engine notes its changes
 	futureMs int64     // 0 = no future guard
 	merges   int64     // session merges reported by TakeSessionMerges
 	parts    []partPos // by partition id
+
+	// What the next Ready hands over: the outputs in emission order, and
+	// the results' aggregates (copied: the engine's are valid only
+	// during Emit).
+	outs, spareOuts []ready.Output
+	vals, spareVals []record.Value
+
+	// The buffer of the last commit's changelog records, and one whose
+	// records are written (Accept): the next commit's.
+	lastBuf, spareBuf []byte
 
 	// Checkpoint's scratch: where each entry's key and value end in its
 	// buffer, and the size of the last buffer (the next one's capacity).
@@ -78,53 +65,36 @@ type Processor struct {
 type partPos struct {
 	assigned bool
 	restored bool  // Restore ran: its records are applied from now on
-	next     int64 // offset after the last record processed; -1 none since restore
+	next     int64 // offset of the next record to apply: after the last one, or the restored position; -1 none
 	written  int64 // next as of the last checkpoint
+	hwm      int64 // the high watermark of the last fetch with its records; -1 none since assignment
 	// merged is the merged watermark of its last position record: the
 	// windows it dropped are not restored, so a position must be written
 	// again when the watermark moves on, even with no record of its own
 	// (a sliding window dropped by another partition's progress leaves no
 	// changelog record: its slices live on in later windows).
-	merged  int64
-	tag     uint64 // the tag of its next checkpoint
-	repairs []state.Repair
+	merged   int64
+	tag      uint64 // the tag of its next checkpoint
+	repairs  []state.Repair
+	restorer *state.Restorer // the changelog records RestoreRecord took, until FinishRestore
 }
 
 // New builds a Processor from a validated config.
-func New(cfg config.Config, out Output) (*Processor, error) {
+func New(cfg config.Config) (*Processor, error) {
 	dec, err := record.NewDecoder(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
-	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
-		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
-	spec := WindowSpec(cfg)
-	if spec.Kind == windowing.KindSession {
-		p.engine, err = windowing.NewSessions(spec, resultSink{out})
-	} else {
-		p.engine, err = windowing.NewEngine(spec, resultSink{out})
-	}
-	if err != nil {
+	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
+		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg)}
+	if p.engine, err = p.newEngine(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return p, nil
 }
 
-// engine is a window engine: *windowing.Engine (tumbling and sliding
-// windows) or *windowing.Sessions.
-type engine interface {
-	Add(rec *record.Record) windowing.Outcome
-	Advance(wm int64)
-	Watermark() int64
-	Judged(partition int32) int64
-	SetFloor(partition int32, wm int64)
-	Rewind(wm int64, keep []int32)
-	OpenWindows() int
-	RemovePartition(partition int32)
-	TrackChanges()
-	Changes(fn func(*windowing.Entry))
-	Restore(en *windowing.Entry, dropped int64) error
-	FinishRestore()
+func (p *Processor) newEngine() (windowing.Operator, error) {
+	return windowing.New(p.spec, resultSink{p})
 }
 
 // WindowSpec is the engine's part of a validated config, in ms.
@@ -132,12 +102,12 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	w := cfg.Window
 	s := windowing.Spec{
 		Size: w.Size.Milliseconds(), Slide: w.Slide.Milliseconds(), Offset: w.Offset.Milliseconds(),
-		Gap: w.Gap.Milliseconds(), Lateness: w.AllowedLateness.Milliseconds(), OnClose: w.Emit == "on_close",
+		Gap: w.Gap.Milliseconds(), Lateness: w.AllowedLateness.Milliseconds(), OnClose: w.OnClose(),
 	}
-	switch w.Type {
-	case "sliding":
+	switch w.Kind() {
+	case config.Sliding:
 		s.Kind = windowing.KindSliding
-	case "session":
+	case config.Session:
 		s.Kind = windowing.KindSession
 	}
 	for _, a := range cfg.Aggregates {
@@ -146,9 +116,24 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	return s
 }
 
-type resultSink struct{ out Output }
+// resultSink keeps the engine's firings for the next Ready.
+type resultSink struct{ p *Processor }
 
-func (s resultSink) Emit(r *windowing.Result) { s.out.Result(r) }
+func (s resultSink) Emit(r *windowing.Result) {
+	p := s.p
+	lo := len(p.vals)
+	p.vals = append(p.vals, r.Aggregates...)
+	p.outs = append(p.outs, ready.Output{Kind: ready.Result, Result: *r})
+	p.outs[len(p.outs)-1].Result.Aggregates = p.vals[lo:len(p.vals):len(p.vals)]
+}
+
+func (p *Processor) late(in *Input, eventTime, wm int64, missed windowing.Window) {
+	p.outs = append(p.outs, ready.Output{Kind: ready.Late, Event: &ready.Event{In: *in, EventTime: eventTime, Watermark: wm, Missed: missed}})
+}
+
+func (p *Processor) deadLetter(in *Input, err error) {
+	p.outs = append(p.outs, ready.Output{Kind: ready.DeadLetter, Event: &ready.Event{In: *in, Err: err}})
+}
 
 // NewDecoder returns a decoder for this configuration, for decoding in
 // another goroutine before ProcessDecoded.
@@ -160,7 +145,7 @@ func (p *Processor) Assign(partition int32, now int64) {
 	for int(partition) >= len(p.parts) {
 		p.parts = append(p.parts, partPos{})
 	}
-	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, tag: 1}
+	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1}
 	p.marks.Assign(partition, now)
 }
 
@@ -205,7 +190,7 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 		p.parts[in.Partition].next = in.Offset + 1
 	}
 	if decodeErr != nil {
-		p.out.DeadLetter(in, decodeErr)
+		p.deadLetter(in, decodeErr)
 		return DeadLetter
 	}
 	switch kind {
@@ -213,7 +198,7 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 		return Filtered
 	case record.Marker:
 		if err := p.checkFuture(rec.Time, now); err != nil {
-			p.out.DeadLetter(in, err)
+			p.deadLetter(in, err)
 			return DeadLetter
 		}
 		p.marks.OnMarker(in.Partition, rec.Time, now)
@@ -221,22 +206,16 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 		return Marker
 	}
 	if err := p.checkFuture(rec.Time, now); err != nil {
-		p.out.DeadLetter(in, err)
+		p.deadLetter(in, err)
 		return DeadLetter
 	}
 	res := p.engine.Add(rec)
 	if res.Kind == windowing.LateEvent {
-		p.out.Late(in, rec.Time, p.engine.Judged(in.Partition), res.Missed)
+		p.late(in, rec.Time, p.engine.Judged(in.Partition), res.Missed)
 	}
 	p.marks.OnEvent(in.Partition, rec.Time, now)
 	p.advance()
-	switch res.Kind {
-	case windowing.LateEvent:
-		return LateEvent
-	case windowing.PartiallyLate:
-		return PartiallyLate
-	}
-	return Aggregated
+	return res.Kind
 }
 
 // checkFuture is the future guard of SPEC §3: a record too far ahead of the
@@ -296,16 +275,14 @@ func (p *Processor) IdleCount() int { return p.marks.IdleCount() }
 // TrackState makes p note the changes of its state from now on, for
 // Checkpoint; call it before the first record of a processor that is
 // checkpointed.
-func (p *Processor) TrackState() { p.engine.TrackChanges() }
+func (p *Processor) TrackState() {
+	p.tracking = true
+	p.engine.TrackChanges()
+}
 
 // ChangelogRecord is one record for the changelog partition of an input
-// partition. A nil Value is a tombstone; it carries Tag in the
-// state.TagHeader header.
-type ChangelogRecord struct {
-	Partition  int32
-	Key, Value []byte
-	Tag        uint64
-}
+// partition.
+type ChangelogRecord = ready.Changelog
 
 // Checkpoint returns the changelog records of everything that changed
 // since the last checkpoint: the window state (data) and the position of
@@ -325,9 +302,13 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 	}
 	// The entries' keys and values go into one buffer, sliced once it is
 	// complete (appending moves it): two allocations per entry were most
-	// of a commit's garbage. The buffer is new each time, as the producer
-	// holds the records until they are written.
-	buf := make([]byte, 0, p.checkpointBytes)
+	// of a commit's garbage. The producer holds the records until they are
+	// written: the buffer is reused only once Accept says so.
+	buf := p.spareBuf
+	if buf == nil {
+		buf = make([]byte, 0, p.checkpointBytes)
+	}
+	p.spareBuf = nil
 	first := len(data)
 	ends := p.entryEnds[:0]
 	p.engine.Changes(func(en *windowing.Entry) {
@@ -350,7 +331,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		}
 		start = e[1]
 	}
-	p.entryEnds, p.checkpointBytes = ends, len(buf)
+	p.entryEnds, p.checkpointBytes, p.lastBuf = ends, len(buf), buf
 	w := p.engine.Watermark()
 	for id := range p.parts {
 		pp := &p.parts[id]

@@ -13,8 +13,9 @@ import (
 	"aggregator/internal/windowing"
 )
 
-// changelog is a compacted changelog topic in memory: the latest value
-// per key, partition by partition, in write order.
+// changelog is a changelog topic in memory, partition by partition, in
+// write order. It copies what it is given, as a broker does: the core
+// reuses a commit's buffer once the commit is accepted.
 type changelog map[int32][]logRecord
 
 type logRecord struct {
@@ -25,7 +26,7 @@ type logRecord struct {
 func (c changelog) write(recs ...[]pipeline.ChangelogRecord) {
 	for _, rs := range recs {
 		for _, r := range rs {
-			c[r.Partition] = append(c[r.Partition], logRecord{r.Key, r.Value, r.Tag})
+			c[r.Partition] = append(c[r.Partition], logRecord{slices.Clone(r.Key), slices.Clone(r.Value), r.Tag})
 		}
 	}
 }
@@ -123,7 +124,7 @@ aggregates: [{name: n, fn: count}]
 
 // feed runs ins through p, skipping records below each partition's
 // resume offset.
-func feed(p *pipeline.Processor, ins []crashInput, from map[int32]int64) {
+func feed(p core, ins []crashInput, from map[int32]int64) {
 	for _, in := range ins {
 		if in.offset < from[in.part] {
 			continue
@@ -260,7 +261,7 @@ func TestRestoreLeavesOutACommitCutShort(t *testing.T) {
 	data, _ = p1.Checkpoint() // its positions are never written
 	log.write(data[:len(data)/2+1])
 
-	restoreAt := func(log changelog) (*pipeline.Processor, *tape, state.Result) {
+	restoreAt := func(log changelog) (core, *tape, state.Result) {
 		p, out := newProcessor(t, yaml)
 		p.Assign(0, 0)
 		res, err := p.Restore(0, log.restorer(t, 0), 0)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -186,7 +186,7 @@ func AppendNumber(dst []byte, f float64) []byte {
 }
 
 // LateHeaders are the provenance headers of a late event.
-func LateHeaders(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) []kgo.RecordHeader {
+func LateHeaders(in *ready.Input, eventTime, watermark int64, missed windowing.Window) []kgo.RecordHeader {
 	return append(sourceHeaders(in),
 		header(HeaderEventTime, eventTime),
 		header(HeaderWatermark, watermark),
@@ -198,14 +198,14 @@ func LateHeaders(in *pipeline.Input, eventTime, watermark int64, missed windowin
 
 // DeadLetterHeaders are the provenance headers of a dead letter; the reason
 // is the decoding error.
-func DeadLetterHeaders(in *pipeline.Input, err error) []kgo.RecordHeader {
+func DeadLetterHeaders(in *ready.Input, err error) []kgo.RecordHeader {
 	return append(sourceHeaders(in), kgo.RecordHeader{Key: HeaderReason, Value: []byte(err.Error())})
 }
 
-func sourceHeaders(in *pipeline.Input) []kgo.RecordHeader {
+func sourceHeaders(in *ready.Input) []kgo.RecordHeader {
 	return []kgo.RecordHeader{
 		{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
-		header(HeaderSourcePartition, int64(in.Partition)),
+		header(HeaderSourcePartition, int64(in.KafkaPartition)),
 		header(HeaderSourceOffset, in.Offset),
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/metrics"
-	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -76,8 +76,8 @@ func TestWriterStubsOversizedRecords(t *testing.T) {
 	limits := producer.Limits{"dlq": 1024, "late": 1 << 20}
 	w := producer.NewWriter(cl, sinkConfig(), m, time.Now, limits, zerolog.Nop())
 	t.Cleanup(w.Close)
-	big := &pipeline.Input{Topic: "calls", Partition: 3, Offset: 42, Key: []byte("key-1"), Value: bytes.Repeat([]byte("x"), 5000), Timestamp: 77}
-	small := &pipeline.Input{Topic: "calls", Partition: 3, Offset: 43, Key: []byte("key-2"), Value: []byte("{}")}
+	big := &ready.Input{Topic: "calls", KafkaPartition: 3, Offset: 42, Key: []byte("key-1"), Value: bytes.Repeat([]byte("x"), 5000), Timestamp: 77}
+	small := &ready.Input{Topic: "calls", KafkaPartition: 3, Offset: 43, Key: []byte("key-2"), Value: []byte("{}")}
 	w.DeadLetter(big, &record.DecodeError{Reason: "bad_json"})
 	w.DeadLetter(small, &record.DecodeError{Reason: "bad_json"})
 	w.Late(big, 1, 2, windowing.Window{Start: 0, End: 5})
@@ -138,7 +138,7 @@ func TestWriterDropsOversizedResult(t *testing.T) {
 // too, it is written as a stub. With at_least_once, RewriteRefused does
 // the same at once.
 func TestWriterRefusedRecord(t *testing.T) {
-	in := &pipeline.Input{Topic: "calls", Partition: 1, Offset: 9, Key: []byte("k"), Value: []byte("not json")}
+	in := &ready.Input{Topic: "calls", KafkaPartition: 1, Offset: 9, Key: []byte("k"), Value: []byte("not json")}
 	// refuseDLQ refuses the first n dead letters that are not stubs.
 	refuseDLQ := func(n int) func(*kgo.Record) error {
 		return func(r *kgo.Record) error {
@@ -215,7 +215,7 @@ func TestWriterWarnsOncePerMinute(t *testing.T) {
 	w := producer.NewWriter(&fakeClient{}, sinkConfig(), nil, func() time.Time { return clock.t }, producer.Limits{"dlq": 600}, zerolog.New(&buf))
 	t.Cleanup(w.Close)
 	dead := func(offset int64) {
-		w.DeadLetter(&pipeline.Input{Topic: "calls", Partition: 2, Offset: offset, Value: bytes.Repeat([]byte("x"), 2000)}, &record.DecodeError{Reason: "bad_json"})
+		w.DeadLetter(&ready.Input{Topic: "calls", KafkaPartition: 2, Offset: offset, Value: bytes.Repeat([]byte("x"), 2000)}, &record.DecodeError{Reason: "bad_json"})
 		w.Sync()
 	}
 	dead(10)

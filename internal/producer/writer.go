@@ -15,8 +15,9 @@ import (
 
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
-	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/state"
 	"aggregator/internal/windowing"
 )
 
@@ -60,6 +61,10 @@ type Writer struct {
 	stopped  chan struct{}
 
 	unwritableCount func(topic string) prometheus.Counter
+
+	changelog        string                   // the changelog topic
+	changelogDone    func(*kgo.Record, error) // its records' promise
+	changelogRecords prometheus.Counter
 
 	mu           sync.Mutex // guards what follows
 	err          error
@@ -152,6 +157,12 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	w.lateDone = func(rec *kgo.Record, err error) { w.acked(&w.late, rec, err) }
 	w.deadDone = func(rec *kgo.Record, err error) { w.acked(&w.dead, rec, err) }
 	w.copiedResultDone = func(rec *kgo.Record, err error) { w.acked(&w.results, rec, err) }
+	w.changelog, w.changelogRecords = cfg.State.ChangelogTopic, m.ChangelogRecords
+	w.changelogDone = func(r *kgo.Record, err error) {
+		if err != nil {
+			w.fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
+		}
+	}
 	w.setResultDone()
 	for range batches - 1 {
 		w.free <- &batch{}
@@ -185,6 +196,21 @@ func (w *Writer) setResultDone() {
 		out := (*resultRecord)(unsafe.Pointer(rec)) // rec is the first field of a resultRecord
 		out.rec = kgo.Record{}
 		w.pool.Put(out)
+	}
+}
+
+// Write queues a Ready's outputs, in order.
+func (w *Writer) Write(outs []ready.Output) {
+	for i := range outs {
+		o := &outs[i]
+		switch o.Kind {
+		case ready.Result:
+			w.Result(&o.Result)
+		case ready.Late:
+			w.Late(&o.Event.In, o.Event.EventTime, o.Event.Watermark, o.Event.Missed)
+		case ready.DeadLetter:
+			w.DeadLetter(&o.Event.In, o.Event.Err)
+		}
 	}
 }
 
@@ -288,13 +314,13 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 }
 
 // Late produces the original record to the late topic with its provenance.
-func (w *Writer) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
+func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed windowing.Window) {
 	w.produceOriginal(w.sink.LateTopic, in, LateHeaders(in, eventTime, watermark, missed), w.lateDone)
 }
 
 // DeadLetter produces the original record to the dead-letter topic with
 // the error as its reason.
-func (w *Writer) DeadLetter(in *pipeline.Input, err error) {
+func (w *Writer) DeadLetter(in *ready.Input, err error) {
 	if w.sink.DeadLetterTopic == "" {
 		return // dead letters are optional: the records_total outcome still counts it
 	}
@@ -303,7 +329,7 @@ func (w *Writer) DeadLetter(in *pipeline.Input, err error) {
 
 // produceOriginal queues the original record; its headers are made now,
 // as in is valid only during the call.
-func (w *Writer) produceOriginal(topic string, in *pipeline.Input, headers []kgo.RecordHeader, done func(*kgo.Record, error)) {
+func (w *Writer) produceOriginal(topic string, in *ready.Input, headers []kgo.RecordHeader, done func(*kgo.Record, error)) {
 	rec, alone := w.replacement(&kgo.Record{
 		Topic:     topic,
 		Key:       in.Key,
@@ -354,9 +380,8 @@ func (w *Writer) OnlyRefused() bool {
 	return w.err != nil && !w.otherFailure
 }
 
-// Fail records err as a produce failure (the consumer's changelog records
-// share the Writer's failure), unless one is recorded already.
-func (w *Writer) Fail(err error) {
+// fail records err as a produce failure, unless one is recorded already.
+func (w *Writer) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
@@ -387,4 +412,22 @@ func (w *Writer) Discard() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.err, w.otherFailure, w.refusedRecs = nil, false, nil
+}
+
+// Changelog produces changelog records, each to the changelog partition it
+// names (the client's partitioner must send it there); a failure is the
+// Writer's (Err), like a failed output. Called from the engine goroutine,
+// like the outputs.
+func (w *Writer) Changelog(ctx context.Context, recs []ready.Changelog) {
+	krs := make([]kgo.Record, len(recs)) // one allocation, not one per record
+	for i := range recs {
+		r := &recs[i]
+		kr := &krs[i]
+		*kr = kgo.Record{Topic: w.changelog, Partition: r.Partition, Key: r.Key, Value: r.Value}
+		if r.Value == nil {
+			kr.Headers = []kgo.RecordHeader{{Key: state.TagHeader, Value: state.AppendTag(nil, r.Tag)}}
+		}
+		w.cl.Produce(ctx, kr, w.changelogDone)
+	}
+	w.changelogRecords.Add(float64(len(recs)))
 }

@@ -15,8 +15,8 @@ import (
 
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
-	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
@@ -54,7 +54,7 @@ func TestWriterRoutesOutputs(t *testing.T) {
 	m := metrics.New(prometheus.NewRegistry())
 	produced := time.UnixMilli(1922350209000)
 	w := newWriter(t, cl, sinkConfig(), m, func() time.Time { return produced })
-	in := &pipeline.Input{Topic: "calls", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"), Timestamp: 1234}
+	in := &ready.Input{Topic: "calls", KafkaPartition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"), Timestamp: 1234}
 	r := &windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 0, End: 5000}, Count: 1,
 		Aggregates: []record.Value{record.Number(1)}, Firing: windowing.Late, Revision: 1}
 	w.Result(r)
@@ -98,7 +98,7 @@ func TestWriterKeepsFirstError(t *testing.T) {
 	cl := &fakeClient{err: boom}
 	m := metrics.New(prometheus.NewRegistry())
 	w := newWriter(t, cl, sinkConfig(), m, time.Now)
-	in := &pipeline.Input{Topic: "calls"}
+	in := &ready.Input{Topic: "calls"}
 	w.Late(in, 0, 0, windowing.Window{})
 	w.Sync()
 	if err := w.Err(); !errors.Is(err, boom) {
@@ -114,7 +114,7 @@ func TestWriterWithoutDeadLetterTopic(t *testing.T) {
 	cfg := sinkConfig()
 	cfg.Sink.DeadLetterTopic = ""
 	w := newWriter(t, cl, cfg, nil, time.Now)
-	w.DeadLetter(&pipeline.Input{}, &record.DecodeError{Reason: "bad_json"})
+	w.DeadLetter(&ready.Input{}, &record.DecodeError{Reason: "bad_json"})
 	w.Sync()
 	if len(cl.recs) != 0 {
 		t.Errorf("produced %d records without a dead-letter topic, want 0", len(cl.recs))
@@ -164,7 +164,7 @@ func TestWriterResultsReuseMemory(t *testing.T) {
 func TestWriterKeepsEmissionOrder(t *testing.T) {
 	cl := &fakeClient{}
 	w := newWriter(t, cl, resultConfig(), nil, time.Now)
-	in := &pipeline.Input{Topic: "calls", Key: []byte("k"), Value: []byte("v")}
+	in := &ready.Input{Topic: "calls", Key: []byte("k"), Value: []byte("v")}
 	enc := producer.NewEncoder([]string{"total", "calls"})
 	var want []string
 	for i := range 3000 {

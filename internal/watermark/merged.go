@@ -39,7 +39,7 @@ type stateful interface {
 // NewMerged returns a Merged with no partitions and W = math.MinInt64.
 func NewMerged(cfg config.Watermark) *Merged {
 	return &Merged{
-		punctuated:  cfg.Strategy == "punctuated",
+		punctuated:  cfg.Punctuated(),
 		ooo:         max(cfg.MaxOutOfOrderness.Milliseconds(), 0),
 		idleTimeout: max(cfg.IdleTimeout.Milliseconds(), 0),
 		idleAdvance: cfg.IdleAdvance,

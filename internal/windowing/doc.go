@@ -1,8 +1,11 @@
 // Package windowing is the event-time window engine: window assigners
 // (Tumbling, Sliding), per-(partition, key) window state, allowed lateness,
 // and firings with Flink's semantics (SPEC §3). Engine runs tumbling and
-// sliding windows; Sessions runs session windows (session.go), with the
-// same methods. Both take a Spec, built once from the validated config.
+// sliding windows; Sessions runs session windows (session.go). Both keep
+// one contract, Operator (contract.go), which is what the core drives; New
+// picks one for a Spec, built once from the validated config. Each checks
+// its structure after every change under -race (engine_check.go,
+// session_check.go).
 //
 // An Engine keeps, for every (partition, key), slices ("panes") of length
 // gcd(size, slide): a record updates exactly one pane, and a window's result

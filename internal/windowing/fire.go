@@ -288,6 +288,9 @@ func (e *Engine) Advance(wm int64) {
 	}
 	e.fireDue()
 	e.nextDue = e.dueTime()
+	if invariants { // at every firing or drop: what the records changed since, and what it changed
+		e.check()
+	}
 }
 
 // dueTime is the watermark at which the next bucket fires or drops.

@@ -1,0 +1,64 @@
+package config
+
+// The YAML enum strings are compared here only: the other packages ask a
+// validated config what it says through these methods and constants.
+
+// ExactlyOnce reports whether delivery is exactly_once (else at_least_once).
+func (c Config) ExactlyOnce() bool { return c.Delivery == "exactly_once" }
+
+// StartAtLatest reports whether a partition without a committed offset
+// starts at its end (source.start_offset: latest), not its start.
+func (s Source) StartAtLatest() bool { return s.StartOffset == "latest" }
+
+// Punctuated reports whether the watermark comes from marker records.
+func (w Watermark) Punctuated() bool { return w.Strategy == "punctuated" }
+
+// WindowKind is window.type.
+type WindowKind uint8
+
+const (
+	Tumbling WindowKind = iota
+	Sliding
+	Session
+)
+
+// Kind is the window's type.
+func (w Window) Kind() WindowKind {
+	switch w.Type {
+	case "sliding":
+		return Sliding
+	case "session":
+		return Session
+	}
+	return Tumbling
+}
+
+// OnClose reports whether a window fires once, when it closes (window.emit:
+// on_close), rather than at the watermark and again when late records come.
+func (w Window) OnClose() bool { return w.Emit == "on_close" }
+
+// Compression is sink.compression.
+type Compression uint8
+
+const (
+	NoCompression Compression = iota
+	Gzip
+	Snappy
+	Lz4
+	Zstd
+)
+
+// Codec is the output batches' compression.
+func (s Sink) Codec() Compression {
+	switch s.Compression {
+	case "gzip":
+		return Gzip
+	case "snappy":
+		return Snappy
+	case "lz4":
+		return Lz4
+	case "zstd":
+		return Zstd
+	}
+	return NoCompression
+}

@@ -1,0 +1,89 @@
+// Package ready is what the pure core (package pipeline) hands the I/O
+// shell to write: a Ready holds one step's outputs and, for a commit, the
+// changelog records, positions and offsets, in the order they must be
+// written. The shell (packages consumer and producer) writes a Ready and
+// reports back to the core; the shell knows the core through these types
+// only. The package holds data, no behaviour.
+package ready
+
+import "aggregator/internal/windowing"
+
+// A Ready is what the shell must make durable, in this order: Outputs,
+// then Changelog, then Positions; Offsets are committed last (with
+// exactly_once all of it is one transaction). A Ready without Commit set
+// holds Outputs only: they belong to the commit that follows. Its Outputs
+// are valid until the core's next Ready; the bytes of its changelog
+// records and positions until the commit Ready after the core's Accept
+// (a writer that keeps them copies them, as the Kafka client does onto
+// the wire).
+type Ready struct {
+	Outputs   []Output
+	Commit    bool        // the Ready ends a commit: the shell writes it all, then Accept or Abort
+	Changelog []Changelog // window state changed since the last commit
+	Positions []Changelog // per partition: input offset and watermark generator, after Changelog
+	Offsets   []Offset    // input offsets to commit, last
+}
+
+// Empty reports whether the Ready has nothing to write.
+func (r *Ready) Empty() bool {
+	return len(r.Outputs) == 0 && len(r.Changelog) == 0 && len(r.Positions) == 0 && len(r.Offsets) == 0
+}
+
+// Kind is what an output is.
+type Kind uint8
+
+const (
+	Result     Kind = iota // a window firing, for the results topic
+	Late                   // a record too late for all its windows, for the late topic
+	DeadLetter             // a record that could not be used, for the dead-letter topic
+)
+
+// An Output is one record for an output topic.
+type Output struct {
+	Kind   Kind
+	Result windowing.Result // Kind Result; its Aggregates live as long as the Ready
+	Event  *Event           // Late and DeadLetter
+}
+
+// An Event is an input record that goes to the late or the dead-letter
+// topic (kept apart from Output: results are most outputs).
+type Event struct {
+	In Input
+	// Late: the record's event time, the watermark it was judged by and
+	// the last window it missed.
+	EventTime, Watermark int64
+	Missed               windowing.Window
+	Err                  error // DeadLetter: a *record.DecodeError
+}
+
+// Input is one record as read from Kafka or a replay file.
+type Input struct {
+	Topic string
+	// Partition is the partition's state id, everywhere: partitions of all
+	// input topics numbered one after another, topic after topic in
+	// source.topics order (one topic: the Kafka partition). It is the
+	// operators' partition and the changelog partition.
+	Partition int32
+	// KafkaPartition is the partition of Topic the record was read from
+	// (the source partition header of a late event or dead letter).
+	KafkaPartition int32
+	Offset         int64
+	Key, Value     []byte
+	Timestamp      int64 // the Kafka record timestamp, ms
+}
+
+// Changelog is one record for the changelog partition of an input
+// partition (its state id). A nil Value is a tombstone; it carries Tag in
+// the state.TagHeader header.
+type Changelog struct {
+	Partition  int32
+	Key, Value []byte
+	Tag        uint64
+}
+
+// Offset is an input partition's position to commit: the offset of the
+// next record to process.
+type Offset struct {
+	Partition int32 // the state id
+	Offset    int64
+}

@@ -1,0 +1,53 @@
+package windowing
+
+import "aggregator/internal/record"
+
+// Operator is the contract of a window operator, as the core drives it:
+// Engine (tumbling and sliding windows) and Sessions keep it, and so must
+// the kinds that come next. Results go to the Sink the operator was made
+// with, in emission order, during the call that fires them.
+type Operator interface {
+	// Add assigns a record to its windows against the current watermark.
+	Add(rec *record.Record) Outcome
+	// Advance fires and drops what the merged watermark wm makes due; it
+	// is ignored unless wm is above the current one.
+	Advance(wm int64)
+	// Watermark is the merged watermark the operator has acted on.
+	Watermark() int64
+	// Judged is the watermark the partition's records are judged by: at
+	// least its floor (SetFloor).
+	Judged(partition int32) int64
+	// SetFloor sets the watermark below which a partition's records are
+	// late whatever the merged watermark (a restored partition's).
+	SetFloor(partition int32, wm int64)
+	// Rewind takes the watermark back to wm for a partition restored
+	// behind it; the partitions in keep go on being judged as before.
+	Rewind(wm int64, keep []int32)
+	// OpenWindows counts open (key, window) pairs.
+	OpenWindows() int
+	// RemovePartition drops a revoked partition's state without firing.
+	RemovePartition(partition int32)
+
+	// TrackChanges makes the operator note its changes for Changes.
+	TrackChanges()
+	// Changes hands fn every entry changed since the last call.
+	Changes(fn func(*Entry))
+	// Restore takes one entry of a partition's changelog; windows that
+	// dropped is past are not restored.
+	Restore(en *Entry, dropped int64) error
+	// FinishRestore ends the restore of the entries given since the last.
+	FinishRestore()
+}
+
+var (
+	_ Operator = (*Engine)(nil)
+	_ Operator = (*Sessions)(nil)
+)
+
+// New returns the operator for spec's kind of windows.
+func New(spec Spec, sink Sink) (Operator, error) {
+	if spec.Kind == KindSession {
+		return NewSessions(spec, sink)
+	}
+	return NewEngine(spec, sink)
+}
