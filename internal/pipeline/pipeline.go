@@ -59,6 +59,7 @@ type Output interface {
 // Processor runs the per-record path for all assigned partitions.
 type Processor struct {
 	cfg      config.Config
+	schemas  *record.Schemas // registry formats: filled by the shell before decoding; else nil
 	dec      *record.Decoder
 	rec      record.Record
 	marks    *watermark.Merged
@@ -92,11 +93,16 @@ type partPos struct {
 
 // New builds a Processor from a validated config.
 func New(cfg config.Config, out Output) (*Processor, error) {
-	dec, err := record.NewDecoder(cfg)
+	var schemas *record.Schemas
+	switch cfg.Source.Format {
+	case config.FormatAvro, config.FormatProtobuf, config.FormatJSONSchema:
+		schemas = record.NewSchemas()
+	}
+	dec, err := record.NewDecoder(cfg, schemas)
 	if err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
-	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
+	p := &Processor{cfg: cfg, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
 	spec := WindowSpec(cfg)
 	if spec.Kind == windowing.KindSession {
@@ -152,7 +158,12 @@ func (s resultSink) Emit(r *windowing.Result) { s.out.Result(r) }
 
 // NewDecoder returns a decoder for this configuration, for decoding in
 // another goroutine before ProcessDecoded.
-func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDecoder(p.cfg) }
+func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDecoder(p.cfg, p.schemas) }
+
+// Schemas returns the registry schemas the decoders share, for the shell
+// to fill before it decodes records that need them (see
+// record.WireSchemaID); nil unless source.format is a registry format.
+func (p *Processor) Schemas() *record.Schemas { return p.schemas }
 
 // Assign starts a partition with fresh state; Restore may follow.
 // Partition ids are small and dense (they index a slice).

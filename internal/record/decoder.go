@@ -70,7 +70,12 @@ type pendingString struct {
 // scratch buffers between calls: it is not safe for concurrent use; make
 // one per goroutine.
 type Decoder struct {
-	csv       bool
+	csv bool
+	// wire is the registry format, with schemas (wireNone: plain JSON or CSV).
+	wire      wireFormat
+	schemas   *Schemas
+	bin       binFields
+	avroPlans map[uint32]*avroNode // compiled for this decoder's paths, by schema id
 	json      jsonScanner
 	cells     csvScanner
 	fields    []token        // json.slots or cells.cells, by slot
@@ -94,13 +99,24 @@ type Decoder struct {
 	metaTok  token  // what metaToken returns
 }
 
+// wireFormat is a registry format: values in Confluent's wire format.
+type wireFormat uint8
+
+const (
+	wireNone wireFormat = iota
+	wireAvro
+	wireJSONSchema
+)
+
 // NewDecoder compiles the source, watermark and aggregate config. It uses
 // cfg.Source (format, csv, key, timestamp, filter), cfg.Watermark
 // (strategy, marker_field) and the field of each aggregate. Errors are
-// *config.KeyError (config.Load reports them first).
-func NewDecoder(cfg config.Config) (*Decoder, error) {
+// *config.KeyError (config.Load reports them first). The registry formats
+// take their schemas from schemas, which the caller fills (nil for json
+// and csv).
+func NewDecoder(cfg config.Config, schemas *Schemas) (*Decoder, error) {
 	src := cfg.Source
-	d := &Decoder{interned: newInternTable()}
+	d := &Decoder{interned: newInternTable(), schemas: schemas, avroPlans: map[uint32]*avroNode{}}
 	if err := d.setFormat(src); err != nil {
 		return nil, err
 	}
@@ -118,8 +134,14 @@ func (d *Decoder) setFormat(src config.Source) error {
 	case "", "json":
 		return nil
 	case "csv":
+	case config.FormatAvro, config.FormatJSONSchema:
+		d.wire = map[string]wireFormat{config.FormatAvro: wireAvro, config.FormatJSONSchema: wireJSONSchema}[src.Format]
+		if d.schemas == nil {
+			return &config.KeyError{Key: "source.format", Value: src.Format, Reason: "needs the schemas of source.schema_registry"}
+		}
+		return nil
 	default:
-		return &config.KeyError{Key: "source.format", Value: src.Format, Reason: "must be json or csv"}
+		return &config.KeyError{Key: "source.format", Value: src.Format, Reason: "must be json, csv, avro or json_schema"}
 	}
 	d.csv = true
 	delim := src.CSV.Delimiter
@@ -337,7 +359,7 @@ func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
 	}
 	if d.marker != nil {
 		if tok := d.token(d.marker, &meta); tok.kind != tokMissing && tok.kind != tokNull {
-			t, err := d.parseTime(d.marker.name, tok)
+			t, err := d.markerTime(tok)
 			if err != nil {
 				return Event, err
 			}
@@ -373,6 +395,16 @@ func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
 
 // split finds the fields of value and points d.fields at them.
 func (d *Decoder) split(value []byte) error {
+	switch d.wire {
+	case wireAvro:
+		return d.splitAvro(value)
+	case wireJSONSchema:
+		_, _, body, err := d.wireSchema(value, SchemaJSON)
+		if err != nil {
+			return err
+		}
+		value = body
+	}
 	if d.csv {
 		err := d.cells.split(value)
 		d.fields = d.cells.cells
@@ -381,6 +413,39 @@ func (d *Decoder) split(value []byte) error {
 	err := d.json.scan(value)
 	d.fields = d.json.slots
 	return err
+}
+
+// splitAvro decodes an Avro value with its writer schema, compiled for the
+// configured paths the first time this decoder meets its id.
+func (d *Decoder) splitAvro(value []byte) error {
+	id, ok := WireSchemaID(value)
+	plan, body := d.avroPlans[id], value[min(len(value), wireHeader):]
+	if !ok || plan == nil {
+		_, p, b, err := d.wireSchema(value, SchemaAvro)
+		if err != nil {
+			return err
+		}
+		plan, body = compileAvro(p.avro, d.json.nodes), b
+		d.avroPlans[id] = plan
+	}
+	d.bin.reset(len(d.json.slots))
+	d.fields = d.bin.slots
+	w := avroWalker{data: body, out: &d.bin}
+	end, err := w.value(plan, 0, 0)
+	if err == nil && end != len(body) {
+		err = w.fail(strconv.Itoa(len(body)-end) + " bytes after the value")
+	}
+	return err
+}
+
+// scanned reports whether the record's strings were checked by the JSON
+// scanner: an unescaped string then has no quote, backslash or control
+// character.
+func (d *Decoder) scanned() bool { return !d.csv && d.wire != wireAvro }
+
+// instant reports whether r holds an instant (already ms) in this record.
+func (d *Decoder) instant(r *fieldRef) bool {
+	return r.src == srcValue && d.wire == wireAvro && d.bin.instant[r.slot]
 }
 
 // token returns the field r of the record just split, valid until the
@@ -443,12 +508,29 @@ func (d *Decoder) eventTime(meta *Meta) (int64, error) {
 		return meta.Timestamp, nil
 	}
 	tok := d.token(&d.timeField, meta)
+	if d.instant(&d.timeField) {
+		return parseInstant(tok), nil
+	}
 	if tok.kind == tokNumber && d.times.unix { // the usual unix_* number, two calls sooner
 		if ms, ok := parseUnixInt(tok.text, d.times.shift); ok {
 			return ms, nil
 		}
 	}
 	return d.parseTime(d.timeField.name, tok)
+}
+
+func (d *Decoder) markerTime(tok *token) (int64, error) {
+	if d.instant(d.marker) {
+		return parseInstant(tok), nil
+	}
+	return d.parseTime(d.marker.name, tok)
+}
+
+// parseInstant reads the ms of an instant's token, written by a
+// schema-driven decoder.
+func parseInstant(tok *token) int64 {
+	ms, _ := strconv.ParseInt(string(tok.text), 10, 64)
+	return ms
 }
 
 // parseTime reads the time in tok (the field named field) with the layout.
@@ -571,7 +653,7 @@ func (d *Decoder) setKeyPart(p *keyPart, src source, tok *token, str *string) {
 	if !tok.esc {
 		// The JSON scanner proved that an unescaped string has no quote,
 		// backslash or control character; only its UTF-8 is unchecked.
-		if src == srcValue && !d.csv && (isASCII(tok.text) || utf8.Valid(tok.text)) || quotesAsIs(tok.text) {
+		if src == srcValue && d.scanned() && (isASCII(tok.text) || utf8.Valid(tok.text)) || quotesAsIs(tok.text) {
 			p.text, p.quoted = tok.text, true
 			return
 		}

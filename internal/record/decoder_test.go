@@ -38,7 +38,7 @@ func callsDecoder(t testing.TB, format string) *record.Decoder {
 
 func newDecoder(t testing.TB, cfg config.Config) *record.Decoder {
 	t.Helper()
-	d, err := record.NewDecoder(cfg)
+	d, err := record.NewDecoder(cfg, nil)
 	if err != nil {
 		t.Fatalf("NewDecoder: %v", err)
 	}
@@ -514,7 +514,7 @@ func TestNewDecoderErrors(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := record.NewDecoder(with(callsConfig("json"), tt.change))
+			_, err := record.NewDecoder(with(callsConfig("json"), tt.change), nil)
 			var ke *config.KeyError
 			if !errors.As(err, &ke) || ke.Key != tt.key || !errors.Is(err, config.ErrInvalid) {
 				t.Errorf("NewDecoder error = %v, want a config.KeyError for %s", err, tt.key)
