@@ -23,9 +23,9 @@ type Source struct {
 	Topics      []string `yaml:"topics"`
 	Group       string   `yaml:"group"`
 	StartOffset string   `yaml:"start_offset"` // earliest | latest
-	Format      string   `yaml:"format"`       // json | csv | avro | protobuf | json_schema
-	// SchemaRegistry is where avro, protobuf and json_schema values (and
-	// sink.format avro results) find their schemas.
+	Format      string   `yaml:"format"`       // json | csv | avro | json_schema
+	// SchemaRegistry is where avro and json_schema values find their
+	// schemas.
 	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
 	CSV            CSV            `yaml:"csv"`
 	Key            []string       `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
@@ -73,18 +73,13 @@ type RegistryTLS struct {
 // Registry formats: values in Confluent's wire format.
 const (
 	FormatAvro       = "avro"
-	FormatProtobuf   = "protobuf"
 	FormatJSONSchema = "json_schema"
 )
 
-// UsesRegistry reports whether the config reads or writes schemas in
-// source.schema_registry: a registry source.format, or sink.format avro.
+// UsesRegistry reports whether the config reads schemas from
+// source.schema_registry: a registry source.format.
 func (c Config) UsesRegistry() bool {
-	switch c.Source.Format {
-	case FormatAvro, FormatProtobuf, FormatJSONSchema:
-		return true
-	}
-	return c.Sink.Format == FormatAvro
+	return c.Source.Format == FormatAvro || c.Source.Format == FormatJSONSchema
 }
 
 // Timestamp says where the event time is and how to parse it.
@@ -164,7 +159,7 @@ type Sink struct {
 	ResultsTopic      string        `yaml:"results_topic"`
 	LateTopic         string        `yaml:"late_topic"`
 	DeadLetterTopic   string        `yaml:"dead_letter_topic"` // optional
-	Format            string        `yaml:"format"`            // json | avro (results in the wire format, schema registered under <results_topic>-value)
+	Format            string        `yaml:"format"`            // json (the only one so far: the results' encoding)
 	Compression       string        `yaml:"compression"`       // none | gzip | snappy | lz4 | zstd
 	Linger            time.Duration `yaml:"linger"`
 	CreateTopics      bool          `yaml:"create_topics"`      // create missing output topics at start

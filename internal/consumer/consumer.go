@@ -23,6 +23,7 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/registry"
 	"aggregator/internal/windowing"
 )
 
@@ -56,6 +57,7 @@ type Consumer struct {
 	readOpts  []kgo.Opt // for the clients that read the changelog at restore
 	extra     []kgo.Opt // applied last to every client
 	reg       prometheus.Registerer
+	schemas   *registry.Client      // registry formats: fetches the schemas records name; else nil
 	auth      *cluster.AuthWatch    // notices brokers refusing the SASL credentials
 	reach     *cluster.Reachability // notices brokers not answering
 	// brokersDown is what noteReach last saw (engine goroutine only).
@@ -105,6 +107,11 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	c.proc.TrackState()
+	if c.proc.Schemas() != nil {
+		if c.schemas, err = registry.New(cfg.Source.SchemaRegistry, log, reg); err != nil {
+			return nil, err
+		}
+	}
 	if c.fetch, err = newFetcher(c); err != nil {
 		return nil, err
 	}
@@ -323,9 +330,11 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 }
 
 // Ready reports whether the group is joined, every assigned partition is
-// restored, the brokers answer, and the consumer is not shutting down
-// (/readyz).
-func (c *Consumer) Ready() bool { return c.ready.Load() && !c.reach.Down() }
+// restored, the brokers and the schema registry answer, and the consumer
+// is not shutting down (/readyz).
+func (c *Consumer) Ready() bool {
+	return c.ready.Load() && !c.reach.Down() && (c.schemas == nil || !c.schemas.Down())
+}
 
 func (c *Consumer) setReady(ok bool) {
 	c.ready.Store(ok)

@@ -21,11 +21,14 @@ type poll struct {
 	fetchedAt time.Time
 	epoch     uint64 // Consumer.epoch when polled: a poll from before an abort is dropped
 	closed    bool   // the client was closed
-	fatal     error  // a poll error that retrying cannot fix
-	recs      []decoded
-	parts     []polledPart      // the partitions with records, in poll order
-	decs      []*record.Decoder // one per decoding worker
-	decoding  sync.WaitGroup    // the workers decoding recs
+	// unresolved: ctx ended while the schemas its records name were being
+	// fetched; none of it is applied (nor committed: read again later).
+	unresolved bool
+	fatal      error // a poll error that retrying cannot fix
+	recs       []decoded
+	parts      []polledPart      // the partitions with records, in poll order
+	decs       []*record.Decoder // one per decoding worker
+	decoding   sync.WaitGroup    // the workers decoding recs
 }
 
 // polledPart is one partition's records in a poll, in offset order:
@@ -133,7 +136,7 @@ func (f *fetcher) run(ctx context.Context) {
 		}
 		f.poll(ctx, p)
 		f.ready <- p // never blocks: ready has room for every poll
-		if p.closed {
+		if p.closed || p.unresolved {
 			return
 		}
 	}
@@ -188,7 +191,28 @@ func (f *fetcher) poll(ctx context.Context, p *poll) {
 	p.closed = fs.IsClientClosed()
 	p.fatal = f.c.fetchErrors(fs)
 	f.prepare(p, fs)
-	p.decode()
+	if p.unresolved = f.resolve(ctx, p) != nil; !p.unresolved {
+		p.decode()
+	}
+}
+
+// resolve fetches the registry schemas that the poll's records name and
+// the decoders do not have yet. While the registry is out of reach it
+// waits (and so does every partition: records stay in order); it returns
+// only ctx's error.
+func (f *fetcher) resolve(ctx context.Context, p *poll) error {
+	if f.c.schemas == nil {
+		return nil
+	}
+	return f.c.schemas.Resolve(ctx, f.c.proc.Schemas(), func(yield func([]byte) bool) {
+		for _, pp := range p.parts {
+			for _, r := range pp.records {
+				if !yield(r.Value) {
+					return
+				}
+			}
+		}
+	})
 }
 
 // prepare sizes p for the poll's records and notes where each partition's

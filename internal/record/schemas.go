@@ -10,8 +10,8 @@ import (
 type SchemaType uint8
 
 const (
-	SchemaAvro SchemaType = iota + 1
-	SchemaProtobuf
+	SchemaAvro     SchemaType = iota + 1
+	SchemaProtobuf            // fetched, not decoded yet: its records are unknown_schema
 	SchemaJSON
 )
 
@@ -144,8 +144,8 @@ func (d *Decoder) wireSchema(value []byte, typ SchemaType) (uint32, *parsedSchem
 // one record: tokens whose text is in the record or in buf.
 type binFields struct {
 	slots []token
-	// instant marks the slots that hold an instant (an Avro timestamp or a
-	// google.protobuf.Timestamp), as ms in text: not read with the layout.
+	// instant marks the slots that hold an instant (an Avro timestamp), as
+	// ms in text: not read with the layout.
 	instant []bool
 	buf     []byte // numbers' text and rendered objects, reset per record
 }
