@@ -23,9 +23,9 @@ type Source struct {
 	Topics      []string `yaml:"topics"`
 	Group       string   `yaml:"group"`
 	StartOffset string   `yaml:"start_offset"` // earliest | latest
-	Format      string   `yaml:"format"`       // json | csv | avro | json_schema
-	// SchemaRegistry is where avro and json_schema values find their
-	// schemas.
+	Format      string   `yaml:"format"`       // json | csv | avro | protobuf | json_schema
+	// SchemaRegistry is where avro, protobuf and json_schema values find
+	// their schemas.
 	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
 	CSV            CSV            `yaml:"csv"`
 	Key            []string       `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
@@ -73,13 +73,18 @@ type RegistryTLS struct {
 // Registry formats: values in Confluent's wire format.
 const (
 	FormatAvro       = "avro"
+	FormatProtobuf   = "protobuf"
 	FormatJSONSchema = "json_schema"
 )
 
 // UsesRegistry reports whether the config reads schemas from
 // source.schema_registry: a registry source.format.
 func (c Config) UsesRegistry() bool {
-	return c.Source.Format == FormatAvro || c.Source.Format == FormatJSONSchema
+	switch c.Source.Format {
+	case FormatAvro, FormatProtobuf, FormatJSONSchema:
+		return true
+	}
+	return false
 }
 
 // Timestamp says where the event time is and how to parse it.

@@ -70,7 +70,7 @@ func TestParseErrors(t *testing.T) {
 		"negative shutdown_timeout":      {map[string]string{"shutdown_timeout": "-1s"}, "shutdown_timeout"},
 		"idle_advance without timeout":   {map[string]string{"watermark": "{idle_advance: true}"}, "watermark.idle_advance"},
 		"bad start_offset":               {map[string]string{"source": "{timestamp: {field: t}, start_offset: newest}"}, "source.start_offset"},
-		"bad format":                     {map[string]string{"source": "{timestamp: {field: t}, format: protobuf}"}, "source.format"},
+		"bad format":                     {map[string]string{"source": "{timestamp: {field: t}, format: thrift}"}, "source.format"},
 		"avro without a registry":        {map[string]string{"source": "{timestamp: {field: t}, format: avro}"}, "source.schema_registry.url"},
 		"registry url without a scheme":  {map[string]string{"source": "{timestamp: {field: t}, format: json_schema, schema_registry: {url: 'registry:8081'}}"}, "source.schema_registry.url"},
 		"registry for json":              {map[string]string{"source": "{timestamp: {field: t}, schema_registry: {url: 'http://r:8081'}}"}, "source.schema_registry"},

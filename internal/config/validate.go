@@ -36,7 +36,7 @@ func (c *Config) inapplicable(key string) string {
 	case strings.HasPrefix(key, "source.csv") && c.Source.Format != "csv":
 		return "applies only to source.format csv"
 	case strings.HasPrefix(key, "source.schema_registry") && !c.UsesRegistry():
-		return "applies only to source.format avro or json_schema"
+		return "applies only to source.format avro, protobuf or json_schema"
 	case strings.HasPrefix(key, "source.schema_registry.tls") && !strings.HasPrefix(c.Source.SchemaRegistry.URL, "https://"):
 		return "applies only to an https:// source.schema_registry.url"
 	case strings.HasPrefix(key, "source.tls.") && key != "source.tls.enabled" && !c.Source.TLS.Enabled:
@@ -81,7 +81,7 @@ func (c *Config) validateSource(*sources) *KeyError {
 	if err := oneOf("source.start_offset", c.Source.StartOffset, "earliest", "latest"); err != nil {
 		return err
 	}
-	if err := oneOf("source.format", c.Source.Format, "json", "csv", FormatAvro, FormatJSONSchema); err != nil {
+	if err := oneOf("source.format", c.Source.Format, "json", "csv", FormatAvro, FormatProtobuf, FormatJSONSchema); err != nil {
 		return err
 	}
 	if id := c.Source.InstanceID; id != "" && checkTopicName(id) != "" {

@@ -95,7 +95,7 @@ type partPos struct {
 func New(cfg config.Config, out Output) (*Processor, error) {
 	var schemas *record.Schemas
 	switch cfg.Source.Format {
-	case config.FormatAvro, config.FormatJSONSchema:
+	case config.FormatAvro, config.FormatProtobuf, config.FormatJSONSchema:
 		schemas = record.NewSchemas()
 	}
 	dec, err := record.NewDecoder(cfg, schemas)

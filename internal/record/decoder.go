@@ -76,6 +76,8 @@ type Decoder struct {
 	schemas   *Schemas
 	bin       binFields
 	avroPlans map[uint32]*avroNode // compiled for this decoder's paths, by schema id
+	protoMsgs map[protoKey]*protoMsg
+	indexes   []int64 // a Protobuf value's message indexes
 	json      jsonScanner
 	cells     csvScanner
 	fields    []token        // json.slots or cells.cells, by slot
@@ -105,8 +107,17 @@ type wireFormat uint8
 const (
 	wireNone wireFormat = iota
 	wireAvro
+	wireProtobuf
 	wireJSONSchema
 )
+
+// protoKey names a compiled Protobuf message: the schema id and the first
+// message indexes (values nested deeper are compiled each time).
+type protoKey struct {
+	id  uint32
+	n   uint8
+	idx [4]int64
+}
 
 // NewDecoder compiles the source, watermark and aggregate config. It uses
 // cfg.Source (format, csv, key, timestamp, filter), cfg.Watermark
@@ -116,7 +127,8 @@ const (
 // and csv).
 func NewDecoder(cfg config.Config, schemas *Schemas) (*Decoder, error) {
 	src := cfg.Source
-	d := &Decoder{interned: newInternTable(), schemas: schemas, avroPlans: map[uint32]*avroNode{}}
+	d := &Decoder{interned: newInternTable(), schemas: schemas, avroPlans: map[uint32]*avroNode{},
+		protoMsgs: map[protoKey]*protoMsg{}}
 	if err := d.setFormat(src); err != nil {
 		return nil, err
 	}
@@ -134,14 +146,14 @@ func (d *Decoder) setFormat(src config.Source) error {
 	case "", "json":
 		return nil
 	case "csv":
-	case config.FormatAvro, config.FormatJSONSchema:
-		d.wire = map[string]wireFormat{config.FormatAvro: wireAvro, config.FormatJSONSchema: wireJSONSchema}[src.Format]
+	case config.FormatAvro, config.FormatProtobuf, config.FormatJSONSchema:
+		d.wire = map[string]wireFormat{config.FormatAvro: wireAvro, config.FormatProtobuf: wireProtobuf, config.FormatJSONSchema: wireJSONSchema}[src.Format]
 		if d.schemas == nil {
 			return &config.KeyError{Key: "source.format", Value: src.Format, Reason: "needs the schemas of source.schema_registry"}
 		}
 		return nil
 	default:
-		return &config.KeyError{Key: "source.format", Value: src.Format, Reason: "must be json, csv, avro or json_schema"}
+		return &config.KeyError{Key: "source.format", Value: src.Format, Reason: "must be json, csv, avro, protobuf or json_schema"}
 	}
 	d.csv = true
 	delim := src.CSV.Delimiter
@@ -398,6 +410,8 @@ func (d *Decoder) split(value []byte) error {
 	switch d.wire {
 	case wireAvro:
 		return d.splitAvro(value)
+	case wireProtobuf:
+		return d.splitProto(value)
 	case wireJSONSchema:
 		_, _, body, err := d.wireSchema(value, SchemaJSON)
 		if err != nil {
@@ -438,14 +452,44 @@ func (d *Decoder) splitAvro(value []byte) error {
 	return err
 }
 
+// splitProto decodes a Protobuf value: its message indexes name the
+// message of its schema; each is compiled for the configured paths once.
+func (d *Decoder) splitProto(value []byte) error {
+	id, p, body, err := d.wireSchema(value, SchemaProtobuf)
+	if err != nil {
+		return err
+	}
+	var ok bool
+	if d.indexes, body, ok = readIndexes(body, d.indexes); !ok {
+		return &DecodeError{Reason: ReasonBadPayload, Detail: "bad Protobuf message indexes after the schema id"}
+	}
+	key := protoKey{id: id, n: uint8(len(d.indexes))}
+	copy(key.idx[:], d.indexes)
+	m := d.protoMsgs[key]
+	if m == nil {
+		md, ok := protoMessage(p.proto, d.indexes)
+		if !ok {
+			return &DecodeError{Reason: ReasonBadPayload, Detail: "message indexes " + fmt.Sprint(d.indexes) +
+				" name no message of schema " + strconv.FormatUint(uint64(id), 10)}
+		}
+		if m = compileProto(md, d.json.nodes, 0); len(d.indexes) <= len(key.idx) {
+			d.protoMsgs[key] = m
+		}
+	}
+	d.bin.reset(len(d.json.slots))
+	d.fields = d.bin.slots
+	w := protoWalker{out: &d.bin}
+	return w.message(m, body, 0)
+}
+
 // scanned reports whether the record's strings were checked by the JSON
 // scanner: an unescaped string then has no quote, backslash or control
 // character.
-func (d *Decoder) scanned() bool { return !d.csv && d.wire != wireAvro }
+func (d *Decoder) scanned() bool { return !d.csv && d.wire != wireAvro && d.wire != wireProtobuf }
 
 // instant reports whether r holds an instant (already ms) in this record.
 func (d *Decoder) instant(r *fieldRef) bool {
-	return r.src == srcValue && d.wire == wireAvro && d.bin.instant[r.slot]
+	return r.src == srcValue && (d.wire == wireAvro || d.wire == wireProtobuf) && d.bin.instant[r.slot]
 }
 
 // token returns the field r of the record just split, valid until the

@@ -43,9 +43,10 @@ type Schemas struct {
 // parsedSchema is one schema ready for a decoder: err (unknown_schema) or
 // the parsed form of its type.
 type parsedSchema struct {
-	typ  SchemaType
-	err  *DecodeError
-	avro avroSchema
+	typ   SchemaType
+	err   *DecodeError
+	avro  avroSchema
+	proto protoSchema
 }
 
 // NewSchemas returns an empty Schemas.
@@ -65,6 +66,8 @@ func (s *Schemas) Add(id uint32, sch Schema) {
 	switch sch.Type {
 	case SchemaAvro:
 		p.avro, err = parseAvro(sch)
+	case SchemaProtobuf:
+		p.proto, err = parseProto(sch)
 	case SchemaJSON:
 	default:
 		err = errUnknownType
@@ -144,8 +147,8 @@ func (d *Decoder) wireSchema(value []byte, typ SchemaType) (uint32, *parsedSchem
 // one record: tokens whose text is in the record or in buf.
 type binFields struct {
 	slots []token
-	// instant marks the slots that hold an instant (an Avro timestamp), as
-	// ms in text: not read with the layout.
+	// instant marks the slots that hold an instant (an Avro timestamp or a
+	// google.protobuf.Timestamp), as ms in text: not read with the layout.
 	instant []bool
 	buf     []byte // numbers' text and rendered objects, reset per record
 }
@@ -164,6 +167,12 @@ func (b *binFields) reset(n int) {
 func (b *binFields) appendText(text []byte) []byte {
 	start := len(b.buf)
 	b.buf = append(b.buf, text...)
+	return b.buf[start:len(b.buf):len(b.buf)]
+}
+
+func (b *binFields) appendUint(n uint64) []byte {
+	start := len(b.buf)
+	b.buf = strconv.AppendUint(b.buf, n, 10)
 	return b.buf[start:len(b.buf):len(b.buf)]
 }
 
