@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	be "encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -10,9 +11,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bufbuild/protocompile"
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
@@ -60,7 +65,7 @@ delivery: exactly_once
 `
 }
 
-// regStream is the calls stream as Avro values (the first half written
+// regStream is the calls stream as registry values (the first half written
 // with v1, the rest with v2) and the same records as JSON; 1% of the
 // values are not in the wire format and a few name an unknown schema id
 // (in JSON: lines that are not JSON).
@@ -69,8 +74,40 @@ type regStream struct {
 	bad        int // dead letters
 }
 
-func newRegStream(t testing.TB, n int, seed uint64) regStream {
+// regCall is one record of the stream, for an encoder.
+type regCall struct {
+	sid, region string
+	t, d        int64
+}
+
+// regFormat is a registry format under test: its two writer schemas (ids
+// 1 and 2 in the registry) and how a record is written with them.
+type regFormat struct {
+	name   string
+	typ    sr.SchemaType
+	v1, v2 string
+	encode func(t testing.TB, c regCall, v2 bool) []byte
+}
+
+func avroFormat() regFormat {
 	v1, v2 := avro.MustParse(regCallV1), avro.MustParse(regCallV2)
+	return regFormat{config.FormatAvro, sr.TypeAvro, regCallV1, regCallV2, func(t testing.TB, c regCall, second bool) []byte {
+		v := map[string]any{"sid": c.sid, "caller": map[string]any{"calls.Caller": map[string]any{"region": c.region}}, "t": c.t,
+			"d": map[string]any{"long": c.d}}
+		schema, id := v1, uint32(1)
+		if second {
+			schema, id = v2, 2
+			v["channel"] = "app"
+		}
+		body, err := avro.Marshal(schema, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return regWire(id, body)
+	}}
+}
+
+func newRegStream(t testing.TB, f regFormat, n int, seed uint64) regStream {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	var s regStream
 	for i, line := range calls(n, 4, seed) {
@@ -90,18 +127,7 @@ func newRegStream(t testing.TB, n int, seed uint64) regStream {
 			continue
 		}
 		region := []string{"eu", "us"}[c.D%2]
-		v := map[string]any{"sid": c.Sid, "caller": map[string]any{"calls.Caller": map[string]any{"region": region}}, "t": c.T,
-			"d": map[string]any{"long": c.D}}
-		schema, id := v1, uint32(1)
-		if i >= n/2 {
-			schema, id = v2, 2
-			v["channel"] = "app"
-		}
-		body, err := avro.Marshal(schema, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.avro = append(s.avro, string(regWire(id, body)))
+		s.avro = append(s.avro, string(f.encode(t, regCall{c.Sid, region, c.T, c.D}, i >= n/2)))
 		s.json = append(s.json, fmt.Sprintf(`{"sid":%q,"caller":{"region":%q},"t":%d,"d":%d}`, c.Sid, region, c.T, c.D))
 	}
 	return s
@@ -138,23 +164,29 @@ func newRegistry(t testing.TB) *switchableRegistry {
 
 // TestAvroInputThroughRegistry: Avro input with nested fields, unions,
 // timestamp-millis, late records, a schema change mid-stream, values not
-// in the wire format and unknown ids, and a registry outage of several
-// retries while the new schema is first needed. The results are those of
+// in the wire format and unknown ids, and a registry outage of five
+// refused requests (some 4s of backoff) while the new schema is first
+// needed. The results are those of
 // the same records as JSON; nothing is dead-lettered for the outage.
-func TestAvroInputThroughRegistry(t *testing.T) {
+func TestAvroInputThroughRegistry(t *testing.T) { testRegistryInput(t, avroFormat()) }
+
+// TestProtobufInputThroughRegistry is the same with Protobuf: the nested
+// record a message, the union a oneof, the time a google.protobuf.Timestamp.
+func TestProtobufInputThroughRegistry(t *testing.T) { testRegistryInput(t, protoFormat(t)) }
+
+func testRegistryInput(t *testing.T, f regFormat) {
 	kc := newCluster(t, 1)
 	brokers := kc.ListenAddrs()
 	reg := newRegistry(t)
-	if _, _, err := reg.RegisterSchema("calls-value", sr.Schema{Schema: regCallV1, Type: sr.TypeAvro}); err != nil {
-		t.Fatal(err)
+	for _, text := range []string{f.v1, f.v2} {
+		if _, _, err := reg.RegisterSchema("calls-value", sr.Schema{Schema: text, Type: f.typ}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, _, err := reg.RegisterSchema("calls-value", sr.Schema{Schema: regCallV2, Type: sr.TypeAvro}); err != nil {
-		t.Fatal(err)
-	}
-	s := newRegStream(t, 2000, 19)
-	cfg := parseConfig(t, registryConfig(config.FormatAvro, reg.URL()), brokers)
+	s := newRegStream(t, f, 2000, 19)
+	cfg := parseConfig(t, registryConfig(f.name, reg.URL()), brokers)
 	jsonWant := replay(t, parseConfig(t, registryConfig("json", ""), brokers), onePartition(s.json), noWallClock)
-	want := replayAvro(t, cfg, s.avro)
+	want := replayRegistry(t, cfg, f, s.avro)
 	if !slices.Equal(want.results, jsonWant.results) {
 		t.Fatalf("reference runs: Avro results differ from JSON's:\n%s", diff(want.results, jsonWant.results))
 	}
@@ -165,12 +197,12 @@ func TestAvroInputThroughRegistry(t *testing.T) {
 	half := len(s.avro) / 2
 	produce(t, brokers, s.avro[:half], func(int) int32 { return 0 })
 	svc := start(t, cfg, nil)
-	first := replayAvro(t, cfg, s.avro[:half])
+	first := replayRegistry(t, cfg, f, s.avro[:half])
 	waitValue(t, brokers, resultsTopic, first.results[len(first.results)-1])
 
 	reg.off.Store(true) // v2's id is first needed now: the partition waits
 	produce(t, brokers, s.avro[half:], func(int) int32 { return 0 })
-	for range 3 {
+	for range 5 { // with the retries' backoff, about 4s of outage
 		<-reg.refused
 	}
 	if svc.c.Ready() {
@@ -202,17 +234,18 @@ func TestAvroInputThroughRegistry(t *testing.T) {
 	}
 }
 
-// replayAvro is replay for Avro values: the registry's schemas (ids 1
-// and 2; unknownID unknown) are given to the pipeline first.
-func replayAvro(t testing.TB, cfg config.Config, values []string) expected {
+// replayRegistry is replay for registry values: the registry's schemas
+// (ids 1 and 2; unknownID unknown) are given to the pipeline first.
+func replayRegistry(t testing.TB, cfg config.Config, f regFormat, values []string) expected {
 	t.Helper()
 	var exp expected
 	p, err := pipeline.New(cfg, capture{producer.NewEncoder(cfg.AggregateNames()), &exp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Schemas().Add(1, record.Schema{Type: record.SchemaAvro, Text: regCallV1})
-	p.Schemas().Add(2, record.Schema{Type: record.SchemaAvro, Text: regCallV2})
+	typ := map[sr.SchemaType]record.SchemaType{sr.TypeAvro: record.SchemaAvro, sr.TypeProtobuf: record.SchemaProtobuf}[f.typ]
+	p.Schemas().Add(1, record.Schema{Type: typ, Text: f.v1})
+	p.Schemas().Add(2, record.Schema{Type: typ, Text: f.v2})
 	p.Schemas().AddUnknown(unknownID)
 	p.Assign(0, noWallClock)
 	for i, v := range values {
@@ -220,4 +253,67 @@ func replayAvro(t testing.TB, cfg config.Config, values []string) expected {
 			Key: []byte(fmt.Sprintf("k%d", i)), Timestamp: 1_700_000_000_000 + int64(i)}, noWallClock)
 	}
 	return exp
+}
+
+// The Protobuf writer's schemas; v2 adds a field.
+const (
+	protoCallV1 = `syntax = "proto3";
+package calls;
+import "google/protobuf/timestamp.proto";
+message Call {
+  message Caller { string region = 1; }
+  string sid = 1;
+  Caller caller = 2;
+  google.protobuf.Timestamp t = 3;
+  oneof amount { int64 d = 4; double cost = 5; }
+}`
+	protoCallV2 = `syntax = "proto3";
+package calls;
+import "google/protobuf/timestamp.proto";
+message Call {
+  message Caller { string region = 1; }
+  string sid = 1;
+  Caller caller = 2;
+  google.protobuf.Timestamp t = 3;
+  oneof amount { int64 d = 4; double cost = 5; }
+  string channel = 6;
+}`
+)
+
+func protoFormat(t testing.TB) regFormat {
+	compile := func(text string) protoreflect.MessageDescriptor {
+		c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+			Accessor: protocompile.SourceAccessorFromMap(map[string]string{"call.proto": text})})}
+		files, err := c.Compile(context.Background(), "call.proto")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files[0].Messages().ByName("Call")
+	}
+	v1, v2 := compile(protoCallV1), compile(protoCallV2)
+	return regFormat{config.FormatProtobuf, sr.TypeProtobuf, protoCallV1, protoCallV2, func(t testing.TB, c regCall, second bool) []byte {
+		md, id := v1, uint32(1)
+		if second {
+			md, id = v2, 2
+		}
+		m := dynamicpb.NewMessage(md)
+		fields := md.Fields()
+		m.Set(fields.ByName("sid"), protoreflect.ValueOfString(c.sid))
+		caller := dynamicpb.NewMessage(fields.ByName("caller").Message())
+		caller.Set(caller.Descriptor().Fields().ByName("region"), protoreflect.ValueOfString(c.region))
+		m.Set(fields.ByName("caller"), protoreflect.ValueOfMessage(caller))
+		ts := dynamicpb.NewMessage(fields.ByName("t").Message())
+		ts.Set(ts.Descriptor().Fields().ByName("seconds"), protoreflect.ValueOfInt64(c.t/1000))
+		ts.Set(ts.Descriptor().Fields().ByName("nanos"), protoreflect.ValueOfInt32(int32(c.t%1000)*1_000_000))
+		m.Set(fields.ByName("t"), protoreflect.ValueOfMessage(ts))
+		m.Set(fields.ByName("d"), protoreflect.ValueOfInt64(c.d))
+		if second {
+			m.Set(fields.ByName("channel"), protoreflect.ValueOfString("app"))
+		}
+		body, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return regWire(id, append([]byte{0}, body...)) // message index [0]: the first message
+	}}
 }
