@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bufbuild/protocompile"
 	"github.com/hamba/avro/v2"
@@ -316,4 +318,111 @@ func protoFormat(t testing.TB) regFormat {
 		}
 		return regWire(id, append([]byte{0}, body...)) // message index [0]: the first message
 	}}
+}
+
+// TestAvroResultsThroughRegistry: with sink.format avro the results are
+// Avro in the wire format under a schema registered as calls-windows-value;
+// decoded through the registry they are the JSON results. A restart with
+// an added aggregate (as a new group: the old state has other aggregates)
+// registers a second version, and its results carry it.
+func TestAvroResultsThroughRegistry(t *testing.T) {
+	kc := newCluster(t, 1)
+	brokers := kc.ListenAddrs()
+	reg := newRegistry(t)
+	cfg := parseConfig(t, callsConfig(tumbling), brokers)
+	want := replay(t, cfg, onePartition(calls(1500, 3, 23)), noWallClock)
+	avroCfg := cfg
+	avroCfg.Sink.Format, avroCfg.Source.SchemaRegistry.URL = config.FormatAvro, reg.URL()
+	lines := calls(1500, 3, 23)
+	produce(t, brokers, lines, func(int) int32 { return 0 })
+	svc := start(t, avroCfg, nil)
+	waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+	svc.stop(t)
+
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, brokers, resultsTopic)
+	if len(got) != len(want.results) {
+		t.Fatalf("%d results, want %d", len(got), len(want.results))
+	}
+	for i, r := range got {
+		if decoded, wantJSON := decodeAvroResult(t, cl, r.Value), jsonResult(t, want.results[i]); !reflect.DeepEqual(decoded, wantJSON) {
+			t.Fatalf("result %d decoded through the registry:\n%v\nwant (the JSON result)\n%v", i, decoded, wantJSON)
+		}
+	}
+
+	// A new aggregate: a second version under the same subject.
+	more := avroCfg
+	more.Aggregates = append(slices.Clone(avroCfg.Aggregates), config.Aggregate{Name: "max.d", Fn: "max", Field: "d"})
+	// Other aggregates are other state: a new group starts afresh.
+	more.Source.Group, more.State.ChangelogTopic = "aggregator-test-2", "aggregator-test-2-changelog"
+	produce(t, brokers, calls(100, 3, 29), func(int) int32 { return 0 })
+	svc = start(t, more, nil)
+	waitCount(t, brokers, resultsTopic, int64(len(got))+1)
+	svc.stop(t)
+	versions, err := cl.SubjectVersions(context.Background(), resultsTopic+"-value")
+	if err != nil || len(versions) != 2 {
+		t.Fatalf("subject %s-value versions = %v, %v; want 2", resultsTopic, versions, err)
+	}
+	last := readAll(t, brokers, resultsTopic)
+	aggs := decodeAvroResult(t, cl, last[len(last)-1].Value)["aggregates"].(map[string]any)
+	if _, ok := aggs["max_d"]; !ok {
+		t.Errorf("the last result's aggregates %v have no max_d", aggs)
+	}
+}
+
+// decodeAvroResult decodes a wire-format value with the schema its id
+// names in the registry, into the JSON result's shape.
+func decodeAvroResult(t testing.TB, cl *sr.Client, v []byte) map[string]any {
+	t.Helper()
+	id, ok := record.WireSchemaID(v)
+	if !ok {
+		t.Fatalf("result % x is not in the wire format", v[:min(len(v), 8)])
+	}
+	s, err := cl.SchemaByID(context.Background(), int(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := avro.Unmarshal(avro.MustParse(s.Schema), v[5:], &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"window_start", "window_end"} {
+		m[f] = float64(m[f].(time.Time).UnixMilli())
+	}
+	for _, f := range []string{"count", "revision", "watermark"} {
+		m[f] = float64(m[f].(int64))
+	}
+	aggs := m["aggregates"].(map[string]any)
+	for k, a := range aggs {
+		switch a := a.(type) {
+		case int64:
+			aggs[k] = float64(a)
+		case map[string]any: // a union's branch
+			for _, x := range a {
+				aggs[k] = x
+			}
+		}
+	}
+	key := m["key"].(map[string]any)
+	for k, x := range key {
+		if b, ok := x.(map[string]any); ok {
+			for _, y := range b {
+				key[k] = y
+			}
+		}
+	}
+	return m
+}
+
+// jsonResult is a JSON result with its numbers as float64.
+func jsonResult(t testing.TB, v string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := jsonUnmarshal([]byte(v), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

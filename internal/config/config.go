@@ -25,7 +25,7 @@ type Source struct {
 	StartOffset string   `yaml:"start_offset"` // earliest | latest
 	Format      string   `yaml:"format"`       // json | csv | avro | protobuf | json_schema
 	// SchemaRegistry is where avro, protobuf and json_schema values find
-	// their schemas.
+	// their schemas, and where sink.format avro registers the results'.
 	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
 	CSV            CSV            `yaml:"csv"`
 	Key            []string       `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
@@ -77,14 +77,14 @@ const (
 	FormatJSONSchema = "json_schema"
 )
 
-// UsesRegistry reports whether the config reads schemas from
-// source.schema_registry: a registry source.format.
+// UsesRegistry reports whether the config reads or writes schemas in
+// source.schema_registry: a registry source.format, or sink.format avro.
 func (c Config) UsesRegistry() bool {
 	switch c.Source.Format {
 	case FormatAvro, FormatProtobuf, FormatJSONSchema:
 		return true
 	}
-	return false
+	return c.Sink.Format == FormatAvro
 }
 
 // Timestamp says where the event time is and how to parse it.
@@ -164,7 +164,7 @@ type Sink struct {
 	ResultsTopic      string        `yaml:"results_topic"`
 	LateTopic         string        `yaml:"late_topic"`
 	DeadLetterTopic   string        `yaml:"dead_letter_topic"` // optional
-	Format            string        `yaml:"format"`            // json (the only one so far: the results' encoding)
+	Format            string        `yaml:"format"`            // json | avro (result values in the wire format, schema registered under <results_topic>-value)
 	Compression       string        `yaml:"compression"`       // none | gzip | snappy | lz4 | zstd
 	Linger            time.Duration `yaml:"linger"`
 	CreateTopics      bool          `yaml:"create_topics"`      // create missing output topics at start

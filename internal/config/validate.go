@@ -36,7 +36,7 @@ func (c *Config) inapplicable(key string) string {
 	case strings.HasPrefix(key, "source.csv") && c.Source.Format != "csv":
 		return "applies only to source.format csv"
 	case strings.HasPrefix(key, "source.schema_registry") && !c.UsesRegistry():
-		return "applies only to source.format avro, protobuf or json_schema"
+		return "applies only to source.format avro, protobuf or json_schema, or sink.format avro"
 	case strings.HasPrefix(key, "source.schema_registry.tls") && !strings.HasPrefix(c.Source.SchemaRegistry.URL, "https://"):
 		return "applies only to an https:// source.schema_registry.url"
 	case strings.HasPrefix(key, "source.tls.") && key != "source.tls.enabled" && !c.Source.TLS.Enabled:
@@ -400,7 +400,7 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 
 func (c *Config) validateSink(*sources) *KeyError {
 	s := c.Sink
-	if err := oneOf("sink.format", s.Format, "json"); err != nil {
+	if err := oneOf("sink.format", s.Format, "json", FormatAvro); err != nil {
 		return err
 	}
 	if err := oneOf("sink.compression", s.Compression, "none", "gzip", "snappy", "lz4", "zstd"); err != nil {

@@ -107,7 +107,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	c.proc.TrackState()
-	if c.proc.Schemas() != nil {
+	if cfg.UsesRegistry() {
 		if c.schemas, err = registry.New(cfg.Source.SchemaRegistry, log, reg); err != nil {
 			return nil, err
 		}
@@ -149,10 +149,23 @@ func (c *Consumer) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var avroResults *producer.AvroEncoder
+	if c.cfg.Sink.Format == config.FormatAvro {
+		subject := c.cfg.Sink.ResultsTopic + "-value" // TopicNameStrategy
+		id, err := c.schemas.Register(ctx, subject, producer.AvroSchema(c.cfg))
+		if err != nil {
+			return err
+		}
+		avroResults = producer.NewAvroEncoder(c.cfg, id)
+		c.log.Info().Str("subject", subject).Uint32("schema_id", id).Msg("results are Avro")
+	}
 	if err = c.newClients(limits); err != nil {
 		return err
 	}
 	c.writer = producer.NewWriter(c.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.root)
+	if avroResults != nil {
+		c.writer.EncodeResults(avroResults)
+	}
 	c.log.Info().Interface("max_message_bytes", limits).Msg("connected; joining the group")
 	if c.sess == nil {
 		return nil

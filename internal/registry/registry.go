@@ -202,3 +202,35 @@ func schemaType(t sr.SchemaType) record.SchemaType {
 	}
 	return record.SchemaAvro
 }
+
+// Register registers the Avro schema text under subject (as a new version
+// when it differs from the latest) and returns its id. While the registry
+// cannot be reached it retries as Resolve does; a schema the registry
+// refuses (not compatible with the subject's versions, say) is an error.
+func (c *Client) Register(ctx context.Context, subject, text string) (uint32, error) {
+	for n := 0; ; n++ {
+		ss, err := c.cl.CreateSchema(ctx, subject, sr.Schema{Schema: text, Type: sr.TypeAvro})
+		var re *sr.ResponseError
+		switch {
+		case err == nil:
+			c.requests.WithLabelValues(resultOK).Inc()
+			c.down.Store(false)
+			return uint32(ss.ID), nil
+		case errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 && re.StatusCode != http.StatusRequestTimeout && re.StatusCode != http.StatusTooManyRequests:
+			c.requests.WithLabelValues(resultError).Inc()
+			return 0, fmt.Errorf("register the results schema under %s: %w", subject, err)
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		}
+		c.requests.WithLabelValues(resultError).Inc()
+		c.down.Store(true)
+		wait := c.backoff(n)
+		c.log.Warn().Err(err).Str("subject", subject).Int("attempt", n+1).Str("retry_in", wait.String()).
+			Msg("registering the results schema failed; retrying")
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
