@@ -101,36 +101,67 @@ func readIndexes(b []byte, buf []int64) ([]int64, []byte, bool) {
 // protoMsg is a message compiled against the configured paths.
 type protoMsg struct {
 	desc   protoreflect.MessageDescriptor
-	byNum  map[protowire.Number]*protoField
+	small  []*protoField // by field number, for numbers below maxSmallField
+	large  map[protowire.Number]*protoField
 	wanted []*protoField // with slots: their proto3 defaults when unset
 }
 
-// protoField is a field of a protoMsg on a configured path.
+// maxSmallField bounds the field numbers looked up in a slice.
+const maxSmallField = 64
+
+func (m *protoMsg) field(num protowire.Number) *protoField {
+	if num < maxSmallField {
+		return m.small[num]
+	}
+	return m.large[num]
+}
+
+// protoField is a field of a protoMsg on a configured path, with what its
+// descriptor says looked up once.
 type protoField struct {
-	desc    protoreflect.FieldDescriptor
-	slot    int       // >= 0: the value is a configured field
-	msg     *protoMsg // a message a path goes below
-	instant bool      // a google.protobuf.Timestamp
-	whole   bool      // a list, map or message taken whole: rendered as JSON
+	desc     protoreflect.FieldDescriptor
+	kind     protoreflect.Kind
+	slot     int       // >= 0: the value is a configured field
+	msg      *protoMsg // a message a path goes below
+	instant  bool      // a google.protobuf.Timestamp
+	whole    bool      // a list, map or message taken whole: rendered as JSON
+	implicit bool      // a proto3 scalar without presence: its default when unset
+	enum     map[int32][]byte
+	zero     []byte // the enum's first value's name
 }
 
 // compileProto compiles md for the path node p.
 func compileProto(md protoreflect.MessageDescriptor, paths []pathNode, p int) *protoMsg {
-	m := &protoMsg{desc: md, byNum: map[protowire.Number]*protoField{}}
+	m := &protoMsg{desc: md, small: make([]*protoField, maxSmallField), large: map[protowire.Number]*protoField{}}
 	fields := md.Fields()
 	for _, ch := range paths[p].children {
 		fd := fields.ByName(protoreflect.Name(paths[ch].name))
 		if fd == nil {
 			continue // a path the schema does not have: missing
 		}
-		f := &protoField{desc: fd, slot: paths[ch].slot}
+		f := &protoField{desc: fd, kind: fd.Kind(), slot: paths[ch].slot,
+			implicit: !fd.HasPresence() && !fd.IsList() && !fd.IsMap()}
+		if ed := fd.Enum(); ed != nil {
+			f.enum = map[int32][]byte{}
+			for i := range ed.Values().Len() {
+				v := ed.Values().Get(i)
+				if _, dup := f.enum[int32(v.Number())]; !dup { // allow_alias: the first name
+					f.enum[int32(v.Number())] = []byte(v.Name())
+				}
+			}
+			f.zero = []byte(ed.Values().Get(0).Name())
+		}
 		isMsg := fd.Message() != nil && !fd.IsList() && !fd.IsMap()
 		f.instant = isMsg && fd.Message().FullName() == "google.protobuf.Timestamp"
 		f.whole = f.slot >= 0 && !f.instant && (fd.IsList() || fd.IsMap() || isMsg)
 		if isMsg && len(paths[ch].children) > 0 {
 			f.msg = compileProto(fd.Message(), paths, ch)
 		}
-		m.byNum[fd.Number()] = f
+		if fd.Number() < maxSmallField {
+			m.small[fd.Number()] = f
+		} else {
+			m.large[fd.Number()] = f
+		}
 		if f.slot >= 0 {
 			m.wanted = append(m.wanted, f)
 		}
@@ -161,7 +192,7 @@ func (w *protoWalker) message(m *protoMsg, b []byte, depth int) error {
 		if val < 0 {
 			return protoFail("field " + strconv.Itoa(int(num)) + ": " + protowire.ParseError(val).Error())
 		}
-		f := m.byNum[num]
+		f := m.field(num)
 		v := rest[:val]
 		rest = rest[val:]
 		if f == nil {
@@ -180,8 +211,8 @@ func (w *protoWalker) message(m *protoMsg, b []byte, depth int) error {
 		}
 	}
 	for _, f := range m.wanted {
-		if tok := &w.out.slots[f.slot]; tok.kind == tokMissing && !f.desc.HasPresence() && !f.desc.IsList() && !f.desc.IsMap() {
-			*tok = w.defaultToken(f.desc)
+		if tok := &w.out.slots[f.slot]; tok.kind == tokMissing && f.implicit {
+			*tok = defaultToken(f)
 		}
 	}
 	return nil
@@ -204,7 +235,7 @@ func (w *protoWalker) field(f *protoField, typ protowire.Type, v []byte, depth i
 	if f.slot < 0 || f.whole {
 		return nil
 	}
-	tok, err := w.scalar(fd, typ, v)
+	tok, err := w.scalar(f, typ, v)
 	if err != nil {
 		return err
 	}
@@ -246,12 +277,12 @@ func (w *protoWalker) timestamp(f *protoField, b []byte) error {
 }
 
 // scalar reads a scalar field's value v of wire type typ.
-func (w *protoWalker) scalar(fd protoreflect.FieldDescriptor, typ protowire.Type, v []byte) (token, error) {
+func (w *protoWalker) scalar(f *protoField, typ protowire.Type, v []byte) (token, error) {
 	bad := func() (token, error) {
-		return token{}, protoFail("field " + string(fd.Name()) + " has wire type " + strconv.Itoa(int(typ)) + ", not its schema's")
+		return token{}, protoFail("field " + string(f.desc.Name()) + " has wire type " + strconv.Itoa(int(typ)) + ", not its schema's")
 	}
 	out := w.out
-	switch fd.Kind() {
+	switch f.kind {
 	case protoreflect.StringKind, protoreflect.BytesKind:
 		s, n := protowire.ConsumeBytes(v)
 		if typ != protowire.BytesType || n < 0 {
@@ -275,7 +306,7 @@ func (w *protoWalker) scalar(fd protoreflect.FieldDescriptor, typ protowire.Type
 		if typ != protowire.Fixed32Type || n < 0 {
 			return bad()
 		}
-		if fd.Kind() == protoreflect.Sfixed32Kind {
+		if f.kind == protoreflect.Sfixed32Kind {
 			return token{kind: tokNumber, text: out.appendInt(int64(int32(x)))}, nil
 		}
 		return token{kind: tokNumber, text: out.appendInt(int64(x))}, nil
@@ -284,7 +315,7 @@ func (w *protoWalker) scalar(fd protoreflect.FieldDescriptor, typ protowire.Type
 		if typ != protowire.Fixed64Type || n < 0 {
 			return bad()
 		}
-		if fd.Kind() == protoreflect.Fixed64Kind {
+		if f.kind == protoreflect.Fixed64Kind {
 			return token{kind: tokNumber, text: out.appendUint(x)}, nil
 		}
 		return token{kind: tokNumber, text: out.appendInt(int64(x))}, nil
@@ -293,12 +324,12 @@ func (w *protoWalker) scalar(fd protoreflect.FieldDescriptor, typ protowire.Type
 	if typ != protowire.VarintType || n < 0 {
 		return bad()
 	}
-	switch fd.Kind() {
+	switch f.kind {
 	case protoreflect.BoolKind:
 		return token{kind: tokBool, text: boolText[min(x, 1)]}, nil
 	case protoreflect.EnumKind:
-		if ev := fd.Enum().Values().ByNumber(protoreflect.EnumNumber(int32(x))); ev != nil {
-			return token{kind: tokString, text: out.appendText([]byte(ev.Name()))}, nil
+		if name, ok := f.enum[int32(x)]; ok {
+			return token{kind: tokString, text: name}, nil
 		}
 		return token{kind: tokNumber, text: out.appendInt(int64(int32(x)))}, nil // a value newer than the schema: its number
 	case protoreflect.Int32Kind:
@@ -328,14 +359,14 @@ func floatTok(out *binFields, f float64, bitSize int) token {
 
 // defaultToken is an unset proto3 scalar's value: zero, false, "" or the
 // enum's first value.
-func (w *protoWalker) defaultToken(fd protoreflect.FieldDescriptor) token {
-	switch fd.Kind() {
+func defaultToken(f *protoField) token {
+	switch f.kind {
 	case protoreflect.StringKind, protoreflect.BytesKind:
 		return token{kind: tokString, text: []byte{}}
 	case protoreflect.BoolKind:
 		return token{kind: tokBool, text: boolText[0]}
 	case protoreflect.EnumKind:
-		return token{kind: tokString, text: w.out.appendText([]byte(fd.Enum().Values().Get(0).Name()))}
+		return token{kind: tokString, text: f.zero}
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		return token{}
 	}
