@@ -297,6 +297,9 @@ func (c *Config) validateWatermark(src *sources) *KeyError {
 		if err := c.field("watermark.marker_field", wm.MarkerField, ""); err != nil {
 			return err
 		}
+		if wm.MarkerField == "$key" || wm.MarkerField == "$timestamp" {
+			return &KeyError{Key: "watermark.marker_field", Value: wm.MarkerField, Reason: "must be a field of the record value, not of the Kafka record"}
+		}
 	}
 	if err := notNegative("watermark.idle_timeout", wm.IdleTimeout); err != nil {
 		return err

@@ -21,7 +21,7 @@ func TestGeneratorAvro(t *testing.T) {
 	schemas.AddUnknown(demo.UnknownSchemaID)
 	dec, err := record.NewDecoder(config.Config{Source: config.Source{Format: config.FormatAvro, Key: []string{"sid"},
 		Timestamp: config.Timestamp{Field: "callTime", Layout: "rfc3339"}, Filter: []config.Filter{{Field: "callType", Equals: "success"}}},
-		Watermark: config.Watermark{Strategy: "bounded"}, Aggregates: []config.Aggregate{{Name: "d", Fn: "sum", Field: "duration"}}}, schemas)
+		Watermark: config.Watermark{Strategy: "bounded"}, Aggregates: []config.Aggregate{{Name: "d", Fn: "sum", Field: "duration"}}}.RecordSpec(), schemas)
 	if err != nil {
 		t.Fatal(err)
 	}

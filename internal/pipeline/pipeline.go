@@ -59,6 +59,7 @@ type Output interface {
 // Processor runs the per-record path for all assigned partitions.
 type Processor struct {
 	cfg      config.Config
+	spec     record.Spec
 	schemas  *record.Schemas // registry formats: filled by the shell before decoding; else nil
 	dec      *record.Decoder
 	rec      record.Record
@@ -93,22 +94,22 @@ type partPos struct {
 
 // New builds a Processor from a validated config.
 func New(cfg config.Config, out Output) (*Processor, error) {
+	spec := cfg.RecordSpec()
 	var schemas *record.Schemas
-	switch cfg.Source.Format {
-	case config.FormatAvro, config.FormatProtobuf, config.FormatJSONSchema:
+	if spec.Format.Registry() {
 		schemas = record.NewSchemas()
 	}
-	dec, err := record.NewDecoder(cfg, schemas)
+	dec, err := record.NewDecoder(spec, schemas)
 	if err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
-	p := &Processor{cfg: cfg, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
+	p := &Processor{cfg: cfg, spec: spec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
-	spec := WindowSpec(cfg)
-	if spec.Kind == windowing.KindSession {
-		p.engine, err = windowing.NewSessions(spec, resultSink{out})
+	win := WindowSpec(cfg)
+	if win.Kind == windowing.KindSession {
+		p.engine, err = windowing.NewSessions(win, resultSink{out})
 	} else {
-		p.engine, err = windowing.NewEngine(spec, resultSink{out})
+		p.engine, err = windowing.NewEngine(win, resultSink{out})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -158,7 +159,7 @@ func (s resultSink) Emit(r *windowing.Result) { s.out.Result(r) }
 
 // NewDecoder returns a decoder for this configuration, for decoding in
 // another goroutine before ProcessDecoded.
-func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDecoder(p.cfg, p.schemas) }
+func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDecoder(p.spec, p.schemas) }
 
 // Schemas returns the registry schemas the decoders share, for the shell
 // to fill before it decodes records that need them (see

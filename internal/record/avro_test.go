@@ -86,7 +86,7 @@ func call(sid string, ms int64, duration any) map[string]any {
 
 func TestDecodeAvro(t *testing.T) {
 	schemas := avroSchemas(t)
-	dec, err := record.NewDecoder(avroConfig(config.FormatAvro), schemas)
+	dec, err := record.NewDecoder(avroConfig(config.FormatAvro).RecordSpec(), schemas)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestDecodeAvro(t *testing.T) {
 }
 
 func TestDecodeAvroFilteredAndMissing(t *testing.T) {
-	dec, err := record.NewDecoder(avroConfig(config.FormatAvro), avroSchemas(t))
+	dec, err := record.NewDecoder(avroConfig(config.FormatAvro).RecordSpec(), avroSchemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestDecodeAvroFilteredAndMissing(t *testing.T) {
 }
 
 func TestDecodeAvroErrors(t *testing.T) {
-	dec, err := record.NewDecoder(avroConfig(config.FormatAvro), avroSchemas(t))
+	dec, err := record.NewDecoder(avroConfig(config.FormatAvro).RecordSpec(), avroSchemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestDecodeAvroErrors(t *testing.T) {
 	}
 	s := avroSchemas(t)
 	s.Add(3, record.Schema{Type: record.SchemaAvro, Text: `{"type":"record","name":"X","fields":[{"name":"a","type":"Nope"}]}`})
-	dec, err = record.NewDecoder(avroConfig(config.FormatAvro), s)
+	dec, err = record.NewDecoder(avroConfig(config.FormatAvro).RecordSpec(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestDecodeAvroReferences(t *testing.T) {
 	s := record.NewSchemas()
 	s.Add(5, record.Schema{Type: record.SchemaAvro, Text: callRef,
 		References: []record.Reference{{Name: "calls.Caller", Schema: record.Schema{Type: record.SchemaAvro, Text: caller}}}})
-	dec, err := record.NewDecoder(avroConfig(config.FormatAvro), s)
+	dec, err := record.NewDecoder(avroConfig(config.FormatAvro).RecordSpec(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestDecodeAvroReferences(t *testing.T) {
 }
 
 func FuzzDecodeAvro(f *testing.F) {
-	dec, err := record.NewDecoder(avroConfig(config.FormatAvro), avroSchemas(f))
+	dec, err := record.NewDecoder(avroConfig(config.FormatAvro).RecordSpec(), avroSchemas(f))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func BenchmarkDecodeAvro(b *testing.B) {
 			`,"tags":["a","q\""],"caller":{"region":"eu","attrs":{"n":1}},"duration":` + itoa(int64(i)) + `}`)
 	}
 	b.Run("avro", func(b *testing.B) {
-		d, err := record.NewDecoder(cfg, avroSchemas(b))
+		d, err := record.NewDecoder(cfg.RecordSpec(), avroSchemas(b))
 		if err != nil {
 			b.Fatal(err)
 		}

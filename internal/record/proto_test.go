@@ -123,7 +123,7 @@ func protoConfig(format string) config.Config {
 // unset is its default, the oneof as its set field.
 func TestDecodeProtobuf(t *testing.T) {
 	fd := protoFiles(t)
-	dec, err := record.NewDecoder(protoConfig(config.FormatProtobuf), protoSchemas(t))
+	dec, err := record.NewDecoder(protoConfig(config.FormatProtobuf).RecordSpec(), protoSchemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func isReason(err error, reason string) bool {
 
 func FuzzDecodeProtobuf(f *testing.F) {
 	fd := protoFiles(f)
-	dec, err := record.NewDecoder(protoConfig(config.FormatProtobuf), protoSchemas(f))
+	dec, err := record.NewDecoder(protoConfig(config.FormatProtobuf).RecordSpec(), protoSchemas(f))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func BenchmarkDecodeProtobuf(b *testing.B) {
 			`,"tags":["a","q\""],"caller":{"region":"eu","attrs":{"n":1}},"duration":` + itoa(int64(i)) + `}`)
 	}
 	b.Run("protobuf", func(b *testing.B) {
-		d, err := record.NewDecoder(cfg, protoSchemas(b))
+		d, err := record.NewDecoder(cfg.RecordSpec(), protoSchemas(b))
 		if err != nil {
 			b.Fatal(err)
 		}

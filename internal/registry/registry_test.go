@@ -66,7 +66,7 @@ func TestResolve(t *testing.T) {
 	}
 	cfg := config.Config{Source: config.Source{Format: config.FormatAvro, Key: []string{"caller.region"},
 		Timestamp: config.Timestamp{Field: "$timestamp"}}, Watermark: config.Watermark{Strategy: "bounded"}}
-	dec, err := record.NewDecoder(cfg, schemas)
+	dec, err := record.NewDecoder(cfg.RecordSpec(), schemas)
 	if err != nil {
 		t.Fatal(err)
 	}
