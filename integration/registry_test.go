@@ -170,13 +170,22 @@ func newRegistry(t testing.TB) *switchableRegistry {
 // refused requests (some 4s of backoff) while the new schema is first
 // needed. The results are those of
 // the same records as JSON; nothing is dead-lettered for the outage.
-func TestAvroInputThroughRegistry(t *testing.T) { testRegistryInput(t, avroFormat()) }
+func TestAvroInputThroughRegistry(t *testing.T) { testRegistryInput(t, avroFormat(), 0) }
+
+// TestRegistryOutageLongerThanTransaction: the outage outlasts
+// state.transaction_timeout, so the brokers abort the transaction open
+// while the partition waits; nothing is lost or doubled all the same.
+func TestRegistryOutageLongerThanTransaction(t *testing.T) {
+	testRegistryInput(t, avroFormat(), time.Second)
+}
 
 // TestProtobufInputThroughRegistry is the same with Protobuf: the nested
 // record a message, the union a oneof, the time a google.protobuf.Timestamp.
-func TestProtobufInputThroughRegistry(t *testing.T) { testRegistryInput(t, protoFormat(t)) }
+func TestProtobufInputThroughRegistry(t *testing.T) { testRegistryInput(t, protoFormat(t), 0) }
 
-func testRegistryInput(t *testing.T, f regFormat) {
+// testRegistryInput runs the stream of f; txnTimeout, if set, is
+// state.transaction_timeout.
+func testRegistryInput(t *testing.T, f regFormat, txnTimeout time.Duration) {
 	kc := newCluster(t, 1)
 	brokers := kc.ListenAddrs()
 	reg := newRegistry(t)
@@ -187,6 +196,9 @@ func testRegistryInput(t *testing.T, f regFormat) {
 	}
 	s := newRegStream(t, f, 2000, 19)
 	cfg := parseConfig(t, registryConfig(f.name, reg.URL()), brokers)
+	if txnTimeout > 0 {
+		cfg.State.TransactionTimeout = txnTimeout
+	}
 	jsonWant := replay(t, parseConfig(t, registryConfig("json", ""), brokers), onePartition(s.json), noWallClock)
 	want := replayRegistry(t, cfg, f, s.avro)
 	if !slices.Equal(want.results, jsonWant.results) {

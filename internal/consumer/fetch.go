@@ -198,21 +198,66 @@ func (f *fetcher) poll(ctx context.Context, p *poll) {
 
 // resolve fetches the registry schemas that the poll's records name and
 // the decoders do not have yet. While the registry is out of reach it
-// waits (and so does every partition: records stay in order); it returns
-// only ctx's error.
+// waits (and so does every partition: records stay in order), handing the
+// engine goroutine an empty poll every tickInterval meanwhile, so that it
+// still judges idleness and commits (an exactly_once transaction must not
+// stay open past its timeout). It returns only ctx's error.
 func (f *fetcher) resolve(ctx context.Context, p *poll) error {
-	if f.c.schemas == nil {
+	schemas := f.c.proc.Schemas()
+	if f.c.schemas == nil || !missingSchemas(schemas, p) {
 		return nil
 	}
-	return f.c.schemas.Resolve(ctx, f.c.proc.Schemas(), func(yield func([]byte) bool) {
-		for _, pp := range p.parts {
-			for _, r := range pp.records {
-				if !yield(r.Value) {
-					return
+	done := make(chan error, 1)
+	go func() {
+		done <- f.c.schemas.Resolve(ctx, schemas, func(yield func([]byte) bool) {
+			for _, pp := range p.parts {
+				for _, r := range pp.records {
+					if !yield(r.Value) {
+						return
+					}
 				}
 			}
+		})
+	}()
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			f.tick()
 		}
-	})
+	}
+}
+
+// missingSchemas reports whether a record of p names a schema id that
+// schemas does not have (runs of one id are looked up once).
+func missingSchemas(schemas *record.Schemas, p *poll) bool {
+	last, known := uint32(0), false
+	for _, pp := range p.parts {
+		for _, r := range pp.records {
+			id, ok := record.WireSchemaID(r.Value)
+			if !ok || known && id == last {
+				continue
+			}
+			if last, known = id, schemas.Has(id); !known {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tick sends the engine goroutine an empty poll, if a buffer is free.
+func (f *fetcher) tick() {
+	select {
+	case e := <-f.free:
+		e.epoch, e.fetchedAt, e.closed, e.fatal, e.unresolved = f.c.epoch.Load(), f.c.clock(), false, nil, false
+		e.recs, e.parts = e.recs[:0], e.parts[:0]
+		f.ready <- e // never blocks: ready has room for every poll
+	default:
+	}
 }
 
 // prepare sizes p for the poll's records and notes where each partition's
