@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,5 +143,48 @@ func TestBasicAuthPasswordFile(t *testing.T) {
 	}
 	if _, err := c.schema(context.Background(), 1); err != nil {
 		t.Errorf("schema(1) after the password file changed: %v", err)
+	}
+}
+
+// TestRegister: the first registration is version 1, the same schema again
+// its id, a changed one the next version; a refused schema is an error,
+// and an outage is waited out.
+func TestRegister(t *testing.T) {
+	fake := srfake.New()
+	defer fake.Close()
+	c, _ := newClient(t, config.SchemaRegistry{URL: fake.URL()})
+	ctx := context.Background()
+	id1, err := c.Register(ctx, "res-value", callerSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.Register(ctx, "res-value", callerSchema); err != nil || again != id1 {
+		t.Errorf("Register(same schema) = %d, %v; want %d", again, err, id1)
+	}
+	var out atomic.Bool
+	out.Store(true)
+	refused := make(chan struct{}, 1)
+	fake.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		switch {
+		case strings.Contains(r.URL.Path, "refused-value"):
+			http.Error(w, `{"error_code":409,"message":"incompatible"}`, http.StatusConflict)
+			return true
+		case !out.Load():
+			return false
+		}
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		select {
+		case refused <- struct{}{}:
+		default:
+		}
+		return true
+	})
+	go func() { <-refused; <-refused; out.Store(false) }()
+	id2, err := c.Register(ctx, "res-value", callSchema)
+	if err != nil || id2 == id1 {
+		t.Errorf("Register(new version after an outage) = %d, %v; want a new id", id2, err)
+	}
+	if _, err := c.Register(ctx, "refused-value", callerSchema); err == nil {
+		t.Error("Register(refused) = nil error, want the registry's refusal")
 	}
 }
