@@ -159,7 +159,9 @@ func (s resultSink) Emit(r *windowing.Result) { s.out.Result(r) }
 
 // NewDecoder returns a decoder for this configuration, for decoding in
 // another goroutine before ProcessDecoded.
-func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDecoder(p.spec, p.schemas) }
+func (p *Processor) NewDecoder() (*record.Decoder, error) {
+	return record.NewDecoder(p.spec, p.schemas)
+}
 
 // Schemas returns the registry schemas the decoders share, for the shell
 // to fill before it decodes records that need them (see
