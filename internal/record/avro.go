@@ -309,8 +309,8 @@ func (w *avroWalker) capture(n *avroNode, i, depth int) (int, error) {
 			return end, err
 		}
 		if n.instant > 0 {
-			v = floorDiv(v, n.instant)
-			out.instant[n.slot] = true
+			out.setInstant(n.slot, floorDiv(v, n.instant))
+			return end, nil
 		}
 		*tok = token{kind: tokNumber, text: out.appendInt(v)}
 		return end, nil

@@ -522,7 +522,7 @@ func (d *Decoder) eventTime(meta *Meta) (int64, error) {
 	}
 	tok := d.token(&d.timeField, meta)
 	if d.instant(&d.timeField) {
-		return parseInstant(tok), nil
+		return d.bin.ms[d.timeField.slot], nil
 	}
 	if tok.kind == tokNumber && d.times.unix { // the usual unix_* number, two calls sooner
 		if ms, ok := parseUnixInt(tok.text, d.times.shift); ok {
@@ -534,16 +534,9 @@ func (d *Decoder) eventTime(meta *Meta) (int64, error) {
 
 func (d *Decoder) markerTime(tok *token) (int64, error) {
 	if d.instant(d.marker) {
-		return parseInstant(tok), nil
+		return d.bin.ms[d.marker.slot], nil
 	}
 	return d.parseTime(d.marker.name, tok)
-}
-
-// parseInstant reads the ms of an instant's token, written by a
-// schema-driven decoder.
-func parseInstant(tok *token) int64 {
-	ms, _ := strconv.ParseInt(string(tok.text), 10, 64)
-	return ms
 }
 
 // parseTime reads the time in tok (the field named field) with the layout.

@@ -270,8 +270,7 @@ func (w *protoWalker) timestamp(f *protoField, b []byte) error {
 		return protoFail("a Timestamp out of range")
 	}
 	if f.slot >= 0 {
-		w.out.slots[f.slot] = token{kind: tokNumber, text: w.out.appendInt(secs*1000 + floorDiv(nanos, 1e6))}
-		w.out.instant[f.slot] = true
+		w.out.setInstant(f.slot, secs*1000+floorDiv(nanos, 1e6))
 	}
 	return nil
 }

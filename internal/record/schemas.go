@@ -148,18 +148,26 @@ func (d *Decoder) wireSchema(value []byte, typ SchemaType) (uint32, *parsedSchem
 type binFields struct {
 	slots []token
 	// instant marks the slots that hold an instant (an Avro timestamp or a
-	// google.protobuf.Timestamp), as ms in text: not read with the layout.
+	// google.protobuf.Timestamp), not read with the layout: its ms are in
+	// ms (and, as a number, in the token's text).
 	instant []bool
+	ms      []int64
 	buf     []byte // numbers' text and rendered objects, reset per record
 }
 
 func (b *binFields) reset(n int) {
 	if len(b.slots) != n {
-		b.slots, b.instant = make([]token, n), make([]bool, n)
+		b.slots, b.instant, b.ms = make([]token, n), make([]bool, n), make([]int64, n)
 	}
 	clear(b.slots)
 	clear(b.instant)
 	b.buf = b.buf[:0]
+}
+
+// setInstant puts the instant ms in slot.
+func (b *binFields) setInstant(slot int, ms int64) {
+	b.slots[slot] = token{kind: tokNumber, text: b.appendInt(ms)}
+	b.instant[slot], b.ms[slot] = true, ms
 }
 
 // appendText appends text to buf and returns it. Tokens point into buf
