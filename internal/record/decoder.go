@@ -382,11 +382,15 @@ func (d *Decoder) split(value []byte) error {
 	case wireProtobuf:
 		return d.splitProto(value)
 	case wireJSONSchema:
-		_, _, body, err := d.wireSchema(value, SchemaJSON)
+		_, p, body, err := d.wireSchema(value, SchemaJSON)
 		if err != nil {
 			return err
 		}
-		value = body
+		if err := d.json.scan(body); err != nil {
+			return err
+		}
+		d.fields = d.json.slots
+		return validateJSON(p.json, body)
 	}
 	if d.csv {
 		err := d.cells.split(value)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"strconv"
 	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // SchemaType is the kind of a registry schema.
@@ -47,6 +49,7 @@ type parsedSchema struct {
 	err   *DecodeError
 	avro  avroSchema
 	proto protoSchema
+	json  *jsonschema.Schema
 }
 
 // NewSchemas returns an empty Schemas.
@@ -69,6 +72,7 @@ func (s *Schemas) Add(id uint32, sch Schema) {
 	case SchemaProtobuf:
 		p.proto, err = parseProto(sch)
 	case SchemaJSON:
+		p.json, err = parseJSONSchema(sch)
 	default:
 		err = errUnknownType
 	}
