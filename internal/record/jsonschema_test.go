@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
@@ -67,4 +68,24 @@ func BenchmarkDecodeJSONSchema(b *testing.B) {
 		benchLoop(b, framed, func(v []byte) error { _, err := d.Decode(v, record.Meta{}, &rec); return err })
 	})
 	b.Run("json", func(b *testing.B) { benchDecoder(b, callsConfig("json"), plain) })
+}
+
+func FuzzDecodeJSONSchema(f *testing.F) {
+	s := record.NewSchemas()
+	s.Add(1, record.Schema{Type: record.SchemaJSON,
+		Text: `{"type":"object","required":["sid"],"properties":{"sid":{"type":"string"},"duration":{"type":"number","minimum":0}}}`})
+	dec, err := record.NewDecoder(callsConfig(config.FormatJSONSchema).RecordSpec(), s)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(wire(1, []byte(`{"sid":"sid_1",`+callTime+`,"duration":1}`)))
+	f.Add(wire(1, []byte(`{"sid":"\ud83d","duration":-1e400}`)))
+	f.Add(wire(1, []byte("{\"sid\":\"a\xffb\"}")))
+	f.Add([]byte{0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var rec record.Record
+		if _, err := dec.Decode(data, record.Meta{}, &rec); err != nil && !errors.As(err, new(*record.DecodeError)) && !errors.As(err, new(*record.MissingSchemaError)) {
+			t.Fatalf("Decode(%q) = %v, want nil, a *record.DecodeError or a *record.MissingSchemaError", data, err)
+		}
+	})
 }
