@@ -23,6 +23,7 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/record"
 	"aggregator/internal/registry"
 	"aggregator/internal/windowing"
 )
@@ -58,6 +59,10 @@ type Consumer struct {
 	extra     []kgo.Opt // applied last to every client
 	reg       prometheus.Registerer
 	schemas   *registry.Client      // registry formats: fetches the schemas records name; else nil
+	// decoded holds the schemas the fetcher's decoders read (the first
+	// processor's: a processor made again after an abort has its own, which
+	// nothing decodes with); nil unless the input is a registry format.
+	decoded *record.Schemas
 	auth      *cluster.AuthWatch    // notices brokers refusing the SASL credentials
 	reach     *cluster.Reachability // notices brokers not answering
 	// brokersDown is what noteReach last saw (engine goroutine only).
@@ -107,6 +112,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	c.proc.TrackState()
+	c.decoded = c.proc.Schemas()
 	if cfg.UsesRegistry() {
 		if c.schemas, err = registry.New(cfg.Source.SchemaRegistry, log, reg); err != nil {
 			return nil, err

@@ -203,7 +203,7 @@ func (f *fetcher) poll(ctx context.Context, p *poll) {
 // still judges idleness and commits (an exactly_once transaction must not
 // stay open past its timeout). It returns only ctx's error.
 func (f *fetcher) resolve(ctx context.Context, p *poll) error {
-	schemas := f.c.proc.Schemas() // nil unless the input is a registry format (sink.format avro needs the client alone)
+	schemas := f.c.decoded // nil unless the input is a registry format (sink.format avro needs the client alone)
 	if schemas == nil || !missingSchemas(schemas, p) {
 		return nil
 	}
