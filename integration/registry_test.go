@@ -15,6 +15,9 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"google.golang.org/protobuf/proto"
@@ -437,4 +440,45 @@ func jsonResult(t testing.TB, v string) map[string]any {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestRegistryInputAcrossAnAbort: a transaction aborts (the service starts
+// its state again from the changelog with a fresh processor) before the
+// writer's new schema id is first met; the records after it still decode
+// with the schemas fetched then, and the results are the JSON run's.
+func TestRegistryInputAcrossAnAbort(t *testing.T) {
+	kc := newCluster(t, 1)
+	brokers := kc.ListenAddrs()
+	reg := newRegistry(t)
+	f := avroFormat()
+	for _, text := range []string{f.v1, f.v2} {
+		if _, _, err := reg.RegisterSchema("calls-value", sr.Schema{Schema: text, Type: f.typ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newRegStream(t, f, 2000, 31)
+	cfg := parseConfig(t, registryConfig(f.name, reg.URL()), brokers)
+	want := replayRegistry(t, cfg, f, s.avro)
+	if jsonWant := replay(t, parseConfig(t, registryConfig("json", ""), brokers), onePartition(s.json), noWallClock); !slices.Equal(want.results, jsonWant.results) {
+		t.Fatalf("reference runs: Avro results differ from JSON's:\n%s", diff(want.results, jsonWant.results))
+	}
+	svc := start(t, cfg, nil)
+	produce(t, brokers, s.avro[:500], func(int) int32 { return 0 })
+	waitGroupCommittedWithin(t, waitTimeout, brokers, cfg.Source.Group, map[int32]int64{0: 500}, svc)
+	h := kc.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.TransactionAbortable, Count: 1})
+	produce(t, brokers, s.avro[500:1000], func(int) int32 { return 0 }) // schema 1 still
+	waitGroupCommittedWithin(t, waitTimeout, brokers, cfg.Source.Group, map[int32]int64{0: 1000}, svc)
+	if h.Hits() != 1 {
+		t.Fatalf("EndTxn faulted %d times, want 1 (an abort before schema 2)", h.Hits())
+	}
+	h.Remove()
+	produce(t, brokers, s.avro[1000:], func(int) int32 { return 0 }) // schema 2 from here
+	waitGroupCommittedWithin(t, waitTimeout, brokers, cfg.Source.Group, map[int32]int64{0: int64(len(s.avro))}, svc)
+	svc.stop(t)
+	if got := values(readAll(t, brokers, resultsTopic)); !slices.Equal(got, want.results) {
+		t.Errorf("results:\n%s", diff(got, want.results))
+	}
+	if got := events(readAll(t, brokers, dlqTopic)); !slices.Equal(got, want.dead) {
+		t.Errorf("dead letters: %d, want %d", len(got), len(want.dead))
+	}
 }
