@@ -350,14 +350,71 @@ func TestNetworkPolicyAllowsOnlyBrokersAndDNS(t *testing.T) {
 			egress = append(egress, string(*p.Protocol)+"/"+p.Port.String())
 		}
 	}
-	if want := []string{"TCP/9093", "UDP/53", "TCP/53"}; !slices.Equal(egress, want) {
-		t.Errorf("egress ports = %v, want %v (the brokers' port from config.source.brokers, then DNS)", egress, want)
+	if want := []string{"TCP/9093", "TCP/8081", "UDP/53", "TCP/53"}; !slices.Equal(egress, want) {
+		t.Errorf("egress ports = %v, want %v (the brokers' port from config.source.brokers, the registry's from its URL, then DNS)", egress, want)
 	}
 	if len(np.Spec.Egress[0].To) == 0 {
 		t.Error("broker egress has no peers although networkPolicy.kafka.to is set")
 	}
 	if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "metrics" {
 		t.Errorf("ingress = %+v, want only the metrics port", np.Spec.Ingress)
+	}
+}
+
+// TestNetworkPolicyRegistryPort: the registry's egress port is its URL's,
+// or the scheme's default; no rule without a registry.
+func TestNetworkPolicyRegistryPort(t *testing.T) {
+	for url, want := range map[string][]string{
+		"http://schema-registry:8081/": {"TCP/9092", "TCP/8081", "UDP/53", "TCP/53"},
+		"https://registry.example.com": {"TCP/9092", "TCP/443", "UDP/53", "TCP/53"},
+		"http://registry":              {"TCP/9092", "TCP/80", "UDP/53", "TCP/53"},
+		"":                             {"TCP/9092", "UDP/53", "TCP/53"},
+	} {
+		vals := parseValues(t, "networkPolicy: {enabled: true}\nconfig: {source: {format: avro, schema_registry: {url: '"+url+"'}}}")
+		if url == "" {
+			vals = parseValues(t, "networkPolicy: {enabled: true}")
+		}
+		np := decode[networkingv1.NetworkPolicy](t, mustRender(t, vals), "NetworkPolicy")
+		var egress []string
+		for _, rule := range np.Spec.Egress {
+			for _, p := range rule.Ports {
+				egress = append(egress, string(*p.Protocol)+"/"+p.Port.String())
+			}
+		}
+		if !slices.Equal(egress, want) {
+			t.Errorf("url %q: egress ports = %v, want %v", url, egress, want)
+		}
+	}
+}
+
+// TestSchemaRegistrySecret: auth.schemaRegistry mounts the password as the
+// file the config names and passes the username as env; without a URL it
+// is refused.
+func TestSchemaRegistrySecret(t *testing.T) {
+	objs := mustRender(t, readValues(t, fullValues))
+	pod := decode[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec
+	cm := decode[corev1.ConfigMap](t, objs, "ConfigMap")
+	if !strings.Contains(cm.Data["config.yaml"], "password_file: /etc/aggregator/schema-registry/password") {
+		t.Errorf("config.yaml has no registry password_file:\n%s", cm.Data["config.yaml"])
+	}
+	var env bool
+	for _, e := range container(t, pod).Env {
+		if e.Name == "AGGREGATOR_SOURCE_SCHEMA_REGISTRY_USERNAME" && e.ValueFrom.SecretKeyRef.Name == "aggregator-schema-registry" {
+			env = true
+		}
+	}
+	var vol bool
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "aggregator-schema-registry" && v.Secret.Items[0].Path == "password" {
+			vol = true
+		}
+	}
+	if !env || !vol {
+		t.Errorf("registry Secret: username env %v, password volume %v; want both", env, vol)
+	}
+	_, err := render(t, parseValues(t, "auth: {schemaRegistry: {existingSecret: sr}}"))
+	if err == nil || !strings.Contains(err.Error(), "config.source.schema_registry.url") {
+		t.Errorf("render(registry Secret without a URL) = %v, want an error naming config.source.schema_registry.url", err)
 	}
 }
 

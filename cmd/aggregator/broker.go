@@ -6,12 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
 // brokerFlags are the options of `aggregator broker`.
@@ -21,6 +26,8 @@ type brokerFlags struct {
 	partitions int
 	dataDir    string
 	autoCreate bool
+	// registryPort: serve an in-memory Schema Registry there too; -1 none.
+	registryPort int
 }
 
 func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
@@ -29,6 +36,7 @@ func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
 	fs.IntVar(&f.port, "port", 9092, "TCP `port` on 127.0.0.1 (0: any free port)")
 	topics := fs.String("topics", "calls", "comma-separated `names` of the topics to create at start (the service creates its output topics; others are created on first use)")
 	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each topic in --topics")
+	fs.IntVar(&f.registryPort, "schema-registry-port", -1, "also serve an in-memory Schema Registry (franz-go's srfake) on 127.0.0.1:`port` (0: any free port; -1: none)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "keep the topics in `DIR` across restarts (default: in memory, gone at exit)")
 	fs.BoolVar(&f.autoCreate, "auto-create", true, "create a topic, with --partitions partitions, when a client that asks for it (a producer such as kcat -P) first uses it, as Kafka's auto.create.topics.enable; --auto-create=false turns it off")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -42,6 +50,8 @@ func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
 	switch {
 	case f.port < 0 || f.port > 65535:
 		return f, fmt.Errorf("%w: broker: --port %d: want 0 to 65535", errUsage, f.port)
+	case f.registryPort < -1 || f.registryPort > 65535:
+		return f, fmt.Errorf("%w: broker: --schema-registry-port %d: want -1 (none) or 0 to 65535", errUsage, f.registryPort)
 	case f.partitions < 1:
 		return f, fmt.Errorf("%w: broker: --partitions %d: must be at least 1", errUsage, f.partitions)
 	}
@@ -91,6 +101,31 @@ func brokerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		topics += "; others are created on first use"
 	}
 	fmt.Fprintf(stdout, "broker: Kafka (kfake) at %s, %s; Ctrl-C to stop\n", kc.ListenAddrs()[0], topics)
+	if f.registryPort >= 0 {
+		stopRegistry, err := serveRegistry(f.registryPort, stdout)
+		if err != nil {
+			return err
+		}
+		defer stopRegistry()
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// serveRegistry serves srfake, an in-memory Schema Registry speaking the
+// real REST API (schemas are gone at exit), on a loopback port, for the
+// registry formats' local loop; the returned func stops it.
+func serveRegistry(port int, stdout io.Writer) (func(), error) {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return nil, fmt.Errorf("broker: schema registry: %w", err)
+	}
+	srv := &http.Server{Handler: srfake.NewRegistry().Handler(), ReadHeaderTimeout: 5 * time.Second}
+	var serving sync.WaitGroup
+	serving.Go(func() { _ = srv.Serve(ln) }) // returns ErrServerClosed once stopped
+	fmt.Fprintf(stdout, "broker: Schema Registry (srfake) at http://%s\n", ln.Addr())
+	return func() {
+		_ = srv.Close()
+		serving.Wait()
+	}, nil
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"golang.org/x/term"
 
 	"aggregator/internal/cluster"
@@ -42,6 +44,7 @@ type demoFlags struct {
 	listen       string
 	brokers      string
 	window       string
+	format       string
 }
 
 func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
@@ -56,6 +59,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the generator")
 	fs.StringVar(&f.listen, "listen", ":9090", "`address` of /metrics, /healthz and /readyz")
 	fs.StringVar(&f.brokers, "brokers", "", "comma-separated `host:port` list of an existing cluster to use instead of the in-process one")
+	fs.StringVar(&f.format, "format", "json", "input `format`: json, or avro (Confluent's wire format, with an in-process Schema Registry)")
 	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s) or session (500ms gap; retractions when late records merge sessions)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
@@ -69,6 +73,8 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 		return f, fmt.Errorf("%w: demo: --late-fraction %v: must be in [0, 0.5]", errUsage, f.lateFraction)
 	case f.speed <= 0:
 		return f, fmt.Errorf("%w: demo: --speed %v: must be positive", errUsage, f.speed)
+	case f.format != "json" && f.format != config.FormatAvro:
+		return f, fmt.Errorf("%w: demo: --format %q: want json or avro", errUsage, f.format)
 	case demoWindows[f.window] == "":
 		return f, fmt.Errorf("%w: demo: --window %q: want tumbling, sliding or session", errUsage, f.window)
 	}
@@ -101,7 +107,7 @@ source:
   topics: [` + demoInputTopic + `]
   group: aggregator-demo
   start_offset: earliest
-  format: json
+  format: %s
   key: [sid]
   timestamp: {field: callTime, layout: "2006-01-02 15:04:05", timezone: UTC}
   filter: [{field: callType, equals: success}]
@@ -128,12 +134,18 @@ http: {listen: %q}
 log: {level: warn, format: console}
 `
 
-func demoConfig(f demoFlags, brokers []string, replication int16) (config.Config, error) {
+// demoConfig is the pipeline's config; registryURL is the in-process
+// Schema Registry's with --format avro.
+func demoConfig(f demoFlags, brokers []string, replication int16, registryURL string) (config.Config, error) {
 	quoted := make([]string, len(brokers))
 	for i, b := range brokers {
 		quoted[i] = fmt.Sprintf("%q", b)
 	}
-	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), demoOOO, demoIdle, demoWindows[f.window], demoLateness,
+	format := f.format
+	if format == config.FormatAvro { // callTime is an Avro timestamp-millis: the layout does not apply to it
+		format += fmt.Sprintf("\n  schema_registry: {url: %q}", registryURL)
+	}
+	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, demoOOO, demoIdle, demoWindows[f.window], demoLateness,
 		f.partitions, replication, f.listen)
 	// No AGGREGATOR_* overrides: the demo is the same on every machine.
 	return config.Parse([]byte(text), func(string) string { return "" })
@@ -158,15 +170,44 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer kafka.close()
-	cfg, err := demoConfig(f, kafka.brokers, kafka.replication)
+	registry, err := startRegistry(f)
+	if err != nil {
+		return err
+	}
+	defer registry.close()
+	cfg, err := demoConfig(f, kafka.brokers, kafka.replication, registry.url)
 	if err != nil {
 		return fmt.Errorf("demo config: %w", err)
+	}
+	if registry.url != "" {
+		kafka.where += " · in-process Schema Registry (srfake) at " + registry.url
 	}
 	log := newLogger(cfg.Log, stderr)
 	if err := createInput(ctx, cfg, int32(f.partitions), kafka.replication, log); err != nil {
 		return err
 	}
-	return runDemo(ctx, stop, f, cfg, kafka.where, log, stdout)
+	return runDemo(ctx, stop, f, cfg, kafka.where, registry.schemaID, log, stdout)
+}
+
+// demoRegistry is the Schema Registry of --format avro: srfake, an
+// in-memory registry speaking the real REST API, on a loopback port.
+type demoRegistry struct {
+	url      string
+	schemaID uint32 // of demopkg.AvroSchema, registered under calls-value
+	close    func()
+}
+
+func startRegistry(f demoFlags) (demoRegistry, error) {
+	if f.format != config.FormatAvro {
+		return demoRegistry{close: func() {}}, nil
+	}
+	reg := srfake.New()
+	id, _, err := reg.RegisterSchema(demoInputTopic+"-value", sr.Schema{Schema: demopkg.AvroSchema, Type: sr.TypeAvro})
+	if err != nil {
+		reg.Close()
+		return demoRegistry{}, fmt.Errorf("in-process schema registry: %w", err)
+	}
+	return demoRegistry{url: reg.URL(), schemaID: uint32(id), close: reg.Close}, nil
 }
 
 // demoKafka is the cluster the demo talks to.
@@ -223,7 +264,7 @@ func newDemoClient(cfg config.Config, log zerolog.Logger, component string, opts
 
 // runDemo runs the pipeline exactly as serve does (consumer.New, Run,
 // Drain), with the generator feeding it and the view reading its output.
-func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, log zerolog.Logger, stdout io.Writer) error {
+func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, schemaID uint32, log zerolog.Logger, stdout io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	reg := newRegistry()
@@ -236,7 +277,7 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 		pipe.Close()
 		return busyHint(err, f.listen)
 	}
-	source, watcher, err := demoClients(cfg, log, f)
+	source, watcher, err := demoClients(cfg, log, f, schemaID)
 	if err != nil {
 		pipe.Close()
 		return errors.Join(err, srv.Shutdown(context.Background()))
@@ -278,7 +319,9 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 }
 
 // demoClients makes the generator's producer and the output reader.
-func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags) (*demopkg.Source, *kgo.Client, error) {
+// demoClients makes the generator's producer and the output reader; a
+// schemaID other than 0 makes the generator write Avro with it.
+func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID uint32) (*demopkg.Source, *kgo.Client, error) {
 	producer, err := newDemoClient(cfg, log, "kafka_demo_producer", kgo.ProducerLinger(10*time.Millisecond))
 	if err != nil {
 		return nil, nil, err
@@ -302,7 +345,7 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags) (*demopkg.S
 		Keys: f.keys, LateFraction: f.lateFraction, StragglerFraction: f.lateFraction,
 		MalformedFraction: 0.01, FilteredFraction: 0.05, Speed: f.speed,
 		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: windowSize,
-		Seed: f.seed,
+		Seed: f.seed, AvroSchemaID: schemaID,
 	}, start)
 	src := &demopkg.Source{Client: producer, Topic: demoInputTopic, Gen: gen, Rate: f.rate, Clock: time.Now}
 	return src, watcher, nil

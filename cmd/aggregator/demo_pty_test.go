@@ -68,7 +68,7 @@ func drawOnPty(t *testing.T, size pty.Winsize) string {
 		read <- b
 	}()
 
-	cfg, err := demoConfig(demoFlags{window: "tumbling", partitions: 3, listen: ":9090"}, []string{"127.0.0.1:9"}, 1)
+	cfg, err := demoConfig(demoFlags{window: "tumbling", partitions: 3, listen: ":9090"}, []string{"127.0.0.1:9"}, 1, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func TestDemoConfigIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseDemoFlags(none) = %v", err)
 	}
-	cfg, err := demoConfig(f, []string{"127.0.0.1:9092"}, 1)
+	cfg, err := demoConfig(f, []string{"127.0.0.1:9092"}, 1, "")
 	if err != nil {
 		t.Fatalf("demoConfig() = %v", err)
 	}
@@ -40,6 +40,7 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 		"zero speed":          {"--speed", "0"},
 		"unknown flag":        {"--nope"},
 		"argument":            {"extra"},
+		"unknown format":      {"--format", "protobuf"},
 	}
 	for name, args := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -84,6 +85,26 @@ func TestDemoRuns(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	args := []string{"demo", "--duration", "6s", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
+	if err := run(ctx, args, nil, nil, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	last := lines[len(lines)-1]
+	for _, field := range []string{"results", "late", "dead_letters", "keys"} {
+		if n := summaryField(t, last, field); n < 1 {
+			t.Errorf("last summary %q: %s = %d, want > 0", last, field, n)
+		}
+	}
+}
+
+// TestDemoRunsAvro is TestDemoRuns with --format avro: the generator
+// writes Avro through the in-process registry, and malformed values are
+// the registry formats' dead letters.
+func TestDemoRunsAvro(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"demo", "--format", "avro", "--duration", "6s", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
 	if err := run(ctx, args, nil, nil, &stdout, &stderr); err != nil {
 		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
 	}

@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, env []string, stdin io.Reader, stdo
 	case "validate":
 		return validateCmd(rest, env, stdout, stderr)
 	case "replay":
-		return replayCmd(rest, env, stdin, stdout, stderr)
+		return replayCmd(ctx, rest, env, stdin, stdout, stderr)
 	case "run":
 		return runCmd(ctx, rest, env, stdout, stderr)
 	case "demo":

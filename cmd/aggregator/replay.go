@@ -3,31 +3,42 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/registry"
 	"aggregator/internal/windowing"
 )
+
+// now is replay's wall clock: none.
+const now = math.MaxInt64
 
 // maxLine bounds one input line of replay (a Kafka record is at most ~1 MB
 // by default; allow headroom).
 const maxLine = 16 << 20
 
-func replayCmd(args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func replayCmd(ctx context.Context, args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	path := fs.String("config", "", "config `FILE` (YAML, docs/configuration.md); only source, watermark, window and aggregates matter")
 	input := fs.String("input", "", "read records from `FILE` instead of stdin")
 	kcat := fs.Bool("kcat", false, "input lines are the JSON that \"kcat -C -J\" prints (partition, offset, ts, key, payload)")
+	// Registry formats are binary: each line (or kcat payload) is a value in base64.
 	noFlush := fs.Bool("no-flush", false, "at the end of input, leave open windows open instead of firing them")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return ignoreHelp(err)
@@ -46,7 +57,7 @@ func replayCmd(args []string, env []string, stdin io.Reader, stdout, stderr io.W
 		in = f
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
-	if err := replay(cfg, in, w, *kcat, !*noFlush); err != nil {
+	if err := replay(ctx, cfg, in, w, *kcat, !*noFlush, newLogger(cfg.Log, stderr)); err != nil {
 		return err
 	}
 	return w.Flush()
@@ -54,14 +65,39 @@ func replayCmd(args []string, env []string, stdin io.Reader, stdout, stderr io.W
 
 // replay runs the pipeline over recorded records and writes what it emits as
 // JSON lines (SPEC §5). Wall-clock time plays no part: idleness and the
-// future guard are off.
-func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) error {
+// future guard are off. With a registry format, values are base64 in the
+// input (and in the late and dead-letter lines), and their schemas come
+// from the configured registry (retried while it cannot be reached, with
+// warn lines on log).
+func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool, log zerolog.Logger) error {
 	out := &replayOutput{w: w, enc: producer.NewEncoder(cfg.AggregateNames())}
 	proc, err := pipeline.New(cfg)
 	if err != nil {
 		return err
 	}
-	const now = math.MaxInt64 // no wall clock in replay
+	var reg *registry.Client
+	if proc.Schemas() != nil {
+		out.base64 = true
+		if reg, err = registry.New(cfg.Source.SchemaRegistry, log, prometheus.NewRegistry()); err != nil {
+			return err
+		}
+	}
+	// process decodes a registry value from base64 (a line that is not
+	// base64 goes on as it is: a dead letter bad_wire_format) and fetches
+	// its schema first.
+	process := func(rec *pipeline.Input) error {
+		if reg != nil {
+			if v, err := base64.StdEncoding.AppendDecode(nil, rec.Value); err == nil {
+				rec.Value = v
+			}
+			if err := reg.Resolve(ctx, proc.Schemas(), slices.Values([][]byte{rec.Value})); err != nil {
+				return err
+			}
+		}
+		proc.Process(rec, now)
+		out.write(proc.Ready(false)) // before the next line: late events and dead letters hold it
+		return nil
+	}
 	topic := ""
 	if len(cfg.Source.Topics) > 0 {
 		topic = cfg.Source.Topics[0]
@@ -77,8 +113,9 @@ func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) 
 			proc.Assign(p, now)
 		}
 		for i := range inputs {
-			proc.Process(&inputs[i], now)
-			out.write(proc.Ready(false))
+			if err := process(&inputs[i]); err != nil {
+				return err
+			}
 		}
 	} else {
 		proc.Assign(0, now)
@@ -92,8 +129,9 @@ func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) 
 				continue // blank lines take no offset
 			}
 			rec = pipeline.Input{Topic: topic, Offset: offset, Value: line}
-			proc.Process(&rec, now)
-			out.write(proc.Ready(false)) // before the next Scan: late events and dead letters hold the line
+			if err := process(&rec); err != nil {
+				return err
+			}
 			offset++
 		}
 		if err := sc.Err(); err != nil {
@@ -159,10 +197,11 @@ func partitionsOf(inputs []pipeline.Input) []int32 {
 
 // replayOutput writes the pipeline's emissions as SPEC §5 JSON lines.
 type replayOutput struct {
-	w   *bufio.Writer
-	enc *producer.Encoder
-	buf []byte
-	err error
+	base64 bool // values are binary: written in base64, as they were read
+	w      *bufio.Writer
+	enc    *producer.Encoder
+	buf    []byte
+	err    error
 }
 
 // write writes a Ready's outputs.
@@ -205,9 +244,17 @@ func (o *replayOutput) Late(in *pipeline.Input, eventTime, watermark int64) {
 	b = strconv.AppendInt(b, eventTime, 10)
 	b = append(b, `,"watermark":`...)
 	b = strconv.AppendInt(b, watermark, 10)
+	o.line(append(o.appendValue(b, in.Value), '}'))
+}
+
+// appendValue appends the "value" member: the original line.
+func (o *replayOutput) appendValue(b, value []byte) []byte {
 	b = append(b, `,"value":`...)
-	b = record.AppendQuoted(b, in.Value)
-	o.line(append(b, '}'))
+	if o.base64 {
+		b = append(b, '"')
+		return append(base64.StdEncoding.AppendEncode(b, value), '"')
+	}
+	return record.AppendQuoted(b, value)
 }
 
 func (o *replayOutput) DeadLetter(in *pipeline.Input, err error) {
@@ -217,9 +264,7 @@ func (o *replayOutput) DeadLetter(in *pipeline.Input, err error) {
 	b = strconv.AppendInt(b, in.Offset, 10)
 	b = append(b, `,"error":`...)
 	b = record.AppendQuoted(b, []byte(err.Error()))
-	b = append(b, `,"value":`...)
-	b = record.AppendQuoted(b, in.Value)
-	o.line(append(b, '}'))
+	o.line(append(o.appendValue(b, in.Value), '}'))
 }
 
 func (o *replayOutput) line(b []byte) {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"aggregator/internal/config"
 )
 
@@ -118,7 +120,7 @@ func replayFile(b *testing.B, cfg config.Config, path string, records int) {
 			b.Fatal(err)
 		}
 		w := bufio.NewWriterSize(io.Discard, 1<<16)
-		if err := replay(cfg, f, w, false, true); err != nil {
+		if err := replay(b.Context(), cfg, f, w, false, true, zerolog.Nop()); err != nil {
 			b.Fatal(err)
 		}
 		f.Close()

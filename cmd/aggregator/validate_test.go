@@ -52,6 +52,12 @@ func TestValidate(t *testing.T) {
 		"other variables are ignored":    {withKafka(""), nil, []string{"HOME=/root", "AGGREGATOR=1", "KAFKA_BROKERS=x"}, ""},
 		"an empty unknown variable":      {withKafka(""), nil, []string{"AGGREGATOR_WINDOW_SIZEE="}, ""},
 		"a list of objects":              {withKafka(""), nil, []string{"AGGREGATOR_AGGREGATES=x"}, "cannot be overridden"},
+		"protobuf with a registry": {strings.Replace(withKafka(""), "format: csv, csv: {columns: [sid, callType, callTime, duration]}",
+			"format: protobuf, schema_registry: {url: 'http://registry:8081'}", 1), nil, nil, ""},
+		"avro without a registry": {strings.Replace(withKafka(""), "format: csv, csv: {columns: [sid, callType, callTime, duration]}",
+			"format: avro", 1), nil, nil, "source.schema_registry.url"},
+		"registry url from the environment, --for replay": {strings.Replace(replayOnly, "format: csv, csv: {columns: [sid, callType, callTime, duration]}",
+			"format: json_schema", 1), []string{"--for", "replay"}, []string{"AGGREGATOR_SOURCE_SCHEMA_REGISTRY_URL=https://registry"}, ""},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -71,6 +77,24 @@ func TestValidate(t *testing.T) {
 				t.Errorf("run(%q) printed %q, want the effective config", args, stdout.String())
 			}
 		})
+	}
+}
+
+// TestValidateRedactsRegistryPassword: the effective config never shows
+// the registry password.
+func TestValidateRedactsRegistryPassword(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	conf := strings.Replace(replayOnly, "format: csv, csv: {columns: [sid, callType, callTime, duration]}",
+		"format: avro, schema_registry: {url: 'https://registry', username: svc, password: hunter2}", 1)
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"validate", "--config", path, "--for", "replay"}, nil, nil, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if out := stdout.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "password: <redacted>") {
+		t.Errorf("validate printed:\n%s\nwant the registry password redacted", out)
 	}
 }
 

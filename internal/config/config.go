@@ -19,17 +19,20 @@ type Config struct {
 
 // Source says where records come from and how to read them.
 type Source struct {
-	Brokers     []string  `yaml:"brokers"`
-	Topics      []string  `yaml:"topics"`
-	Group       string    `yaml:"group"`
-	StartOffset string    `yaml:"start_offset"` // earliest | latest
-	Format      string    `yaml:"format"`       // json | csv
-	CSV         CSV       `yaml:"csv"`
-	Key         []string  `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
-	Timestamp   Timestamp `yaml:"timestamp"`
-	Filter      []Filter  `yaml:"filter"`
-	TLS         TLS       `yaml:"tls"`
-	SASL        SASL      `yaml:"sasl"`
+	Brokers     []string `yaml:"brokers"`
+	Topics      []string `yaml:"topics"`
+	Group       string   `yaml:"group"`
+	StartOffset string   `yaml:"start_offset"` // earliest | latest
+	Format      string   `yaml:"format"`       // json | csv | avro | protobuf | json_schema
+	// SchemaRegistry is where avro, protobuf and json_schema values find
+	// their schemas, and where sink.format avro registers the results'.
+	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
+	CSV            CSV            `yaml:"csv"`
+	Key            []string       `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
+	Timestamp      Timestamp      `yaml:"timestamp"`
+	Filter         []Filter       `yaml:"filter"`
+	TLS            TLS            `yaml:"tls"`
+	SASL           SASL           `yaml:"sasl"`
 	// InstanceID is the group.instance.id (static membership, KIP-345); ""
 	// is off. A member restarted with the same id takes its partitions back
 	// at once instead of after its session times out.
@@ -44,6 +47,44 @@ type Source struct {
 type CSV struct {
 	Columns   []string `yaml:"columns"`
 	Delimiter string   `yaml:"delimiter"` // one character
+}
+
+// SchemaRegistry is a Confluent Schema Registry's REST endpoint. The
+// password comes from Password or from PasswordFile, which is read again
+// for every request so a rotated Secret is picked up without a restart; it
+// is never printed or logged.
+type SchemaRegistry struct {
+	URL          string      `yaml:"url"` // http:// or https://
+	Username     string      `yaml:"username"`
+	Password     string      `yaml:"password"`
+	PasswordFile string      `yaml:"password_file"`
+	TLS          RegistryTLS `yaml:"tls"` // https only
+}
+
+// RegistryTLS configures an https registry connection: CAFile replaces the
+// system roots, CertFile with KeyFile enable mutual TLS.
+type RegistryTLS struct {
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Registry formats: values in Confluent's wire format.
+const (
+	FormatAvro       = "avro"
+	FormatProtobuf   = "protobuf"
+	FormatJSONSchema = "json_schema"
+)
+
+// UsesRegistry reports whether the config reads or writes schemas in
+// source.schema_registry: a registry source.format, or sink.format avro.
+func (c Config) UsesRegistry() bool {
+	switch c.Source.Format {
+	case FormatAvro, FormatProtobuf, FormatJSONSchema:
+		return true
+	}
+	return c.Sink.Format == FormatAvro
 }
 
 // Timestamp says where the event time is and how to parse it.
@@ -123,6 +164,7 @@ type Sink struct {
 	ResultsTopic      string        `yaml:"results_topic"`
 	LateTopic         string        `yaml:"late_topic"`
 	DeadLetterTopic   string        `yaml:"dead_letter_topic"` // optional
+	Format            string        `yaml:"format"`            // json | avro (result values in the wire format, schema registered under <results_topic>-value)
 	Compression       string        `yaml:"compression"`       // none | gzip | snappy | lz4 | zstd
 	Linger            time.Duration `yaml:"linger"`
 	CreateTopics      bool          `yaml:"create_topics"`      // create missing output topics at start

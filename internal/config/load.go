@@ -60,6 +60,7 @@ func defaults() Config {
 		Window:     Window{Type: "tumbling", Emit: "on_watermark"},
 		Aggregates: []Aggregate{},
 		Sink: Sink{
+			Format:            "json",
 			Compression:       "lz4",
 			Linger:            5 * time.Millisecond,
 			CreateTopics:      true,

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -15,7 +16,7 @@ import (
 func (c *Config) validate(src *sources) error {
 	for _, check := range []func(*sources) *KeyError{
 		c.validateSource, c.validateCSV, c.validateKey, c.validateTimestamp, c.validateFilter,
-		c.validateTLS, c.validateSASL, c.validateWatermark, c.validateWindow,
+		c.validateTLS, c.validateSASL, c.validateRegistry, c.validateWatermark, c.validateWindow,
 		c.validateAggregates, c.validateSink, c.validateService, c.validateState,
 	} {
 		if err := check(src); err != nil {
@@ -34,6 +35,10 @@ func (c *Config) inapplicable(key string) string {
 	switch {
 	case strings.HasPrefix(key, "source.csv") && c.Source.Format != "csv":
 		return "applies only to source.format csv"
+	case strings.HasPrefix(key, "source.schema_registry") && !c.UsesRegistry():
+		return "applies only to source.format avro, protobuf or json_schema, or sink.format avro"
+	case strings.HasPrefix(key, "source.schema_registry.tls") && !strings.HasPrefix(c.Source.SchemaRegistry.URL, "https://"):
+		return "applies only to an https:// source.schema_registry.url"
 	case strings.HasPrefix(key, "source.tls.") && key != "source.tls.enabled" && !c.Source.TLS.Enabled:
 		return "applies only when source.tls.enabled is true"
 	case strings.HasPrefix(key, "source.sasl.") && key != "source.sasl.mechanism" && c.Source.SASL.Mechanism == "":
@@ -76,7 +81,7 @@ func (c *Config) validateSource(*sources) *KeyError {
 	if err := oneOf("source.start_offset", c.Source.StartOffset, "earliest", "latest"); err != nil {
 		return err
 	}
-	if err := oneOf("source.format", c.Source.Format, "json", "csv"); err != nil {
+	if err := oneOf("source.format", c.Source.Format, "json", "csv", FormatAvro, FormatProtobuf, FormatJSONSchema); err != nil {
 		return err
 	}
 	if id := c.Source.InstanceID; id != "" && checkTopicName(id) != "" {
@@ -244,6 +249,39 @@ func (c *Config) validateSASL(src *sources) *KeyError {
 	return nil
 }
 
+func (c *Config) validateRegistry(src *sources) *KeyError {
+	const key = "source.schema_registry"
+	if err := c.checkApplies(src, key, key+".url", key+".username", key+".password", key+".password_file",
+		key+".tls", key+".tls.ca_file", key+".tls.cert_file", key+".tls.key_file", key+".tls.insecure_skip_verify"); err != nil || !c.UsesRegistry() {
+		return err
+	}
+	sr := c.Source.SchemaRegistry
+	if u, err := url.Parse(sr.URL); sr.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &KeyError{Key: key + ".url", Value: sr.URL, Reason: "required: the registry's http:// or https:// URL, such as http://schema-registry:8081"}
+	}
+	switch {
+	case sr.Password != "" && sr.PasswordFile != "":
+		return &KeyError{Key: key + ".password_file", Value: sr.PasswordFile, Reason: "set " + key + ".password or " + key + ".password_file, not both"}
+	case sr.Username == "" && (sr.Password != "" || sr.PasswordFile != ""):
+		return &KeyError{Key: key + ".username", Reason: "required with a password (basic auth)"}
+	case sr.Username != "" && sr.Password == "" && sr.PasswordFile == "":
+		return &KeyError{Key: key + ".password", Reason: "required with " + key + ".username (or " + key + ".password_file)"}
+	}
+	tls := sr.TLS
+	for _, f := range []struct{ key, path string }{
+		{key + ".password_file", sr.PasswordFile},
+		{key + ".tls.ca_file", tls.CAFile}, {key + ".tls.cert_file", tls.CertFile}, {key + ".tls.key_file", tls.KeyFile},
+	} {
+		if err := readable(f.key, f.path); err != nil {
+			return err
+		}
+	}
+	if (tls.CertFile == "") != (tls.KeyFile == "") {
+		return &KeyError{Key: key + ".tls.key_file", Value: tls.KeyFile, Reason: key + ".tls.cert_file and " + key + ".tls.key_file go together"}
+	}
+	return nil
+}
+
 func (c *Config) validateWatermark(src *sources) *KeyError {
 	wm := c.Watermark
 	if err := oneOf("watermark.strategy", wm.Strategy, "bounded", "punctuated"); err != nil {
@@ -258,6 +296,9 @@ func (c *Config) validateWatermark(src *sources) *KeyError {
 	if wm.Strategy == "punctuated" {
 		if err := c.field("watermark.marker_field", wm.MarkerField, ""); err != nil {
 			return err
+		}
+		if wm.MarkerField == "$key" || wm.MarkerField == "$timestamp" {
+			return &KeyError{Key: "watermark.marker_field", Value: wm.MarkerField, Reason: "must be a field of the record value, not of the Kafka record"}
 		}
 	}
 	if err := notNegative("watermark.idle_timeout", wm.IdleTimeout); err != nil {
@@ -365,6 +406,9 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 
 func (c *Config) validateSink(*sources) *KeyError {
 	s := c.Sink
+	if err := oneOf("sink.format", s.Format, "json", FormatAvro); err != nil {
+		return err
+	}
 	if err := oneOf("sink.compression", s.Compression, "none", "gzip", "snappy", "lz4", "zstd"); err != nil {
 		return err
 	}

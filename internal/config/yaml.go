@@ -64,7 +64,7 @@ func (c *Config) mappingNode(v reflect.Value, path string) *yaml.Node {
 		if c.inapplicable(key) != "" || c.hidden(key) {
 			continue
 		}
-		if key == "source.sasl.password" {
+		if key == "source.sasl.password" || key == "source.schema_registry.password" {
 			value = scalar("!!str", "<redacted>")
 		}
 		m.Content = append(m.Content, scalar("!!str", tagName(v.Type().Field(i))), value)
@@ -75,8 +75,9 @@ func (c *Config) mappingNode(v reflect.Value, path string) *yaml.Node {
 // hidden reports whether YAML leaves key out although it applies: the
 // password when it is unset or was read from password_file.
 func (c *Config) hidden(key string) bool {
-	sasl := c.Source.SASL
-	return key == "source.sasl.password" && (sasl.Password == "" || sasl.PasswordFile != "")
+	sasl, sr := c.Source.SASL, c.Source.SchemaRegistry
+	return key == "source.sasl.password" && (sasl.Password == "" || sasl.PasswordFile != "") ||
+		key == "source.schema_registry.password" && sr.Password == ""
 }
 
 func scalar(tag, value string) *yaml.Node {

@@ -23,6 +23,8 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/record"
+	"aggregator/internal/registry"
 )
 
 const (
@@ -50,6 +52,12 @@ type Consumer struct {
 	kafka  clients
 	writer *producer.Writer
 	fetch  *fetcher
+	// registry fetches the schemas that registry-format records name
+	// into decoded, the schemas the core's decoders read (nil, both,
+	// unless source.format is a registry format; registry alone with
+	// sink.format avro).
+	registry *registry.Client
+	decoded  *record.Schemas
 
 	mu         sync.Mutex // guards what follows; the engine goroutine holds it while processing
 	proc       *pipeline.Processor
@@ -101,6 +109,12 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	c.proc.TrackState()
+	c.decoded = c.proc.Schemas()
+	if cfg.UsesRegistry() {
+		if c.registry, err = registry.New(cfg.Source.SchemaRegistry, log, reg); err != nil {
+			return nil, err
+		}
+	}
 	if c.fetch, err = newFetcher(c); err != nil {
 		return nil, err
 	}
@@ -138,10 +152,23 @@ func (c *Consumer) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var avroResults *producer.AvroEncoder
+	if c.cfg.Sink.Format == config.FormatAvro {
+		subject := c.cfg.Sink.ResultsTopic + "-value" // TopicNameStrategy
+		id, err := c.registry.Register(ctx, subject, producer.AvroSchema(c.cfg))
+		if err != nil {
+			return err
+		}
+		avroResults = producer.NewAvroEncoder(c.cfg, id)
+		c.log.Info().Str("subject", subject).Uint32("schema_id", id).Msg("results are Avro")
+	}
 	if err = c.newClients(limits); err != nil {
 		return err
 	}
 	c.writer = producer.NewWriter(c.kafka.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.kafka.root)
+	if avroResults != nil {
+		c.writer.EncodeResults(avroResults)
+	}
 	c.log.Debug().Interface("max_message_bytes", limits).Msg("connected; joining the group")
 	if c.kafka.sess == nil {
 		return nil
@@ -311,9 +338,11 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 }
 
 // Ready reports whether the group is joined, every assigned partition is
-// restored, the brokers answer, and the consumer is not shutting down
-// (/readyz).
-func (c *Consumer) Ready() bool { return c.health.ready.Load() && !c.kafka.reach.Down() }
+// restored, the brokers and the schema registry answer, and the consumer
+// is not shutting down (/readyz).
+func (c *Consumer) Ready() bool {
+	return c.health.ready.Load() && !c.kafka.reach.Down() && (c.registry == nil || !c.registry.Down())
+}
 
 func (c *Consumer) setReady(ok bool) {
 	c.health.ready.Store(ok)

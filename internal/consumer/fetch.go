@@ -21,11 +21,14 @@ type poll struct {
 	fetchedAt time.Time
 	epoch     uint64 // Consumer.epoch when polled: a poll from before an abort is dropped
 	closed    bool   // the client was closed
-	fatal     error  // a poll error that retrying cannot fix
-	recs      []decoded
-	parts     []polledPart      // the partitions with records, in poll order
-	decs      []*record.Decoder // one per decoding worker
-	decoding  sync.WaitGroup    // the workers decoding recs
+	// unresolved: ctx ended while the schemas its records name were being
+	// fetched; none of it is applied (nor committed: read again later).
+	unresolved bool
+	fatal      error // a poll error that retrying cannot fix
+	recs       []decoded
+	parts      []polledPart      // the partitions with records, in poll order
+	decs       []*record.Decoder // one per decoding worker
+	decoding   sync.WaitGroup    // the workers decoding recs
 }
 
 // polledPart is one partition's records in a poll, in offset order:
@@ -143,7 +146,7 @@ func (f *fetcher) run(ctx context.Context) {
 		}
 		f.poll(ctx, p)
 		f.ready <- p // never blocks: ready has room for every poll
-		if p.closed {
+		if p.closed || p.unresolved {
 			return
 		}
 	}
@@ -189,7 +192,7 @@ func (f *fetcher) poll(ctx context.Context, p *poll) {
 	pctx, cancel := context.WithTimeout(ctx, tickInterval)
 	f.c.fetch.polling.Lock()
 	f.setCancel(cancel)
-	p.epoch = f.c.fetch.epoch.Load()
+	p.epoch = f.epoch.Load()
 	fs := f.c.kafka.cl.PollRecords(pctx, maxPollRecords)
 	f.setCancel(nil)
 	f.c.fetch.polling.Unlock()
@@ -198,7 +201,73 @@ func (f *fetcher) poll(ctx context.Context, p *poll) {
 	p.closed = fs.IsClientClosed()
 	p.fatal = f.c.fetchErrors(fs)
 	f.prepare(p, fs)
-	p.decode()
+	if p.unresolved = f.resolve(ctx, p) != nil; !p.unresolved {
+		p.decode()
+	}
+}
+
+// resolve fetches the registry schemas that the poll's records name and
+// the decoders do not have yet. While the registry is out of reach it
+// waits (and so does every partition: records stay in order), handing the
+// engine goroutine an empty poll every tickInterval meanwhile, so that it
+// still judges idleness and commits (an exactly_once transaction must not
+// stay open past its timeout). It returns only ctx's error.
+func (f *fetcher) resolve(ctx context.Context, p *poll) error {
+	schemas := f.c.decoded // nil unless the input is a registry format (sink.format avro needs the client alone)
+	if schemas == nil || !missingSchemas(schemas, p) {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- f.c.registry.Resolve(ctx, schemas, func(yield func([]byte) bool) {
+			for _, pp := range p.parts {
+				for _, r := range pp.records {
+					if !yield(r.Value) {
+						return
+					}
+				}
+			}
+		})
+	}()
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			f.tick()
+		}
+	}
+}
+
+// missingSchemas reports whether a record of p names a schema id that
+// schemas does not have (runs of one id are looked up once).
+func missingSchemas(schemas *record.Schemas, p *poll) bool {
+	last, known := uint32(0), false
+	for _, pp := range p.parts {
+		for _, r := range pp.records {
+			id, ok := record.WireSchemaID(r.Value)
+			if !ok || known && id == last {
+				continue
+			}
+			if last, known = id, schemas.Has(id); !known {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tick sends the engine goroutine an empty poll, if a buffer is free.
+func (f *fetcher) tick() {
+	select {
+	case e := <-f.free:
+		e.epoch, e.fetchedAt, e.closed, e.fatal, e.unresolved = f.epoch.Load(), f.c.clock(), false, nil, false
+		e.recs, e.parts = e.recs[:0], e.parts[:0]
+		f.ready <- e // never blocks: ready has room for every poll
+	default:
+	}
 }
 
 // prepare sizes p for the poll's records and notes where each partition's

@@ -43,7 +43,7 @@ func TestPollDecodeSplitsAcrossPartitions(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := &poll{}
 			for range tt.workers {
-				dec, err := record.NewDecoder(cfg)
+				dec, err := record.NewDecoder(cfg.RecordSpec(), nil)
 				if err != nil {
 					t.Fatal(err)
 				}

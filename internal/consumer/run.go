@@ -53,7 +53,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 	for p := range f.ready {
 		p.decoding.Wait()
-		if p.closed {
+		if p.closed || p.unresolved {
 			f.free <- p
 			return nil
 		}

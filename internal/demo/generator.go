@@ -18,7 +18,7 @@ const (
 	OnTime    Class = iota // within the out-of-orderness bound: aggregated
 	Straggler              // behind the watermark but within allowed lateness: a late firing
 	TooLate                // past every window's cleanup: goes to the late topic
-	Malformed              // bad JSON, a missing field or a non-numeric duration: dead letter
+	Malformed              // bad JSON, a missing field or a non-numeric duration (Avro: not in the wire format, an unknown schema, a truncated body): dead letter
 	Filtered               // callType "fail": removed by source.filter
 )
 
@@ -42,6 +42,9 @@ type GeneratorConfig struct {
 	// The pipeline's settings, to place Stragglers and TooLate records.
 	OutOfOrderness, Lateness, WindowSize time.Duration
 	Seed                                 uint64
+	// AvroSchemaID, when not 0, makes values Avro in the wire format with
+	// this schema id (AvroSchema in the registry) instead of JSON.
+	AvroSchemaID uint32
 }
 
 // Record is one generated Kafka record.
@@ -79,7 +82,15 @@ func (g *Generator) Next(now time.Time) Record {
 	if class == Filtered {
 		callType = "fail"
 	}
-	duration := strconv.Itoa(1 + g.rng.IntN(600))
+	d := 1 + g.rng.IntN(600)
+	if g.cfg.AvroSchemaID != 0 {
+		value := avroValue(g.cfg.AvroSchemaID, sid, callType, at, int64(d))
+		if class == Malformed {
+			value = g.malformedAvro(sid, at, int64(d))
+		}
+		return Record{Key: []byte(sid), Value: value, EventTime: at, Class: class}
+	}
+	duration := strconv.Itoa(d)
 	value := fmt.Sprintf(`{"sid":%q,"callType":%q,"callTime":%q,"duration":%s}`,
 		sid, callType, at.UTC().Format(TimeLayout), duration)
 	if class == Malformed {

@@ -35,6 +35,8 @@ func Outcomes() []Outcome { return windowing.Outcomes() }
 // Processor runs the per-record path for all assigned partitions.
 type Processor struct {
 	cfg      config.Config
+	recSpec  record.Spec
+	schemas  *record.Schemas // registry formats: filled by the shell before decoding; else nil
 	dec      *record.Decoder
 	rec      record.Record
 	marks    *watermark.Merged
@@ -81,11 +83,16 @@ type partPos struct {
 
 // New builds a Processor from a validated config.
 func New(cfg config.Config) (*Processor, error) {
-	dec, err := record.NewDecoder(cfg)
+	recSpec := cfg.RecordSpec()
+	var schemas *record.Schemas
+	if recSpec.Format.Registry() {
+		schemas = record.NewSchemas()
+	}
+	dec, err := record.NewDecoder(recSpec, schemas)
 	if err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
-	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
+	p := &Processor{cfg: cfg, recSpec: recSpec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg)}
 	if p.engine, err = p.newEngine(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -137,7 +144,14 @@ func (p *Processor) deadLetter(in *Input, err error) {
 
 // NewDecoder returns a decoder for this configuration, for decoding in
 // another goroutine before ProcessDecoded.
-func (p *Processor) NewDecoder() (*record.Decoder, error) { return record.NewDecoder(p.cfg) }
+func (p *Processor) NewDecoder() (*record.Decoder, error) {
+	return record.NewDecoder(p.recSpec, p.schemas)
+}
+
+// Schemas returns the registry schemas the decoders share, for the shell
+// to fill before it decodes records that need them (see
+// record.WireSchemaID); nil unless source.format is a registry format.
+func (p *Processor) Schemas() *record.Schemas { return p.schemas }
 
 // Assign starts a partition with fresh state; Restore may follow.
 // Partition ids are small and dense (they index a slice).

@@ -38,7 +38,8 @@ type Client interface {
 type Writer struct {
 	cl     Client
 	sink   config.Sink
-	enc    *Encoder // used by the writer goroutine only
+	enc    *Encoder      // used by the writer goroutine only
+	values ResultEncoder // result values: enc, or Avro (EncodeResults)
 	now    func() time.Time
 	limits Limits
 	log    zerolog.Logger
@@ -138,6 +139,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	w.enc = NewEncoder(cfg.AggregateNames())
+	w.values = w.enc
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
@@ -302,7 +304,7 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 		w.cl.Produce(ctx, &out.rec, done)
 		return
 	}
-	v := w.enc.AppendResult(k, r)
+	v := w.values.AppendResult(k, r)
 	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:], Timestamp: now}
 	rec, alone := w.replacement(&out.rec)
 	if rec == nil {
@@ -312,6 +314,10 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 	}
 	w.produce(ctx, rec, done, alone)
 }
+
+// EncodeResults makes w write result values with enc (sink.format avro)
+// instead of JSON; keys stay JSON. Call it before the first output.
+func (w *Writer) EncodeResults(enc ResultEncoder) { w.values = enc }
 
 // Late produces the original record to the late topic with its provenance.
 func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed windowing.Window) {

@@ -109,7 +109,7 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 func benchDecoder(b *testing.B, cfg config.Config, recs [][]byte) {
-	d, err := record.NewDecoder(cfg)
+	d, err := record.NewDecoder(cfg.RecordSpec(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

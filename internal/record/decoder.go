@@ -1,13 +1,12 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"aggregator/internal/config"
 )
 
 // Special field names that read the Kafka record instead of its value.
@@ -42,18 +41,9 @@ type keyRef struct {
 	prefix []byte // what precedes the value in the key: {"sid": or ,"x":
 }
 
-// aggKind is what an aggregate needs from its field.
-type aggKind uint8
-
-const (
-	aggCount   aggKind = iota // no field
-	aggNumeric                // sum, min, max, avg, quantile: a number
-	aggAny                    // first, last, count_distinct: any value
-)
-
 type aggRef struct {
 	ref  fieldRef
-	kind aggKind
+	need Need
 }
 
 // span locates a string inside the arena.
@@ -70,7 +60,14 @@ type pendingString struct {
 // scratch buffers between calls: it is not safe for concurrent use; make
 // one per goroutine.
 type Decoder struct {
-	csv       bool
+	csv bool
+	// wire is the registry format, with schemas (wireNone: plain JSON or CSV).
+	wire      wireFormat
+	schemas   *Schemas
+	bin       binFields
+	avroPlans map[uint32]*avroNode // compiled for this decoder's paths, by schema id
+	protoMsgs map[protoKey]*protoMsg
+	indexes   []int64 // a Protobuf value's message indexes
 	json      jsonScanner
 	cells     csvScanner
 	fields    []token        // json.slots or cells.cells, by slot
@@ -94,60 +91,81 @@ type Decoder struct {
 	metaTok  token  // what metaToken returns
 }
 
-// NewDecoder compiles the source, watermark and aggregate config. It uses
-// cfg.Source (format, csv, key, timestamp, filter), cfg.Watermark
-// (strategy, marker_field) and the field of each aggregate. Errors are
-// *config.KeyError (config.Load reports them first).
-func NewDecoder(cfg config.Config) (*Decoder, error) {
-	src := cfg.Source
-	d := &Decoder{interned: newInternTable()}
-	if err := d.setFormat(src); err != nil {
+// wireFormat is a registry format: values in Confluent's wire format.
+type wireFormat uint8
+
+const (
+	wireNone wireFormat = iota
+	wireAvro
+	wireProtobuf
+	wireJSONSchema
+)
+
+// protoKey names a compiled Protobuf message: the schema id and the first
+// message indexes (values nested deeper are compiled each time).
+type protoKey struct {
+	id  uint32
+	n   uint8
+	idx [4]int64
+}
+
+// NewDecoder compiles spec, which Config.RecordSpec built from a validated
+// config; an error means a spec no valid config gives (a field that is not
+// a CSV column, a layout NewTimeParser refuses). The registry formats take
+// their schemas from schemas, which the caller fills (nil for JSON and CSV).
+func NewDecoder(spec Spec, schemas *Schemas) (*Decoder, error) {
+	d := &Decoder{interned: newInternTable(), schemas: schemas, avroPlans: map[uint32]*avroNode{},
+		protoMsgs: map[protoKey]*protoMsg{}}
+	if err := d.setFormat(spec); err != nil {
 		return nil, err
 	}
-	steps := []func(config.Config) error{d.compileTime, d.compileMarker, d.compileFilters, d.compileKeys, d.compileAggregates, d.compileGap}
+	steps := []func(Spec) error{d.compileTime, d.compileMarker, d.compileFilters, d.compileKeys, d.compileAggregates, d.compileGap}
 	for _, step := range steps {
-		if err := step(cfg); err != nil {
+		if err := step(spec); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
 }
 
-func (d *Decoder) setFormat(src config.Source) error {
-	switch src.Format {
-	case "", "json":
+func (d *Decoder) setFormat(spec Spec) error {
+	switch spec.Format {
+	case FormatJSON:
 		return nil
-	case "csv":
+	case FormatCSV:
+	case FormatAvro, FormatProtobuf, FormatJSONSchema:
+		d.wire = map[Format]wireFormat{FormatAvro: wireAvro, FormatProtobuf: wireProtobuf, FormatJSONSchema: wireJSONSchema}[spec.Format]
+		if d.schemas == nil {
+			return errors.New("a registry format needs Schemas")
+		}
+		return nil
 	default:
-		return &config.KeyError{Key: "source.format", Value: src.Format, Reason: "must be json or csv"}
+		return fmt.Errorf("unknown format %d", spec.Format)
 	}
 	d.csv = true
-	delim := src.CSV.Delimiter
-	if delim == "" {
-		delim = ","
+	delim := spec.CSVDelimiter
+	if r, n := utf8.DecodeRuneInString(delim); n == 0 || n != len(delim) || r == '"' || r == '\r' || r == '\n' || r == utf8.RuneError {
+		return fmt.Errorf("CSV delimiter %q: want one character, not '\"' or a line break", delim)
 	}
-	if r, n := utf8.DecodeRuneInString(delim); n != len(delim) || r == '"' || r == '\r' || r == '\n' || r == utf8.RuneError {
-		return &config.KeyError{Key: "source.csv.delimiter", Value: delim, Reason: `must be one character, not '"' or a line break`}
+	if len(spec.CSVColumns) == 0 {
+		return errors.New("CSV without columns")
 	}
-	if len(src.CSV.Columns) == 0 {
-		return &config.KeyError{Key: "source.csv.columns", Value: "[]", Reason: "required for source.format csv"}
-	}
-	d.cells = csvScanner{delim: []byte(delim), columns: len(src.CSV.Columns), cells: make([]token, 0, len(src.CSV.Columns))}
-	d.columns = make(map[string]int, len(src.CSV.Columns))
-	for i, name := range src.CSV.Columns {
+	d.cells = csvScanner{delim: []byte(delim), columns: len(spec.CSVColumns), cells: make([]token, 0, len(spec.CSVColumns))}
+	d.columns = make(map[string]int, len(spec.CSVColumns))
+	for i, name := range spec.CSVColumns {
 		if _, dup := d.columns[name]; dup {
-			return &config.KeyError{Key: "source.csv.columns", Value: name, Reason: "repeats a column name"}
+			return fmt.Errorf("CSV column %q repeats", name)
 		}
 		d.columns[name] = i
 	}
 	return nil
 }
 
-// ref compiles a field name used at config key key.
-func (d *Decoder) ref(key, name string) (fieldRef, error) {
+// ref compiles a field name; what names it (for errors) is what.
+func (d *Decoder) ref(what, name string) (fieldRef, error) {
 	switch name {
 	case "":
-		return fieldRef{}, &config.KeyError{Key: key, Reason: "required: a record field name"}
+		return fieldRef{}, fmt.Errorf("%s: no field name", what)
 	case FieldKafkaKey:
 		return fieldRef{name: name, src: srcKafkaKey}, nil
 	case FieldKafkaTimestamp:
@@ -159,49 +177,42 @@ func (d *Decoder) ref(key, name string) (fieldRef, error) {
 	if i, ok := d.columns[name]; ok {
 		return fieldRef{name: name, slot: i}, nil
 	}
-	return fieldRef{}, &config.KeyError{Key: key, Value: name, Reason: "is not one of source.csv.columns"}
+	return fieldRef{}, fmt.Errorf("%s: %q is not a CSV column", what, name)
 }
 
-func (d *Decoder) compileTime(cfg config.Config) error {
-	ts := cfg.Source.Timestamp
+func (d *Decoder) compileTime(spec Spec) error {
 	var err error
-	if d.timeField, err = d.ref("source.timestamp.field", ts.Field); err != nil {
+	if d.timeField, err = d.ref("time field", spec.TimeField); err != nil {
 		return err
 	}
-	needLayout := d.timeField.src != srcKafkaTimestamp || cfg.Watermark.Strategy == "punctuated"
-	if !needLayout && ts.Layout == "" {
-		return nil
+	if d.timeField.src == srcKafkaTimestamp && spec.MarkerField == "" && spec.Layout == "" {
+		return nil // no time to parse
 	}
-	loc := time.UTC
-	if ts.Timezone != "" {
-		if loc, err = time.LoadLocation(ts.Timezone); err != nil {
-			return &config.KeyError{Key: "source.timestamp.timezone", Value: ts.Timezone, Reason: "must be an IANA time zone name, such as UTC or Europe/Berlin"}
-		}
+	loc := spec.Location
+	if loc == nil {
+		loc = time.UTC
 	}
-	if ts.Layout == "" {
-		return &config.KeyError{Key: "source.timestamp.layout", Reason: "required: a Go layout or unix_s, unix_ms, unix_us, unix_ns, rfc3339"}
-	}
-	if d.times, err = NewTimeParser(ts.Layout, loc); err != nil {
-		return &config.KeyError{Key: "source.timestamp.layout", Value: ts.Layout, Reason: err.Error()}
+	if d.times, err = NewTimeParser(spec.Layout, loc); err != nil {
+		return fmt.Errorf("time layout %q: %w", spec.Layout, err)
 	}
 	return nil
 }
 
-func (d *Decoder) compileMarker(cfg config.Config) error {
-	if cfg.Watermark.Strategy != "punctuated" {
+func (d *Decoder) compileMarker(spec Spec) error {
+	if spec.MarkerField == "" {
 		return nil
 	}
-	r, err := d.ref("watermark.marker_field", cfg.Watermark.MarkerField)
+	r, err := d.ref("marker field", spec.MarkerField)
 	if err == nil && r.src != srcValue {
-		err = &config.KeyError{Key: "watermark.marker_field", Value: r.name, Reason: "must be a field of the record value"}
+		err = fmt.Errorf("marker field %q: want a field of the record value", r.name)
 	}
 	d.marker = &r
 	return err
 }
 
-func (d *Decoder) compileFilters(cfg config.Config) error {
-	for i, f := range cfg.Source.Filter {
-		r, err := d.ref(fmt.Sprintf("source.filter[%d].field", i), f.Field)
+func (d *Decoder) compileFilters(spec Spec) error {
+	for i, f := range spec.Filters {
+		r, err := d.ref(fmt.Sprintf("filter %d", i), f.Field)
 		if err != nil {
 			return err
 		}
@@ -210,9 +221,9 @@ func (d *Decoder) compileFilters(cfg config.Config) error {
 	return nil
 }
 
-func (d *Decoder) compileKeys(cfg config.Config) error {
-	for i, name := range cfg.Source.Key {
-		r, err := d.ref(fmt.Sprintf("source.key[%d]", i), name)
+func (d *Decoder) compileKeys(spec Spec) error {
+	for i, name := range spec.Key {
+		r, err := d.ref(fmt.Sprintf("key field %d", i), name)
 		if err != nil {
 			return err
 		}
@@ -227,34 +238,26 @@ func (d *Decoder) compileKeys(cfg config.Config) error {
 	return nil
 }
 
-func (d *Decoder) compileAggregates(cfg config.Config) error {
-	for i, a := range cfg.Aggregates {
-		var kind aggKind
-		switch a.Fn {
-		case "count":
-			d.aggs = append(d.aggs, aggRef{kind: aggCount})
+func (d *Decoder) compileAggregates(spec Spec) error {
+	for i, a := range spec.Aggregates {
+		if a.Need == NeedNothing {
+			d.aggs = append(d.aggs, aggRef{need: NeedNothing})
 			continue
-		case "sum", "min", "max", "avg", "quantile":
-			kind = aggNumeric
-		case "first", "last", "count_distinct":
-			kind = aggAny
-		default:
-			return &config.KeyError{Key: fmt.Sprintf("aggregates[%d].fn", i), Value: a.Fn, Reason: "is not a known function"}
 		}
-		r, err := d.ref(fmt.Sprintf("aggregates[%d].field", i), a.Field)
+		r, err := d.ref(fmt.Sprintf("aggregate %d", i), a.Field)
 		if err != nil {
 			return err
 		}
-		d.aggs = append(d.aggs, aggRef{ref: r, kind: kind})
+		d.aggs = append(d.aggs, aggRef{ref: r, need: a.Need})
 	}
 	return nil
 }
 
-func (d *Decoder) compileGap(cfg config.Config) error {
-	if cfg.Window.Type != "session" || cfg.Window.GapField == "" {
+func (d *Decoder) compileGap(spec Spec) error {
+	if spec.GapField == "" {
 		return nil
 	}
-	r, err := d.ref("window.gap_field", cfg.Window.GapField)
+	r, err := d.ref("gap field", spec.GapField)
 	d.gap = &r
 	return err
 }
@@ -337,7 +340,7 @@ func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
 	}
 	if d.marker != nil {
 		if tok := d.token(d.marker, &meta); tok.kind != tokMissing && tok.kind != tokNull {
-			t, err := d.parseTime(d.marker.name, tok)
+			t, err := d.markerTime(tok)
 			if err != nil {
 				return Event, err
 			}
@@ -373,6 +376,22 @@ func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
 
 // split finds the fields of value and points d.fields at them.
 func (d *Decoder) split(value []byte) error {
+	switch d.wire {
+	case wireAvro:
+		return d.splitAvro(value)
+	case wireProtobuf:
+		return d.splitProto(value)
+	case wireJSONSchema:
+		_, p, body, err := d.wireSchema(value, SchemaJSON)
+		if err != nil {
+			return err
+		}
+		if err := d.json.scan(body); err != nil {
+			return err
+		}
+		d.fields = d.json.slots
+		return validateJSON(p.json, body)
+	}
 	if d.csv {
 		err := d.cells.split(value)
 		d.fields = d.cells.cells
@@ -381,6 +400,69 @@ func (d *Decoder) split(value []byte) error {
 	err := d.json.scan(value)
 	d.fields = d.json.slots
 	return err
+}
+
+// splitAvro decodes an Avro value with its writer schema, compiled for the
+// configured paths the first time this decoder meets its id.
+func (d *Decoder) splitAvro(value []byte) error {
+	id, ok := WireSchemaID(value)
+	plan, body := d.avroPlans[id], value[min(len(value), wireHeader):]
+	if !ok || plan == nil {
+		_, p, b, err := d.wireSchema(value, SchemaAvro)
+		if err != nil {
+			return err
+		}
+		plan, body = compileAvro(p.avro, d.json.nodes), b
+		d.avroPlans[id] = plan
+	}
+	d.bin.reset(len(d.json.slots))
+	d.fields = d.bin.slots
+	w := avroWalker{data: body, out: &d.bin}
+	end, err := w.value(plan, 0, 0)
+	if err == nil && end != len(body) {
+		err = w.fail(strconv.Itoa(len(body)-end) + " bytes after the value")
+	}
+	return err
+}
+
+// splitProto decodes a Protobuf value: its message indexes name the
+// message of its schema; each is compiled for the configured paths once.
+func (d *Decoder) splitProto(value []byte) error {
+	id, p, body, err := d.wireSchema(value, SchemaProtobuf)
+	if err != nil {
+		return err
+	}
+	var ok bool
+	if d.indexes, body, ok = readIndexes(body, d.indexes); !ok {
+		return &DecodeError{Reason: ReasonBadPayload, Detail: "bad Protobuf message indexes after the schema id"}
+	}
+	key := protoKey{id: id, n: uint8(len(d.indexes))}
+	copy(key.idx[:], d.indexes)
+	m := d.protoMsgs[key]
+	if m == nil {
+		md, ok := protoMessage(p.proto, d.indexes)
+		if !ok {
+			return &DecodeError{Reason: ReasonBadPayload, Detail: "message indexes " + fmt.Sprint(d.indexes) +
+				" name no message of schema " + strconv.FormatUint(uint64(id), 10)}
+		}
+		if m = compileProto(md, d.json.nodes, 0); len(d.indexes) <= len(key.idx) {
+			d.protoMsgs[key] = m
+		}
+	}
+	d.bin.reset(len(d.json.slots))
+	d.fields = d.bin.slots
+	w := protoWalker{out: &d.bin}
+	return w.message(m, body, 0)
+}
+
+// scanned reports whether the record's strings were checked by the JSON
+// scanner: an unescaped string then has no quote, backslash or control
+// character.
+func (d *Decoder) scanned() bool { return !d.csv && d.wire != wireAvro && d.wire != wireProtobuf }
+
+// instant reports whether r holds an instant (already ms) in this record.
+func (d *Decoder) instant(r *fieldRef) bool {
+	return r.src == srcValue && (d.wire == wireAvro || d.wire == wireProtobuf) && d.bin.instant[r.slot]
 }
 
 // token returns the field r of the record just split, valid until the
@@ -443,12 +525,22 @@ func (d *Decoder) eventTime(meta *Meta) (int64, error) {
 		return meta.Timestamp, nil
 	}
 	tok := d.token(&d.timeField, meta)
+	if d.instant(&d.timeField) {
+		return d.bin.ms[d.timeField.slot], nil
+	}
 	if tok.kind == tokNumber && d.times.unix { // the usual unix_* number, two calls sooner
 		if ms, ok := parseUnixInt(tok.text, d.times.shift); ok {
 			return ms, nil
 		}
 	}
 	return d.parseTime(d.timeField.name, tok)
+}
+
+func (d *Decoder) markerTime(tok *token) (int64, error) {
+	if d.instant(d.marker) {
+		return d.bin.ms[d.marker.slot], nil
+	}
+	return d.parseTime(d.marker.name, tok)
 }
 
 // parseTime reads the time in tok (the field named field) with the layout.
@@ -571,7 +663,7 @@ func (d *Decoder) setKeyPart(p *keyPart, src source, tok *token, str *string) {
 	if !tok.esc {
 		// The JSON scanner proved that an unescaped string has no quote,
 		// backslash or control character; only its UTF-8 is unchecked.
-		if src == srcValue && !d.csv && (isASCII(tok.text) || utf8.Valid(tok.text)) || quotesAsIs(tok.text) {
+		if src == srcValue && d.scanned() && (isASCII(tok.text) || utf8.Valid(tok.text)) || quotesAsIs(tok.text) {
 			p.text, p.quoted = tok.text, true
 			return
 		}
@@ -645,7 +737,7 @@ func (d *Decoder) values(meta *Meta, rec *Record) error {
 	rec.Values = grow(rec.Values, len(d.aggs))
 	for i := range d.aggs {
 		a, v := &d.aggs[i], &rec.Values[i]
-		if a.kind == aggCount {
+		if a.need == NeedNothing {
 			*v = Value{}
 			continue
 		}
@@ -654,7 +746,7 @@ func (d *Decoder) values(meta *Meta, rec *Record) error {
 		case tokMissing, tokNull:
 			return &DecodeError{Reason: ReasonMissingField, Field: a.ref.name, Detail: missingDetail(tok)}
 		}
-		if a.kind == aggNumeric { // the engine reads only Num: no text to copy
+		if a.need == NeedNumber { // the engine reads only Num: no text to copy
 			n, ok := d.number(tok)
 			if !ok {
 				return &DecodeError{Reason: ReasonNonNumeric, Field: a.ref.name, Detail: d.describe(tok) + " is not a number"}

@@ -38,7 +38,7 @@ func callsDecoder(t testing.TB, format string) *record.Decoder {
 
 func newDecoder(t testing.TB, cfg config.Config) *record.Decoder {
 	t.Helper()
-	d, err := record.NewDecoder(cfg)
+	d, err := record.NewDecoder(cfg.RecordSpec(), nil)
 	if err != nil {
 		t.Fatalf("NewDecoder: %v", err)
 	}
@@ -489,37 +489,36 @@ func TestDecodeAllocations(t *testing.T) {
 	}
 }
 
+// TestNewDecoderErrors: a spec that no valid config gives is refused, not
+// decoded wrongly. (config.Load reports each with its key: unknown time
+// zones and functions cannot even be put in a Spec.)
 func TestNewDecoderErrors(t *testing.T) {
 	tests := map[string]struct {
-		change func(*config.Config)
-		key    string
+		format string
+		change func(*record.Spec)
 	}{
-		"unknown format":        {func(c *config.Config) { c.Source.Format = "xml" }, "source.format"},
-		"long delimiter":        {func(c *config.Config) { c.Source.Format, c.Source.CSV.Delimiter = "csv", ",," }, "source.csv.delimiter"},
-		"quote delimiter":       {func(c *config.Config) { c.Source.Format, c.Source.CSV.Delimiter = "csv", `"` }, "source.csv.delimiter"},
-		"no columns":            {func(c *config.Config) { c.Source.Format, c.Source.CSV.Columns = "csv", nil }, "source.csv.columns"},
-		"repeated column":       {func(c *config.Config) { c.Source.Format, c.Source.CSV.Columns = "csv", []string{"sid", "sid"} }, "source.csv.columns"},
-		"unknown column":        {func(c *config.Config) { c.Source.Format, c.Source.Key = "csv", []string{"nope"} }, "source.key[0]"},
-		"no timestamp field":    {func(c *config.Config) { c.Source.Timestamp.Field = "" }, "source.timestamp.field"},
-		"no layout":             {func(c *config.Config) { c.Source.Timestamp.Layout = "" }, "source.timestamp.layout"},
-		"layout without a date": {func(c *config.Config) { c.Source.Timestamp.Layout = "15:04:05" }, "source.timestamp.layout"},
-		"unknown time zone":     {func(c *config.Config) { c.Source.Timestamp.Timezone = "Mars/Olympus" }, "source.timestamp.timezone"},
-		"no marker field":       {func(c *config.Config) { c.Watermark.Strategy = "punctuated" }, "watermark.marker_field"},
-		"kafka key as marker":   {func(c *config.Config) { c.Watermark = config.Watermark{Strategy: "punctuated", MarkerField: "$key"} }, "watermark.marker_field"},
-		"empty filter field":    {func(c *config.Config) { c.Source.Filter[0].Field = "" }, "source.filter[0].field"},
-		"unknown function":      {func(c *config.Config) { c.Aggregates[0].Fn = "median" }, "aggregates[0].fn"},
-		"sum without field":     {func(c *config.Config) { c.Aggregates[0].Field = "" }, "aggregates[0].field"},
-		"punctuated needs a layout": {func(c *config.Config) {
-			c.Source.Timestamp = config.Timestamp{Field: "$timestamp"}
-			c.Watermark = config.Watermark{Strategy: "punctuated", MarkerField: "wm"}
-		}, "source.timestamp.layout"},
+		"unknown format":              {"json", func(s *record.Spec) { s.Format = 99 }},
+		"long delimiter":              {"csv", func(s *record.Spec) { s.CSVDelimiter = ",," }},
+		"quote delimiter":             {"csv", func(s *record.Spec) { s.CSVDelimiter = `"` }},
+		"no columns":                  {"csv", func(s *record.Spec) { s.CSVColumns = nil }},
+		"repeated column":             {"csv", func(s *record.Spec) { s.CSVColumns = []string{"sid", "sid", "callTime", "duration"} }},
+		"unknown column":              {"csv", func(s *record.Spec) { s.Key = []string{"nope"} }},
+		"no timestamp field":          {"json", func(s *record.Spec) { s.TimeField = "" }},
+		"no layout":                   {"json", func(s *record.Spec) { s.Layout = "" }},
+		"layout without a date":       {"json", func(s *record.Spec) { s.Layout = "15:04:05" }},
+		"marker field not a column":   {"csv", func(s *record.Spec) { s.MarkerField = "wm" }},
+		"kafka key as marker":         {"json", func(s *record.Spec) { s.MarkerField = "$key" }},
+		"empty filter field":          {"json", func(s *record.Spec) { s.Filters[0].Field = "" }},
+		"sum without field":           {"json", func(s *record.Spec) { s.Aggregates[0].Field = "" }},
+		"punctuated needs a layout":   {"json", func(s *record.Spec) { s.TimeField, s.MarkerField, s.Layout = "$timestamp", "wm", "" }},
+		"registry format, no schemas": {"json", func(s *record.Spec) { s.Format = record.FormatAvro }},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := record.NewDecoder(with(callsConfig("json"), tt.change))
-			var ke *config.KeyError
-			if !errors.As(err, &ke) || ke.Key != tt.key || !errors.Is(err, config.ErrInvalid) {
-				t.Errorf("NewDecoder error = %v, want a config.KeyError for %s", err, tt.key)
+			spec := callsConfig(tt.format).RecordSpec()
+			tt.change(&spec)
+			if _, err := record.NewDecoder(spec, nil); err == nil {
+				t.Errorf("NewDecoder(%+v) = nil error, want one", spec)
 			}
 		})
 	}

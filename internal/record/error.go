@@ -16,6 +16,10 @@ const (
 	ReasonMissingField     = "missing_field"
 	ReasonNonNumeric       = "non_numeric"
 	ReasonBadGap           = "bad_gap"
+	// Registry formats (avro, protobuf, json_schema).
+	ReasonBadWireFormat = "bad_wire_format" // not magic byte 0 and a schema id
+	ReasonUnknownSchema = "unknown_schema"  // an id the registry does not know (or a schema that cannot be used)
+	ReasonBadPayload    = "bad_payload"     // a body that does not decode with its schema
 	// ReasonFutureTimestamp is set by the pipeline's future guard, not by
 	// Decode.
 	ReasonFutureTimestamp = "future_timestamp"

@@ -97,6 +97,7 @@ Where the Secrets are mounted.
 */}}
 {{- define "aggregator.tlsDir" -}}/etc/aggregator/tls{{- end }}
 {{- define "aggregator.saslDir" -}}/etc/aggregator/sasl{{- end }}
+{{- define "aggregator.schemaRegistryDir" -}}/etc/aggregator/schema-registry{{- end }}
 
 {{/*
 The service config: .Values.config plus the file paths of the mounted
@@ -126,6 +127,13 @@ Secrets. Rendered once, so the ConfigMap and the checksum annotation agree.
 {{- $sasl := $source.sasl | default dict }}
 {{- $_ := set $sasl "password_file" (printf "%s/%s" (include "aggregator.saslDir" $) .passwordKey) }}
 {{- $_ := set $source "sasl" $sasl }}
+{{- end }}
+{{- end }}
+{{- with .Values.auth.schemaRegistry }}
+{{- if .existingSecret }}
+{{- $sr := $source.schema_registry | default dict }}
+{{- $_ := set $sr "password_file" (printf "%s/%s" (include "aggregator.schemaRegistryDir" $) .passwordKey) }}
+{{- $_ := set $source "schema_registry" $sr }}
 {{- end }}
 {{- end }}
 {{- toYaml $cfg }}
@@ -212,6 +220,9 @@ Checks across values that the schema cannot express.
 {{- if and .Values.auth.sasl.existingSecret (not $mechanism) }}
 {{- fail "auth.sasl.existingSecret is set: set config.source.sasl.mechanism (PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512)" }}
 {{- end }}
+{{- if and .Values.auth.schemaRegistry.existingSecret (not (dig "source" "schema_registry" "url" "" .Values.config)) }}
+{{- fail "auth.schemaRegistry.existingSecret is set: set config.source.schema_registry.url" }}
+{{- end }}
 {{- if ne (empty .Values.auth.tls.certKey) (empty .Values.auth.tls.keyKey) }}
 {{- fail "auth.tls.certKey and auth.tls.keyKey go together (mutual TLS): set both or neither" }}
 {{- end }}
@@ -251,6 +262,15 @@ extraEnv.
       key: {{ .usernameKey }}
 {{- end }}
 {{- end }}
+{{- with .Values.auth.schemaRegistry }}
+{{- if .existingSecret }}
+- name: AGGREGATOR_SOURCE_SCHEMA_REGISTRY_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .usernameKey }}
+{{- end }}
+{{- end }}
 # The service sets its Go memory limit to 90% of this (unless GOMEMLIMIT
 # is set): window state lives in memory, and the garbage collector should
 # work harder before the kernel's OOM killer ends the pod.
@@ -282,6 +302,11 @@ The aggregator container's volume mounts: the config, /tmp and the Secrets.
 {{- if and .Values.auth.sasl.existingSecret .Values.auth.sasl.mountAsFile }}
 - name: sasl
   mountPath: {{ include "aggregator.saslDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.auth.schemaRegistry.existingSecret }}
+- name: schema-registry
+  mountPath: {{ include "aggregator.schemaRegistryDir" . }}
   readOnly: true
 {{- end }}
 {{- with .Values.extraVolumeMounts }}
@@ -316,6 +341,16 @@ ConfigMap that holds config.yaml.
 {{- with .Values.auth.sasl }}
 {{- if and .existingSecret .mountAsFile }}
 - name: sasl
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      - {key: {{ .passwordKey | quote }}, path: {{ .passwordKey | quote }}}
+{{- end }}
+{{- end }}
+{{- with .Values.auth.schemaRegistry }}
+{{- if .existingSecret }}
+- name: schema-registry
   secret:
     secretName: {{ .existingSecret }}
     defaultMode: 0440
