@@ -113,9 +113,10 @@ func (c Config) AggregateNames() []string {
 // Aggregate is one output column: Fn over Field, named Name.
 type Aggregate struct {
 	Name  string  `yaml:"name"`
-	Fn    string  `yaml:"fn"` // count | sum | min | max | avg | first | last | count_distinct | quantile
+	Fn    string  `yaml:"fn"` // count | sum | min | max | avg | first | last | count_distinct | quantile | top_k
 	Field string  `yaml:"field"`
 	Q     float64 `yaml:"q"` // quantile only, in (0, 1]: nearest rank ceil(q*n)
+	K     int     `yaml:"k"` // top_k only, > 0: how many values
 }
 
 // Sink names the output topics and how they are produced and created.

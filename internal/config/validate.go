@@ -57,6 +57,8 @@ func (c *Config) inapplicable(key string) string {
 		return "does not apply to fn count"
 	case field == "q" && fn != "quantile":
 		return "applies only to fn quantile"
+	case field == "k" && fn != "top_k":
+		return "applies only to fn top_k"
 	}
 	return ""
 }
@@ -320,7 +322,7 @@ func (c *Config) validateFixedWindow(src *sources) *KeyError {
 }
 
 // aggregateFns are the known aggregate functions.
-var aggregateFns = []string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile"}
+var aggregateFns = []string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile", "top_k"}
 
 func (c *Config) validateAggregates(src *sources) *KeyError {
 	if len(c.Aggregates) == 0 {
@@ -345,7 +347,7 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 	if err := oneOf(key+".fn", a.Fn, aggregateFns...); err != nil {
 		return err
 	}
-	if err := c.checkApplies(src, key+".field", key+".q"); err != nil {
+	if err := c.checkApplies(src, key+".field", key+".q", key+".k"); err != nil {
 		return err
 	}
 	if a.Fn != "count" {
@@ -357,7 +359,7 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 		// Nearest rank ceil(q*n) names a value for q in (0, 1]; q = 1 is the maximum.
 		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "required for fn quantile: a number above 0, at most 1, such as 0.99"}
 	}
-	return nil
+	return validateTopK(a, key)
 }
 
 func (c *Config) validateSink(*sources) *KeyError {

@@ -141,7 +141,7 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 		s.Kind = windowing.KindSession
 	}
 	for _, a := range cfg.Aggregates {
-		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q})
+		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q, K: a.K})
 	}
 	return s
 }

@@ -49,6 +49,7 @@ const (
 	aggCount   aggKind = iota // no field
 	aggNumeric                // sum, min, max, avg, quantile: a number
 	aggAny                    // first, last, count_distinct: any value
+	aggTopK                   // top_k: any value; null is the zero Value (skipped)
 )
 
 type aggRef struct {
@@ -238,6 +239,8 @@ func (d *Decoder) compileAggregates(cfg config.Config) error {
 			kind = aggNumeric
 		case "first", "last", "count_distinct":
 			kind = aggAny
+		case "top_k":
+			kind = aggTopK
 		default:
 			return &config.KeyError{Key: fmt.Sprintf("aggregates[%d].fn", i), Value: a.Fn, Reason: "is not a known function"}
 		}
@@ -650,6 +653,10 @@ func (d *Decoder) values(meta *Meta, rec *Record) error {
 			continue
 		}
 		tok := d.token(&a.ref, meta)
+		if tok.kind == tokNull && a.kind == aggTopK {
+			*v = Value{}
+			continue
+		}
 		switch tok.kind {
 		case tokMissing, tokNull:
 			return &DecodeError{Reason: ReasonMissingField, Field: a.ref.name, Detail: missingDetail(tok)}

@@ -100,6 +100,16 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 		sk.Encode(&b, false)
 		dst = appendString(dst, string(b))
 	}
+	if len(en.Tops) == 0 {
+		return dst // as values were before top_k: Restore reads both
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(en.Tops)))
+	for _, m := range en.Tops {
+		dst = binary.AppendUvarint(dst, uint64(len(m)))
+		for x, n := range m {
+			dst = binary.AppendUvarint(appendString(dst, x), uint64(n))
+		}
+	}
 	return dst
 }
 
@@ -300,6 +310,18 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 			r.err = err
 		}
 		en.Sketches[i] = sk
+	}
+	if len(r.b) > 0 { // top_k counts; values written before top_k end here
+		en.Tops = make([]map[string]int64, r.count("tops"))
+		for i := range en.Tops {
+			n := r.count("top_k")
+			m := make(map[string]int64, n)
+			for range n {
+				x := r.str("top_k value")
+				m[x] = int64(r.uvarint("top_k count"))
+			}
+			en.Tops[i] = m
+		}
 	}
 	if len(r.b) != 0 && r.err == nil {
 		r.err = fmt.Errorf("%w: value: %d bytes left over", ErrCorrupt, len(r.b))

@@ -78,6 +78,13 @@ func describe(en *windowing.Entry) string {
 	for _, sk := range en.Sketches {
 		b.WriteString(describeSketch(sk) + " ")
 	}
+	b.WriteString("] tops=[")
+	for _, m := range en.Tops {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			fmt.Fprintf(&b, "%q:%d,", k, m[k])
+		}
+		b.WriteString(" ")
+	}
 	b.WriteString("]")
 	return b.String()
 }

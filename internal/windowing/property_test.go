@@ -26,11 +26,12 @@ var allAggs = []windowing.Aggregate{
 	{Fn: "count_distinct"},
 	{Fn: "quantile", Q: 0.5},
 	{Fn: "quantile", Q: 0.9},
+	{Fn: "top_k", K: 2},
 }
 
 // fifoAggs are the aggregates windows merge through the two-stacks
 // (fifoAgg) path when they span 3 panes or more; allAggs, with
-// count_distinct and quantile, always take the plain merge.
+// count_distinct, quantile and top_k, always take the plain merge.
 var fifoAggs = allAggs[:7]
 
 var propertyCombos = map[string]params{
@@ -131,7 +132,7 @@ func (g *streamGen) record() *record.Record {
 	}
 	g.offsets[part]++
 	return &record.Record{Partition: part, Offset: g.offsets[part], Time: ts, Key: key, KeyFields: fields,
-		Values: []record.Value{{}, n, n, n, n, x, x, x, n, n}}
+		Values: []record.Value{{}, n, n, n, n, x, x, x, n, n, x}}
 }
 
 func compareWithReference(t *testing.T, p params, aggs []windowing.Aggregate, gap int64, seed uint64, steps int, seen *seen) {

@@ -2,8 +2,10 @@ package windowing_test
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
@@ -189,8 +191,45 @@ func aggregate(a windowing.Aggregate, i int, recs []refRec) record.Value {
 		return record.Number(float64(len(set)))
 	case "quantile":
 		return record.Number(exactNearestRank(a.Q, nums))
+	case "top_k":
+		return refTopK(a.K, recs, i)
 	}
 	panic("unknown fn " + a.Fn)
+}
+
+// refTopK is top_k the slow way: count every value (numbers by their
+// number, so 1 and 1.0 are one), sort all of them by count descending then
+// value (record.Compare: numbers numerically before strings by code
+// point), and write the first k.
+func refTopK(k int, recs []refRec, i int) record.Value {
+	type counted struct {
+		v record.Value
+		n int
+	}
+	var all []counted
+	for _, rc := range recs {
+		v := rc.values[i]
+		if v.Raw == "" && !v.IsNum {
+			continue // null
+		}
+		j := slices.IndexFunc(all, func(c counted) bool { return c.v.IsNum == v.IsNum && record.Compare(c.v, v) == 0 })
+		if j < 0 {
+			all = append(all, counted{v, 0})
+			j = len(all) - 1
+		}
+		all[j].n++
+	}
+	slices.SortFunc(all, func(a, b counted) int { return cmp.Or(cmp.Compare(b.n, a.n), record.Compare(a.v, b.v)) })
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for j, c := range all[:min(k, len(all))] {
+		if j > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"value":%s,"count":%d}`, c.v.Raw, c.n)
+	}
+	sb.WriteByte(']')
+	return record.Value{Raw: sb.String()}
 }
 
 // exactNearestRank is the value at rank ceil(q*n) of nums sorted, 1-based.

@@ -102,6 +102,10 @@ func copyEntry(en *windowing.Entry) windowing.Entry {
 	for _, sk := range en.Sketches {
 		cp.Sketches = append(cp.Sketches, sk.Copy())
 	}
+	cp.Tops = nil
+	for _, m := range en.Tops {
+		cp.Tops = append(cp.Tops, maps.Clone(m))
+	}
 	return cp
 }
 
@@ -471,7 +475,7 @@ func TestRestoreRejects(t *testing.T) {
 			k, kf := textKey("k")
 			x := record.Text("x")
 			n := record.Number(3)
-			a.Add(&record.Record{Time: 6, Key: k, KeyFields: kf, Values: []record.Value{{}, n, n, n, n, x, x, x, n, n}})
+			a.Add(&record.Record{Time: 6, Key: k, KeyFields: kf, Values: []record.Value{{}, n, n, n, n, x, x, x, n, n, x}})
 			var en windowing.Entry
 			a.Changes(func(e *windowing.Entry) { en = copyEntry(e) })
 			tt.change(&en)

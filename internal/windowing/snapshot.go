@@ -45,6 +45,7 @@ type Entry struct {
 	Picks    []Pick
 	Sets     []map[string]struct{}
 	Sketches []*ddsketch.DDSketch
+	Tops     []map[string]int64 // top_k: count per value, keys opaque (see topKey)
 }
 
 // Pick is a first/last aggregate's candidate: its value, event time and
@@ -205,7 +206,7 @@ func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
 		for _, pk := range v.ext.picks {
 			picks = append(picks, Pick{Value: pk.v, Time: pk.t, Seq: pk.seq})
 		}
-		en.Picks, en.Sets, en.Sketches = picks, v.ext.sets, v.ext.sketches
+		en.Picks, en.Sets, en.Sketches, en.Tops = picks, v.ext.sets, v.ext.sketches, v.ext.tops
 	}
 }
 
@@ -356,9 +357,12 @@ func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
 
 // checkSlots returns an error unless en has the slots of layout l.
 func (l *layout) checkSlots(en *Entry, what string) error {
-	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches {
-		return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d (were the aggregates changed?)",
-			what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), l.nums, l.picks, l.sets, l.sketches)
+	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches || len(en.Tops) != l.tops {
+		return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d/%d (were the aggregates changed?)",
+			what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), len(en.Tops), l.nums, l.picks, l.sets, l.sketches, l.tops)
+	}
+	if err := checkTops(en.Tops); err != nil {
+		return fmt.Errorf("restore: %s at %d of %s: %w", what, en.Start, en.ID[en.Split:], err)
 	}
 	return nil
 }
@@ -380,6 +384,11 @@ func (p *panePool) load(l *layout, i int32, en *Entry) (uint64, error) {
 	for j, set := range en.Sets {
 		for x := range set {
 			v.ext.sets[j][x] = struct{}{}
+		}
+	}
+	for j, m := range en.Tops {
+		for x, n := range m {
+			v.ext.tops[j][x] = n
 		}
 	}
 	for j, sk := range en.Sketches {

@@ -26,8 +26,9 @@ type Spec struct {
 }
 
 // Aggregate is one configured aggregate function; Q is a quantile's
-// rank, in (0, 1].
+// rank, in (0, 1]; K is how many values top_k reports (K > 0).
 type Aggregate struct {
-	Fn string // count | sum | min | max | avg | first | last | count_distinct | quantile
+	Fn string // count | sum | min | max | avg | first | last | count_distinct | quantile | top_k
 	Q  float64
+	K  int
 }
