@@ -55,7 +55,7 @@ func replayCmd(args []string, env []string, stdin io.Reader, stdout, stderr io.W
 // JSON lines (SPEC §5). Wall-clock time plays no part: idleness and the
 // future guard are off.
 func replay(cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool) error {
-	out := &replayOutput{w: w, enc: producer.NewEncoder(cfg.AggregateNames())}
+	out := &replayOutput{w: w, enc: producer.EncoderFor(cfg)}
 	proc, err := pipeline.New(cfg, out)
 	if err != nil {
 		return err

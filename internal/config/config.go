@@ -90,7 +90,7 @@ type Watermark struct {
 
 // Window configures the window assigner and firing.
 type Window struct {
-	Type            string        `yaml:"type"`      // tumbling | sliding | session
+	Type            string        `yaml:"type"`      // tumbling | sliding | session | global
 	Size            time.Duration `yaml:"size"`      // tumbling and sliding
 	Slide           time.Duration `yaml:"slide"`     // sliding only
 	Offset          time.Duration `yaml:"offset"`    // tumbling and sliding
@@ -98,6 +98,16 @@ type Window struct {
 	GapField        string        `yaml:"gap_field"` // session only, optional: a per-record gap
 	AllowedLateness time.Duration `yaml:"allowed_lateness"`
 	Emit            string        `yaml:"emit"` // on_watermark | on_close
+	// Calendar windows, early firings and global windows: see windows.go.
+	Calendar     string       `yaml:"calendar"` // tumbling only: "" | day | week | month
+	Timezone     string       `yaml:"timezone"` // calendar windows: an IANA name, default UTC
+	EarlyFirings EarlyFirings `yaml:"early_firings"`
+}
+
+// EarlyFirings configures results of windows before they are due (SPEC §3).
+type EarlyFirings struct {
+	Every time.Duration `yaml:"every"` // 0 = off
+	Time  string        `yaml:"time"`  // processing (default) | event
 }
 
 // AggregateNames returns the aggregates' names, in order: the fields of a

@@ -31,6 +31,9 @@ func (c *Config) validate(src *sources) error {
 func (c *Config) inapplicable(key string) string {
 	var i int
 	var field string
+	if reason := c.inapplicableWindowKind(key); reason != "" {
+		return reason
+	}
 	switch {
 	case strings.HasPrefix(key, "source.csv") && c.Source.Format != "csv":
 		return "applies only to source.format csv"
@@ -273,10 +276,13 @@ func (c *Config) validateWatermark(src *sources) *KeyError {
 
 func (c *Config) validateWindow(src *sources) *KeyError {
 	w := c.Window
-	if err := oneOf("window.type", w.Type, "tumbling", "sliding", "session"); err != nil {
+	if err := oneOf("window.type", w.Type, windowTypes...); err != nil {
 		return err
 	}
 	if err := c.checkApplies(src, "window.size", "window.slide", "window.offset", "window.gap", "window.gap_field"); err != nil {
+		return err
+	}
+	if err := c.validateWindowKind(src); err != nil {
 		return err
 	}
 	if w.Type == "session" {
@@ -288,8 +294,10 @@ func (c *Config) validateWindow(src *sources) *KeyError {
 				return err
 			}
 		}
-	} else if err := c.validateFixedWindow(src); err != nil {
-		return err
+	} else if c.hasFixedSize() {
+		if err := c.validateFixedWindow(src); err != nil {
+			return err
+		}
 	}
 	if err := notNegative("window.allowed_lateness", w.AllowedLateness); err != nil {
 		return err

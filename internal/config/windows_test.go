@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseWindowKindErrors: the keys of top_k, calendar, early firings,
@@ -22,6 +23,26 @@ func TestParseWindowKindErrors(t *testing.T) {
 		"top_k no field":   {map[string]string{"aggregates": "[{name: n, fn: top_k, k: 3}]"}, "aggregates[0].field"},
 		"k on count":       {map[string]string{"aggregates": "[{name: n, fn: count, k: 3}]"}, "aggregates[0].k"},
 		"k on quantile":    {map[string]string{"aggregates": "[{name: n, fn: quantile, field: x, q: 0.5, k: 3}]"}, "aggregates[0].k"},
+
+		"calendar unknown":            {map[string]string{"window": "{calendar: year}"}, "window.calendar"},
+		"calendar on sliding":         {map[string]string{"window": "{type: sliding, size: 2s, slide: 1s, calendar: day}"}, "window.calendar"},
+		"calendar on session":         {map[string]string{"window": "{type: session, gap: 1s, calendar: day}"}, "window.calendar"},
+		"calendar with size":          {map[string]string{"window": "{calendar: day, size: 24h}"}, "window.size"},
+		"calendar with offset":        {map[string]string{"window": "{calendar: day, offset: 1h}"}, "window.offset"},
+		"timezone without calendar":   {map[string]string{"window": "{size: 1h, timezone: Europe/Berlin}"}, "window.timezone"},
+		"timezone unknown":            {map[string]string{"window": "{calendar: day, timezone: Mars/Olympus}"}, "window.timezone"},
+		"timezone Local":              {map[string]string{"window": "{calendar: day, timezone: Local}"}, "window.timezone"},
+		"early every negative":        {map[string]string{"window": "{size: 1h, early_firings: {every: -1s}}"}, "window.early_firings.every"},
+		"early every below a ms":      {map[string]string{"window": "{size: 1h, early_firings: {every: 1500us}}"}, "window.early_firings.every"},
+		"early time unknown":          {map[string]string{"window": "{size: 1h, early_firings: {every: 1m, time: wall}}"}, "window.early_firings.time"},
+		"early time empty, every off": {map[string]string{"window": "{size: 1h, early_firings: {time: ''}}"}, "window.early_firings.time"},
+		"early unknown key":           {map[string]string{"window": "{size: 1h, early_firings: {evry: 1m}}"}, "window.early_firings.evry"},
+		"global without early":        {map[string]string{"window": "{type: global}"}, "window.early_firings.every"},
+		"global with size":            {map[string]string{"window": "{type: global, size: 5s, early_firings: {every: 1m}}"}, "window.size"},
+		"global with lateness":        {map[string]string{"window": "{type: global, allowed_lateness: 1s, early_firings: {every: 1m}}"}, "window.allowed_lateness"},
+		"global with emit":            {map[string]string{"window": "{type: global, emit: on_close, early_firings: {every: 1m}}"}, "window.emit"},
+		"global with gap":             {map[string]string{"window": "{type: global, gap: 1s, early_firings: {every: 1m}}"}, "window.gap"},
+		"global with slide":           {map[string]string{"window": "{type: global, slide: 1s, early_firings: {every: 1m}}"}, "window.slide"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -43,6 +64,20 @@ func TestParseWindowKindAccepts(t *testing.T) {
 	}{
 		"top_k": {map[string]string{"aggregates": "[{name: top, fn: top_k, field: x, k: 10}]"},
 			func(c Config) any { return c.Aggregates[0] }, Aggregate{Name: "top", Fn: "top_k", Field: "x", K: 10}},
+		"calendar day, default zone": {map[string]string{"window": "{calendar: day}"},
+			func(c Config) any { return c.Window }, Window{Type: "tumbling", Calendar: "day", Timezone: "UTC", Emit: "on_watermark"}},
+		"calendar week in a zone, lateness": {map[string]string{"window": "{calendar: week, timezone: Australia/Lord_Howe, allowed_lateness: 1h, emit: on_close}"},
+			func(c Config) any { return c.Window }, Window{Type: "tumbling", Calendar: "week", Timezone: "Australia/Lord_Howe", AllowedLateness: time.Hour, Emit: "on_close"}},
+		"calendar empty is tumbling": {map[string]string{"window": "{size: 5s, calendar: ''}"},
+			func(c Config) any { return c.Window }, Window{Type: "tumbling", Size: 5 * time.Second, Emit: "on_watermark"}},
+		"early firings, default time": {map[string]string{"window": "{size: 1h, early_firings: {every: 1m}}"},
+			func(c Config) any { return c.Window.EarlyFirings }, EarlyFirings{Every: time.Minute, Time: "processing"}},
+		"early firings in event time on a session": {map[string]string{"window": "{type: session, gap: 1m, early_firings: {every: 10s, time: event}}"},
+			func(c Config) any { return c.Window.EarlyFirings }, EarlyFirings{Every: 10 * time.Second, Time: "event"}},
+		"early firings off, time kept": {map[string]string{"window": "{size: 1h, early_firings: {every: 0s, time: processing}}"},
+			func(c Config) any { return c.Window.EarlyFirings }, EarlyFirings{Time: "processing"}},
+		"global": {map[string]string{"window": "{type: global, early_firings: {every: 1m, time: event}}"},
+			func(c Config) any { return c.Window }, Window{Type: "global", Emit: "on_watermark", EarlyFirings: EarlyFirings{Every: time.Minute, Time: "event"}}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -67,6 +102,10 @@ func FuzzParseWindowKinds(f *testing.F) {
 		{"aggregates": "[{name: top, fn: top_k, field: x, k: 10}]"},
 		{"aggregates": "[{name: top, fn: top_k, field: x, k: 0}]"},
 		{"aggregates": "[{name: top, fn: count, k: 2}]"},
+		{"window": "{calendar: day, timezone: Europe/Berlin}"},
+		{"window": "{calendar: month, timezone: ''}"},
+		{"window": "{type: sliding, size: 1m, slide: 10s, early_firings: {every: 5s, time: event}}"},
+		{"window": "{type: global, early_firings: {every: 1m}}"},
 	} {
 		f.Add(doc(sections))
 	}

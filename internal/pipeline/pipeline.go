@@ -99,7 +99,7 @@ func New(cfg config.Config, out Output) (*Processor, error) {
 	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
 	spec := WindowSpec(cfg)
-	if spec.Kind == windowing.KindSession {
+	if spec.Kind == windowing.KindSession || spec.Kind == windowing.KindCalendar {
 		p.engine, err = windowing.NewSessions(spec, resultSink{out})
 	} else {
 		p.engine, err = windowing.NewEngine(spec, resultSink{out})
@@ -140,6 +140,7 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	case "session":
 		s.Kind = windowing.KindSession
 	}
+	windowKindSpec(w, &s)
 	for _, a := range cfg.Aggregates {
 		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q, K: a.K})
 	}

@@ -34,8 +34,9 @@ const ReasonLate = "late"
 type Encoder struct {
 	names  [][]byte // `"name":` per aggregate
 	win    windowing.Window
-	text   []byte // `,"window_start":…,"window_end":…` then `,"start":"…","end":"…"` of win
-	keyEnd int    // where the key's part of text ends
+	text   []byte         // `,"window_start":…,"window_end":…` then `,"start":"…","end":"…"` of win
+	keyEnd int            // where the key's part of text ends
+	zone   *time.Location // calendar windows: start and end in this zone; nil: UTC
 }
 
 // NewEncoder returns an Encoder for results with the aggregates names.
@@ -58,9 +59,15 @@ func (e *Encoder) window(w windowing.Window) {
 	t = strconv.AppendInt(t, w.End, 10)
 	e.keyEnd = len(t)
 	t = append(t, `,"start":"`...)
-	t = AppendTime(t, w.Start)
-	t = append(t, `","end":"`...)
-	t = AppendTime(t, w.End)
+	if e.zone != nil {
+		t = appendZoned(t, w.Start, e.zone)
+		t = append(t, `","end":"`...)
+		t = appendZoned(t, w.End, e.zone)
+	} else {
+		t = AppendTime(t, w.Start)
+		t = append(t, `","end":"`...)
+		t = AppendTime(t, w.End)
+	}
 	e.text, e.win = append(t, '"'), w
 }
 

@@ -132,7 +132,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
-	w.enc = NewEncoder(cfg.AggregateNames())
+	w.enc = EncoderFor(cfg)
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}

@@ -16,6 +16,7 @@ import (
 // scratch at each firing, and Advance scans every window.
 type reference struct {
 	p       params
+	cal     func(ts int64) windowing.Window // calendar windows: tumbling, by this assigner
 	aggs    []windowing.Aggregate
 	wm      int64
 	seq     uint64
@@ -48,6 +49,9 @@ func newReference(p params, aggs []windowing.Aggregate) *reference {
 }
 
 func (r *reference) windows(ts int64) []windowing.Window {
+	if r.cal != nil {
+		return []windowing.Window{r.cal(ts)}
+	}
 	if r.p.typ == "tumbling" {
 		return []windowing.Window{windowing.Tumbling{Size: r.p.size, Offset: r.p.offset}.Assign(ts)}
 	}
@@ -133,6 +137,9 @@ func (r *reference) RemovePartition(p int32) {
 }
 
 func (r *reference) window(w *refWin) windowing.Window {
+	if r.cal != nil {
+		return r.cal(w.id.start)
+	}
 	end := w.id.start + r.p.size
 	if w.id.start > math.MaxInt64-r.p.size {
 		end = math.MaxInt64

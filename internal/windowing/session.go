@@ -25,6 +25,7 @@ import (
 type Sessions struct {
 	sink     Sink
 	gap      int64
+	cal      *Calendar // calendar windows: no gap, no merges
 	lateness int64
 	onClose  bool
 	agg      layout
@@ -77,8 +78,8 @@ const noTimer = math.MaxInt64
 // NewSessions builds the engine of a session window spec. sink gets
 // results and retractions in emission order.
 func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
-	if spec.Kind != KindSession {
-		return nil, fmt.Errorf("window kind %d: not session", spec.Kind)
+	if spec.Kind != KindSession && spec.Kind != KindCalendar {
+		return nil, fmt.Errorf("window kind %d: not session or calendar", spec.Kind)
 	}
 	s := &Sessions{sink: sink, gap: spec.Gap, lateness: spec.Lateness, onClose: spec.OnClose,
 		marks: marks{wm: math.MinInt64}, nextDue: noTimer, table: newKeyTable(), numbers: newNumbers()}
@@ -89,6 +90,12 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 	s.pool = panePool{stride: s.agg.nums, free: noPane}
 	s.res.Aggregates = make([]record.Value, len(s.agg.specs))
 	s.fire.keys, s.clean.keys = &s.keys, &s.keys
+	if spec.Kind == KindCalendar {
+		if spec.Zone == nil || spec.Calendar < CalendarDay || spec.Calendar > CalendarMonth {
+			return nil, fmt.Errorf("calendar window: unit %d in zone %v", spec.Calendar, spec.Zone)
+		}
+		s.cal = &Calendar{Unit: spec.Calendar, Loc: spec.Zone}
+	}
 	return s, nil
 }
 
@@ -112,17 +119,13 @@ func (s *Sessions) Merges() int64 { return s.merges }
 // it, absorbed sessions that fired are retracted in order of start, and in
 // emit mode on_watermark the session fires late if it is due or had fired.
 func (s *Sessions) Add(rec *record.Record) Outcome {
-	gap := rec.Gap
-	if gap <= 0 {
-		gap = s.gap
-	}
-	w := Window{Start: rec.Time, End: addSat(rec.Time, gap)}
+	w := s.window(rec.Time, rec.Gap)
 	wm := s.Judged(rec.Partition)
 	tag := s.table.hash(rec.Partition, rec.Key)
 	ki := s.findKey(rec.Partition, tag, rec.Key)
 	i, j, merged := 0, 0, w
 	if ki >= 0 {
-		i, j, merged = intersecting(s.keys[ki].sess, w)
+		i, j, merged = s.overlapping(s.keys[ki].sess, w)
 	}
 	if merged.CleanupTime(s.lateness) <= wm {
 		return Outcome{Kind: LateEvent, Missed: merged}

@@ -1,5 +1,7 @@
 package windowing
 
+import "time"
+
 // Kind is a window type (SPEC §3).
 type Kind uint8
 
@@ -7,6 +9,7 @@ const (
 	KindTumbling Kind = iota // fixed, non-overlapping windows of Size
 	KindSliding              // windows of Size starting every Slide
 	KindSession              // per key, merged [t, t+gap) windows
+	KindCalendar             // tumbling local days, weeks or months in a time zone (run by Sessions)
 )
 
 // Spec is what the engine needs of the configuration, in ms. It is built
@@ -19,7 +22,10 @@ type Spec struct {
 	Offset int64 // tumbling and sliding
 	// Gap is a session's default gap: a record's window is [t, t+Gap)
 	// unless the record carries its own (record.Record.Gap > 0).
-	Gap        int64
+	Gap int64
+	// Calendar and Zone are a calendar window's unit and time zone.
+	Calendar   CalendarUnit
+	Zone       *time.Location
 	Lateness   int64
 	OnClose    bool // emit on_close: one Final firing per window, at its cleanup time
 	Aggregates []Aggregate

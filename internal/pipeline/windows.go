@@ -1,0 +1,18 @@
+package pipeline
+
+import (
+	"aggregator/internal/config"
+	"aggregator/internal/windowing"
+)
+
+// calendarUnits maps window.calendar to the engine's units.
+var calendarUnits = map[string]windowing.CalendarUnit{
+	"day": windowing.CalendarDay, "week": windowing.CalendarWeek, "month": windowing.CalendarMonth,
+}
+
+// windowKindSpec fills in the parts of s for calendar windows.
+func windowKindSpec(w config.Window, s *windowing.Spec) {
+	if w.Calendar != "" {
+		s.Kind, s.Calendar, s.Zone = windowing.KindCalendar, calendarUnits[w.Calendar], w.Zone()
+	}
+}
