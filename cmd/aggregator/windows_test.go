@@ -18,8 +18,20 @@ import (
 //     of their instant.
 //   - calendar_havana: 10 March 2030 has no midnight in Havana (00:00 -05
 //     is 01:00 -04): the day starts at 01:00-04:00 and 9 March ends there.
+//   - early_event: every 3s of event time, ticks at W = 2999, 5999, …; the
+//     first W (999) only sets where they count from. W 1999 → 3499
+//     crosses 2999: [0s,10s) early (3). W 3499 → 8999 crosses 5999 and
+//     8999 (not [0s,10s)'s maxTimestamp 9999): one early firing (4). W
+//     9499 → 20499: [0s,10s) on time at its 9999 (revision 2), then
+//     [20s,30s), changed and not due, early at the first tick crossed,
+//     11999; at the flush it fires on time as revision 1.
+//   - early_processing: the same with processing time: replay has no
+//     clock, so no early firing.
+//   - global: every 10s of event time; W 4999 → 11999 crosses 9999: u1
+//     (3). W 15999 → 34999 crosses 19999 and 29999: u1 (5), then u2 (1),
+//     by key. The end of input is a tick: u1 changed (6); u2 did not.
 func TestReplayWindowKinds(t *testing.T) {
-	for _, name := range []string{"top_k", "calendar_berlin", "calendar_havana"} {
+	for _, name := range []string{"top_k", "calendar_berlin", "calendar_havana", "early_event", "early_processing", "global"} {
 		t.Run(name, func(t *testing.T) {
 			in, err := os.ReadFile("testdata/windows/" + name + ".jsonl")
 			if err != nil {

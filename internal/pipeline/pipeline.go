@@ -99,7 +99,7 @@ func New(cfg config.Config, out Output) (*Processor, error) {
 	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
 	spec := WindowSpec(cfg)
-	if spec.Kind == windowing.KindSession || spec.Kind == windowing.KindCalendar {
+	if spec.Kind == windowing.KindSession || spec.Kind == windowing.KindCalendar || spec.Kind == windowing.KindGlobal {
 		p.engine, err = windowing.NewSessions(spec, resultSink{out})
 	} else {
 		p.engine, err = windowing.NewEngine(spec, resultSink{out})
@@ -121,6 +121,7 @@ type engine interface {
 	Rewind(wm int64, keep []int32)
 	OpenWindows() int
 	RemovePartition(partition int32)
+	ProcessingTime(now int64)
 	TrackChanges()
 	Changes(fn func(*windowing.Entry))
 	Restore(en *windowing.Entry, dropped int64) error
@@ -259,6 +260,7 @@ func (p *Processor) advance() { p.engine.Advance(p.marks.Current()) }
 func (p *Processor) Tick(now int64) {
 	p.marks.Tick(now)
 	p.advance()
+	p.engine.ProcessingTime(now)
 }
 
 // Flush is the end of a bounded input: the watermark goes to the end of

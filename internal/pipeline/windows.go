@@ -10,9 +10,14 @@ var calendarUnits = map[string]windowing.CalendarUnit{
 	"day": windowing.CalendarDay, "week": windowing.CalendarWeek, "month": windowing.CalendarMonth,
 }
 
-// windowKindSpec fills in the parts of s for calendar windows.
+// windowKindSpec fills in the parts of s for calendar windows and early
+// firings.
 func windowKindSpec(w config.Window, s *windowing.Spec) {
 	if w.Calendar != "" {
 		s.Kind, s.Calendar, s.Zone = windowing.KindCalendar, calendarUnits[w.Calendar], w.Zone()
 	}
+	if w.Type == "global" {
+		s.Kind = windowing.KindGlobal
+	}
+	s.Early = windowing.EarlySpec{Every: w.EarlyFirings.Every.Milliseconds(), Event: w.EarlyFirings.Time == "event"}
 }

@@ -53,6 +53,11 @@ func (e *Encoder) window(w windowing.Window) {
 	if e.text != nil && w == e.win {
 		return
 	}
+	if w.IsGlobal() {
+		e.text, e.win = append(e.text[:0], `,"window_start":null,"window_end":null`...), w
+		e.keyEnd = len(e.text)
+		return
+	}
 	t := append(e.text[:0], `,"window_start":`...)
 	t = strconv.AppendInt(t, w.Start, 10)
 	t = append(t, `,"window_end":`...)

@@ -43,7 +43,7 @@ type Writer struct {
 	log    zerolog.Logger
 	seed   maphash.Seed
 
-	firings             [4]prometheus.Counter // by windowing.Firing
+	firings             [5]prometheus.Counter // by windowing.Firing
 	results, late, dead topicMetrics
 	latency             prometheus.Observer
 	fetched             time.Time                // when the records being processed were fetched
@@ -136,7 +136,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
-	for _, f := range []windowing.Firing{windowing.OnTime, windowing.Late, windowing.Final, windowing.Retract} {
+	for _, f := range windowing.Firings {
 		w.firings[f] = m.Firings.WithLabelValues(f.String())
 	}
 	topic := func(name string) topicMetrics {

@@ -72,6 +72,9 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 	dst = binary.AppendUvarint(dst, uint64(en.Revision))
 	switch en.Kind {
 	case windowing.WindowEntry:
+		if en.EarlyOnly {
+			dst = append(dst, earlyMark(en))
+		}
 		return dst
 	case windowing.SessionEntry:
 		dst = binary.AppendVarint(dst, en.End)
@@ -100,8 +103,10 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 		sk.Encode(&b, false)
 		dst = appendString(dst, string(b))
 	}
-	if len(en.Tops) == 0 {
-		return dst // as values were before top_k: Restore reads both
+	// top_k counts and the early-only mark are optional at the end, so
+	// values written before them still read.
+	if len(en.Tops) == 0 && !en.EarlyOnly {
+		return dst
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(en.Tops)))
 	for _, m := range en.Tops {
@@ -110,7 +115,18 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 			dst = binary.AppendUvarint(appendString(dst, x), uint64(n))
 		}
 	}
+	if en.EarlyOnly {
+		dst = append(dst, earlyMark(en))
+	}
 	return dst
+}
+
+// earlyMark is the byte of an early-only entry: 1, plus 2 if changed since.
+func earlyMark(en *windowing.Entry) byte {
+	if en.Changed {
+		return 3
+	}
+	return 1
 }
 
 // AppendPosition appends the value of a position record.
@@ -243,6 +259,21 @@ func (r *reader) count(what string) int {
 	return int(n)
 }
 
+// earlyOnly reads the optional early-only mark: absent, or the byte 1
+// (3: changed since its last firing).
+func (r *reader) earlyOnly() (earlyOnly, changed bool) {
+	if len(r.b) == 0 {
+		return false, false
+	}
+	if r.b[0] != 1 && r.b[0] != 3 {
+		r.fail("early-only mark")
+		return false, false
+	}
+	changed = r.b[0] == 3
+	r.b = r.b[1:]
+	return true, changed
+}
+
 // header reads the version and the tag.
 func (r *reader) header() uint64 {
 	if len(r.b) == 0 || r.b[0] != version {
@@ -267,6 +298,10 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 	en.Revision = int64(r.uvarint("revision"))
 	switch en.Kind {
 	case windowing.WindowEntry:
+		en.EarlyOnly, en.Changed = r.earlyOnly()
+		if len(r.b) != 0 && r.err == nil {
+			r.err = fmt.Errorf("%w: value: %d bytes left over", ErrCorrupt, len(r.b))
+		}
 		return tag, r.err
 	case windowing.SessionEntry:
 		en.End = r.varint("session end")
@@ -322,6 +357,7 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 			}
 			en.Tops[i] = m
 		}
+		en.EarlyOnly, en.Changed = r.earlyOnly()
 	}
 	if len(r.b) != 0 && r.err == nil {
 		r.err = fmt.Errorf("%w: value: %d bytes left over", ErrCorrupt, len(r.b))

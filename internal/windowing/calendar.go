@@ -136,6 +136,9 @@ func (s *Sessions) window(t, gap int64) Window {
 	if s.cal != nil {
 		return s.cal.Assign(t)
 	}
+	if s.global {
+		return globalWindow
+	}
 	if gap <= 0 {
 		gap = s.gap
 	}

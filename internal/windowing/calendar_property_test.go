@@ -123,7 +123,7 @@ func TestCalendarEngineMatchesReference(t *testing.T) {
 		"Asia/Beirut":         time.Date(2030, 3, 28, 0, 0, 0, 0, time.UTC),
 	}
 	for zone, start := range starts {
-		for _, emit := range []string{"on_watermark", "on_close"} {
+		for _, emit := range []string{"on_watermark", "on_close", "on_watermark, early every 3h"} {
 			t.Run(zone+" "+emit, func(t *testing.T) {
 				t.Parallel()
 				loc, err := time.LoadLocation(zone)
@@ -133,6 +133,9 @@ func TestCalendarEngineMatchesReference(t *testing.T) {
 				late, restored := 0, 0
 				for seed := range propertySeeds() {
 					l, r := compareCalendar(t, loc, start.UnixMilli(), emit, seed, 600)
+					if t.Failed() {
+						return
+					}
 					late, restored = late+l, restored+r
 				}
 				if late == 0 || restored == 0 {
@@ -149,9 +152,13 @@ func compareCalendar(t *testing.T, loc *time.Location, base int64, emit string, 
 	run := fmt.Sprintf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 13))
 	spec := windowing.Spec{Kind: windowing.KindCalendar, Calendar: windowing.CalendarDay, Zone: loc, Lateness: lateness, OnClose: emit == "on_close", Aggregates: allAggs}
+	if emit != "on_close" && emit != "on_watermark" {
+		spec.Early, emit = windowing.EarlySpec{Every: 12 * quarter, Event: true}, "on_watermark"
+	}
 	got := &collector{}
 	e := newSessions(t, spec, got)
 	ref := newReference(params{"tumbling", 0, 0, 0, lateness, emit}, allAggs)
+	ref.early = spec.Early
 	ref.cal = bruteCalendar(loc, windowing.CalendarDay)
 	store := newChangelog()
 	// Times in units of 15 minutes: 2 units a record at most, up to 140

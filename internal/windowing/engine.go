@@ -68,6 +68,8 @@ type Engine struct {
 	acc         *ownPane
 	res         Result
 	numbers
+
+	early earlyTicks
 }
 
 // NewEngine builds the engine of a tumbling or sliding window spec. sink
@@ -88,6 +90,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		restoredMin: math.MaxInt64,
 		byStart:     map[int64]*bucket{},
 		table:       newKeyTable(),
+		early:       newEarlyTicks(spec.Early),
 	}
 	switch spec.Kind {
 	case KindTumbling:

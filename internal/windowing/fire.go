@@ -43,6 +43,9 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	if e.fifo {
 		e.fifoNote(ki, paneStart, rec, e.seq)
 	}
+	if e.early.on() {
+		e.noteChanged(ki, pi, first, last)
+	}
 	switch {
 	case e.onClose:
 	case wm < e.aheadUntil:
@@ -282,7 +285,17 @@ func (e *Engine) Advance(wm int64) {
 	if wm <= e.wm {
 		return
 	}
+	prev := e.wm
 	e.wm = wm
+	if tick, ok := e.early.eventTick(prev, wm); ok {
+		// Firings come in order of due time: on time up to the tick,
+		// then the early ones, then on time after it.
+		if tick >= e.nextDue {
+			e.fireDueUntil(tick)
+			e.nextDue = e.dueTime()
+		}
+		e.fireEarly()
+	}
 	if wm < e.nextDue {
 		return
 	}
@@ -303,8 +316,10 @@ func (e *Engine) dueTime() int64 {
 }
 
 // fireDue fires and drops the buckets due at the current watermark.
-func (e *Engine) fireDue() {
-	wm := e.wm
+func (e *Engine) fireDue() { e.fireDueUntil(e.wm) }
+
+// fireDueUntil fires and drops the buckets due at watermark wm (at most e.wm).
+func (e *Engine) fireDueUntil(wm int64) {
 	if !e.onClose {
 		for ; e.fired < len(e.buckets) && e.maxTimestamp(e.buckets[e.fired].start) <= wm; e.fired++ {
 			e.fireBucket(e.buckets[e.fired], OnTime)
@@ -380,22 +395,24 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 	if e.tumbling {
 		i := e.findPane(k, start)
 		h := e.pool.hdr(i)
-		if f == OnTime && h.rev > 0 {
+		if f == OnTime && h.flags&flagFired != 0 {
 			return
 		}
 		r.Count, r.Revision = h.count, int64(h.rev)
 		e.values(e.pool.view(i), r.Aggregates)
 		h.rev++
+		h.flags = h.flags&^flagChanged | firedBy(f)
 		e.markPane(i, ki)
 	} else {
 		sk := e.keys.slide(ki)
 		j, _ := sk.findWin(start, e.slide)
 		w := &sk.wins.live()[j]
-		if f == OnTime && w.rev > 0 {
+		if f == OnTime && w.flags&flagFired != 0 {
 			return
 		}
 		r.Revision = int64(w.rev)
 		w.rev++
+		w.flags = w.flags&^flagChanged | firedBy(f)
 		e.markWin(ki, w)
 		e.mergeWindow(sk, start)
 		r.Count = e.acc.n

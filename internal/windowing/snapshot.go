@@ -38,6 +38,12 @@ type Entry struct {
 	End       int64 // SessionEntry only: the session is [Start, End)
 	Deleted   bool  // a tombstone: the slice or window was dropped
 	Revision  int64 // firings so far (WindowEntry; tumbling SliceEntry)
+	// EarlyOnly: every one of the Revision firings was early, so the
+	// window has not been due yet and will fire on time.
+	EarlyOnly bool
+	// Changed (with EarlyOnly): the window took records since its last
+	// (early) firing, so the next early-firing tick fires it.
+	Changed bool
 	// SliceEntry: the accumulators, one slot per configured aggregate kind
 	// (see layout). Changes lends them: valid during the call only.
 	Count    int64
@@ -60,6 +66,13 @@ type Pick struct {
 const (
 	flagDirty  uint8 = 1 << iota // changed since the last Changes
 	flagStored                   // Changes has handed it out: dropping it needs a tombstone
+	// flagFired: the window has fired other than early (on time, late or
+	// final), so it has been due; its revision alone does not say, as
+	// early firings count too.
+	flagFired
+	// flagChanged: the window took a record since its last firing, so an
+	// early-firing tick fires it (see early.go).
+	flagChanged
 )
 
 // changes is what the changelog lacks since the last Changes call.
@@ -166,7 +179,9 @@ func (e *Engine) Changes(fn func(*Entry)) {
 			continue
 		}
 		w.flags = w.flags&^flagDirty | flagStored
-		en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev)}
+		en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev),
+			EarlyOnly: w.rev > 0 && w.flags&flagFired == 0}
+		en.Changed = en.EarlyOnly && w.flags&flagChanged != 0
 		fn(&en)
 	}
 	c.wins = c.wins[:0]
@@ -191,7 +206,7 @@ func (c *changes) handOutGone(fn func(*Entry), live map[sessionID]bool) {
 func (e *Engine) sliceEntry(en *Entry, k *keyState, i int32) {
 	e.pool.entry(en, SliceEntry, k, i)
 	if !e.tumbling {
-		en.Revision = 0
+		en.Revision, en.EarlyOnly, en.Changed = 0, false, false
 	}
 }
 
@@ -201,7 +216,8 @@ func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
 	v := p.view(i)
 	picks := en.Picks[:0]
 	*en = Entry{Kind: kind, Partition: k.part, ID: k.id, Split: int(k.split), Start: h.start,
-		Count: h.count, Revision: int64(h.rev), Nums: v.nums}
+		Count: h.count, Revision: int64(h.rev), EarlyOnly: h.rev > 0 && h.flags&flagFired == 0, Nums: v.nums}
+	en.Changed = en.EarlyOnly && h.flags&flagChanged != 0
 	if v.ext != nil {
 		for _, pk := range v.ext.picks {
 			picks = append(picks, Pick{Value: pk.v, Time: pk.t, Seq: pk.seq})
@@ -261,7 +277,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	if h.count != 0 {
 		return fmt.Errorf("restore: slice at %d of %s twice", en.Start, en.ID[en.Split:])
 	}
-	h.flags = flagStored
+	h.flags = flagStored | firedFlag(en)
 	seq, err := e.pool.load(&e.agg, pi, en)
 	if err != nil {
 		return err
@@ -269,11 +285,20 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	e.seq = max(e.seq, seq)
 	if e.tumbling {
 		h.rev = int32(en.Revision)
-		e.restored(en.Start, en.Revision)
+		e.restored(en.Start, firedFlag(en) != 0)
 	} else {
-		e.restored(first, 0)
+		e.restored(first, false)
 	}
+	e.restoredChanged(ki, pi, first, last, en)
 	return nil
+}
+
+// firedFlag is flagFired if en's window has fired other than early.
+func firedFlag(en *Entry) uint8 {
+	if en.Revision > 0 && !en.EarlyOnly {
+		return flagFired
+	}
+	return 0
 }
 
 func (e *Engine) restoreWindow(ki int32, k *keyState, en *Entry) error {
@@ -286,15 +311,19 @@ func (e *Engine) restoreWindow(ki int32, k *keyState, en *Entry) error {
 		return fmt.Errorf("restore: window at %d of %s has no slice", en.Start, en.ID[en.Split:])
 	}
 	w := &sk.wins.live()[j]
-	w.rev, w.flags = int32(en.Revision), flagStored
-	e.restored(en.Start, en.Revision)
+	w.rev, w.flags = int32(en.Revision), flagStored|firedFlag(en)|w.flags&flagChanged
+	if !en.Changed {
+		w.flags &^= flagChanged // it fired (early or not) since it took its records
+	}
+	e.restored(en.Start, firedFlag(en) != 0)
 	return nil
 }
 
-// restored notes a restored window at start that has fired rev times.
-func (e *Engine) restored(start, rev int64) {
+// restored notes a restored window at start, which has fired (other than
+// early) or not.
+func (e *Engine) restored(start int64, fired bool) {
 	e.restoredMin = min(e.restoredMin, start)
-	if rev > 0 {
+	if fired {
 		e.aheadUntil = max(e.aheadUntil, e.maxTimestamp(start))
 	}
 }
@@ -323,23 +352,23 @@ func (e *Engine) FinishRestore() {
 // the previous owner would have.
 func (e *Engine) fireAhead(ki int32, k *keyState, first, last, wm int64) {
 	for s := last; s >= first; s -= e.slide {
-		if e.maxTimestamp(s) <= wm || e.revision(ki, k, s) > 0 {
+		if e.maxTimestamp(s) <= wm || e.hasFired(ki, k, s) {
 			e.emit(ki, k, s, Late)
 		}
 	}
 }
 
-// revision returns the firings so far of k's window at start.
-func (e *Engine) revision(ki int32, k *keyState, start int64) int64 {
+// hasFired reports whether k's window at start has fired other than early.
+func (e *Engine) hasFired(ki int32, k *keyState, start int64) bool {
 	if e.tumbling {
-		return int64(e.pool.hdr(e.findPane(k, start)).rev)
+		return e.pool.hdr(e.findPane(k, start)).flags&flagFired != 0
 	}
 	sk := e.keys.slide(ki)
 	j, ok := sk.findWin(start, e.slide)
 	if !ok {
-		return 0
+		return false
 	}
-	return int64(sk.wins.live()[j].rev)
+	return sk.wins.live()[j].flags&flagFired != 0
 }
 
 // keyByID returns key id of partition part, creating it if needed.

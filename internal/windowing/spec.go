@@ -10,6 +10,7 @@ const (
 	KindSliding              // windows of Size starting every Slide
 	KindSession              // per key, merged [t, t+gap) windows
 	KindCalendar             // tumbling local days, weeks or months in a time zone (run by Sessions)
+	KindGlobal               // one window per key that never ends, fired by early firings (run by Sessions)
 )
 
 // Spec is what the engine needs of the configuration, in ms. It is built
@@ -28,6 +29,7 @@ type Spec struct {
 	Zone       *time.Location
 	Lateness   int64
 	OnClose    bool // emit on_close: one Final firing per window, at its cleanup time
+	Early      EarlySpec
 	Aggregates []Aggregate
 }
 

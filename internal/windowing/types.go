@@ -33,7 +33,13 @@ const (
 	// new one (SPEC §3): only Partition, Key and Window are set; it is a
 	// tombstone under the session's Kafka key.
 	Retract
+	// Early is an early firing (SPEC §3): a window not due yet that took
+	// records since its last firing, at a tick of window.early_firings.
+	Early
 )
+
+// Firings are every Firing, for metrics.
+var Firings = []Firing{OnTime, Late, Final, Retract, Early}
 
 func (f Firing) String() string {
 	switch f {
@@ -43,6 +49,8 @@ func (f Firing) String() string {
 		return "late"
 	case Retract:
 		return "retract"
+	case Early:
+		return "early"
 	}
 	return "final"
 }
@@ -79,4 +87,12 @@ const (
 type Outcome struct {
 	Kind   OutcomeKind
 	Missed Window
+}
+
+// firedBy is flagFired unless f is an early firing.
+func firedBy(f Firing) uint8 {
+	if f == Early {
+		return 0
+	}
+	return flagFired
 }
