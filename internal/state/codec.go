@@ -72,8 +72,8 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 	dst = binary.AppendUvarint(dst, uint64(en.Revision))
 	switch en.Kind {
 	case windowing.WindowEntry:
-		if en.EarlyOnly {
-			dst = append(dst, earlyMark(en))
+		if m := earlyMark(en); m != 0 {
+			dst = append(dst, m)
 		}
 		return dst
 	case windowing.SessionEntry:
@@ -105,7 +105,7 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 	}
 	// top_k counts and the early-only mark are optional at the end, so
 	// values written before them still read.
-	if len(en.Tops) == 0 && !en.EarlyOnly {
+	if len(en.Tops) == 0 && earlyMark(en) == 0 {
 		return dst
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(en.Tops)))
@@ -115,18 +115,23 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 			dst = binary.AppendUvarint(appendString(dst, x), uint64(n))
 		}
 	}
-	if en.EarlyOnly {
-		dst = append(dst, earlyMark(en))
+	if m := earlyMark(en); m != 0 {
+		dst = append(dst, m)
 	}
 	return dst
 }
 
-// earlyMark is the byte of an early-only entry: 1, plus 2 if changed since.
+// earlyMark is the optional last byte of a value: 1 if the window fired
+// only early, plus 2 if it changed since the last early-firing tick.
 func earlyMark(en *windowing.Entry) byte {
-	if en.Changed {
-		return 3
+	var m byte
+	if en.EarlyOnly {
+		m |= 1
 	}
-	return 1
+	if en.Changed {
+		m |= 2
+	}
+	return m
 }
 
 // AppendPosition appends the value of a position record.
@@ -259,19 +264,18 @@ func (r *reader) count(what string) int {
 	return int(n)
 }
 
-// earlyOnly reads the optional early-only mark: absent, or the byte 1
-// (3: changed since its last firing).
+// earlyOnly reads the optional mark of earlyMark.
 func (r *reader) earlyOnly() (earlyOnly, changed bool) {
 	if len(r.b) == 0 {
 		return false, false
 	}
-	if r.b[0] != 1 && r.b[0] != 3 {
-		r.fail("early-only mark")
+	if m := r.b[0]; m == 0 || m > 3 {
+		r.fail("early firing mark")
 		return false, false
 	}
-	changed = r.b[0] == 3
+	earlyOnly, changed = r.b[0]&1 != 0, r.b[0]&2 != 0
 	r.b = r.b[1:]
-	return true, changed
+	return earlyOnly, changed
 }
 
 // header reads the version and the tag.

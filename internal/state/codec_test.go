@@ -77,7 +77,7 @@ func codecEntries(t testing.TB) map[string]*windowing.Entry {
 		"window fired early only":       {Kind: windowing.WindowEntry, Partition: 2, ID: sid, Split: sidSplit, Start: -5000, Revision: 2, EarlyOnly: true},
 		"slice fired early only":        slice(windowing.Entry{Start: 5000, Count: 2, Revision: 4, EarlyOnly: true, Nums: []float64{1}}),
 		"slice changed since early":     slice(windowing.Entry{Start: 5000, Count: 3, Revision: 4, EarlyOnly: true, Changed: true}),
-		"window changed since early":    {Kind: windowing.WindowEntry, ID: sid, Split: sidSplit, Start: 0, Revision: 1, EarlyOnly: true, Changed: true},
+		"slice changed, not fired":      slice(windowing.Entry{Start: 5000, Count: 3, Changed: true}),
 		"slice early only with tops": slice(windowing.Entry{Start: 5000, Count: 2, Revision: 1, EarlyOnly: true,
 			Tops: []map[string]int64{{"\x02a": 2}}}),
 		"window max revision": {Kind: windowing.WindowEntry, ID: uni, Split: uniSplit, Start: math.MaxInt64, Revision: math.MaxInt64},

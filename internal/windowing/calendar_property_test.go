@@ -131,7 +131,7 @@ func TestCalendarEngineMatchesReference(t *testing.T) {
 					t.Fatal(err)
 				}
 				late, restored := 0, 0
-				for seed := range propertySeeds() {
+				for seed := range extraSeeds() {
 					l, r := compareCalendar(t, loc, start.UnixMilli(), emit, seed, 600)
 					if t.Failed() {
 						return

@@ -101,30 +101,15 @@ func floorDiv(a, b int64) (q, r int64) {
 
 // --- Engine (tumbling and sliding windows)
 
-// noteChanged flags the windows a record of key ki just went into: its
-// pane pi (tumbling) or the windows starting in [first, last] (sliding).
-// A sliding window newly flagged is noted for the changelog, which keeps
-// the flag of windows that fired early.
-func (e *Engine) noteChanged(ki, pi int32, first, last int64) {
-	if e.tumbling {
-		if h := e.pool.hdr(pi); h.flags&flagChanged == 0 {
-			h.flags |= flagChanged
-			e.early.changed = append(e.early.changed, earlyRef{key: ki, pane: pi, start: h.start})
-		}
-		return
-	}
-	sk := e.keys.slide(ki)
-	j, _ := sk.findWin(first, e.slide)
-	ws := sk.wins.live()
-	for s := first; s <= last && j < len(ws); s += e.slide {
-		if w := &ws[j]; w.start == s && w.flags&flagChanged == 0 {
-			w.flags |= flagChanged
-			e.early.changed = append(e.early.changed, earlyRef{key: ki, pane: noPane, start: s})
-			if w.rev > 0 {
-				e.markWin(ki, w)
-			}
-		}
-		j++
+// noteChanged flags pane pi of key ki, which a record just went into.
+// Every tick fires every changed window that is not due, so after a tick
+// no such window is changed: a window is changed at the next one exactly
+// if one of its panes took a record since. One flag per pane (a tumbling
+// window is its pane) is all a record costs.
+func (e *Engine) noteChanged(ki, pi int32) {
+	if h := e.pool.hdr(pi); h.flags&flagChanged == 0 {
+		h.flags |= flagChanged
+		e.early.changed = append(e.early.changed, earlyRef{key: ki, pane: pi, start: h.start})
 	}
 }
 
@@ -145,29 +130,20 @@ func (e *Engine) fireEarly() {
 	for i := len(t.changed) - 1; i >= 0; i-- { // newest first: a reused pane's older notes find it cleared
 		r := t.changed[i]
 		k := e.keys.at(r.key)
-		if k.id == "" {
+		h := e.pool.hdr(r.pane)
+		if k.id == "" || h.flags&flagChanged == 0 || h.start != r.start {
 			continue
 		}
-		if e.tumbling {
-			h := e.pool.hdr(r.pane)
-			if h.flags&flagChanged == 0 || h.start != r.start {
-				continue
+		h.flags &^= flagChanged
+		e.markPane(r.pane, r.key) // the changelog keeps the flag
+		// The pane's windows that are not due; a sliding key's panes share
+		// windows, repeated here and removed after the sort.
+		for s := e.lastStart(r.start); s >= e.firstStart(r.start); s -= e.slide {
+			end := e.window(s).End
+			if end-1 <= e.wm {
+				break
 			}
-			h.flags &^= flagChanged
-		} else {
-			sk := e.keys.slide(r.key)
-			j, ok := sk.findWin(r.start, e.slide)
-			if !ok {
-				continue
-			}
-			w := &sk.wins.live()[j]
-			if w.flags&flagChanged == 0 {
-				continue
-			}
-			w.flags &^= flagChanged
-		}
-		if end := e.window(r.start).End; end-1 > e.wm {
-			t.due = append(t.due, earlyDue{end: end, prefix: sortPrefix(k.sortKey()), ref: r})
+			t.due = append(t.due, earlyDue{end: end, prefix: sortPrefix(k.sortKey()), ref: earlyRef{key: r.key, pane: noPane, start: s}})
 		}
 	}
 	clear(t.changed)
@@ -176,31 +152,25 @@ func (e *Engine) fireEarly() {
 		ka, kb := e.keys.at(a), e.keys.at(b)
 		return cmp.Or(compareKeys(ka, kb), cmp.Compare(ka.part, kb.part))
 	})
+	if !e.tumbling {
+		t.due = slices.CompactFunc(t.due, func(a, b earlyDue) bool { return a.ref == b.ref })
+	}
 	for _, d := range t.due {
 		e.emit(d.ref.key, e.keys.at(d.ref.key), d.ref.start, Early)
 	}
 }
 
-// restoredChanged flags k's restored windows that are changed since their
-// last firing: a window that never fired (it has records), or one whose
-// entry says so. Tumbling: pane pi; sliding: the windows starting in
-// [first, last] (restoreWindow then sets those that fired).
-func (e *Engine) restoredChanged(ki, pi int32, first, last int64, en *Entry) {
-	if !e.early.on() {
-		return
+// restoredChanged flags restored pane pi of key ki if its entry says it
+// took records since the last tick.
+func (e *Engine) restoredChanged(ki, pi int32, en *Entry) {
+	if e.early.on() && en.Changed {
+		e.noteChanged(ki, pi)
 	}
-	if e.tumbling {
-		if en.Revision == 0 || en.Changed {
-			e.noteChanged(ki, pi, first, last)
-		}
-		return
-	}
-	e.noteChanged(ki, pi, first, last)
 }
 
 // --- Sessions (session and calendar windows)
 
-// noteChanged flags session pane pi of key ki.
+// noteChanged flags session pane pi of key ki (its session took a record).
 func (s *Sessions) noteChanged(ki, pi int32) {
 	if h := s.pool.hdr(pi); h.flags&flagChanged == 0 {
 		h.flags |= flagChanged
@@ -227,6 +197,7 @@ func (s *Sessions) fireEarly() {
 			continue
 		}
 		h.flags &^= flagChanged
+		s.markPane(r.pane, r.key) // the changelog keeps the flag
 		x := k.find(r.pane)
 		if x == nil {
 			continue

@@ -44,7 +44,7 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 		e.fifoNote(ki, paneStart, rec, e.seq)
 	}
 	if e.early.on() {
-		e.noteChanged(ki, pi, first, last)
+		e.noteChanged(ki, pi)
 	}
 	switch {
 	case e.onClose:

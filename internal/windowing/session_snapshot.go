@@ -143,7 +143,7 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 	s.seq = max(s.seq, seq)
 	h := s.pool.hdr(pi)
 	h.rev, h.flags = int32(en.Revision), flagStored|firedFlag(en)
-	if s.early.on() && (en.Revision == 0 || en.Changed) {
+	if s.early.on() && en.Changed {
 		s.noteChanged(ki, pi)
 	}
 	i, _, _ := s.overlapping(k.sess, w)

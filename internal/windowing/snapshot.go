@@ -41,8 +41,9 @@ type Entry struct {
 	// EarlyOnly: every one of the Revision firings was early, so the
 	// window has not been due yet and will fire on time.
 	EarlyOnly bool
-	// Changed (with EarlyOnly): the window took records since its last
-	// (early) firing, so the next early-firing tick fires it.
+	// Changed (SliceEntry, SessionEntry): the slice or session took
+	// records since the last early-firing tick, which fires every window
+	// that changed: the next one fires the windows it is in.
 	Changed bool
 	// SliceEntry: the accumulators, one slot per configured aggregate kind
 	// (see layout). Changes lends them: valid during the call only.
@@ -181,7 +182,6 @@ func (e *Engine) Changes(fn func(*Entry)) {
 		w.flags = w.flags&^flagDirty | flagStored
 		en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev),
 			EarlyOnly: w.rev > 0 && w.flags&flagFired == 0}
-		en.Changed = en.EarlyOnly && w.flags&flagChanged != 0
 		fn(&en)
 	}
 	c.wins = c.wins[:0]
@@ -206,7 +206,7 @@ func (c *changes) handOutGone(fn func(*Entry), live map[sessionID]bool) {
 func (e *Engine) sliceEntry(en *Entry, k *keyState, i int32) {
 	e.pool.entry(en, SliceEntry, k, i)
 	if !e.tumbling {
-		en.Revision, en.EarlyOnly, en.Changed = 0, false, false
+		en.Revision, en.EarlyOnly = 0, false
 	}
 }
 
@@ -217,7 +217,7 @@ func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
 	picks := en.Picks[:0]
 	*en = Entry{Kind: kind, Partition: k.part, ID: k.id, Split: int(k.split), Start: h.start,
 		Count: h.count, Revision: int64(h.rev), EarlyOnly: h.rev > 0 && h.flags&flagFired == 0, Nums: v.nums}
-	en.Changed = en.EarlyOnly && h.flags&flagChanged != 0
+	en.Changed = h.flags&flagChanged != 0
 	if v.ext != nil {
 		for _, pk := range v.ext.picks {
 			picks = append(picks, Pick{Value: pk.v, Time: pk.t, Seq: pk.seq})
@@ -289,7 +289,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	} else {
 		e.restored(first, false)
 	}
-	e.restoredChanged(ki, pi, first, last, en)
+	e.restoredChanged(ki, pi, en)
 	return nil
 }
 
@@ -311,10 +311,7 @@ func (e *Engine) restoreWindow(ki int32, k *keyState, en *Entry) error {
 		return fmt.Errorf("restore: window at %d of %s has no slice", en.Start, en.ID[en.Split:])
 	}
 	w := &sk.wins.live()[j]
-	w.rev, w.flags = int32(en.Revision), flagStored|firedFlag(en)|w.flags&flagChanged
-	if !en.Changed {
-		w.flags &^= flagChanged // it fired (early or not) since it took its records
-	}
+	w.rev, w.flags = int32(en.Revision), flagStored|firedFlag(en)
 	e.restored(en.Start, firedFlag(en) != 0)
 	return nil
 }
