@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"aggregator/internal/pipeline"
@@ -83,8 +84,9 @@ func crashStream(seed uint64, n, parts int, gaps bool) []crashInput {
 	return out
 }
 
-// crashConfigs cover tumbling, sliding and session windows, both emit
-// modes, lateness 0 and > 0, and aggregates of every state kind.
+// crashConfigs cover tumbling, sliding, session, calendar and global
+// windows, early firings, both emit modes, lateness 0 and > 0, and
+// aggregates of every state kind.
 var crashConfigs = map[string]string{
 	"tumbling": `
 source: {key: [k], timestamp: {field: t, layout: unix_ms}}
@@ -112,6 +114,32 @@ aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: f, fn: f
 source: {key: [k], timestamp: {field: t, layout: unix_ms}}
 window: {type: session, gap: 600ms, gap_field: g, allowed_lateness: 1s, emit: on_close}
 aggregates: [{name: n, fn: count}, {name: l, fn: last, field: v}]
+`,
+	"early_top_k": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 2s, allowed_lateness: 1s, early_firings: {every: 300ms, time: event}}
+aggregates: [{name: n, fn: count}, {name: top, fn: top_k, field: v, k: 2}]
+`,
+	"early_sliding_on_close": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: sliding, size: 3s, slide: 1s, allowed_lateness: 1s, emit: on_close, early_firings: {every: 500ms, time: event}}
+aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}]
+`,
+	"early_session": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: session, gap: 500ms, gap_field: g, allowed_lateness: 2s, early_firings: {every: 400ms, time: event}}
+aggregates: [{name: n, fn: count}, {name: top, fn: top_k, field: v, k: 3}]
+`,
+	"global": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: global, early_firings: {every: 700ms, time: event}}
+aggregates: [{name: n, fn: count}, {name: top, fn: top_k, field: v, k: 2}]
+`,
+	"calendar": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {calendar: day, timezone: Australia/Lord_Howe, allowed_lateness: 1s}
+aggregates: [{name: n, fn: count}, {name: f, fn: first, field: v}]
 `,
 	"no_lateness": `
 source: {key: [k], timestamp: {field: t, layout: unix_ms}}
@@ -156,6 +184,9 @@ func TestRestoreAtEveryOffset(t *testing.T) {
 			want.Flush()
 			if name == "session" && !slices.ContainsFunc(wantOut.results, func(r windowing.Result) bool { return r.Firing == windowing.Retract }) {
 				t.Fatalf("the session stream has no retraction: restores of sessions merged after firing go untested")
+			}
+			if early := strings.HasPrefix(name, "early") || name == "global"; early && !slices.ContainsFunc(wantOut.results, func(r windowing.Result) bool { return r.Firing == windowing.Early }) {
+				t.Fatalf("the stream has no early firing: restores between ticks go untested")
 			}
 			for crash := range len(ins) + 1 {
 				first, out1 := newProcessor(t, yaml)
