@@ -99,7 +99,7 @@ func New(cfg config.Config, out Output) (*Processor, error) {
 	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
 	spec := WindowSpec(cfg)
-	if spec.Kind == windowing.KindSession || spec.Kind == windowing.KindCalendar || spec.Kind == windowing.KindGlobal {
+	if spec.Kind == windowing.KindSession || spec.Kind == windowing.KindGlobal {
 		p.engine, err = windowing.NewSessions(spec, resultSink{out})
 	} else {
 		p.engine, err = windowing.NewEngine(spec, resultSink{out})

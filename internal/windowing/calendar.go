@@ -20,17 +20,21 @@ const (
 // back over midnight; where midnight is skipped, the first instant of the
 // day) and ends where the next one starts, so days are 23 or 25 hours
 // long across a DST change (23.5 or 24.5 on Lord Howe). It keeps the last
-// window it found: records of one day cost a comparison. Not safe for
-// concurrent use.
+// two windows it found: records of one day cost a comparison. Not safe
+// for concurrent use.
 type Calendar struct {
-	Unit CalendarUnit
-	Loc  *time.Location
-	last Window
+	Unit       CalendarUnit
+	Loc        *time.Location
+	last, prev Window // the windows found last: a firing's and the records'
 }
 
 // Assign returns the window that holds ts.
 func (c *Calendar) Assign(ts int64) Window {
 	if c.last.Start <= ts && ts < c.last.End {
+		return c.last
+	}
+	if c.prev.Start <= ts && ts < c.prev.End {
+		c.last, c.prev = c.prev, c.last
 		return c.last
 	}
 	lt := time.UnixMilli(ts).In(c.Loc)
@@ -47,7 +51,7 @@ func (c *Calendar) Assign(ts int64) Window {
 		y, m, d = time.UnixMilli(w.Start - 1).In(c.Loc).Date()
 		w = c.period(y, m, d)
 	}
-	c.last = w
+	c.last, c.prev = w, c.last
 	return w
 }
 
@@ -110,37 +114,3 @@ func secondsToMs(s int64) int64 {
 	return s * 1000
 }
 
-// overlapping is intersecting for s's windows: calendar windows that
-// touch are neighbours, not one window.
-func (s *Sessions) overlapping(ss []session, w Window) (i, j int, merged Window) {
-	if s.cal == nil {
-		return intersecting(ss, w)
-	}
-	j = len(ss)
-	for j > 0 && ss[j-1].start >= w.End {
-		j--
-	}
-	i = j
-	for i > 0 && ss[i-1].end > w.Start {
-		i--
-	}
-	if i == j {
-		return i, j, w
-	}
-	return i, j, Window{Start: min(w.Start, ss[i].start), End: max(w.End, ss[j-1].end)}
-}
-
-// window returns the window of rec: its calendar window, or the session
-// window [t, t+gap) with the record's own gap if it has one.
-func (s *Sessions) window(t, gap int64) Window {
-	if s.cal != nil {
-		return s.cal.Assign(t)
-	}
-	if s.global {
-		return globalWindow
-	}
-	if gap <= 0 {
-		gap = s.gap
-	}
-	return Window{Start: t, End: addSat(t, gap)}
-}

@@ -60,7 +60,7 @@ func BenchmarkCalendarDay(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e, err := windowing.NewSessions(windowing.Spec{Kind: windowing.KindCalendar, Calendar: windowing.CalendarDay, Zone: loc, Aggregates: sumCount}, discard{})
+		e, err := windowing.NewEngine(windowing.Spec{Kind: windowing.KindCalendar, Calendar: windowing.CalendarDay, Zone: loc, Aggregates: sumCount}, discard{})
 		if err != nil {
 			b.Fatal(err)
 		}

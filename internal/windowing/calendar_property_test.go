@@ -110,7 +110,7 @@ func TestCalendarMatchesBrute(t *testing.T) {
 	}
 }
 
-// TestCalendarEngineMatchesReference drives Sessions with calendar days
+// TestCalendarEngineMatchesReference drives Engine with calendar days
 // and the naive reference (tumbling windows assigned by bruteCalendar) with
 // the property test's random streams, commits and crashes with restores,
 // one stream time unit being 15 minutes from a few days before a DST
@@ -147,6 +147,7 @@ func TestCalendarEngineMatchesReference(t *testing.T) {
 }
 
 func compareCalendar(t *testing.T, loc *time.Location, base int64, emit string, seed uint64, steps int) (late, restored int) {
+	var seen seen
 	t.Helper()
 	const lateness = 30 * quarter
 	run := fmt.Sprintf("seed %d", seed)
@@ -155,8 +156,7 @@ func compareCalendar(t *testing.T, loc *time.Location, base int64, emit string, 
 	if emit != "on_close" && emit != "on_watermark" {
 		spec.Early, emit = windowing.EarlySpec{Every: 12 * quarter, Event: true}, "on_watermark"
 	}
-	got := &collector{}
-	e := newSessions(t, spec, got)
+	e, got := newEngine(t, spec)
 	ref := newReference(params{"tumbling", 0, 0, 0, lateness, emit}, allAggs)
 	ref.early = spec.Early
 	ref.cal = bruteCalendar(loc, windowing.CalendarDay)
@@ -192,7 +192,7 @@ func compareCalendar(t *testing.T, loc *time.Location, base int64, emit string, 
 			}
 			what = fmt.Sprintf("commit (%d entries)", n)
 		case r < 975:
-			e = crashSessions(t, fmt.Sprintf("%s: step %d", run, step), e, spec, got, store, rng)
+			e = crash(t, fmt.Sprintf("%s: step %d", run, step), e, spec, got, store, rng, &seen)
 			restored += len(store.entries)
 			what = fmt.Sprintf("crash (%d entries restored)", len(store.entries))
 		default:
@@ -210,7 +210,7 @@ func compareCalendar(t *testing.T, loc *time.Location, base int64, emit string, 
 	return late, restored
 }
 
-func checkCalendar(t *testing.T, at string, e *windowing.Sessions, ref *reference, got []windowing.Result) {
+func checkCalendar(t *testing.T, at string, e *windowing.Engine, ref *reference, got []windowing.Result) {
 	t.Helper()
 	if len(got) != len(ref.out) {
 		t.Fatalf("%s: %d results, want %d\ngot  %v\nwant %v", at, len(got), len(ref.out), got, ref.out)

@@ -76,8 +76,12 @@ func (e *Engine) assign(t int64) {
 		first = last - (n-1)*e.slide
 		pane = t - floorMod(t-e.offset, e.paneLen)
 	}
+	to := addSat(pane, e.paneLen)
+	if e.cal != nil {
+		to = e.window(pane).End
+	}
 	e.span = span{
-		from: pane, to: addSat(pane, e.paneLen),
+		from: pane, to: to,
 		last: last, first: first,
 		lastCleanup: e.cleanupTime(last), firstCleanup: e.cleanupTime(first),
 		firstMaxTs: e.maxTimestamp(first),
@@ -230,12 +234,18 @@ func (e *Engine) addWindows(ki, prev, next int32, first, last int64) {
 
 // lastStart is the start of the latest window that holds time t.
 func (e *Engine) lastStart(t int64) int64 {
+	if e.cal != nil {
+		return e.cal.Assign(t).Start
+	}
 	return Sliding{Size: e.size, Slide: e.slide, Offset: e.offset}.Last(t).Start // tumbling: slide = size
 }
 
 // firstStart is the start of the earliest window that holds time t.
 func (e *Engine) firstStart(t int64) int64 {
 	last := e.lastStart(t)
+	if e.tumbling {
+		return last
+	}
 	return last - (last-t+e.size-1)/e.slide*e.slide
 }
 

@@ -13,3 +13,15 @@ var globalWindow = Window{Start: math.MinInt64, End: math.MaxInt64}
 
 // IsGlobal reports whether w is the window of a global window.
 func (w Window) IsGlobal() bool { return w == globalWindow }
+
+// window returns the window of a record at t: the global window, or the
+// session window [t, t+gap) with the record's own gap if it has one.
+func (s *Sessions) window(t, gap int64) Window {
+	if s.global {
+		return globalWindow
+	}
+	if gap <= 0 {
+		gap = s.gap
+	}
+	return Window{Start: t, End: addSat(t, gap)}
+}

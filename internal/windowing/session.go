@@ -25,8 +25,7 @@ import (
 type Sessions struct {
 	sink     Sink
 	gap      int64
-	cal      *Calendar // calendar windows: no gap, no merges
-	global   bool      // global windows: one per key, only early firings
+	global   bool // global windows: one per key, only early firings
 	lateness int64
 	onClose  bool
 	agg      layout
@@ -80,8 +79,8 @@ const noTimer = math.MaxInt64
 // NewSessions builds the engine of a session window spec. sink gets
 // results and retractions in emission order.
 func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
-	if spec.Kind != KindSession && spec.Kind != KindCalendar && spec.Kind != KindGlobal {
-		return nil, fmt.Errorf("window kind %d: not session, calendar or global", spec.Kind)
+	if spec.Kind != KindSession && spec.Kind != KindGlobal {
+		return nil, fmt.Errorf("window kind %d: not session or global", spec.Kind)
 	}
 	s := &Sessions{sink: sink, gap: spec.Gap, lateness: spec.Lateness, onClose: spec.OnClose,
 		marks: marks{wm: math.MinInt64}, nextDue: noTimer, table: newKeyTable(), numbers: newNumbers(), early: newEarlyTicks(spec.Early)}
@@ -92,12 +91,6 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 	s.pool = panePool{stride: s.agg.nums, free: noPane}
 	s.res.Aggregates = make([]record.Value, len(s.agg.specs))
 	s.fire.keys, s.clean.keys = &s.keys, &s.keys
-	if spec.Kind == KindCalendar {
-		if spec.Zone == nil || spec.Calendar < CalendarDay || spec.Calendar > CalendarMonth {
-			return nil, fmt.Errorf("calendar window: unit %d in zone %v", spec.Calendar, spec.Zone)
-		}
-		s.cal = &Calendar{Unit: spec.Calendar, Loc: spec.Zone}
-	}
 	if spec.Kind == KindGlobal {
 		if spec.Early.Every <= 0 {
 			return nil, fmt.Errorf("global window without early firings: it would never fire")
@@ -133,7 +126,7 @@ func (s *Sessions) Add(rec *record.Record) Outcome {
 	ki := s.findKey(rec.Partition, tag, rec.Key)
 	i, j, merged := 0, 0, w
 	if ki >= 0 {
-		i, j, merged = s.overlapping(s.keys[ki].sess, w)
+		i, j, merged = intersecting(s.keys[ki].sess, w)
 	}
 	if merged.CleanupTime(s.lateness) <= wm {
 		return Outcome{Kind: LateEvent, Missed: merged}

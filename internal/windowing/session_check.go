@@ -20,7 +20,7 @@ func (s *Sessions) check() {
 			switch {
 			case x.start >= x.end:
 				fail("empty")
-			case m > 0 && (k.sess[m-1].end > x.start || k.sess[m-1].end == x.start && s.cal == nil):
+			case m > 0 && k.sess[m-1].end >= x.start:
 				fail("intersects the one before, or is out of order")
 			case h.start != x.start:
 				fail(fmt.Sprintf("its pane starts at %d", h.start))

@@ -118,9 +118,6 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 		return err
 	}
 	w := Window{Start: en.Start, End: en.End}
-	if s.cal != nil && s.cal.Assign(w.Start) != w {
-		return fmt.Errorf("restore: window [%d, %d) of %s is not a calendar window here, which would be %v (was the window or its zone changed?)", w.Start, w.End, key, s.cal.Assign(w.Start))
-	}
 	if w.CleanupTime(s.lateness) <= dropped {
 		return nil
 	}
@@ -130,7 +127,7 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 		ki = s.addKey(en.Partition, tag, en.ID, en.Split)
 	}
 	k := &s.keys[ki]
-	if i, j, _ := s.overlapping(k.sess, w); i != j {
+	if i, j, _ := intersecting(k.sess, w); i != j {
 		return fmt.Errorf("restore: session [%d, %d) of %s intersects session [%d, %d)", en.Start, en.End, key, k.sess[i].start, k.sess[i].end)
 	}
 	pi := s.pool.alloc(&s.agg, en.Start)
@@ -146,7 +143,7 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 	if s.early.on() && en.Changed {
 		s.noteChanged(ki, pi)
 	}
-	i, _, _ := s.overlapping(k.sess, w)
+	i, _, _ := intersecting(k.sess, w)
 	k.sess = slices.Insert(k.sess, i, session{start: en.Start, end: en.End, pane: pi})
 	s.open++
 	if s.global && w != globalWindow {

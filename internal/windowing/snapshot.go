@@ -262,7 +262,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	if en.Revision < 0 || en.Revision > math.MaxInt32 {
 		return fmt.Errorf("restore: slice at %d of %s has revision %d", en.Start, en.ID[en.Split:], en.Revision)
 	}
-	if got := en.Start - floorMod(en.Start-e.offset, e.paneLen); got != en.Start {
+	if got := e.paneStart(en.Start); got != en.Start {
 		return fmt.Errorf("restore: slice at %d of %s is not on a slice boundary (was the window changed?)", en.Start, en.ID[en.Split:])
 	}
 	first, last := e.firstStart(en.Start), e.lastStart(en.Start)
@@ -291,6 +291,14 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	}
 	e.restoredChanged(ki, pi, en)
 	return nil
+}
+
+// paneStart is the start of the pane that holds t.
+func (e *Engine) paneStart(t int64) int64 {
+	if e.cal != nil {
+		return e.cal.Assign(t).Start
+	}
+	return t - floorMod(t-e.offset, e.paneLen)
 }
 
 // firedFlag is flagFired if en's window has fired other than early.

@@ -9,7 +9,7 @@ const (
 	KindTumbling Kind = iota // fixed, non-overlapping windows of Size
 	KindSliding              // windows of Size starting every Slide
 	KindSession              // per key, merged [t, t+gap) windows
-	KindCalendar             // tumbling local days, weeks or months in a time zone (run by Sessions)
+	KindCalendar             // tumbling local days, weeks or months in a time zone (run by Engine)
 	KindGlobal               // one window per key that never ends, fired by early firings (run by Sessions)
 )
 
