@@ -113,4 +113,3 @@ func secondsToMs(s int64) int64 {
 	}
 	return s * 1000
 }
-
