@@ -39,10 +39,12 @@ func dayStream(b *testing.B, e windowEngine) {
 		feed()
 	}
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		feed()
 	}
 	reportPerRecord(b)
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/record")
 }
 
 // BenchmarkCalendarDay: calendar days in Europe/Berlin (across the March

@@ -60,10 +60,12 @@ func BenchmarkTopK(b *testing.B) {
 		feed()
 	}
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		feed()
 	}
 	reportPerRecord(b)
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/record")
 	b.ReportMetric(topKBytesPerWindow(b, spec, vals), "bytes/window")
 }
 
