@@ -30,8 +30,19 @@ import (
 //   - global: every 10s of event time; W 4999 → 11999 crosses 9999: u1
 //     (3). W 15999 → 34999 crosses 19999 and 29999: u1 (5), then u2 (1),
 //     by key. The end of input is a tick: u1 changed (6); u2 did not.
+//   - count: u1's first 3 records (times 1s, 3s, 2s) fire [1000, 3001)
+//     with the W before the third (2999); its 4th waits: no timeout, so
+//     nothing fires at the end of input.
+//   - count_timeout (3, timeout 5s): u1 fills window 0 at 6.5s; u2's
+//     window 0 (first record 2s) times out when W reaches 7999 ≥ 7000 with
+//     2; u1's next record (at 1s, due 6s ≤ W 8499) times out at once; at
+//     the end of input u2's window 1 times out.
+//   - count_sliding_3_2 (co-prime: slices of 1 record): after records 2,
+//     4 and 6, the last min(3, seen): 1–2, 2–4, 4–6.
+//   - count_sliding_4_2 (slices of 2): 1–2, 1–4, 3–6.
 func TestReplayWindowKinds(t *testing.T) {
-	for _, name := range []string{"top_k", "calendar_berlin", "calendar_havana", "early_event", "early_processing", "global"} {
+	for _, name := range []string{"top_k", "calendar_berlin", "calendar_havana", "early_event", "early_processing", "global",
+		"count", "count_timeout", "count_sliding_3_2", "count_sliding_4_2"} {
 		t.Run(name, func(t *testing.T) {
 			in, err := os.ReadFile("testdata/windows/" + name + ".jsonl")
 			if err != nil {

@@ -90,7 +90,7 @@ type Watermark struct {
 
 // Window configures the window assigner and firing.
 type Window struct {
-	Type            string        `yaml:"type"`      // tumbling | sliding | session | global
+	Type            string        `yaml:"type"`      // tumbling | sliding | session | global | count
 	Size            time.Duration `yaml:"size"`      // tumbling and sliding
 	Slide           time.Duration `yaml:"slide"`     // sliding only
 	Offset          time.Duration `yaml:"offset"`    // tumbling and sliding
@@ -102,6 +102,9 @@ type Window struct {
 	Calendar     string       `yaml:"calendar"` // tumbling only: "" | day | week | month
 	Timezone     string       `yaml:"timezone"` // calendar windows: an IANA name, default UTC
 	EarlyFirings EarlyFirings `yaml:"early_firings"`
+	// Count windows: size and slide are records (written as whole
+	// numbers; held as that many ms), timeout a duration.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // EarlyFirings configures results of windows before they are due (SPEC §3).

@@ -43,7 +43,7 @@ func (c *Config) inapplicable(key string) string {
 		return "applies only when source.sasl.mechanism is set"
 	case key == "watermark.marker_field" && c.Watermark.Strategy != "punctuated":
 		return "applies only to watermark.strategy punctuated"
-	case key == "window.slide" && c.Window.Type != "sliding":
+	case key == "window.slide" && c.Window.Type != "sliding" && c.Window.Type != "count":
 		return "applies only to window.type sliding"
 	case (key == "window.size" || key == "window.offset") && c.Window.Type == "session":
 		return "does not apply to window.type session (its windows are per key: see window.gap)"

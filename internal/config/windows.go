@@ -2,7 +2,11 @@ package config
 
 import (
 	"fmt"
+	"math"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -11,7 +15,7 @@ import (
 // rest so that each reads on its own.
 
 // windowTypes are the values of window.type.
-var windowTypes = []string{"tumbling", "sliding", "session", "global"}
+var windowTypes = []string{"tumbling", "sliding", "session", "global", "count"}
 
 // calendarUnits are the values of window.calendar.
 var calendarUnits = []string{"day", "week", "month"}
@@ -44,15 +48,84 @@ func (c *Config) inapplicableWindowKind(key string) string {
 		return "does not apply to window.type global: nothing is late, and it fires only through window.early_firings"
 	case key == "window.early_firings.time" && w.EarlyFirings.Every == 0 && w.EarlyFirings.Time == "":
 		return "applies only when window.early_firings.every is set"
+	case key == "window.slide" && w.Type == "count" && w.Slide == 0:
+		return "0 is no slide: leave window.slide out for count windows that do not overlap"
+	case key == "window.timeout" && w.Type != "count":
+		return "applies only to window.type count"
+	case w.Type == "count" && (key == "window.offset" || key == "window.allowed_lateness" || key == "window.emit" || strings.HasPrefix(key, "window.early_firings.")):
+		return "does not apply to window.type count: nothing is late in a count window, and it fires when full (or at its timeout)"
 	}
 	return ""
+}
+
+// countKeys are the keys that hold a number of records in count windows.
+var countKeys = []string{"window.size", "window.slide"}
+
+// isRecords reports whether key holds a number of records in c: size and
+// slide of a count window (held as that many ms).
+func (c *Config) isRecords(key string) bool {
+	return c.Window.Type == "count" && slices.Contains(countKeys, key)
+}
+
+// setRecords sets the duration v to text ms if key may hold a number of
+// records and text is one (a whole number); validation then checks that
+// the window is a count window.
+func setRecords(v reflect.Value, key, text string) bool {
+	n, ok := records(text)
+	if !ok || !slices.Contains(countKeys, key) {
+		return false
+	}
+	v.SetInt(int64(time.Duration(n) * time.Millisecond))
+	return true
+}
+
+// records parses a whole number of records.
+func records(text string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
+	return n, err == nil && n >= 0 && n <= math.MaxInt64/int64(time.Millisecond)
+}
+
+// validateCount checks the keys of count windows, and that other windows
+// have durations where count windows have numbers of records.
+func (c *Config) validateCount(src *sources) *KeyError {
+	w := c.Window
+	for _, key := range countKeys {
+		text, written := src.text[key]
+		_, isNumber := records(text)
+		switch {
+		case w.Type != "count" && written && isNumber && text != "0":
+			return &KeyError{Key: key, Value: text, Reason: "must be a duration such as 0, 500ms, 1s250ms or 1h"}
+		case w.Type == "count" && written && !isNumber:
+			return &KeyError{Key: key, Value: text, Reason: "must be a whole number of records for window.type count, such as 100"}
+		}
+	}
+	if w.Type != "count" {
+		return nil
+	}
+	size, slide := w.Size.Milliseconds(), w.Slide.Milliseconds()
+	if size <= 0 {
+		return &KeyError{Key: "window.size", Value: strconv.FormatInt(size, 10), Reason: "required for window.type count: a positive number of records, such as 100"}
+	}
+	if src.present["window.slide"] && (slide <= 0 || slide > size) {
+		return &KeyError{Key: "window.slide", Value: strconv.FormatInt(slide, 10), Reason: fmt.Sprintf("must be a number of records above 0, at most window.size (%d)", size)}
+	}
+	if err := notNegative("window.timeout", w.Timeout); err != nil {
+		return err
+	}
+	if w.Timeout > 0 && slide > 0 && slide != size {
+		return &KeyError{Key: "window.timeout", Value: formatDuration(w.Timeout), Reason: "applies only to count windows without window.slide (a timeout fires a partial window; sliding count windows fire every slide records)"}
+	}
+	return nil
 }
 
 // validateWindowKind checks calendar windows, global windows and early
 // firings, and fills in their defaults (timezone UTC, time processing).
 func (c *Config) validateWindowKind(src *sources) *KeyError {
 	w := &c.Window
-	if err := c.checkApplies(src, "window.calendar", "window.timezone", "window.allowed_lateness", "window.emit", "window.early_firings.time"); err != nil {
+	if err := c.checkApplies(src, "window.slide", "window.calendar", "window.timezone", "window.allowed_lateness", "window.emit", "window.early_firings.every", "window.early_firings.time", "window.timeout"); err != nil {
+		return err
+	}
+	if err := c.validateCount(src); err != nil {
 		return err
 	}
 	if w.Calendar != "" {

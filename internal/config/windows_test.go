@@ -43,6 +43,24 @@ func TestParseWindowKindErrors(t *testing.T) {
 		"global with emit":            {map[string]string{"window": "{type: global, emit: on_close, early_firings: {every: 1m}}"}, "window.emit"},
 		"global with gap":             {map[string]string{"window": "{type: global, gap: 1s, early_firings: {every: 1m}}"}, "window.gap"},
 		"global with slide":           {map[string]string{"window": "{type: global, slide: 1s, early_firings: {every: 1m}}"}, "window.slide"},
+
+		"count without size":         {map[string]string{"window": "{type: count}"}, "window.size"},
+		"count size 0":               {map[string]string{"window": "{type: count, size: 0}"}, "window.size"},
+		"count size a duration":      {map[string]string{"window": "{type: count, size: 5s}"}, "window.size"},
+		"count size negative":        {map[string]string{"window": "{type: count, size: -3}"}, "window.size"},
+		"count size fraction":        {map[string]string{"window": "{type: count, size: 2.5}"}, "window.size"},
+		"count slide above size":     {map[string]string{"window": "{type: count, size: 3, slide: 4}"}, "window.slide"},
+		"count slide 0":              {map[string]string{"window": "{type: count, size: 3, slide: 0}"}, "window.slide"},
+		"count slide a duration":     {map[string]string{"window": "{type: count, size: 3, slide: 1s}"}, "window.slide"},
+		"count timeout with slide":   {map[string]string{"window": "{type: count, size: 3, slide: 2, timeout: 1s}"}, "window.timeout"},
+		"count timeout negative":     {map[string]string{"window": "{type: count, size: 3, timeout: -1s}"}, "window.timeout"},
+		"count with lateness":        {map[string]string{"window": "{type: count, size: 3, allowed_lateness: 1s}"}, "window.allowed_lateness"},
+		"count with emit":            {map[string]string{"window": "{type: count, size: 3, emit: on_close}"}, "window.emit"},
+		"count with offset":          {map[string]string{"window": "{type: count, size: 3, offset: 1s}"}, "window.offset"},
+		"count with early firings":   {map[string]string{"window": "{type: count, size: 3, early_firings: {every: 1s}}"}, "window.early_firings.every"},
+		"count with calendar":        {map[string]string{"window": "{type: count, size: 3, calendar: day}"}, "window.calendar"},
+		"timeout on tumbling":        {map[string]string{"window": "{size: 5s, timeout: 1s}"}, "window.timeout"},
+		"sliding slide without unit": {map[string]string{"window": "{type: sliding, size: 5s, slide: 1}"}, "window.slide"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -76,6 +94,12 @@ func TestParseWindowKindAccepts(t *testing.T) {
 			func(c Config) any { return c.Window.EarlyFirings }, EarlyFirings{Every: 10 * time.Second, Time: "event"}},
 		"early firings off, time kept": {map[string]string{"window": "{size: 1h, early_firings: {every: 0s, time: processing}}"},
 			func(c Config) any { return c.Window.EarlyFirings }, EarlyFirings{Time: "processing"}},
+		"count": {map[string]string{"window": "{type: count, size: 10}"},
+			func(c Config) any { return c.Window }, Window{Type: "count", Size: 10 * time.Millisecond, Emit: "on_watermark"}},
+		"count sliding": {map[string]string{"window": "{type: count, size: 10, slide: 3}"},
+			func(c Config) any { return c.Window }, Window{Type: "count", Size: 10 * time.Millisecond, Slide: 3 * time.Millisecond, Emit: "on_watermark"}},
+		"count with timeout, quoted size": {map[string]string{"window": "{type: count, size: '4', timeout: 30s}"},
+			func(c Config) any { return c.Window }, Window{Type: "count", Size: 4 * time.Millisecond, Timeout: 30 * time.Second, Emit: "on_watermark"}},
 		"global": {map[string]string{"window": "{type: global, early_firings: {every: 1m, time: event}}"},
 			func(c Config) any { return c.Window }, Window{Type: "global", Emit: "on_watermark", EarlyFirings: EarlyFirings{Every: time.Minute, Time: "event"}}},
 	}
@@ -106,6 +130,9 @@ func FuzzParseWindowKinds(f *testing.F) {
 		{"window": "{calendar: month, timezone: ''}"},
 		{"window": "{type: sliding, size: 1m, slide: 10s, early_firings: {every: 5s, time: event}}"},
 		{"window": "{type: global, early_firings: {every: 1m}}"},
+		{"window": "{type: count, size: 10, slide: 4}"},
+		{"window": "{type: count, size: 3, timeout: 1s}"},
+		{"window": "{type: count, size: 5s}"},
 	} {
 		f.Add(doc(sections))
 	}

@@ -99,9 +99,12 @@ func New(cfg config.Config, out Output) (*Processor, error) {
 	p := &Processor{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), out: out,
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds()}
 	spec := WindowSpec(cfg)
-	if spec.Kind == windowing.KindSession || spec.Kind == windowing.KindGlobal {
+	switch spec.Kind {
+	case windowing.KindSession, windowing.KindGlobal:
 		p.engine, err = windowing.NewSessions(spec, resultSink{out})
-	} else {
+	case windowing.KindCount:
+		p.engine, err = windowing.NewCounts(spec, resultSink{out})
+	default:
 		p.engine, err = windowing.NewEngine(spec, resultSink{out})
 	}
 	if err != nil {

@@ -123,7 +123,7 @@ aggregates: [{name: n, fn: count}]
 `,
 }
 
-// windowKindConfigs add top_k, early firings, calendar and global windows
+// windowKindConfigs add top_k, early firings, calendar, global and count windows
 // to TestRestoreAtEveryOffset (not to the move tests: their checks count
 // every firing of a window, early ones included, as an on-time firing).
 var windowKindConfigs = map[string]string{
@@ -147,6 +147,16 @@ aggregates: [{name: n, fn: count}, {name: top, fn: top_k, field: v, k: 3}]
 source: {key: [k], timestamp: {field: t, layout: unix_ms}}
 window: {type: global, early_firings: {every: 700ms, time: event}}
 aggregates: [{name: n, fn: count}, {name: top, fn: top_k, field: v, k: 2}]
+`,
+	"count_timeout": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: count, size: 4, timeout: 1500ms}
+aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: top, fn: top_k, field: v, k: 2}]
+`,
+	"count_sliding": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: count, size: 6, slide: 4}
+aggregates: [{name: n, fn: count}, {name: f, fn: first, field: v}, {name: q, fn: quantile, field: v, q: 0.5}]
 `,
 	"calendar": `
 source: {key: [k], timestamp: {field: t, layout: unix_ms}}
@@ -193,6 +203,9 @@ func TestRestoreAtEveryOffset(t *testing.T) {
 			}
 			if early := strings.HasPrefix(name, "early") || name == "global"; early && !slices.ContainsFunc(wantOut.results, func(r windowing.Result) bool { return r.Firing == windowing.Early }) {
 				t.Fatalf("the stream has no early firing: restores between ticks go untested")
+			}
+			if name == "count_timeout" && !slices.ContainsFunc(wantOut.results, func(r windowing.Result) bool { return r.Firing == windowing.Timeout }) {
+				t.Fatalf("the stream has no timeout firing: restores of timeouts go untested")
 			}
 			for crash := range len(ins) + 1 {
 				first, out1 := newProcessor(t, yaml)

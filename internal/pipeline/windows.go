@@ -10,14 +10,17 @@ var calendarUnits = map[string]windowing.CalendarUnit{
 	"day": windowing.CalendarDay, "week": windowing.CalendarWeek, "month": windowing.CalendarMonth,
 }
 
-// windowKindSpec fills in the parts of s for calendar windows and early
-// firings.
+// windowKindSpec fills in the parts of s for calendar, global and count
+// windows and early firings.
 func windowKindSpec(w config.Window, s *windowing.Spec) {
 	if w.Calendar != "" {
 		s.Kind, s.Calendar, s.Zone = windowing.KindCalendar, calendarUnits[w.Calendar], w.Zone()
 	}
-	if w.Type == "global" {
+	switch w.Type {
+	case "global":
 		s.Kind = windowing.KindGlobal
+	case "count": // size and slide are records, held as that many ms
+		s.Kind, s.Timeout = windowing.KindCount, w.Timeout.Milliseconds()
 	}
 	s.Early = windowing.EarlySpec{Every: w.EarlyFirings.Every.Milliseconds(), Event: w.EarlyFirings.Time == "event"}
 }

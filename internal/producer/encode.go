@@ -37,6 +37,7 @@ type Encoder struct {
 	text   []byte         // `,"window_start":…,"window_end":…` then `,"start":"…","end":"…"` of win
 	keyEnd int            // where the key's part of text ends
 	zone   *time.Location // calendar windows: start and end in this zone; nil: UTC
+	seq    bool           // count windows: results and keys carry Result.Seq
 }
 
 // NewEncoder returns an Encoder for results with the aggregates names.
@@ -83,6 +84,9 @@ func (e *Encoder) AppendKey(dst []byte, r *windowing.Result) []byte {
 	dst = append(dst, `{"key":`...)
 	dst = append(dst, r.Key...)
 	dst = append(dst, e.text[:e.keyEnd]...)
+	if e.seq {
+		dst = strconv.AppendInt(append(dst, `,"seq":`...), r.Seq, 10)
+	}
 	return append(dst, '}')
 }
 
@@ -106,6 +110,9 @@ func (e *Encoder) AppendResult(dst []byte, r *windowing.Result) []byte {
 	dst = append(dst, r.Firing.String()...)
 	dst = append(dst, `","revision":`...)
 	dst = strconv.AppendInt(dst, r.Revision, 10)
+	if e.seq {
+		dst = strconv.AppendInt(append(dst, `,"seq":`...), r.Seq, 10)
+	}
 	dst = append(dst, `,"watermark":`...)
 	dst = strconv.AppendInt(dst, r.Watermark, 10)
 	return append(dst, '}')

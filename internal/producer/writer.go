@@ -43,7 +43,7 @@ type Writer struct {
 	log    zerolog.Logger
 	seed   maphash.Seed
 
-	firings             [5]prometheus.Counter // by windowing.Firing
+	firings             [6]prometheus.Counter // by windowing.Firing
 	results, late, dead topicMetrics
 	latency             prometheus.Observer
 	fetched             time.Time                // when the records being processed were fetched

@@ -7,10 +7,11 @@ import (
 )
 
 // EncoderFor returns the Encoder of cfg's results: NewEncoder's, writing
-// the start and end of calendar windows with their zone's offset.
+// the start and end of calendar windows with their zone's offset, and the
+// seq of count windows.
 func EncoderFor(cfg config.Config) *Encoder {
 	e := NewEncoder(cfg.AggregateNames())
-	e.zone = cfg.Window.Zone()
+	e.zone, e.seq = cfg.Window.Zone(), cfg.Window.Type == "count"
 	return e
 }
 

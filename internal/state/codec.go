@@ -25,11 +25,12 @@ const (
 	kindSlice    = 's'
 	kindWindow   = 'w'
 	kindSession  = 'e'
+	kindCount    = 'c'
 	kindPosition = 'p'
 )
 
 // entryKinds maps an entry kind to its key's kind byte.
-var entryKinds = map[windowing.EntryKind]byte{windowing.SliceEntry: kindSlice, windowing.WindowEntry: kindWindow, windowing.SessionEntry: kindSession}
+var entryKinds = map[windowing.EntryKind]byte{windowing.SliceEntry: kindSlice, windowing.WindowEntry: kindWindow, windowing.SessionEntry: kindSession, windowing.CountEntry: kindCount}
 
 // ErrCorrupt is wrapped by the errors of decoding a changelog record that
 // this release cannot read.
@@ -78,6 +79,8 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 		return dst
 	case windowing.SessionEntry:
 		dst = binary.AppendVarint(dst, en.End)
+	case windowing.CountEntry:
+		dst = binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(dst, en.Lo), en.Hi), en.First)
 	}
 	dst = binary.AppendUvarint(dst, uint64(en.Count))
 	dst = binary.AppendUvarint(dst, uint64(len(en.Nums)))
@@ -183,7 +186,7 @@ func decodeKey(b []byte) (key, error) {
 			return key{}, fmt.Errorf("%w: position key %q", ErrCorrupt, b)
 		}
 		return k, nil
-	case kindSlice, kindWindow, kindSession:
+	case kindSlice, kindWindow, kindSession, kindCount:
 	default:
 		return key{}, fmt.Errorf("%w: key %q: unknown kind", ErrCorrupt, b)
 	}
@@ -309,6 +312,8 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 		return tag, r.err
 	case windowing.SessionEntry:
 		en.End = r.varint("session end")
+	case windowing.CountEntry:
+		en.Lo, en.Hi, en.First = r.varint("count low"), r.varint("count high"), r.varint("count first")
 	}
 	en.Count = int64(r.uvarint("count"))
 	en.Nums = make([]float64, r.count("nums"))

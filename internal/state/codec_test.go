@@ -85,6 +85,9 @@ func codecEntries(t testing.TB) map[string]*windowing.Entry {
 		"session": {Kind: windowing.SessionEntry, Partition: 1, ID: sid, Split: sidSplit, Start: 1000, End: 15_000, Revision: 2, Count: 3,
 			Nums: []float64{60}, Picks: []windowing.Pick{{Value: record.Text("x"), Time: 1000, Seq: 4}},
 			Sets: []map[string]struct{}{{"a": {}}}, Sketches: []*ddsketch.DDSketch{sketch(t, 10, 20, 30)}},
+		"count slice": {Kind: windowing.CountEntry, Partition: 1, ID: sid, Split: sidSplit, Start: 7, Count: 3, Lo: -5, Hi: math.MaxInt64, First: 12,
+			Nums: []float64{2}, Tops: []map[string]int64{{"\x02a": 3}}},
+		"count key, no window open":  {Kind: windowing.CountEntry, ID: uni, Split: uniSplit, Revision: 41},
 		"session at the end of time": {Kind: windowing.SessionEntry, ID: uni, Split: uniSplit, Start: math.MaxInt64 - 1, End: math.MaxInt64, Count: 1},
 		"session before the epoch":   {Kind: windowing.SessionEntry, ID: nul, Split: nulSplit, Start: math.MinInt64, End: -5, Count: 1},
 	}

@@ -24,6 +24,10 @@ const (
 	// SessionEntry is one key's session: its bounds (Start, End), its
 	// accumulators and its revision.
 	SessionEntry
+	// CountEntry is a key's count window state: without a slide, its one
+	// entry (Start 0; Revision the open window's index; its records, if
+	// any); with one, a slice of gcd(size, slide) records (Start its index).
+	CountEntry
 )
 
 // Entry is one item of a partition's window state as a changelog keeps
@@ -53,6 +57,9 @@ type Entry struct {
 	Sets     []map[string]struct{}
 	Sketches []*ddsketch.DDSketch
 	Tops     []map[string]int64 // top_k: count per value, keys opaque (see topKey)
+	// CountEntry: the smallest and largest event time of the records, and
+	// the first record's.
+	Lo, Hi, First int64
 }
 
 // Pick is a first/last aggregate's candidate: its value, event time and

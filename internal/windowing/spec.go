@@ -11,6 +11,7 @@ const (
 	KindSession              // per key, merged [t, t+gap) windows
 	KindCalendar             // tumbling local days, weeks or months in a time zone (run by Engine)
 	KindGlobal               // one window per key that never ends, fired by early firings (run by Sessions)
+	KindCount                // windows of Size records every Slide records (run by Counts)
 )
 
 // Spec is what the engine needs of the configuration, in ms. It is built
@@ -18,8 +19,8 @@ const (
 // checks ranges); the engine takes it as given.
 type Spec struct {
 	Kind   Kind
-	Size   int64 // tumbling and sliding
-	Slide  int64 // sliding only; tumbling windows slide by Size
+	Size   int64 // tumbling and sliding; count: records
+	Slide  int64 // sliding only; tumbling windows slide by Size; count: records (0: Size)
 	Offset int64 // tumbling and sliding
 	// Gap is a session's default gap: a record's window is [t, t+Gap)
 	// unless the record carries its own (record.Record.Gap > 0).
@@ -27,6 +28,7 @@ type Spec struct {
 	// Calendar and Zone are a calendar window's unit and time zone.
 	Calendar   CalendarUnit
 	Zone       *time.Location
+	Timeout    int64 // count windows without a slide: ms, 0 = none
 	Lateness   int64
 	OnClose    bool // emit on_close: one Final firing per window, at its cleanup time
 	Early      EarlySpec

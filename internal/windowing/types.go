@@ -36,10 +36,12 @@ const (
 	// Early is an early firing (SPEC §3): a window not due yet that took
 	// records since its last firing, at a tick of window.early_firings.
 	Early
+	// Timeout is a partial count window fired at its timeout.
+	Timeout
 )
 
 // Firings are every Firing, for metrics.
-var Firings = []Firing{OnTime, Late, Final, Retract, Early}
+var Firings = []Firing{OnTime, Late, Final, Retract, Early, Timeout}
 
 func (f Firing) String() string {
 	switch f {
@@ -51,6 +53,8 @@ func (f Firing) String() string {
 		return "retract"
 	case Early:
 		return "early"
+	case Timeout:
+		return "timeout"
 	}
 	return "final"
 }
@@ -66,6 +70,7 @@ type Result struct {
 	Firing     Firing
 	Revision   int64 // firings of this (key, window) before this one
 	Watermark  int64 // the merged watermark at the firing
+	Seq        int64 // count windows: the window's index for its key (with a slide, the firing's)
 }
 
 // Sink receives results in emission order.
