@@ -28,8 +28,8 @@ type Counts struct {
 	numbers
 	marks
 
-	keys  []countKey
-	index map[countID]int32
+	keys  []countKey // by key index, found through table (findKey)
+	table keyTable
 	pool  panePool
 	open  int
 	seq   uint64 // arrival number, for first/last
@@ -42,11 +42,6 @@ type Counts struct {
 
 	res Result
 	acc *ownPane
-}
-
-type countID struct {
-	part int32
-	key  string
 }
 
 // countKey is one (partition, key) of a count window.
@@ -78,7 +73,7 @@ func NewCounts(spec Spec, sink Sink) (*Counts, error) {
 		return nil, fmt.Errorf("count window: size %d, slide %d", spec.Size, spec.Slide)
 	}
 	c := &Counts{sink: sink, n: spec.Size, s: spec.Slide, timeout: spec.Timeout,
-		marks: marks{wm: math.MinInt64}, index: map[countID]int32{}, numbers: newNumbers()}
+		marks: marks{wm: math.MinInt64}, table: newKeyTable(), numbers: newNumbers()}
 	if c.s == 0 {
 		c.s = c.n
 	}
@@ -205,17 +200,36 @@ func (c *Counts) fireTimeouts() {
 
 // keyOf returns the index of rec's key, adding it if needed.
 func (c *Counts) keyOf(rec *record.Record) int32 {
-	if ki, ok := c.index[countID{rec.Partition, rec.Key}]; ok {
+	tag := c.table.hash(rec.Partition, rec.Key)
+	if ki := c.findKey(rec.Partition, tag, rec.Key); ki >= 0 {
 		return ki
 	}
 	sort := appendSortKey(nil, rec.KeyFields)
-	return c.addKey(rec.Partition, string(append(sort, rec.Key...)), len(sort))
+	return c.addKey(rec.Partition, tag, string(append(sort, rec.Key...)), len(sort))
 }
 
-func (c *Counts) addKey(part int32, id string, split int) int32 {
+// findKey returns the index of key key of partition part (hash tag), or -1.
+func (c *Counts) findKey(part int32, tag uint32, key string) int32 {
+	t := &c.table
+	m := t.mask()
+	for i := t.home(tag); ; i = (i + 1) & m {
+		sl := t.slots[i]
+		if sl == 0 {
+			return -1
+		}
+		if uint32(sl>>32) == tag {
+			ki := int32(uint32(sl) - 1)
+			if k := &c.keys[ki]; k.part == part && k.key() == key {
+				return ki
+			}
+		}
+	}
+}
+
+func (c *Counts) addKey(part int32, tag uint32, id string, split int) int32 {
 	c.keys = append(c.keys, countKey{keyState: keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}})
 	ki := int32(len(c.keys) - 1)
-	c.index[countID{part, id[split:]}] = ki
+	c.table.insert(tag, ki)
 	return ki
 }
 
@@ -249,7 +263,7 @@ func (c *Counts) RemovePartition(p int32) {
 			c.pool.freePane(x.pane)
 			c.open--
 		}
-		delete(c.index, countID{p, k.key()})
+		c.table.remove(c.table.hash(p, k.key()), int32(ki))
 		c.keys[ki] = countKey{}
 	}
 	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
@@ -332,9 +346,10 @@ func (c *Counts) Restore(en *Entry, _ int64) error {
 	if en.Count < 0 || en.Count > limit || en.Count == 0 && !c.tumbling() || en.Start < 0 || en.Revision < 0 || en.Lo > en.Hi || c.tumbling() && en.Start != 0 {
 		return fmt.Errorf("restore: count slice %d of %s with %d records (window %d) does not fit count windows of %d every %d (was the window changed?)", en.Start, key, en.Count, en.Revision, c.n, c.s)
 	}
-	ki, ok := c.index[countID{en.Partition, key}]
-	if !ok {
-		ki = c.addKey(en.Partition, en.ID, en.Split)
+	tag := c.table.hash(en.Partition, key)
+	ki := c.findKey(en.Partition, tag, key)
+	if ki < 0 {
+		ki = c.addKey(en.Partition, tag, en.ID, en.Split)
 	}
 	k := &c.keys[ki]
 	if c.tumbling() {
