@@ -1,8 +1,11 @@
 // Package windowing is the event-time window engine: window assigners
-// (Tumbling, Sliding), per-(partition, key) window state, allowed lateness,
-// and firings with Flink's semantics (SPEC §3). Engine runs tumbling and
-// sliding windows; Sessions runs session windows (session.go), with the
-// same methods. Both take a Spec, built once from the validated config.
+// (Tumbling, Sliding, Calendar), per-(partition, key) window state,
+// allowed lateness, and firings with Flink's semantics (SPEC §3). Engine
+// runs tumbling, sliding and calendar windows (calendar.go); Sessions runs
+// session and global windows (session.go, global.go); Counts runs count
+// windows (count.go); all three have the same methods and take a Spec,
+// built once from the validated config. Early firings (early.go) and the
+// top_k aggregate (topk.go) work with every kind they apply to.
 //
 // An Engine keeps, for every (partition, key), slices ("panes") of length
 // gcd(size, slide): a record updates exactly one pane, and a window's result
