@@ -58,7 +58,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the generator")
 	fs.StringVar(&f.listen, "listen", ":9090", "`address` of /metrics, /healthz and /readyz")
 	fs.StringVar(&f.brokers, "brokers", "", "comma-separated `host:port` list of an existing cluster to use instead of the in-process one")
-	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s), session (500ms gap; retractions when late records merge sessions) or global (a running total per key, every second)")
+	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s), session (500ms gap; retractions when late records merge sessions), global (a running total per key, every second) or count (every 10 records of a key, or what it has 5s after the first)")
 	fs.DurationVar(&f.early, "early", 0, "early firings every `duration` of wall-clock time: results of open windows while they fill (0: off; global windows: 1s)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
@@ -73,7 +73,9 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	case f.speed <= 0:
 		return f, fmt.Errorf("%w: demo: --speed %v: must be positive", errUsage, f.speed)
 	case demoWindows[f.window] == "":
-		return f, fmt.Errorf("%w: demo: --window %q: want tumbling, sliding, session or global", errUsage, f.window)
+		return f, fmt.Errorf("%w: demo: --window %q: want tumbling, sliding, session, global or count", errUsage, f.window)
+	case f.window == "count" && f.early != 0:
+		return f, fmt.Errorf("%w: demo: --early: count windows fire when full, not early", errUsage)
 	case f.early < 0 || f.early%time.Millisecond != 0:
 		return f, fmt.Errorf("%w: demo: --early %v: must be 0 or a positive whole number of milliseconds", errUsage, f.early)
 	}
@@ -97,15 +99,18 @@ var demoWindows = map[string]string{
 	"sliding":  fmt.Sprintf("type: sliding, size: %s, slide: %s", demoWindow, time.Second),
 	"session":  fmt.Sprintf("type: session, gap: %s", demoGap),
 	"global":   "type: global",
+	"count":    "type: count, size: 10, timeout: 5s",
 }
 
 // demoWindowBlock is the demo's window config: global windows have no
 // lateness or emit mode, and fire every second unless --early says.
 func demoWindowBlock(f demoFlags) string {
 	block, early := demoWindows[f.window], f.early
-	if f.window == "global" {
+	switch f.window {
+	case "global":
 		early = cmp.Or(early, time.Second)
-	} else {
+	case "count": // nothing is late in a count window
+	default:
 		block += fmt.Sprintf(", allowed_lateness: %s, emit: on_watermark", demoLateness)
 	}
 	if early > 0 {
@@ -376,6 +381,8 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 		windows = fmt.Sprintf("sessions, %s gap", cfg.Window.Gap)
 	case "global":
 		windows = "global windows (a running total per key)"
+	case "count":
+		windows = fmt.Sprintf("count windows of %d records, timeout %s", cfg.Window.Size.Milliseconds(), cfg.Window.Timeout)
 	}
 	if ef := cfg.Window.EarlyFirings; ef.Every > 0 {
 		windows += fmt.Sprintf(", early results every %s", ef.Every)

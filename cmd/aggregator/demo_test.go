@@ -46,6 +46,7 @@ func TestDemoWindowConfigs(t *testing.T) {
 		"session, early":   {[]string{"--window", "session", "--early", "2s"}, "session", 2 * time.Second},
 		"global":           {[]string{"--window", "global"}, "global", time.Second},
 		"global, early 3s": {[]string{"--window", "global", "--early", "3s"}, "global", 3 * time.Second},
+		"count":            {[]string{"--window", "count"}, "count", 0},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -71,7 +72,8 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 		"late fraction > 0.5": {"--late-fraction", "0.9"},
 		"zero speed":          {"--speed", "0"},
 		"unknown flag":        {"--nope"},
-		"unknown window":      {"--window", "count"},
+		"unknown window":      {"--window", "calendar"},
+		"count, early":        {"--window", "count", "--early", "1s"},
 		"negative early":      {"--early", "-1s"},
 		"early below a ms":    {"--early", "1500us"},
 		"argument":            {"extra"},
