@@ -1,12 +1,13 @@
 package windowing
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"aggregator/internal/record"
 )
@@ -80,17 +81,18 @@ func compareTopKeys(a, b string) int {
 		return int(a[0]) - int(b[0])
 	}
 	if a[0] == topNum {
-		x := math.Float64frombits(binary.BigEndian.Uint64([]byte(a[1:])))
-		y := math.Float64frombits(binary.BigEndian.Uint64([]byte(b[1:])))
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return cmp.Compare(topNumber(a), topNumber(b))
 	}
-	return bytes.Compare([]byte(a[1:]), []byte(b[1:]))
+	return strings.Compare(a[1:], b[1:]) // byte order of UTF-8 is code point order
+}
+
+// topNumber is the number a topNum key holds.
+func topNumber(key string) float64 {
+	var u uint64
+	for i := 1; i < 9; i++ {
+		u = u<<8 | uint64(key[i])
+	}
+	return math.Float64frombits(u)
 }
 
 // topK returns the k most frequent values of m as the JSON array
@@ -131,7 +133,7 @@ func topK(m map[string]int64, k int) record.Value {
 func appendTopValue(dst []byte, key string) []byte {
 	switch key[0] {
 	case topNum:
-		f := math.Float64frombits(binary.BigEndian.Uint64([]byte(key[1:])))
+		f := topNumber(key)
 		switch {
 		case math.IsNaN(f) || math.IsInf(f, 0):
 			return append(dst, "null"...)
