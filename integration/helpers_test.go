@@ -307,7 +307,7 @@ func replay(t testing.TB, cfg config.Config, inputs []input, now int64) expected
 func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool) expected {
 	t.Helper()
 	var exp expected
-	p, err := pipeline.New(cfg, capture{producer.NewEncoder(cfg.AggregateNames()), &exp})
+	p, err := pipeline.New(cfg, capture{producer.EncoderFor(cfg), &exp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,41 @@
+package integration
+
+import (
+	"slices"
+	"testing"
+)
+
+// The service, with records of 8 keys spread over 4 partitions by key
+// (times only going up within a partition), gives the results replay
+// gives, for the window kinds whose results do not depend on how
+// partitions interleave: count windows (sliding, slices of gcd 1 record)
+// and calendar days in Europe/Berlin (the stream crosses the local
+// midnight that begins 31 March 2030, a 23-hour day), with top_k.
+func TestWindowKindsMatchReplay(t *testing.T) {
+	const berlinMidnight = 1_901_142_000_000 // 2030-03-31T00:00:00+01:00
+	for name, c := range map[string]struct {
+		window string
+		from   int64
+	}{
+		"count sliding": {"{type: count, size: 7, slide: 3}", base},
+		"calendar day":  {"{calendar: day, timezone: Europe/Berlin}", berlinMidnight - 100_000},
+	} {
+		t.Run(name, func(t *testing.T) {
+			kc := newCluster(t, 4)
+			brokers := kc.ListenAddrs()
+			cfg := parseConfig(t, callsConfig(c.window)+"  - {name: top, fn: top_k, field: d, k: 3}\n", brokers)
+			lines, parts := ordered(2000, c.from)
+			want := replay(t, cfg, byPartition(lines, parts), noWallClock)
+			if len(want.results) == 0 {
+				t.Fatal("replay gives no result: the test proves nothing")
+			}
+			produce(t, brokers, lines, func(i int) int32 { return parts[i] })
+			s := start(t, cfg, nil)
+			waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+			s.stop(t)
+			if got := contents(values(readAll(t, brokers, resultsTopic))); !slices.Equal(got, contents(want.results)) {
+				t.Errorf("results differ from replay:\n%s", diff(got, contents(want.results)))
+			}
+		})
+	}
+}
