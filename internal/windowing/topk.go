@@ -2,7 +2,7 @@ package windowing
 
 import (
 	"cmp"
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,51 +12,57 @@ import (
 	"aggregator/internal/record"
 )
 
-// top_k keeps, per pane, an exact count per distinct value, keyed by
-// topKey: one kind byte, then the value. Counts add up when panes merge
-// (sliding windows, merged sessions), so the result is exact; a firing
-// picks the k most frequent values of the merge.
+// top_k keeps, per pane, an exact count per distinct value, keyed by the
+// value's JSON text: a string's quoted text (as the decoder writes it,
+// the same for every spelling of one string), a number's shortest form
+// (1 and 1.0 are one number), true, false, or an object's or array's
+// text. Counts add up when panes merge (sliding windows, merged
+// sessions), so the result is exact; a firing picks the k most frequent
+// values of the merge. Counting a value already seen allocates nothing.
 //
-// The kind bytes order the kinds as ties break (SPEC §2): numbers, then
-// strings, then booleans; objects and arrays, which the SPEC does not
-// rank, come last, by their JSON text.
-const (
-	topNum   byte = 1 // 8 bytes: the float64's bits, big endian (-0 is 0)
-	topStr   byte = 2 // the string's text
-	topBool  byte = 3 // false or true
-	topOther byte = 4 // an object or array: its JSON text
-)
+// The first byte tells the kinds apart, and they rank as ties break
+// (SPEC §2): numbers, then strings, then booleans; objects and arrays,
+// which the SPEC does not rank, come last, by their JSON text.
 
-// appendTopKey appends v's topKey to dst. 1 and 1.0 are one number.
-func appendTopKey(dst []byte, v *record.Value) []byte {
-	switch {
-	case v.IsNum:
+// addTop counts v in m; a null (the zero Value) is skipped.
+func addTop(m map[string]int64, v *record.Value) {
+	key := v.Raw
+	if v.IsNum {
+		var buf [32]byte
 		f := v.Num
 		if f == 0 {
 			f = 0 // -0 is 0
 		}
-		return binary.BigEndian.AppendUint64(append(dst, topNum), math.Float64bits(f))
-	case v.Raw != "" && v.Raw[0] == '"':
-		return append(append(dst, topStr), v.Str...)
-	case v.Raw == "true" || v.Raw == "false":
-		return append(append(dst, topBool), v.Raw...)
+		// Beyond float64 (1e400) the text as written stays: it is JSON.
+		if b := strconv.AppendFloat(buf[:0], f, 'g', -1, 64); string(b) != key && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			if n, ok := m[string(b)]; ok {
+				m[string(b)] = n + 1 // allocates: a number not in its shortest form
+				return
+			}
+			key = string(b)
+		}
 	}
-	return append(append(dst, topOther), v.Raw...)
+	if key == "" {
+		return
+	}
+	if _, ok := m[key]; ok {
+		m[key]++
+		return
+	}
+	m[strings.Clone(key)] = 1 // not the record's text, which it would keep whole
 }
 
-// addTop counts v in m; a null (the zero Value) is skipped. Looking a
-// value up copies nothing; only a new value's key is allocated.
-func addTop(m map[string]int64, v *record.Value) {
-	if v.Raw == "" && !v.IsNum {
-		return
+// topKind ranks the kind of a top_k key: numbers, strings, booleans, the rest.
+func topKind(key string) int {
+	switch key[0] {
+	case '"':
+		return 1
+	case 't', 'f':
+		return 2
+	case '{', '[':
+		return 3
 	}
-	var buf [64]byte
-	key := appendTopKey(buf[:0], v)
-	if n, ok := m[string(key)]; ok {
-		m[string(key)] = n + 1
-		return
-	}
-	m[string(key)] = 1
+	return 0
 }
 
 // topEntry is one counted value.
@@ -74,25 +80,18 @@ func (a topEntry) before(b topEntry) bool {
 	return compareTopKeys(a.key, b.key) < 0
 }
 
-// compareTopKeys orders two topKeys as the tie rule does: by kind, numbers
+// compareTopKeys orders two keys as the tie rule does: by kind, numbers
 // numerically, the others by code point (byte order of UTF-8).
 func compareTopKeys(a, b string) int {
-	if a[0] != b[0] {
-		return int(a[0]) - int(b[0])
+	if ka, kb := topKind(a), topKind(b); ka != kb {
+		return ka - kb
 	}
-	if a[0] == topNum {
-		return cmp.Compare(topNumber(a), topNumber(b))
+	if topKind(a) == 0 {
+		x, _ := strconv.ParseFloat(a, 64)
+		y, _ := strconv.ParseFloat(b, 64)
+		return cmp.Compare(x, y)
 	}
-	return strings.Compare(a[1:], b[1:]) // byte order of UTF-8 is code point order
-}
-
-// topNumber is the number a topNum key holds.
-func topNumber(key string) float64 {
-	var u uint64
-	for i := 1; i < 9; i++ {
-		u = u<<8 | uint64(key[i])
-	}
-	return math.Float64frombits(u)
+	return strings.Compare(a, b)
 }
 
 // topK returns the k most frequent values of m as the JSON array
@@ -121,7 +120,7 @@ func topK(m map[string]int64, k int) record.Value {
 			out = append(out, ',')
 		}
 		out = append(out, `{"value":`...)
-		out = appendTopValue(out, e.key)
+		out = append(out, e.key...)
 		out = append(out, `,"count":`...)
 		out = strconv.AppendInt(out, e.n, 10)
 		out = append(out, '}')
@@ -129,35 +128,22 @@ func topK(m map[string]int64, k int) record.Value {
 	return record.Value{Raw: string(append(out, ']'))}
 }
 
-// appendTopValue appends the JSON of the value a topKey holds.
-func appendTopValue(dst []byte, key string) []byte {
-	switch key[0] {
-	case topNum:
-		f := topNumber(key)
-		switch {
-		case math.IsNaN(f) || math.IsInf(f, 0):
-			return append(dst, "null"...)
-		case f == math.Trunc(f) && math.Abs(f) < 1<<53:
-			return strconv.AppendInt(dst, int64(f), 10)
-		}
-		return strconv.AppendFloat(dst, f, 'g', -1, 64)
-	case topStr:
-		return record.AppendQuoted(dst, []byte(key[1:]))
-	}
-	return append(dst, key[1:]...)
-}
-
-// checkTops returns an error unless every key of a restored top_k state is
-// a well-formed topKey with a positive count.
+// checkTops returns an error unless every key of a restored top_k state
+// is a value's text as addTop makes it, with a positive count.
 func checkTops(tops []map[string]int64) error {
 	for _, m := range tops {
 		for key, n := range m {
-			ok := n > 0 && key != "" && key[0] >= topNum && key[0] <= topOther
-			if ok && key[0] == topNum {
-				ok = len(key) == 9
-			}
-			if ok && key[0] == topBool {
-				ok = key[1:] == "true" || key[1:] == "false"
+			ok := n > 0 && key != ""
+			if ok {
+				switch topKind(key) {
+				case 0:
+					f, err := strconv.ParseFloat(key, 64)
+					ok = err == nil && strconv.FormatFloat(f, 'g', -1, 64) == key || errors.Is(err, strconv.ErrRange)
+				case 1:
+					ok = len(key) >= 2 && key[len(key)-1] == '"'
+				case 2:
+					ok = key == "true" || key == "false"
+				}
 			}
 			if !ok {
 				return fmt.Errorf("top_k value %q with count %d", key, n)
