@@ -12,6 +12,8 @@ import (
 //     a null skipped but counted: k=2 gives the tie by code point, /cart
 //     first. In [10s,20s) 7 and 7.0 are one number (2), "7" a string (2),
 //     true once: the number comes first.
+//   - top_k_spellings: "A" and "\u0041" are one string, 1e2, 100 and
+//     100.0 one number; "a\"b" once is cut by k=2.
 //   - calendar_berlin: days in Europe/Berlin; 31 March 2030 is 23 hours
 //     ([23:00Z, 22:00Z)), 27 October 25 hours ([22:00Z, 23:00Z)); both
 //     02:30s of 27 October are that day; start and end carry the offset
@@ -41,7 +43,7 @@ import (
 //     4 and 6, the last min(3, seen): 1–2, 2–4, 4–6.
 //   - count_sliding_4_2 (slices of 2): 1–2, 1–4, 3–6.
 func TestReplayWindowKinds(t *testing.T) {
-	for _, name := range []string{"top_k", "calendar_berlin", "calendar_havana", "early_event", "early_processing", "global",
+	for _, name := range []string{"top_k", "top_k_spellings", "calendar_berlin", "calendar_havana", "early_event", "early_processing", "global",
 		"count", "count_timeout", "count_sliding_3_2", "count_sliding_4_2"} {
 		t.Run(name, func(t *testing.T) {
 			in, err := os.ReadFile("testdata/windows/" + name + ".jsonl")
