@@ -136,7 +136,7 @@ func (e *Engine) fireEarly() {
 		}
 		h.flags &^= flagChanged
 		e.markPane(r.pane, r.key) // the changelog keeps the flag
-		if e.tumbling { // the pane is the window
+		if e.tumbling {           // the pane is the window
 			if end := e.window(r.start).End; end-1 > e.wm {
 				t.due = append(t.due, earlyDue{end: end, prefix: sortPrefix(k.sortKey()), ref: earlyRef{key: r.key, pane: noPane, start: r.start}})
 			}
