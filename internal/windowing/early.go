@@ -136,7 +136,8 @@ func (e *Engine) fireEarly() {
 		}
 		h.flags &^= flagChanged
 		e.markPane(r.pane, r.key) // the changelog keeps the flag
-		if e.tumbling {           // the pane is the window
+		// A tumbling pane is its window; a sliding one is in several.
+		if e.tumbling {
 			if end := e.window(r.start).End; end-1 > e.wm {
 				t.due = append(t.due, earlyDue{end: end, prefix: sortPrefix(k.sortKey()), ref: earlyRef{key: r.key, pane: noPane, start: r.start}})
 			}
