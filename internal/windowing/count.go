@@ -29,6 +29,7 @@ type Counts struct {
 	marks
 
 	keys  []countKey // by key index, found through table (findKey)
+	free  []int32    // slots of removed keys
 	table keyTable
 	pool  panePool
 	open  int
@@ -53,6 +54,7 @@ type countKey struct {
 	seen, seq int64
 	slices    []countSlice // oldest first
 	dirty     bool
+	gen       uint32 // bumped when the slot is reused: older timeouts are stale
 }
 
 // countSlice is gcd(N, S) records of a key (fewer while it fills): its
@@ -84,7 +86,7 @@ func NewCounts(spec Spec, sink Sink) (*Counts, error) {
 	}
 	c.pool = panePool{stride: c.agg.nums, free: noPane}
 	c.acc = c.agg.newOwnPane()
-	c.due = &timeoutHeap{keys: &c.keys}
+	c.due = &timeoutHeap{}
 	c.res.Aggregates = make([]record.Value, len(c.agg.specs))
 	return c, nil
 }
@@ -103,7 +105,7 @@ func (c *Counts) Add(rec *record.Record) Outcome {
 		k.slices = append(k.slices, countSlice{idx: idx, pane: c.pool.alloc(&c.agg, idx), lo: rec.Time, hi: rec.Time, first: rec.Time})
 		c.open++
 		if c.tumbling() && c.timeout > 0 {
-			heap.Push(c.due, timeoutAt{at: addSat(rec.Time, c.timeout), key: ki, seq: k.seq, prefix: sortPrefix(k.sortKey())})
+			heap.Push(c.due, timeoutAt{at: addSat(rec.Time, c.timeout), key: ki, gen: k.gen, seq: k.seq, id: k.keyState})
 		}
 	}
 	x := &k.slices[len(k.slices)-1]
@@ -191,8 +193,8 @@ func (c *Counts) fireTimeouts() {
 	for len(c.due.items) > 0 && c.due.items[0].at <= c.wm {
 		t := heap.Pop(c.due).(timeoutAt)
 		k := &c.keys[t.key]
-		if k.id == "" || k.seq != t.seq || len(k.slices) == 0 {
-			continue // fired already when full
+		if k.id == "" || k.gen != t.gen || k.seq != t.seq || len(k.slices) == 0 {
+			continue // fired already when full, or the key is gone
 		}
 		c.fireTumbling(t.key, Timeout)
 	}
@@ -227,8 +229,16 @@ func (c *Counts) findKey(part int32, tag uint32, key string) int32 {
 }
 
 func (c *Counts) addKey(part int32, tag uint32, id string, split int) int32 {
-	c.keys = append(c.keys, countKey{keyState: keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}})
-	ki := int32(len(c.keys) - 1)
+	k := countKey{keyState: keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}}
+	var ki int32
+	if n := len(c.free); n > 0 {
+		ki, c.free = c.free[n-1], c.free[:n-1]
+		k.gen, k.slices = c.keys[ki].gen+1, c.keys[ki].slices[:0]
+		c.keys[ki] = k
+	} else {
+		c.keys = append(c.keys, k)
+		ki = int32(len(c.keys) - 1)
+	}
 	c.table.insert(tag, ki)
 	return ki
 }
@@ -264,7 +274,8 @@ func (c *Counts) RemovePartition(p int32) {
 			c.open--
 		}
 		c.table.remove(c.table.hash(p, k.key()), int32(ki))
-		c.keys[ki] = countKey{}
+		c.keys[ki] = countKey{gen: k.gen, slices: k.slices[:0]}
+		c.free = append(c.free, int32(ki))
 	}
 	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
 	c.dirty = slices.DeleteFunc(c.dirty, func(ki int32) bool { return c.keys[ki].id == "" })
@@ -382,7 +393,7 @@ func (c *Counts) Restore(en *Entry, _ int64) error {
 	if c.tumbling() {
 		k.seen = en.Count
 		if c.timeout > 0 {
-			heap.Push(c.due, timeoutAt{at: addSat(en.First, c.timeout), key: ki, seq: k.seq, prefix: sortPrefix(k.sortKey())})
+			heap.Push(c.due, timeoutAt{at: addSat(en.First, c.timeout), key: ki, gen: k.gen, seq: k.seq, id: k.keyState})
 		}
 	} else {
 		newest := k.slices[len(k.slices)-1]
@@ -397,30 +408,23 @@ func (c *Counts) FinishRestore() { c.fireTimeouts() }
 // timeoutAt is an open tumbling count window's timeout: due at at, for
 // key's window seq (stale once that window fired).
 type timeoutAt struct {
-	at     int64
-	prefix uint64
-	key    int32
-	seq    int64
+	at  int64
+	id  keyState // the key's identity, for the order
+	key int32
+	gen uint32
+	seq int64
 }
 
-// timeoutHeap orders timeouts by due time, then key (the sort key's
-// prefix, then the whole key), then partition.
-type timeoutHeap struct {
-	items []timeoutAt
-	keys  *[]countKey
-}
+// timeoutHeap orders timeouts by due time, then key (compareKeys).
+type timeoutHeap struct{ items []timeoutAt }
 
 func (h *timeoutHeap) Len() int { return len(h.items) }
 func (h *timeoutHeap) Less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
+	a, b := &h.items[i], &h.items[j]
 	if a.at != b.at {
 		return a.at < b.at
 	}
-	if a.prefix != b.prefix {
-		return a.prefix < b.prefix
-	}
-	ka, kb := &(*h.keys)[a.key].keyState, &(*h.keys)[b.key].keyState
-	return cmp.Or(compareKeys(ka, kb), cmp.Compare(ka.part, kb.part)) < 0
+	return compareKeys(&a.id, &b.id) < 0
 }
 func (h *timeoutHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
 func (h *timeoutHeap) Push(x any)    { h.items = append(h.items, x.(timeoutAt)) }
