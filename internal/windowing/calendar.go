@@ -80,7 +80,10 @@ func (c *Calendar) midnight(y int, m time.Month, d int) int64 {
 	wall := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() // 00:00 read as UTC
 	first, jump := int64(math.MaxInt64), int64(math.MaxInt64)
 	t := time.Unix(wall-dayReach, 0).In(c.Loc)
-	for {
+	// Go's zone bounds for years past the table (made from the zone's
+	// rule) include bounds at each new year that change nothing, and can
+	// name the instant asked about: such a bound steps on a minute.
+	for range 64 {
 		_, off := t.Zone()
 		// 00:00 under this offset is real if that instant has this offset.
 		if at := wall - int64(off); at < first {
@@ -91,6 +94,9 @@ func (c *Calendar) midnight(y int, m time.Month, d int) int64 {
 		_, end := t.ZoneBounds()
 		if end.IsZero() || end.Unix() > wall+dayReach {
 			break
+		}
+		if !end.After(t) {
+			end = t.Add(time.Minute)
 		}
 		next := end.In(c.Loc)
 		_, off2 := next.Zone()

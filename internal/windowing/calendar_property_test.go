@@ -70,8 +70,9 @@ func bruteCalendar(loc *time.Location, unit windowing.CalendarUnit) func(int64) 
 var calendarZones = []string{"Europe/Berlin", "America/Havana", "Australia/Lord_Howe", "Asia/Beirut", "America/Santiago", "UTC", "Asia/Kolkata"}
 
 // TestCalendarMatchesBrute: Calendar.Assign equals the brute force at
-// random instants of 2029–2031 in every zone and unit, and at every
-// quarter hour of the days around each DST change.
+// random instants of 2029–2031 and of 1950–2100 in every zone and unit,
+// and at every quarter hour of the days around each DST change of
+// 2029–2031.
 func TestCalendarMatchesBrute(t *testing.T) {
 	from, to := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), time.Date(2032, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	for _, zone := range calendarZones {
@@ -91,6 +92,10 @@ func TestCalendarMatchesBrute(t *testing.T) {
 			}
 			for range 300 {
 				check(from + rng.Int64N(to-from))
+			}
+			wideFrom, wideTo := time.Date(1950, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+			for range 200 { // past rules, and years after 2037 that the zone's rule string makes
+				check(wideFrom + rng.Int64N(wideTo-wideFrom))
 			}
 			if unit != windowing.CalendarDay {
 				continue
