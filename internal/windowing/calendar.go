@@ -43,13 +43,23 @@ func (c *Calendar) Assign(ts int64) Window {
 	// A clock turned back over midnight gives instants after the day's
 	// first midnight a local date before it; no instant precedes its
 	// local date's first midnight, but a wrong zone table could say so.
+	// Each step must move on, so a zone table that contradicts itself
+	// cannot make it loop.
 	for ts >= w.End && w.End != math.MaxInt64 {
 		y, m, d = time.UnixMilli(w.End).In(c.Loc).Date()
-		w = c.period(y, m, d)
+		next := c.period(y, m, d)
+		if next.End <= w.End {
+			break
+		}
+		w = next
 	}
 	for ts < w.Start && w.Start != math.MinInt64 {
 		y, m, d = time.UnixMilli(w.Start - 1).In(c.Loc).Date()
-		w = c.period(y, m, d)
+		prev := c.period(y, m, d)
+		if prev.Start >= w.Start {
+			break
+		}
+		w = prev
 	}
 	c.last, c.prev = w, c.last
 	return w
