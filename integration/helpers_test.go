@@ -326,7 +326,7 @@ func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := capture{producer.NewEncoder(cfg.AggregateNames()), &exp}
+	out := capture{producer.EncoderFor(cfg), &exp}
 	assigned := map[int32]bool{}
 	for _, in := range inputs {
 		if !assigned[in.partition] {

@@ -260,7 +260,7 @@ func replayRegistry(t testing.TB, cfg config.Config, f regFormat, values []strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := capture{producer.NewEncoder(cfg.AggregateNames()), &exp}
+	out := capture{producer.EncoderFor(cfg), &exp}
 	typ := map[sr.SchemaType]record.SchemaType{sr.TypeAvro: record.SchemaAvro, sr.TypeProtobuf: record.SchemaProtobuf}[f.typ]
 	p.Schemas().Add(1, record.Schema{Type: typ, Text: f.v1})
 	p.Schemas().Add(2, record.Schema{Type: typ, Text: f.v2})

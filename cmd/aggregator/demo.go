@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -45,6 +46,7 @@ type demoFlags struct {
 	brokers      string
 	window       string
 	format       string
+	early        time.Duration
 }
 
 func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
@@ -60,7 +62,8 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.StringVar(&f.listen, "listen", ":9090", "`address` of /metrics, /healthz and /readyz")
 	fs.StringVar(&f.brokers, "brokers", "", "comma-separated `host:port` list of an existing cluster to use instead of the in-process one")
 	fs.StringVar(&f.format, "format", "json", "input `format`: json, or avro (Confluent's wire format, with an in-process Schema Registry)")
-	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s) or session (500ms gap; retractions when late records merge sessions)")
+	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s), session (500ms gap; retractions when late records merge sessions), global (a running total per key, every second) or count (every 10 records of a key, or what it has 5s after the first)")
+	fs.DurationVar(&f.early, "early", 0, "early firings every `duration` of wall-clock time: results of open windows while they fill (0: off; global windows: 1s)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
 	}
@@ -76,7 +79,11 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	case f.format != "json" && f.format != config.FormatAvro:
 		return f, fmt.Errorf("%w: demo: --format %q: want json or avro", errUsage, f.format)
 	case demoWindows[f.window] == "":
-		return f, fmt.Errorf("%w: demo: --window %q: want tumbling, sliding or session", errUsage, f.window)
+		return f, fmt.Errorf("%w: demo: --window %q: want tumbling, sliding, session, global or count", errUsage, f.window)
+	case f.window == "count" && f.early != 0:
+		return f, fmt.Errorf("%w: demo: --early: count windows fire when full, not early", errUsage)
+	case f.early < 0 || f.early%time.Millisecond != 0:
+		return f, fmt.Errorf("%w: demo: --early %v: must be 0 or a positive whole number of milliseconds", errUsage, f.early)
 	}
 	return f, nil
 }
@@ -92,11 +99,30 @@ const (
 )
 
 // demoWindows is the window block of each --window type (allowed
-// lateness and emit mode are added).
+// lateness, emit mode and early firings are added: demoWindowBlock).
 var demoWindows = map[string]string{
 	"tumbling": fmt.Sprintf("type: tumbling, size: %s", demoWindow),
 	"sliding":  fmt.Sprintf("type: sliding, size: %s, slide: %s", demoWindow, time.Second),
 	"session":  fmt.Sprintf("type: session, gap: %s", demoGap),
+	"global":   "type: global",
+	"count":    "type: count, size: 10, timeout: 5s",
+}
+
+// demoWindowBlock is the demo's window config: global windows have no
+// lateness or emit mode, and fire every second unless --early says.
+func demoWindowBlock(f demoFlags) string {
+	block, early := demoWindows[f.window], f.early
+	switch f.window {
+	case "global":
+		early = cmp.Or(early, time.Second)
+	case "count": // nothing is late in a count window
+	default:
+		block += fmt.Sprintf(", allowed_lateness: %s, emit: on_watermark", demoLateness)
+	}
+	if early > 0 {
+		block += fmt.Sprintf(", early_firings: {every: %s, time: processing}", early)
+	}
+	return block
 }
 
 // demoConfigYAML is the pipeline's config: the same schema, defaults and
@@ -116,7 +142,7 @@ watermark:
   max_out_of_orderness: %s
   idle_timeout: %s
   idle_advance: true
-window: {%s, allowed_lateness: %s, emit: on_watermark}
+window: {%s}
 aggregates:
   - {name: calls, fn: count}
   - {name: total_duration, fn: sum, field: duration}
@@ -145,7 +171,7 @@ func demoConfig(f demoFlags, brokers []string, replication int16, registryURL st
 	if format == config.FormatAvro { // callTime is an Avro timestamp-millis: the layout does not apply to it
 		format += fmt.Sprintf("\n  schema_registry: {url: %q}", registryURL)
 	}
-	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, demoOOO, demoIdle, demoWindows[f.window], demoLateness,
+	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, demoOOO, demoIdle, demoWindowBlock(f),
 		f.partitions, replication, f.listen)
 	// No AGGREGATOR_* overrides: the demo is the same on every machine.
 	return config.Parse([]byte(text), func(string) string { return "" })
@@ -396,6 +422,13 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 		windows = fmt.Sprintf("sliding %s windows every %s", cfg.Window.Size, cfg.Window.Slide)
 	case "session":
 		windows = fmt.Sprintf("sessions, %s gap", cfg.Window.Gap)
+	case "global":
+		windows = "global windows (a running total per key)"
+	case "count":
+		windows = fmt.Sprintf("count windows of %d records, timeout %s", cfg.Window.Size.Milliseconds(), cfg.Window.Timeout)
+	}
+	if ef := cfg.Window.EarlyFirings; ef.Every > 0 {
+		windows += fmt.Sprintf(", early results every %s", ef.Every)
 	}
 	settings := fmt.Sprintf("%s · max_out_of_orderness %s · allowed_lateness %s · %d keys, %g records/s",
 		windows, cfg.Watermark.MaxOutOfOrderness, cfg.Window.AllowedLateness, f.keys, f.rate)

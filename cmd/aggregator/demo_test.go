@@ -32,6 +32,39 @@ func TestDemoConfigIsValid(t *testing.T) {
 	}
 }
 
+// TestDemoWindowConfigs: every --window, with and without --early, makes
+// a valid config with the window it says.
+func TestDemoWindowConfigs(t *testing.T) {
+	tests := map[string]struct {
+		args  []string
+		typ   string
+		early time.Duration
+	}{
+		"tumbling":         {nil, "tumbling", 0},
+		"tumbling, early":  {[]string{"--early", "500ms"}, "tumbling", 500 * time.Millisecond},
+		"sliding":          {[]string{"--window", "sliding"}, "sliding", 0},
+		"session, early":   {[]string{"--window", "session", "--early", "2s"}, "session", 2 * time.Second},
+		"global":           {[]string{"--window", "global"}, "global", time.Second},
+		"global, early 3s": {[]string{"--window", "global", "--early", "3s"}, "global", 3 * time.Second},
+		"count":            {[]string{"--window", "count"}, "count", 0},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			f, err := parseDemoFlags(tt.args, new(bytes.Buffer))
+			if err != nil {
+				t.Fatalf("parseDemoFlags(%q) = %v", tt.args, err)
+			}
+			cfg, err := demoConfig(f, []string{"127.0.0.1:9092"}, 1, "")
+			if err != nil {
+				t.Fatalf("demoConfig(%q) = %v", tt.args, err)
+			}
+			if cfg.Window.Type != tt.typ || cfg.Window.EarlyFirings.Every != tt.early {
+				t.Errorf("demoConfig(%q).Window = %+v, want type %s, early every %v", tt.args, cfg.Window, tt.typ, tt.early)
+			}
+		})
+	}
+}
+
 func TestParseDemoFlagsErrors(t *testing.T) {
 	tests := map[string][]string{
 		"negative rate":       {"--rate", "-1"},
@@ -39,6 +72,10 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 		"late fraction > 0.5": {"--late-fraction", "0.9"},
 		"zero speed":          {"--speed", "0"},
 		"unknown flag":        {"--nope"},
+		"unknown window":      {"--window", "calendar"},
+		"count, early":        {"--window", "count", "--early", "1s"},
+		"negative early":      {"--early", "-1s"},
+		"early below a ms":    {"--early", "1500us"},
 		"argument":            {"extra"},
 		"unknown format":      {"--format", "protobuf"},
 	}

@@ -70,7 +70,7 @@ func replayCmd(ctx context.Context, args []string, env []string, stdin io.Reader
 // from the configured registry (retried while it cannot be reached, with
 // warn lines on log).
 func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool, log zerolog.Logger) error {
-	out := &replayOutput{w: w, enc: producer.NewEncoder(cfg.AggregateNames())}
+	out := &replayOutput{w: w, enc: producer.EncoderFor(cfg)}
 	proc, err := pipeline.New(cfg)
 	if err != nil {
 		return err

@@ -131,7 +131,7 @@ type Watermark struct {
 
 // Window configures the window assigner and firing.
 type Window struct {
-	Type            string        `yaml:"type"`      // tumbling | sliding | session
+	Type            string        `yaml:"type"`      // tumbling | sliding | session | global | count
 	Size            time.Duration `yaml:"size"`      // tumbling and sliding
 	Slide           time.Duration `yaml:"slide"`     // sliding only
 	Offset          time.Duration `yaml:"offset"`    // tumbling and sliding
@@ -139,6 +139,19 @@ type Window struct {
 	GapField        string        `yaml:"gap_field"` // session only, optional: a per-record gap
 	AllowedLateness time.Duration `yaml:"allowed_lateness"`
 	Emit            string        `yaml:"emit"` // on_watermark | on_close
+	// Calendar windows, early firings and global windows: see windows.go.
+	Calendar     string       `yaml:"calendar"` // tumbling only: "" | day | week | month
+	Timezone     string       `yaml:"timezone"` // calendar windows: an IANA name, default UTC
+	EarlyFirings EarlyFirings `yaml:"early_firings"`
+	// Count windows: size and slide are records (written as whole
+	// numbers; held as that many ms), timeout a duration.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// EarlyFirings configures results of windows before they are due (SPEC §3).
+type EarlyFirings struct {
+	Every time.Duration `yaml:"every"` // 0 = off
+	Time  string        `yaml:"time"`  // processing (default) | event
 }
 
 // AggregateNames returns the aggregates' names, in order: the fields of a
@@ -154,9 +167,10 @@ func (c Config) AggregateNames() []string {
 // Aggregate is one output column: Fn over Field, named Name.
 type Aggregate struct {
 	Name  string  `yaml:"name"`
-	Fn    string  `yaml:"fn"` // count | sum | min | max | avg | first | last | count_distinct | quantile
+	Fn    string  `yaml:"fn"` // count | sum | min | max | avg | first | last | count_distinct | quantile | top_k
 	Field string  `yaml:"field"`
 	Q     float64 `yaml:"q"` // quantile only, in (0, 1]: nearest rank ceil(q*n)
+	K     int     `yaml:"k"` // top_k only, > 0: how many values
 }
 
 // Sink names the output topics and how they are produced and created.

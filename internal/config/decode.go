@@ -145,7 +145,7 @@ func (s *sources) value(n *yaml.Node, v reflect.Value, path string) error {
 		return &KeyError{Key: path, Value: nodeText(n), Reason: "must be a single value, not a list or mapping"}
 	}
 	s.text[path] = n.Value
-	if reason := setText(v, n.Value); reason != "" {
+	if reason := setText(v, n.Value); reason != "" && !setRecords(v, path, n.Value) {
 		return &KeyError{Key: path, Value: n.Value, Reason: reason}
 	}
 	return nil

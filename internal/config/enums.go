@@ -20,6 +20,8 @@ const (
 	Tumbling WindowKind = iota
 	Sliding
 	Session
+	Global
+	Count
 )
 
 // Kind is the window's type.
@@ -29,9 +31,40 @@ func (w Window) Kind() WindowKind {
 		return Sliding
 	case "session":
 		return Session
+	case "global":
+		return Global
+	case "count":
+		return Count
 	}
 	return Tumbling
 }
+
+// CalendarUnit is window.calendar.
+type CalendarUnit uint8
+
+const (
+	NoCalendar CalendarUnit = iota
+	CalendarDay
+	CalendarWeek
+	CalendarMonth
+)
+
+// CalendarUnit is the calendar unit of a tumbling window, or NoCalendar.
+func (w Window) CalendarUnit() CalendarUnit {
+	switch w.Calendar {
+	case "day":
+		return CalendarDay
+	case "week":
+		return CalendarWeek
+	case "month":
+		return CalendarMonth
+	}
+	return NoCalendar
+}
+
+// EventTime reports whether early firings tick in event time (time:
+// event), rather than in processing time.
+func (e EarlyFirings) EventTime() bool { return e.Time == "event" }
 
 // OnClose reports whether a window fires once, when it closes (window.emit:
 // on_close), rather than at the watermark and again when late records come.

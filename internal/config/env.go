@@ -49,7 +49,7 @@ func (s *sources) envScalar(v reflect.Value, key string, getenv func(string) str
 		return nil
 	}
 	s.set(key, text, name)
-	if reason := setText(v, text); reason != "" {
+	if reason := setText(v, text); reason != "" && !setRecords(v, key, text) {
 		return &KeyError{Key: key, Value: text, Reason: reason, Env: name}
 	}
 	return nil

@@ -17,6 +17,7 @@ var needs = map[string]record.Need{
 	"count": record.NeedNothing,
 	"sum":   record.NeedNumber, "min": record.NeedNumber, "max": record.NeedNumber, "avg": record.NeedNumber, "quantile": record.NeedNumber,
 	"first": record.NeedValue, "last": record.NeedValue, "count_distinct": record.NeedValue,
+	"top_k": record.NeedValueOrNull,
 }
 
 // RecordSpec is the decoder's part of c: the source, the punctuated

@@ -32,6 +32,9 @@ func (c *Config) validate(src *sources) error {
 func (c *Config) inapplicable(key string) string {
 	var i int
 	var field string
+	if reason := c.inapplicableWindowKind(key); reason != "" {
+		return reason
+	}
 	switch {
 	case strings.HasPrefix(key, "source.csv") && c.Source.Format != "csv":
 		return "applies only to source.format csv"
@@ -45,7 +48,7 @@ func (c *Config) inapplicable(key string) string {
 		return "applies only when source.sasl.mechanism is set"
 	case key == "watermark.marker_field" && c.Watermark.Strategy != "punctuated":
 		return "applies only to watermark.strategy punctuated"
-	case key == "window.slide" && c.Window.Type != "sliding":
+	case key == "window.slide" && c.Window.Type != "sliding" && c.Window.Type != "count":
 		return "applies only to window.type sliding"
 	case (key == "window.size" || key == "window.offset") && c.Window.Type == "session":
 		return "does not apply to window.type session (its windows are per key: see window.gap)"
@@ -62,6 +65,8 @@ func (c *Config) inapplicable(key string) string {
 		return "does not apply to fn count"
 	case field == "q" && fn != "quantile":
 		return "applies only to fn quantile"
+	case field == "k" && fn != "top_k":
+		return "applies only to fn top_k"
 	}
 	return ""
 }
@@ -312,10 +317,13 @@ func (c *Config) validateWatermark(src *sources) *KeyError {
 
 func (c *Config) validateWindow(src *sources) *KeyError {
 	w := c.Window
-	if err := oneOf("window.type", w.Type, "tumbling", "sliding", "session"); err != nil {
+	if err := oneOf("window.type", w.Type, windowTypes...); err != nil {
 		return err
 	}
 	if err := c.checkApplies(src, "window.size", "window.slide", "window.offset", "window.gap", "window.gap_field"); err != nil {
+		return err
+	}
+	if err := c.validateWindowKind(src); err != nil {
 		return err
 	}
 	if w.Type == "session" {
@@ -327,8 +335,10 @@ func (c *Config) validateWindow(src *sources) *KeyError {
 				return err
 			}
 		}
-	} else if err := c.validateFixedWindow(src); err != nil {
-		return err
+	} else if c.hasFixedSize() {
+		if err := c.validateFixedWindow(src); err != nil {
+			return err
+		}
 	}
 	if err := notNegative("window.allowed_lateness", w.AllowedLateness); err != nil {
 		return err
@@ -361,7 +371,7 @@ func (c *Config) validateFixedWindow(src *sources) *KeyError {
 }
 
 // aggregateFns are the known aggregate functions.
-var aggregateFns = []string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile"}
+var aggregateFns = []string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile", "top_k"}
 
 func (c *Config) validateAggregates(src *sources) *KeyError {
 	if len(c.Aggregates) == 0 {
@@ -386,7 +396,7 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 	if err := oneOf(key+".fn", a.Fn, aggregateFns...); err != nil {
 		return err
 	}
-	if err := c.checkApplies(src, key+".field", key+".q"); err != nil {
+	if err := c.checkApplies(src, key+".field", key+".q", key+".k"); err != nil {
 		return err
 	}
 	if a.Fn != "count" {
@@ -401,13 +411,17 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 		// Nearest rank ceil(q*n) names a value for q in (0, 1]; q = 1 is the maximum.
 		return &KeyError{Key: key + ".q", Value: fmt.Sprint(a.Q), Reason: "must be above 0 and at most 1, such as 0.99"}
 	}
-	return nil
+	return validateTopK(a, key)
 }
 
 func (c *Config) validateSink(*sources) *KeyError {
 	s := c.Sink
 	if err := oneOf("sink.format", s.Format, "json", FormatAvro); err != nil {
 		return err
+	}
+	if k := c.Window.Kind(); s.Format == FormatAvro && (k == Global || k == Count) {
+		// The Avro schema has non-null window bounds and no seq field.
+		return &KeyError{Key: "sink.format", Value: s.Format, Reason: "does not support window.type " + c.Window.Type + " yet: use sink.format json"}
 	}
 	if err := oneOf("sink.compression", s.Compression, "none", "gzip", "snappy", "lz4", "zstd"); err != nil {
 		return err

@@ -26,6 +26,9 @@ func (c Config) YAML() []byte {
 
 // node encodes v, found at key path, as a YAML node.
 func (c *Config) node(v reflect.Value, path string) *yaml.Node {
+	if c.isRecords(path) {
+		return scalar("!!int", strconv.FormatInt(time.Duration(v.Int()).Milliseconds(), 10))
+	}
 	if v.Type() == durationType {
 		return scalar("!!str", formatDuration(time.Duration(v.Int())))
 	}

@@ -15,7 +15,7 @@ const Namespace = "aggregator"
 
 // Metrics holds the service's own collectors. Label values: outcome is one
 // of aggregated, partially_late, late, filtered, marker, dead_letter;
-// firing is one of on_time, late, final, retract.
+// firing is one of on_time, late, final, retract, early, timeout.
 type Metrics struct {
 	Records            *prometheus.CounterVec // {topic, partition, outcome}
 	Firings            *prometheus.CounterVec // {firing}
@@ -39,7 +39,7 @@ type Metrics struct {
 }
 
 // Firing label values, pre-created so dashboards see zeros before the first firing.
-var firings = []string{"on_time", "late", "final", "retract"}
+var firings = []string{"on_time", "late", "final", "retract", "early", "timeout"}
 
 // New creates the metrics and registers them on reg. It panics if reg
 // already holds metrics with these names, as promauto does: that is a
@@ -53,7 +53,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"topic", "partition", "outcome"}),
 		Firings: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_firings_total",
-			Help: "Window results emitted, by firing: on_time, late, final; retract counts sessions withdrawn by a merge (tombstones).",
+			Help: "Window results emitted, by firing: on_time, late, final, early (window.early_firings), timeout (count windows); retract counts sessions withdrawn by a merge (tombstones).",
 		}, []string{"firing"}),
 		SessionMerges: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_session_merges_total",

@@ -64,7 +64,7 @@ func TestFiringsStartAtZero(t *testing.T) {
 			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
 		}
 	}
-	want := map[string]float64{"on_time": 0, "late": 0, "final": 0, "retract": 0}
+	want := map[string]float64{"on_time": 0, "late": 0, "final": 0, "retract": 0, "early": 0, "timeout": 0}
 	if !maps.Equal(got, want) {
 		t.Errorf("aggregator_firings_total = %v, want %v", got, want)
 	}

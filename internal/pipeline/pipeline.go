@@ -117,8 +117,9 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	case config.Session:
 		s.Kind = windowing.KindSession
 	}
+	windowKindSpec(w, &s)
 	for _, a := range cfg.Aggregates {
-		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q})
+		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q, K: a.K})
 	}
 	return s
 }
@@ -251,6 +252,7 @@ func (p *Processor) advance() { p.engine.Advance(p.marks.Current()) }
 func (p *Processor) Tick(now int64) {
 	p.marks.Tick(now)
 	p.advance()
+	p.engine.ProcessingTime(now)
 }
 
 // Flush is the end of a bounded input: the watermark goes to the end of

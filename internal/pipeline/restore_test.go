@@ -2,10 +2,12 @@ package pipeline_test
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"aggregator/internal/pipeline"
@@ -122,6 +124,48 @@ aggregates: [{name: n, fn: count}]
 `,
 }
 
+// windowKindConfigs add top_k, early firings, calendar, global and count windows
+// to TestRestoreAtEveryOffset (not to the move tests: their checks count
+// every firing of a window, early ones included, as an on-time firing).
+var windowKindConfigs = map[string]string{
+	"early_top_k": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 2s, allowed_lateness: 1s, early_firings: {every: 300ms, time: event}}
+aggregates: [{name: n, fn: count}, {name: top, fn: top_k, field: v, k: 2}]
+`,
+	"early_sliding_on_close": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: sliding, size: 3s, slide: 1s, allowed_lateness: 1s, emit: on_close, early_firings: {every: 500ms, time: event}}
+aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}]
+`,
+	"early_session": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: session, gap: 500ms, gap_field: g, allowed_lateness: 2s, early_firings: {every: 400ms, time: event}}
+aggregates: [{name: n, fn: count}, {name: top, fn: top_k, field: v, k: 3}]
+`,
+	"global": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: global, early_firings: {every: 700ms, time: event}}
+aggregates: [{name: n, fn: count}, {name: top, fn: top_k, field: v, k: 2}]
+`,
+	"count_timeout": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: count, size: 4, timeout: 1500ms}
+aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: top, fn: top_k, field: v, k: 2}]
+`,
+	"count_sliding": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {type: count, size: 6, slide: 4}
+aggregates: [{name: n, fn: count}, {name: f, fn: first, field: v}, {name: q, fn: quantile, field: v, q: 0.5}]
+`,
+	"calendar": `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+window: {calendar: day, timezone: Australia/Lord_Howe, allowed_lateness: 1s}
+aggregates: [{name: n, fn: count}, {name: f, fn: first, field: v}]
+`,
+}
+
 // feed runs ins through p, skipping records below each partition's
 // resume offset.
 func feed(p core, ins []crashInput, from map[int32]int64) {
@@ -145,7 +189,7 @@ func TestRestoreAtEveryOffset(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 150
 	}
-	for name, yaml := range crashConfigs {
+	for name, yaml := range joinConfigs(crashConfigs, windowKindConfigs) {
 		t.Run(name, func(t *testing.T) {
 			const seed = 11
 			ins := crashStream(seed, n, parts, true)
@@ -157,6 +201,12 @@ func TestRestoreAtEveryOffset(t *testing.T) {
 			want.Flush()
 			if name == "session" && !slices.ContainsFunc(wantOut.results, func(r windowing.Result) bool { return r.Firing == windowing.Retract }) {
 				t.Fatalf("the session stream has no retraction: restores of sessions merged after firing go untested")
+			}
+			if early := strings.HasPrefix(name, "early") || name == "global"; early && !slices.ContainsFunc(wantOut.results, func(r windowing.Result) bool { return r.Firing == windowing.Early }) {
+				t.Fatalf("the stream has no early firing: restores between ticks go untested")
+			}
+			if name == "count_timeout" && !slices.ContainsFunc(wantOut.results, func(r windowing.Result) bool { return r.Firing == windowing.Timeout }) {
+				t.Fatalf("the stream has no timeout firing: restores of timeouts go untested")
 			}
 			for crash := range len(ins) + 1 {
 				first, out1 := newProcessor(t, yaml)
@@ -302,4 +352,10 @@ func firstDiff[T any](got, want []T) string {
 		}
 	}
 	return fmt.Sprintf("lengths %d, want %d", len(got), len(want))
+}
+
+func joinConfigs(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"aggregator/internal/config"
 	"aggregator/internal/windowing"
@@ -23,14 +24,14 @@ type avroAgg uint8
 const (
 	avroLong   avroAgg = iota // count, count_distinct
 	avroDouble                // sum, min, max, avg, quantile
-	avroAny                   // first, last: a number, string or boolean (objects and arrays as their JSON text)
+	avroAny                   // first, last, top_k: a number, string or boolean (objects and arrays, top_k's among them, as their JSON text)
 )
 
 func avroAggOf(fn string) avroAgg {
 	switch fn {
 	case "count", "count_distinct":
 		return avroLong
-	case "first", "last":
+	case "first", "last", "top_k":
 		return avroAny
 	}
 	return avroDouble
@@ -40,6 +41,7 @@ func avroAggOf(fn string) avroAgg {
 // Confluent's wire format with the schema's registry id. Not safe for
 // concurrent use.
 type AvroEncoder struct {
+	zone   *time.Location // calendar windows: start and end in this zone; nil: UTC
 	header []byte
 	keys   int
 	aggs   []avroAgg
@@ -49,7 +51,7 @@ type AvroEncoder struct {
 // NewAvroEncoder returns an encoder for cfg's results, whose schema
 // (AvroSchema(cfg)) the registry knows as id.
 func NewAvroEncoder(cfg config.Config, id uint32) *AvroEncoder {
-	e := &AvroEncoder{header: binary.BigEndian.AppendUint32([]byte{0}, id), keys: len(cfg.Source.Key)}
+	e := &AvroEncoder{header: binary.BigEndian.AppendUint32([]byte{0}, id), keys: len(cfg.Source.Key), zone: cfg.Window.Zone()}
 	for _, a := range cfg.Aggregates {
 		e.aggs = append(e.aggs, avroAggOf(a.Fn))
 	}
@@ -144,16 +146,25 @@ func nonNil(fs []avroField) []avroField {
 	return fs
 }
 
+// appendTime appends ms in RFC 3339, with the calendar's zone offset (as
+// the JSON results have it) or in UTC.
+func (e *AvroEncoder) appendTime(dst []byte, ms int64) []byte {
+	if e.zone != nil {
+		e.text = appendZoned(dst, ms, e.zone)
+	} else {
+		e.text = AppendTime(dst, ms)
+	}
+	return e.text
+}
+
 // AppendResult appends r as an Avro record in the wire format.
 func (e *AvroEncoder) AppendResult(dst []byte, r *windowing.Result) []byte {
 	dst = append(dst, e.header...)
 	dst = e.appendKey(dst, r.Key)
 	dst = binary.AppendVarint(dst, r.Window.Start)
 	dst = binary.AppendVarint(dst, r.Window.End)
-	e.text = AppendTime(e.text[:0], r.Window.Start)
-	dst = appendAvroString(dst, e.text)
-	e.text = AppendTime(e.text[:0], r.Window.End)
-	dst = appendAvroString(dst, e.text)
+	dst = appendAvroString(dst, e.appendTime(e.text[:0], r.Window.Start))
+	dst = appendAvroString(dst, e.appendTime(e.text[:0], r.Window.End))
 	dst = binary.AppendVarint(dst, r.Count)
 	for i, v := range r.Aggregates {
 		switch f := v.Num; {

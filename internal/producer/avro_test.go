@@ -87,3 +87,33 @@ func TestAvroSchemaEvolves(t *testing.T) {
 		t.Errorf("the old schema cannot read new results (not forward compatible): %v", err)
 	}
 }
+
+// TestAvroCalendarTopK: a calendar day's start and end carry the zone's
+// offset, as in the JSON results, and a top_k value is its JSON text.
+func TestAvroCalendarTopK(t *testing.T) {
+	cfg := config.Config{
+		Source:     config.Source{Key: []string{"sid"}},
+		Sink:       config.Sink{ResultsTopic: "calls-windows", Format: config.FormatAvro},
+		Window:     config.Window{Type: "tumbling", Calendar: "day", Timezone: "Europe/Berlin"},
+		Aggregates: []config.Aggregate{{Name: "top", Fn: "top_k", Field: "c", K: 2}},
+	}
+	schema, err := avro.Parse(producer.AvroSchema(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2030-03-31 in Berlin: 23 hours, from +01:00 to +02:00.
+	start, end := time.Date(2030, 3, 30, 23, 0, 0, 0, time.UTC).UnixMilli(), time.Date(2030, 3, 31, 22, 0, 0, 0, time.UTC).UnixMilli()
+	top := `[{"value":"a","count":3},{"value":1,"count":1}]`
+	r := &windowing.Result{Key: `{"sid":"s1"}`, Window: windowing.Window{Start: start, End: end}, Count: 4,
+		Aggregates: []record.Value{{Raw: top}}, Firing: windowing.OnTime, Watermark: end - 1}
+	var got map[string]any
+	if err := avro.Unmarshal(schema, producer.NewAvroEncoder(cfg, 1).AppendResult(nil, r)[5:], &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["start"] != "2030-03-31T00:00:00+01:00" || got["end"] != "2030-04-01T00:00:00+02:00" {
+		t.Errorf("start, end = %v, %v; want 2030-03-31T00:00:00+01:00, 2030-04-01T00:00:00+02:00", got["start"], got["end"])
+	}
+	if aggs := got["aggregates"].(map[string]any); aggs["top"] != top {
+		t.Errorf("top = %v, want %s", aggs["top"], top)
+	}
+}

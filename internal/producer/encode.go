@@ -34,8 +34,10 @@ const ReasonLate = "late"
 type Encoder struct {
 	names  [][]byte // `"name":` per aggregate
 	win    windowing.Window
-	text   []byte // `,"window_start":…,"window_end":…` then `,"start":"…","end":"…"` of win
-	keyEnd int    // where the key's part of text ends
+	text   []byte         // `,"window_start":…,"window_end":…` then `,"start":"…","end":"…"` of win
+	keyEnd int            // where the key's part of text ends
+	zone   *time.Location // calendar windows: start and end in this zone; nil: UTC
+	seq    bool           // count windows: results and keys carry Result.Seq
 }
 
 // NewEncoder returns an Encoder for results with the aggregates names.
@@ -52,15 +54,26 @@ func (e *Encoder) window(w windowing.Window) {
 	if e.text != nil && w == e.win {
 		return
 	}
+	if w.IsGlobal() {
+		e.text, e.win = append(e.text[:0], `,"window_start":null,"window_end":null`...), w
+		e.keyEnd = len(e.text)
+		return
+	}
 	t := append(e.text[:0], `,"window_start":`...)
 	t = strconv.AppendInt(t, w.Start, 10)
 	t = append(t, `,"window_end":`...)
 	t = strconv.AppendInt(t, w.End, 10)
 	e.keyEnd = len(t)
 	t = append(t, `,"start":"`...)
-	t = AppendTime(t, w.Start)
-	t = append(t, `","end":"`...)
-	t = AppendTime(t, w.End)
+	if e.zone != nil {
+		t = appendZoned(t, w.Start, e.zone)
+		t = append(t, `","end":"`...)
+		t = appendZoned(t, w.End, e.zone)
+	} else {
+		t = AppendTime(t, w.Start)
+		t = append(t, `","end":"`...)
+		t = AppendTime(t, w.End)
+	}
 	e.text, e.win = append(t, '"'), w
 }
 
@@ -71,6 +84,9 @@ func (e *Encoder) AppendKey(dst []byte, r *windowing.Result) []byte {
 	dst = append(dst, `{"key":`...)
 	dst = append(dst, r.Key...)
 	dst = append(dst, e.text[:e.keyEnd]...)
+	if e.seq {
+		dst = strconv.AppendInt(append(dst, `,"seq":`...), r.Seq, 10)
+	}
 	return append(dst, '}')
 }
 
@@ -94,6 +110,9 @@ func (e *Encoder) AppendResult(dst []byte, r *windowing.Result) []byte {
 	dst = append(dst, r.Firing.String()...)
 	dst = append(dst, `","revision":`...)
 	dst = strconv.AppendInt(dst, r.Revision, 10)
+	if e.seq {
+		dst = strconv.AppendInt(append(dst, `,"seq":`...), r.Seq, 10)
+	}
 	dst = append(dst, `,"watermark":`...)
 	dst = strconv.AppendInt(dst, r.Watermark, 10)
 	return append(dst, '}')

@@ -45,7 +45,7 @@ type Writer struct {
 	log    zerolog.Logger
 	seed   maphash.Seed
 
-	firings             [4]prometheus.Counter // by windowing.Firing
+	firings             [6]prometheus.Counter // by windowing.Firing
 	results, late, dead topicMetrics
 	latency             prometheus.Observer
 	fetched             time.Time                // when the records being processed were fetched
@@ -138,12 +138,12 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
-	w.enc = NewEncoder(cfg.AggregateNames())
+	w.enc = EncoderFor(cfg)
 	w.values = w.enc
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
-	for _, f := range []windowing.Firing{windowing.OnTime, windowing.Late, windowing.Final, windowing.Retract} {
+	for _, f := range windowing.Firings {
 		w.firings[f] = m.Firings.WithLabelValues(f.String())
 	}
 	topic := func(name string) topicMetrics {

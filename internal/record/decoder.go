@@ -742,6 +742,10 @@ func (d *Decoder) values(meta *Meta, rec *Record) error {
 			continue
 		}
 		tok := d.token(&a.ref, meta)
+		if tok.kind == tokNull && a.need == NeedValueOrNull {
+			*v = Value{}
+			continue
+		}
 		switch tok.kind {
 		case tokMissing, tokNull:
 			return &DecodeError{Reason: ReasonMissingField, Field: a.ref.name, Detail: missingDetail(tok)}

@@ -21,9 +21,10 @@ func (f Format) Registry() bool { return f >= FormatAvro }
 type Need uint8
 
 const (
-	NeedNothing Need = iota // count: no field
-	NeedNumber              // sum, min, max, avg, quantile: a number
-	NeedValue               // first, last, count_distinct: any value
+	NeedNothing     Need = iota // count: no field
+	NeedNumber                  // sum, min, max, avg, quantile: a number
+	NeedValue                   // first, last, count_distinct: any value
+	NeedValueOrNull             // top_k: any value; null is the zero Value (skipped)
 )
 
 // Spec is what a Decoder needs of the configuration. Config.RecordSpec

@@ -25,11 +25,12 @@ const (
 	kindSlice    = 's'
 	kindWindow   = 'w'
 	kindSession  = 'e'
+	kindCount    = 'c'
 	kindPosition = 'p'
 )
 
 // entryKinds maps an entry kind to its key's kind byte.
-var entryKinds = map[windowing.EntryKind]byte{windowing.SliceEntry: kindSlice, windowing.WindowEntry: kindWindow, windowing.SessionEntry: kindSession}
+var entryKinds = map[windowing.EntryKind]byte{windowing.SliceEntry: kindSlice, windowing.WindowEntry: kindWindow, windowing.SessionEntry: kindSession, windowing.CountEntry: kindCount}
 
 // ErrCorrupt is wrapped by the errors of decoding a changelog record that
 // this release cannot read.
@@ -72,9 +73,14 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 	dst = binary.AppendUvarint(dst, uint64(en.Revision))
 	switch en.Kind {
 	case windowing.WindowEntry:
+		if m := earlyMark(en); m != 0 {
+			dst = append(dst, m)
+		}
 		return dst
 	case windowing.SessionEntry:
 		dst = binary.AppendVarint(dst, en.End)
+	case windowing.CountEntry:
+		dst = binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(dst, en.Lo), en.Hi), en.First)
 	}
 	dst = binary.AppendUvarint(dst, uint64(en.Count))
 	dst = binary.AppendUvarint(dst, uint64(len(en.Nums)))
@@ -100,7 +106,35 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 		sk.Encode(&b, false)
 		dst = appendString(dst, string(b))
 	}
+	// top_k counts and the early-only mark are optional at the end, so
+	// values written before them still read.
+	if len(en.Tops) == 0 && earlyMark(en) == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(en.Tops)))
+	for _, m := range en.Tops {
+		dst = binary.AppendUvarint(dst, uint64(len(m)))
+		for x, n := range m {
+			dst = binary.AppendUvarint(appendString(dst, x), uint64(n))
+		}
+	}
+	if m := earlyMark(en); m != 0 {
+		dst = append(dst, m)
+	}
 	return dst
+}
+
+// earlyMark is the optional last byte of a value: 1 if the window fired
+// only early, plus 2 if it changed since the last early-firing tick.
+func earlyMark(en *windowing.Entry) byte {
+	var m byte
+	if en.EarlyOnly {
+		m |= 1
+	}
+	if en.Changed {
+		m |= 2
+	}
+	return m
 }
 
 // AppendPosition appends the value of a position record.
@@ -152,7 +186,7 @@ func decodeKey(b []byte) (key, error) {
 			return key{}, fmt.Errorf("%w: position key %q", ErrCorrupt, b)
 		}
 		return k, nil
-	case kindSlice, kindWindow, kindSession:
+	case kindSlice, kindWindow, kindSession, kindCount:
 	default:
 		return key{}, fmt.Errorf("%w: key %q: unknown kind", ErrCorrupt, b)
 	}
@@ -233,6 +267,20 @@ func (r *reader) count(what string) int {
 	return int(n)
 }
 
+// earlyOnly reads the optional mark of earlyMark.
+func (r *reader) earlyOnly() (earlyOnly, changed bool) {
+	if len(r.b) == 0 {
+		return false, false
+	}
+	if m := r.b[0]; m == 0 || m > 3 {
+		r.fail("early firing mark")
+		return false, false
+	}
+	earlyOnly, changed = r.b[0]&1 != 0, r.b[0]&2 != 0
+	r.b = r.b[1:]
+	return earlyOnly, changed
+}
+
 // header reads the version and the tag.
 func (r *reader) header() uint64 {
 	if len(r.b) == 0 || r.b[0] != version {
@@ -257,9 +305,15 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 	en.Revision = int64(r.uvarint("revision"))
 	switch en.Kind {
 	case windowing.WindowEntry:
+		en.EarlyOnly, en.Changed = r.earlyOnly()
+		if len(r.b) != 0 && r.err == nil {
+			r.err = fmt.Errorf("%w: value: %d bytes left over", ErrCorrupt, len(r.b))
+		}
 		return tag, r.err
 	case windowing.SessionEntry:
 		en.End = r.varint("session end")
+	case windowing.CountEntry:
+		en.Lo, en.Hi, en.First = r.varint("count low"), r.varint("count high"), r.varint("count first")
 	}
 	en.Count = int64(r.uvarint("count"))
 	en.Nums = make([]float64, r.count("nums"))
@@ -300,6 +354,19 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 			r.err = err
 		}
 		en.Sketches[i] = sk
+	}
+	if len(r.b) > 0 { // top_k counts; values written before top_k end here
+		en.Tops = make([]map[string]int64, r.count("tops"))
+		for i := range en.Tops {
+			n := r.count("top_k")
+			m := make(map[string]int64, n)
+			for range n {
+				x := r.str("top_k value")
+				m[x] = int64(r.uvarint("top_k count"))
+			}
+			en.Tops[i] = m
+		}
+		en.EarlyOnly, en.Changed = r.earlyOnly()
 	}
 	if len(r.b) != 0 && r.err == nil {
 		r.err = fmt.Errorf("%w: value: %d bytes left over", ErrCorrupt, len(r.b))

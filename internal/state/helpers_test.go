@@ -61,8 +61,8 @@ var quantiles = []float64{0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1}
 // nil slice and an empty one read the same.
 func describe(en *windowing.Entry) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "kind=%d part=%d id=%q split=%d start=%d end=%d deleted=%v rev=%d count=%d nums=[",
-		en.Kind, en.Partition, en.ID, en.Split, en.Start, en.End, en.Deleted, en.Revision, en.Count)
+	fmt.Fprintf(&b, "kind=%d part=%d id=%q split=%d start=%d end=%d deleted=%v rev=%d early_only=%v changed=%v lo=%d hi=%d first=%d count=%d nums=[",
+		en.Kind, en.Partition, en.ID, en.Split, en.Start, en.End, en.Deleted, en.Revision, en.EarlyOnly, en.Changed, en.Lo, en.Hi, en.First, en.Count)
 	for _, f := range en.Nums {
 		b.WriteString(num(f) + " ")
 	}
@@ -77,6 +77,13 @@ func describe(en *windowing.Entry) string {
 	b.WriteString("] sketches=[")
 	for _, sk := range en.Sketches {
 		b.WriteString(describeSketch(sk) + " ")
+	}
+	b.WriteString("] tops=[")
+	for _, m := range en.Tops {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			fmt.Fprintf(&b, "%q:%d,", k, m[k])
+		}
+		b.WriteString(" ")
 	}
 	b.WriteString("]")
 	return b.String()

@@ -196,6 +196,8 @@ func decode(key, value []byte, en *windowing.Entry) error {
 		en.Kind = windowing.WindowEntry
 	case kindSession:
 		en.Kind = windowing.SessionEntry
+	case kindCount:
+		en.Kind = windowing.CountEntry
 	}
 	if _, err := decodeEntry(value, en); err != nil {
 		return fmt.Errorf("key %q: %w", key, err)

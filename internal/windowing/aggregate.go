@@ -29,11 +29,12 @@ const (
 	fnLast
 	fnDistinct
 	fnQuantile
+	fnTopK
 )
 
 // parseFn maps a config fn name to its aggFn.
 func parseFn(name string) (aggFn, bool) {
-	for i, n := range [...]string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile"} {
+	for i, n := range [...]string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile", "top_k"} {
 		if n == name {
 			return aggFn(i), true
 		}
@@ -47,6 +48,7 @@ type aggSpec struct {
 	fn   aggFn
 	slot int
 	q    float64
+	k    int // top_k
 	// lo and hi are the nums slots of a quantile's exact min and max: the
 	// sketch's answer is clamped to them, so a window of one value, and
 	// q = 0 or 1, come out exact.
@@ -55,9 +57,9 @@ type aggSpec struct {
 
 // layout says how many state slots of each kind a pane has.
 type layout struct {
-	specs                       []aggSpec
-	nums, picks, sets, sketches int
-	mapping                     mapping.IndexMapping // for quantile sketches
+	specs                             []aggSpec
+	nums, picks, sets, sketches, tops int
+	mapping                           mapping.IndexMapping // for quantile sketches
 	// sums, mins and maxes list the nums slots by how they merge, so that
 	// merging the many panes of a sliding window needs no switch per slot.
 	sums, mins, maxes []int
@@ -80,7 +82,7 @@ func newLayout(aggs []Aggregate) (layout, error) {
 		if !ok {
 			return layout{}, fmt.Errorf("aggregates[%d].fn %q: unknown function", i, a.Fn)
 		}
-		s := aggSpec{fn: fn, q: a.Q}
+		s := aggSpec{fn: fn, q: a.Q, k: a.K}
 		switch fn {
 		case fnSum, fnMin, fnMax, fnAvg:
 			s.slot, l.nums = l.nums, l.nums+1
@@ -92,6 +94,8 @@ func newLayout(aggs []Aggregate) (layout, error) {
 			s.slot, l.sketches = l.sketches, l.sketches+1
 			s.lo, s.hi, l.nums = l.nums, l.nums+1, l.nums+2
 			l.mins, l.maxes = append(l.mins, s.lo), append(l.maxes, s.hi)
+		case fnTopK:
+			s.slot, l.tops = l.tops, l.tops+1
 		}
 		l.specs = append(l.specs, s)
 		switch fn {
@@ -107,7 +111,7 @@ func newLayout(aggs []Aggregate) (layout, error) {
 			l.lasts = append(l.lasts, s.slot)
 		}
 	}
-	l.numsOnly = l.picks+l.sets+l.sketches == 0
+	l.numsOnly = l.picks+l.sets+l.sketches+l.tops == 0
 	l.empty = make([]float64, l.nums)
 	for _, s := range l.specs {
 		switch s.fn {
@@ -166,13 +170,14 @@ func (l *layout) clear(p pane) {
 	l.reset(p.nums, p.ext)
 }
 
-func (l *layout) hasExt() bool { return l.picks+l.sets+l.sketches > 0 }
+func (l *layout) hasExt() bool { return l.picks+l.sets+l.sketches+l.tops > 0 }
 
 // paneExt holds the aggregates whose state is not a single float.
 type paneExt struct {
 	picks    []pick
 	sets     []map[string]struct{}
 	sketches []*ddsketch.DDSketch
+	tops     []map[string]int64 // top_k: count per value, keyed by topKey
 }
 
 // pick is a first/last candidate: its value, event time and arrival number.
@@ -190,9 +195,12 @@ func (l *layout) newExt() *paneExt {
 	if !l.hasExt() {
 		return nil
 	}
-	x := &paneExt{picks: make([]pick, l.picks), sets: make([]map[string]struct{}, l.sets), sketches: make([]*ddsketch.DDSketch, l.sketches)}
+	x := &paneExt{picks: make([]pick, l.picks), sets: make([]map[string]struct{}, l.sets), sketches: make([]*ddsketch.DDSketch, l.sketches), tops: make([]map[string]int64, l.tops)}
 	for i := range x.sets {
 		x.sets[i] = map[string]struct{}{}
+	}
+	for i := range x.tops {
+		x.tops[i] = map[string]int64{}
 	}
 	for i := range x.sketches {
 		x.sketches[i] = ddsketch.NewDDSketchFromStoreProvider(l.mapping, store.DefaultProvider)
@@ -212,6 +220,9 @@ func (l *layout) reset(nums []float64, x *paneExt) {
 	}
 	for _, sk := range x.sketches {
 		sk.Clear()
+	}
+	for _, m := range x.tops {
+		clear(m)
 	}
 }
 
@@ -247,6 +258,8 @@ func (l *layout) add(p pane, rec *record.Record, seq uint64) {
 			addToSketch(p.ext.sketches[s.slot], v.Num)
 			p.nums[s.lo] = min(p.nums[s.lo], v.Num)
 			p.nums[s.hi] = max(p.nums[s.hi], v.Num)
+		case fnTopK:
+			addTop(p.ext.tops[s.slot], v)
 		}
 	}
 }
@@ -313,6 +326,11 @@ func (l *layout) mergeExt(dst, src pane) {
 			}
 		case fnQuantile:
 			_ = dst.ext.sketches[s.slot].MergeWith(src.ext.sketches[s.slot]) // same mapping: cannot fail
+		case fnTopK:
+			m := dst.ext.tops[s.slot]
+			for v, n := range src.ext.tops[s.slot] {
+				m[v] += n
+			}
 		}
 	}
 }
@@ -342,6 +360,8 @@ func (l *layout) values(p pane, out []record.Value, e *numbers) {
 				q = min(max(q, p.nums[s.lo]), p.nums[s.hi])
 			}
 			out[i] = e.number(q)
+		case fnTopK:
+			out[i] = topK(p.ext.tops[s.slot], s.k)
 		}
 	}
 }

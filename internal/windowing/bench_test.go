@@ -36,7 +36,10 @@ func newBenchStream(keys int, perMs int64) *benchStream {
 
 // feed adds the next record and advances the watermark after it, as a
 // bounded generator with out-of-orderness s.ooo would.
-func (s *benchStream) feed(e *windowing.Engine) {
+func (s *benchStream) feed(e *windowing.Engine) { s.feedTo(e) }
+
+// feedTo is feed for any engine.
+func (s *benchStream) feedTo(e windowEngine) {
 	r := &s.recs[s.i%int64(len(s.recs))]
 	r.Time = s.i / s.perMs
 	if s.delays != nil {

@@ -3,8 +3,9 @@ package windowing
 import "aggregator/internal/record"
 
 // Operator is the contract of a window operator, as the core drives it:
-// Engine (tumbling and sliding windows) and Sessions keep it, and so must
-// the kinds that come next. Results go to the Sink the operator was made
+// Engine (tumbling, sliding and calendar windows), Sessions (session and
+// global windows) and Counts (count windows) keep it, and so must the kinds
+// that come next. Results go to the Sink the operator was made
 // with, in emission order, during the call that fires them.
 type Operator interface {
 	// Add assigns a record to its windows against the current watermark.
@@ -27,6 +28,9 @@ type Operator interface {
 	OpenWindows() int
 	// RemovePartition drops a revoked partition's state without firing.
 	RemovePartition(partition int32)
+	// ProcessingTime fires the processing-time early firings that the
+	// wall clock now (the caller's, ms) makes due.
+	ProcessingTime(now int64)
 
 	// TrackChanges makes the operator note its changes for Changes.
 	TrackChanges()
@@ -42,12 +46,16 @@ type Operator interface {
 var (
 	_ Operator = (*Engine)(nil)
 	_ Operator = (*Sessions)(nil)
+	_ Operator = (*Counts)(nil)
 )
 
 // New returns the operator for spec's kind of windows.
 func New(spec Spec, sink Sink) (Operator, error) {
-	if spec.Kind == KindSession {
+	switch spec.Kind {
+	case KindSession, KindGlobal:
 		return NewSessions(spec, sink)
+	case KindCount:
+		return NewCounts(spec, sink)
 	}
 	return NewEngine(spec, sink)
 }

@@ -1,10 +1,13 @@
 // Package windowing is the event-time window engine: window assigners
-// (Tumbling, Sliding), per-(partition, key) window state, allowed lateness,
-// and firings with Flink's semantics (SPEC §3). Engine runs tumbling and
-// sliding windows; Sessions runs session windows (session.go). Both keep
-// one contract, Operator (contract.go), which is what the core drives; New
-// picks one for a Spec, built once from the validated config. Each checks
-// its structure after every change under -race (engine_check.go,
+// (Tumbling, Sliding, Calendar), per-(partition, key) window state,
+// allowed lateness, and firings with Flink's semantics. Engine runs
+// tumbling, sliding and calendar windows (calendar.go); Sessions runs
+// session and global windows (session.go, global.go); Counts runs count
+// windows (count.go). All three keep one contract, Operator (contract.go),
+// which is what the core drives; New picks one for a Spec, built once from
+// the validated config. Early firings (early.go) and the top_k aggregate
+// (topk.go) work with every kind they apply to. Engine and Sessions check
+// their structure after every change under -race (engine_check.go,
 // session_check.go).
 //
 // An Engine keeps, for every (partition, key), slices ("panes") of length

@@ -68,6 +68,9 @@ type Engine struct {
 	acc         *ownPane
 	res         Result
 	numbers
+
+	early earlyTicks
+	cal   *Calendar // calendar windows: tumbling, with these bounds
 }
 
 // NewEngine builds the engine of a tumbling or sliding window spec. sink
@@ -88,13 +91,22 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		restoredMin: math.MaxInt64,
 		byStart:     map[int64]*bucket{},
 		table:       newKeyTable(),
+		early:       newEarlyTicks(spec.Early),
 	}
 	switch spec.Kind {
 	case KindTumbling:
 		e.slide = e.size
 	case KindSliding:
+	case KindCalendar:
+		if spec.Zone == nil || spec.Calendar < CalendarDay || spec.Calendar > CalendarMonth {
+			return nil, fmt.Errorf("calendar window: unit %d in zone %v", spec.Calendar, spec.Zone)
+		}
+		// Tumbling windows whose bounds come from the calendar; size is a
+		// day, for what needs about a window's length (evictIdle).
+		e.cal = &Calendar{Unit: spec.Calendar, Loc: spec.Zone}
+		e.size, e.slide, e.offset = 86_400_000, 86_400_000, 0
 	default:
-		return nil, fmt.Errorf("window kind %d: not tumbling or sliding", spec.Kind)
+		return nil, fmt.Errorf("window kind %d: not tumbling, sliding or calendar", spec.Kind)
 	}
 	e.paneLen = gcd(e.size, e.slide)
 	var err error
@@ -219,6 +231,9 @@ func (e *Engine) RemovePartition(p int32) {
 
 // window returns the window that starts at start.
 func (e *Engine) window(start int64) Window {
+	if e.cal != nil {
+		return e.cal.Assign(start)
+	}
 	return Window{Start: start, End: addSat(start, e.size)}
 }
 

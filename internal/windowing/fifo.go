@@ -38,10 +38,10 @@ type fifoAgg struct {
 }
 
 // usesFifo reports whether windows are merged with a fifoAgg: sliding
-// windows of 3 panes or more, without count_distinct or quantile (whose
-// merge is heavy anyway, and whose suffix states would be too big).
+// windows of 3 panes or more, without count_distinct, quantile or top_k
+// (whose merge is heavy anyway, and whose suffix states would be too big).
 func (e *Engine) usesFifo() bool {
-	return e.size/e.paneLen >= 3 && e.agg.sets == 0 && e.agg.sketches == 0
+	return e.size/e.paneLen >= 3 && e.agg.sets == 0 && e.agg.sketches == 0 && e.agg.tops == 0
 }
 
 // fifoWindow leaves in e.acc the merge of sliding key sk's panes in the

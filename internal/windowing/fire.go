@@ -43,6 +43,9 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	if e.fifo {
 		e.fifoNote(ki, paneStart, rec, e.seq)
 	}
+	if e.early.on() {
+		e.noteChanged(ki, pi)
+	}
 	switch {
 	case e.onClose:
 	case wm < e.aheadUntil:
@@ -73,8 +76,12 @@ func (e *Engine) assign(t int64) {
 		first = last - (n-1)*e.slide
 		pane = t - floorMod(t-e.offset, e.paneLen)
 	}
+	to := addSat(pane, e.paneLen)
+	if e.cal != nil {
+		to = e.window(pane).End
+	}
 	e.span = span{
-		from: pane, to: addSat(pane, e.paneLen),
+		from: pane, to: to,
 		last: last, first: first,
 		lastCleanup: e.cleanupTime(last), firstCleanup: e.cleanupTime(first),
 		firstMaxTs: e.maxTimestamp(first),
@@ -227,12 +234,18 @@ func (e *Engine) addWindows(ki, prev, next int32, first, last int64) {
 
 // lastStart is the start of the latest window that holds time t.
 func (e *Engine) lastStart(t int64) int64 {
+	if e.cal != nil {
+		return e.cal.Assign(t).Start
+	}
 	return Sliding{Size: e.size, Slide: e.slide, Offset: e.offset}.Last(t).Start // tumbling: slide = size
 }
 
 // firstStart is the start of the earliest window that holds time t.
 func (e *Engine) firstStart(t int64) int64 {
 	last := e.lastStart(t)
+	if e.tumbling {
+		return last
+	}
 	return last - (last-t+e.size-1)/e.slide*e.slide
 }
 
@@ -282,7 +295,17 @@ func (e *Engine) Advance(wm int64) {
 	if wm <= e.wm {
 		return
 	}
+	prev := e.wm
 	e.wm = wm
+	if tick, ok := e.early.eventTick(prev, wm); ok {
+		// Firings come in order of due time: on time up to the tick,
+		// then the early ones, then on time after it.
+		if tick >= e.nextDue {
+			e.fireDueUntil(tick)
+			e.nextDue = e.dueTime()
+		}
+		e.fireEarly()
+	}
 	if wm < e.nextDue {
 		return
 	}
@@ -306,8 +329,10 @@ func (e *Engine) dueTime() int64 {
 }
 
 // fireDue fires and drops the buckets due at the current watermark.
-func (e *Engine) fireDue() {
-	wm := e.wm
+func (e *Engine) fireDue() { e.fireDueUntil(e.wm) }
+
+// fireDueUntil fires and drops the buckets due at watermark wm (at most e.wm).
+func (e *Engine) fireDueUntil(wm int64) {
 	if !e.onClose {
 		for ; e.fired < len(e.buckets) && e.maxTimestamp(e.buckets[e.fired].start) <= wm; e.fired++ {
 			e.fireBucket(e.buckets[e.fired], OnTime)
@@ -383,22 +408,24 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 	if e.tumbling {
 		i := e.findPane(k, start)
 		h := e.pool.hdr(i)
-		if f == OnTime && h.rev > 0 {
+		if f == OnTime && h.flags&flagFired != 0 {
 			return
 		}
 		r.Count, r.Revision = h.count, int64(h.rev)
 		e.values(e.pool.view(i), r.Aggregates)
 		h.rev++
+		h.flags = h.flags&^flagChanged | firedBy(f)
 		e.markPane(i, ki)
 	} else {
 		sk := e.keys.slide(ki)
 		j, _ := sk.findWin(start, e.slide)
 		w := &sk.wins.live()[j]
-		if f == OnTime && w.rev > 0 {
+		if f == OnTime && w.flags&flagFired != 0 {
 			return
 		}
 		r.Revision = int64(w.rev)
 		w.rev++
+		w.flags = w.flags&^flagChanged | firedBy(f)
 		e.markWin(ki, w)
 		e.mergeWindow(sk, start)
 		r.Count = e.acc.n

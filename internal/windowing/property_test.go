@@ -26,11 +26,12 @@ var allAggs = []windowing.Aggregate{
 	{Fn: "count_distinct"},
 	{Fn: "quantile", Q: 0.5},
 	{Fn: "quantile", Q: 0.9},
+	{Fn: "top_k", K: 2},
 }
 
 // fifoAggs are the aggregates windows merge through the two-stacks
 // (fifoAgg) path when they span 3 panes or more; allAggs, with
-// count_distinct and quantile, always take the plain merge.
+// count_distinct, quantile and top_k, always take the plain merge.
 var fifoAggs = allAggs[:7]
 
 var propertyCombos = map[string]params{
@@ -81,7 +82,7 @@ func TestEngineMatchesReference(t *testing.T) {
 			for seed := range propertySeeds() {
 				for _, aggs := range [][]windowing.Aggregate{allAggs, fifoAggs} {
 					for _, gap := range []int64{3, 25} {
-						compareWithReference(t, p, aggs, gap, seed, 400, &seen)
+						compareWithReference(t, p, windowing.EarlySpec{}, aggs, gap, seed, 400, &seen)
 					}
 				}
 			}
@@ -99,6 +100,7 @@ func TestEngineMatchesReference(t *testing.T) {
 type seen struct {
 	outcomes [3]int                         // by OutcomeKind
 	restored [windowing.WindowEntry + 1]int // by EntryKind
+	early    int                            // early firings
 }
 
 type streamGen struct {
@@ -131,16 +133,19 @@ func (g *streamGen) record() *record.Record {
 	}
 	g.offsets[part]++
 	return &record.Record{Partition: part, Offset: g.offsets[part], Time: ts, Key: key, KeyFields: fields,
-		Values: []record.Value{{}, n, n, n, n, x, x, x, n, n}}
+		Values: []record.Value{{}, n, n, n, n, x, x, x, n, n, x}}
 }
 
-func compareWithReference(t *testing.T, p params, aggs []windowing.Aggregate, gap int64, seed uint64, steps int, seen *seen) {
+func compareWithReference(t *testing.T, p params, early windowing.EarlySpec, aggs []windowing.Aggregate, gap int64, seed uint64, steps int, seen *seen) {
 	t.Helper()
 	run := fmt.Sprintf("seed %d, %d aggregates, gap %d", seed, len(aggs), gap)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	cfg := p.spec(aggs...)
+	cfg.Early = early
 	e, got := newEngine(t, cfg)
 	ref := newReference(p, aggs)
+	ref.early = early
+	now := int64(math.MinInt64) // the processing-time clock, once it starts
 	store := newChangelog()
 	g := &streamGen{rng: rng, maxTs: rng.Int64N(40) - 30, wm: math.MinInt64, gap: gap, age: max(13, p.size+p.lateness+4)}
 	for step := range steps {
@@ -154,6 +159,11 @@ func compareWithReference(t *testing.T, p params, aggs []windowing.Aggregate, ga
 				t.Fatalf("%s: step %d: %s = %+v, want %+v", run, step, what, o, want)
 			}
 			seen.outcomes[want.Kind]++
+		case r < 945 && early.Every > 0 && !early.Event && rng.IntN(2) == 0:
+			now = max(now, -50) + rng.Int64N(2*early.Every)
+			what = fmt.Sprintf("ProcessingTime(%d)", now)
+			e.ProcessingTime(now)
+			ref.ProcessingTime(now)
 		case r < 945:
 			g.wm = max(g.wm, g.maxTs-rng.Int64N(8))
 			what = fmt.Sprintf("Advance(%d)", g.wm)
@@ -168,6 +178,9 @@ func compareWithReference(t *testing.T, p params, aggs []windowing.Aggregate, ga
 		case r < 970:
 			e = crash(t, fmt.Sprintf("%s: step %d", run, step), e, cfg, got, store, rng, seen)
 			what = fmt.Sprintf("crash at W=%d (%d entries restored)", e.Watermark(), len(store.entries))
+			if now != math.MinInt64 {
+				e.ProcessingTime(now) // the restarted service sees the clock: where ticks count from
+			}
 		default:
 			part := rng.Int32N(3)
 			what = fmt.Sprintf("RemovePartition(%d)", part)
@@ -180,6 +193,11 @@ func compareWithReference(t *testing.T, p params, aggs []windowing.Aggregate, ga
 	e.Advance(math.MaxInt64)
 	ref.Advance(math.MaxInt64)
 	checkState(t, run+": flush", e, ref, got.got)
+	for _, r := range got.got {
+		if r.Firing == windowing.Early {
+			seen.early++
+		}
+	}
 }
 
 // crash commits e's changes to store and returns a fresh engine with e's
@@ -247,3 +265,36 @@ func sameResult(got, want windowing.Result, aggs []windowing.Aggregate) error {
 	}
 	return nil
 }
+
+// earlyCombos are the window configurations the early-firing property
+// test runs, each with event-time and processing-time early firings.
+var earlyCombos = []string{"tumbling", "tumbling lateness offset", "tumbling on_close", "sliding multiple lateness",
+	"sliding not multiple on_close", "sliding 10 panes offset lateness", "sliding many windows on_watermark"}
+
+// TestEngineEarlyMatchesReference is TestEngineMatchesReference with early
+// firings: every 3 and 7 in event time (ticks often crossed several at
+// once, and at windows' maxTimestamps), every 5 in processing time.
+func TestEngineEarlyMatchesReference(t *testing.T) {
+	for _, name := range earlyCombos {
+		p := propertyCombos[name]
+		for _, early := range []windowing.EarlySpec{{Every: 3, Event: true}, {Every: 7, Event: true}, {Every: 5}} {
+			t.Run(fmt.Sprintf("%s/every %d event %v", name, early.Every, early.Event), func(t *testing.T) {
+				t.Parallel()
+				var seen seen
+				for seed := range extraSeeds() {
+					for _, aggs := range [][]windowing.Aggregate{allAggs, fifoAggs} {
+						compareWithReference(t, p, early, aggs, 3, seed, 400, &seen)
+					}
+				}
+				if seen.restored[windowing.SliceEntry] == 0 || seen.early == 0 {
+					t.Errorf("entries restored %v, %d early firings: the streams miss restores or early firings", seen.restored, seen.early)
+				}
+			})
+		}
+	}
+}
+
+// extraSeeds is how many streams the property tests of the extra window
+// kinds (early firings, calendar windows) run per case: a fifth of
+// propertySeeds, at least 2, as they multiply the cases.
+func extraSeeds() uint64 { return max(2, propertySeeds()/5) }

@@ -2,8 +2,10 @@ package windowing_test
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
@@ -14,6 +16,9 @@ import (
 // scratch at each firing, and Advance scans every window.
 type reference struct {
 	p       params
+	cal     func(ts int64) windowing.Window // calendar windows: tumbling, by this assigner
+	early   windowing.EarlySpec
+	procAt  int64 // the last processing-time tick index; math.MinInt64: none yet
 	aggs    []windowing.Aggregate
 	wm      int64
 	seq     uint64
@@ -29,10 +34,12 @@ type refID struct {
 }
 
 type refWin struct {
-	id     refID
-	fields []record.Value
-	recs   []refRec
-	rev    int64
+	id      refID
+	fields  []record.Value
+	recs    []refRec
+	rev     int64
+	fired   bool // fired other than early
+	changed bool // took a record since its last firing
 }
 
 type refRec struct {
@@ -42,10 +49,13 @@ type refRec struct {
 }
 
 func newReference(p params, aggs []windowing.Aggregate) *reference {
-	return &reference{p: p, aggs: aggs, wm: math.MinInt64, wins: map[refID]*refWin{}}
+	return &reference{p: p, aggs: aggs, wm: math.MinInt64, wins: map[refID]*refWin{}, procAt: math.MinInt64}
 }
 
 func (r *reference) windows(ts int64) []windowing.Window {
+	if r.cal != nil {
+		return []windowing.Window{r.cal(ts)}
+	}
 	if r.p.typ == "tumbling" {
 		return []windowing.Window{windowing.Tumbling{Size: r.p.size, Offset: r.p.offset}.Assign(ts)}
 	}
@@ -68,6 +78,7 @@ func (r *reference) Add(rec *record.Record) windowing.Outcome {
 			r.wins[id] = rw
 		}
 		rw.recs = append(rw.recs, refRec{rec.Time, r.seq, slices.Clone(rec.Values)})
+		rw.changed = true
 		if r.p.emit != "on_close" && w.MaxTimestamp() <= r.wm {
 			r.fire(rw, windowing.Late)
 		}
@@ -85,16 +96,40 @@ func (r *reference) Advance(wm int64) {
 	if wm <= r.wm {
 		return
 	}
+	prev := r.wm
 	r.wm = wm
 	onClose := r.p.emit == "on_close"
-	var due []*refWin
+	// Every firing due at wm, with its due time: the on-time (or final)
+	// ones at their maxTimestamp (cleanup time), the early ones at the
+	// first tick that wm crossed, (floor((prev+1)/every)+1)*every - 1.
+	type firing struct {
+		w   *refWin
+		at  int64
+		how windowing.Firing
+	}
+	var due []firing
+	tick, ticked := int64(0), false
+	if e := r.early; e.Event && e.Every > 0 && prev != math.MinInt64 && wm != math.MaxInt64 {
+		a := int64(math.Floor(float64(prev+1) / float64(e.Every)))
+		b := int64(math.Floor(float64(wm+1) / float64(e.Every)))
+		tick, ticked = (a+1)*e.Every-1, b > a
+	}
 	for _, w := range r.wins {
 		win := r.window(w)
-		if !onClose && win.MaxTimestamp() <= wm && !r.hasFired(w) || onClose && win.CleanupTime(r.p.lateness) <= wm {
-			due = append(due, w)
+		switch {
+		case !onClose && win.MaxTimestamp() <= wm && !r.hasFired(w):
+			due = append(due, firing{w, win.MaxTimestamp(), windowing.OnTime})
+		case onClose && win.CleanupTime(r.p.lateness) <= wm:
+			due = append(due, firing{w, win.CleanupTime(r.p.lateness), windowing.Final})
+		case ticked && win.MaxTimestamp() > wm && w.changed:
+			due = append(due, firing{w, tick, windowing.Early})
 		}
 	}
-	slices.SortFunc(due, func(a, b *refWin) int {
+	slices.SortFunc(due, func(x, y firing) int {
+		a, b := x.w, y.w
+		if c := cmp.Compare(x.at, y.at); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(r.window(a).End, r.window(b).End); c != 0 {
 			return c
 		}
@@ -108,8 +143,8 @@ func (r *reference) Advance(wm int64) {
 		}
 		return cmp.Compare(a.id.key, b.id.key)
 	})
-	for _, w := range due {
-		r.fire(w, map[bool]windowing.Firing{false: windowing.OnTime, true: windowing.Final}[onClose])
+	for _, f := range due {
+		r.fire(f.w, f.how)
 	}
 	for id, w := range r.wins {
 		if r.window(w).CleanupTime(r.p.lateness) <= wm {
@@ -120,7 +155,43 @@ func (r *reference) Advance(wm int64) {
 
 // hasFired reports whether w fired on time already: every window that was
 // due at the previous watermark did (on time, or late when it was created).
-func (r *reference) hasFired(w *refWin) bool { return w.rev > 0 }
+func (r *reference) hasFired(w *refWin) bool { return w.fired }
+
+// ProcessingTime is the processing-time tick: when floor(now/every) grew
+// since the last call (not counting the first), every changed window not
+// due fires early, in order of end, key and partition.
+func (r *reference) ProcessingTime(now int64) {
+	e := r.early
+	if e.Event || e.Every == 0 {
+		return
+	}
+	i := int64(math.Floor(float64(now) / float64(e.Every)))
+	crossed := r.procAt != math.MinInt64 && i > r.procAt
+	r.procAt = max(r.procAt, i)
+	if !crossed {
+		return
+	}
+	var due []*refWin
+	for _, w := range r.wins {
+		if w.changed && r.window(w).MaxTimestamp() > r.wm {
+			due = append(due, w)
+		}
+	}
+	slices.SortFunc(due, func(a, b *refWin) int {
+		if c := cmp.Compare(r.window(a).End, r.window(b).End); c != 0 {
+			return c
+		}
+		for i := range a.fields {
+			if c := record.Compare(a.fields[i], b.fields[i]); c != 0 {
+				return c
+			}
+		}
+		return cmp.Or(cmp.Compare(a.id.part, b.id.part), cmp.Compare(a.id.key, b.id.key))
+	})
+	for _, w := range due {
+		r.fire(w, windowing.Early)
+	}
+}
 
 func (r *reference) RemovePartition(p int32) {
 	for id := range r.wins {
@@ -131,6 +202,9 @@ func (r *reference) RemovePartition(p int32) {
 }
 
 func (r *reference) window(w *refWin) windowing.Window {
+	if r.cal != nil {
+		return r.cal(w.id.start)
+	}
 	end := w.id.start + r.p.size
 	if w.id.start > math.MaxInt64-r.p.size {
 		end = math.MaxInt64
@@ -145,6 +219,10 @@ func (r *reference) fire(w *refWin, f windowing.Firing) {
 		res.Aggregates = append(res.Aggregates, aggregate(a, i, w.recs))
 	}
 	w.rev++
+	w.changed = false
+	if f != windowing.Early {
+		w.fired = true
+	}
 	r.out = append(r.out, res)
 	r.checked++
 }
@@ -189,8 +267,45 @@ func aggregate(a windowing.Aggregate, i int, recs []refRec) record.Value {
 		return record.Number(float64(len(set)))
 	case "quantile":
 		return record.Number(exactNearestRank(a.Q, nums))
+	case "top_k":
+		return refTopK(a.K, recs, i)
 	}
 	panic("unknown fn " + a.Fn)
+}
+
+// refTopK is top_k the slow way: count every value (numbers by their
+// number, so 1 and 1.0 are one), sort all of them by count descending then
+// value (record.Compare: numbers numerically before strings by code
+// point), and write the first k.
+func refTopK(k int, recs []refRec, i int) record.Value {
+	type counted struct {
+		v record.Value
+		n int
+	}
+	var all []counted
+	for _, rc := range recs {
+		v := rc.values[i]
+		if v.Raw == "" && !v.IsNum {
+			continue // null
+		}
+		j := slices.IndexFunc(all, func(c counted) bool { return c.v.IsNum == v.IsNum && record.Compare(c.v, v) == 0 })
+		if j < 0 {
+			all = append(all, counted{v, 0})
+			j = len(all) - 1
+		}
+		all[j].n++
+	}
+	slices.SortFunc(all, func(a, b counted) int { return cmp.Or(cmp.Compare(b.n, a.n), record.Compare(a.v, b.v)) })
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for j, c := range all[:min(k, len(all))] {
+		if j > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"value":%s,"count":%d}`, c.v.Raw, c.n)
+	}
+	sb.WriteByte(']')
+	return record.Value{Raw: sb.String()}
 }
 
 // exactNearestRank is the value at rank ceil(q*n) of nums sorted, 1-based.

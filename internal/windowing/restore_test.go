@@ -102,6 +102,10 @@ func copyEntry(en *windowing.Entry) windowing.Entry {
 	for _, sk := range en.Sketches {
 		cp.Sketches = append(cp.Sketches, sk.Copy())
 	}
+	cp.Tops = nil
+	for _, m := range en.Tops {
+		cp.Tops = append(cp.Tops, maps.Clone(m))
+	}
 	return cp
 }
 
@@ -123,7 +127,7 @@ func (c *changelog) restore(e stateEngine, rng *rand.Rand) error {
 	})
 	var groups [][]entryID // restored in order; shuffled within
 	if rng != nil && rng.IntN(2) == 0 {
-		byPart := map[int32][3][]entryID{}
+		byPart := map[int32][4][]entryID{}
 		for _, id := range ids {
 			g := byPart[id.part]
 			g[id.kind-windowing.SliceEntry] = append(g[id.kind-windowing.SliceEntry], id)
@@ -132,7 +136,7 @@ func (c *changelog) restore(e stateEngine, rng *rand.Rand) error {
 		parts := slices.Sorted(maps.Keys(byPart))
 		rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
 		for _, p := range parts {
-			groups = append(groups, byPart[p][0], byPart[p][1], byPart[p][2])
+			groups = append(groups, byPart[p][0], byPart[p][1], byPart[p][2], byPart[p][3])
 		}
 	} else {
 		i, _ := slices.BinarySearchFunc(ids, windowing.WindowEntry, func(id entryID, k windowing.EntryKind) int { return cmp.Compare(id.kind, k) })
@@ -471,7 +475,7 @@ func TestRestoreRejects(t *testing.T) {
 			k, kf := textKey("k")
 			x := record.Text("x")
 			n := record.Number(3)
-			a.Add(&record.Record{Time: 6, Key: k, KeyFields: kf, Values: []record.Value{{}, n, n, n, n, x, x, x, n, n}})
+			a.Add(&record.Record{Time: 6, Key: k, KeyFields: kf, Values: []record.Value{{}, n, n, n, n, x, x, x, n, n, x}})
 			var en windowing.Entry
 			a.Changes(func(e *windowing.Entry) { en = copyEntry(e) })
 			tt.change(&en)

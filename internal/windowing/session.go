@@ -25,6 +25,7 @@ import (
 type Sessions struct {
 	sink     Sink
 	gap      int64
+	global   bool // global windows: one per key, only early firings
 	lateness int64
 	onClose  bool
 	agg      layout
@@ -44,6 +45,7 @@ type Sessions struct {
 
 	track   bool
 	changes changes // panes and gone only
+	early   earlyTicks
 
 	merges int64
 
@@ -77,11 +79,11 @@ const noTimer = math.MaxInt64
 // NewSessions builds the engine of a session window spec. sink gets
 // results and retractions in emission order.
 func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
-	if spec.Kind != KindSession {
-		return nil, fmt.Errorf("window kind %d: not session", spec.Kind)
+	if spec.Kind != KindSession && spec.Kind != KindGlobal {
+		return nil, fmt.Errorf("window kind %d: not session or global", spec.Kind)
 	}
 	s := &Sessions{sink: sink, gap: spec.Gap, lateness: spec.Lateness, onClose: spec.OnClose,
-		marks: marks{wm: math.MinInt64}, nextDue: noTimer, table: newKeyTable(), numbers: newNumbers()}
+		marks: marks{wm: math.MinInt64}, nextDue: noTimer, table: newKeyTable(), numbers: newNumbers(), early: newEarlyTicks(spec.Early)}
 	var err error
 	if s.agg, err = newLayout(spec.Aggregates); err != nil {
 		return nil, err
@@ -89,6 +91,12 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 	s.pool = panePool{stride: s.agg.nums, free: noPane}
 	s.res.Aggregates = make([]record.Value, len(s.agg.specs))
 	s.fire.keys, s.clean.keys = &s.keys, &s.keys
+	if spec.Kind == KindGlobal {
+		if spec.Early.Every <= 0 {
+			return nil, fmt.Errorf("global window without early firings: it would never fire")
+		}
+		s.global, s.lateness, s.onClose = true, 0, false
+	}
 	return s, nil
 }
 
@@ -112,11 +120,7 @@ func (s *Sessions) Merges() int64 { return s.merges }
 // it, absorbed sessions that fired are retracted in order of start, and in
 // emit mode on_watermark the session fires late if it is due or had fired.
 func (s *Sessions) Add(rec *record.Record) Outcome {
-	gap := rec.Gap
-	if gap <= 0 {
-		gap = s.gap
-	}
-	w := Window{Start: rec.Time, End: addSat(rec.Time, gap)}
+	w := s.window(rec.Time, rec.Gap)
 	wm := s.Judged(rec.Partition)
 	tag := s.table.hash(rec.Partition, rec.Key)
 	ki := s.findKey(rec.Partition, tag, rec.Key)
@@ -152,10 +156,13 @@ func (s *Sessions) Add(rec *record.Record) Outcome {
 		s.agg.add(s.pool.view(x.pane), rec, s.seq)
 	}
 	s.markPane(x.pane, ki)
+	if s.early.on() {
+		s.noteChanged(ki, x.pane)
+	}
 	if !s.onClose {
-		if x.end-1 <= wm || s.pool.hdr(x.pane).rev > 0 {
+		if x.end-1 <= wm || s.pool.hdr(x.pane).flags&flagFired != 0 {
 			s.emit(ki, x, Late)
-		} else {
+		} else if !s.global {
 			s.schedule(&s.fire, ki, &k.fireAt, x.end-1)
 		}
 	}
@@ -193,7 +200,7 @@ func (s *Sessions) merge(ki int32, i, j int, merged Window) {
 		s.merges++
 	}
 	for m := i; m < j; m++ {
-		if x := &k.sess[m]; s.pool.hdr(x.pane).rev > 0 && !s.onClose {
+		if x := &k.sess[m]; s.pool.hdr(x.pane).rev > 0 { // on_close: only early firings make it > 0
 			s.retract(k, x)
 		}
 	}
@@ -212,6 +219,7 @@ func (s *Sessions) merge(ki int32, i, j int, merged Window) {
 		h.flags &^= flagStored
 	}
 	h.start, h.rev = merged.Start, 0
+	h.flags &^= flagFired
 	first.start, first.end = merged.Start, merged.End
 	k.sess = slices.Delete(k.sess, i+1, j)
 }
@@ -234,6 +242,7 @@ func (s *Sessions) emit(ki int32, x *session, f Firing) {
 	r.Count, r.Revision, r.Firing, r.Watermark = h.count, int64(h.rev), f, s.wm
 	s.agg.values(s.pool.view(x.pane), r.Aggregates, &s.numbers)
 	h.rev++
+	h.flags = h.flags&^flagChanged | firedBy(f)
 	s.markPane(x.pane, ki)
 	s.sink.Emit(r)
 }
@@ -258,15 +267,29 @@ func (s *Sessions) Advance(wm int64) {
 	if wm <= s.wm {
 		return
 	}
+	prev := s.wm
 	s.wm = wm
+	if s.global && wm == math.MaxInt64 {
+		s.fireEarly() // the end of input is a tick, the only firing of what changed since the last
+	}
+	if tick, ok := s.early.eventTick(prev, wm); ok {
+		// Firings come in order of due time: on time up to the tick,
+		// then the early ones, then on time after it.
+		if tick >= s.nextDue {
+			s.fireDueUntil(tick)
+		}
+		s.fireEarly()
+	}
 	if wm < s.nextDue {
 		return
 	}
 	s.fireDue()
 }
 
-func (s *Sessions) fireDue() {
-	wm := s.wm
+func (s *Sessions) fireDue() { s.fireDueUntil(s.wm) }
+
+// fireDueUntil fires and drops what is due at watermark wm (at most s.wm).
+func (s *Sessions) fireDueUntil(wm int64) {
 	for !s.onClose && s.fire.due(wm) {
 		t := s.fire.head()
 		k := &s.keys[t.key]
@@ -275,7 +298,7 @@ func (s *Sessions) fireDue() {
 			for m := range k.sess {
 				x := &k.sess[m]
 				switch {
-				case s.pool.hdr(x.pane).rev > 0:
+				case s.pool.hdr(x.pane).flags&flagFired != 0:
 				case x.end-1 <= t.at:
 					s.emit(t.key, x, OnTime)
 				default:

@@ -40,7 +40,7 @@ func TestSessionsMatchReference(t *testing.T) {
 			}
 			for seed := range seeds {
 				for _, aggs := range [][]windowing.Aggregate{allAggs, fifoAggs} {
-					k, r, n := compareSessions(t, c.gap, c.lateness, c.onClose, c.dynamic, aggs, seed, 400)
+					k, r, n, _ := compareSessions(t, c.gap, c.lateness, c.onClose, c.dynamic, windowing.EarlySpec{}, aggs, seed, 400)
 					for i := range kinds {
 						kinds[i] += k[i]
 					}
@@ -56,14 +56,16 @@ func TestSessionsMatchReference(t *testing.T) {
 	}
 }
 
-func compareSessions(t *testing.T, gap, lateness int64, onClose, dynamic bool, aggs []windowing.Aggregate, seed uint64, steps int) (kinds [3]int, retracts, restored int) {
+func compareSessions(t *testing.T, gap, lateness int64, onClose, dynamic bool, early windowing.EarlySpec, aggs []windowing.Aggregate, seed uint64, steps int) (kinds [3]int, retracts, restored, earlies int) {
 	t.Helper()
 	run := fmt.Sprintf("seed %d, %d aggregates", seed, len(aggs))
 	rng := rand.New(rand.NewPCG(seed, 11))
-	spec := windowing.Spec{Kind: windowing.KindSession, Gap: gap, Lateness: lateness, OnClose: onClose, Aggregates: aggs}
+	spec := windowing.Spec{Kind: windowing.KindSession, Gap: gap, Lateness: lateness, OnClose: onClose, Aggregates: aggs, Early: early}
 	got := &collector{}
 	e := newSessions(t, spec, got)
 	ref := newSessionRef(gap, lateness, onClose, aggs)
+	ref.early = early
+	now := int64(math.MinInt64)
 	store := newChangelog()
 	g := &streamGen{rng: rng, maxTs: rng.Int64N(40) - 30, wm: math.MinInt64, gap: 4, age: 2*gap + lateness + 6}
 	for step := range steps {
@@ -80,6 +82,11 @@ func compareSessions(t *testing.T, gap, lateness int64, onClose, dynamic bool, a
 				t.Fatalf("%s: step %d: %s = %+v, want %+v", run, step, what, o, want)
 			}
 			kinds[want.Kind]++
+		case r < 945 && early.Every > 0 && !early.Event && rng.IntN(2) == 0:
+			now = max(now, -50) + rng.Int64N(2*early.Every)
+			what = fmt.Sprintf("ProcessingTime(%d)", now)
+			e.ProcessingTime(now)
+			ref.ProcessingTime(now)
 		case r < 945:
 			g.wm = max(g.wm, g.maxTs-rng.Int64N(8))
 			what = fmt.Sprintf("Advance(%d)", g.wm)
@@ -94,6 +101,9 @@ func compareSessions(t *testing.T, gap, lateness int64, onClose, dynamic bool, a
 		case r < 975:
 			e = crashSessions(t, fmt.Sprintf("%s: step %d", run, step), e, spec, got, store, rng)
 			restored += len(store.entries)
+			if now != math.MinInt64 {
+				e.ProcessingTime(now)
+			}
 			what = fmt.Sprintf("crash at W=%d (%d entries restored)", e.Watermark(), len(store.entries))
 		default:
 			part := rng.Int32N(3)
@@ -108,11 +118,34 @@ func compareSessions(t *testing.T, gap, lateness int64, onClose, dynamic bool, a
 	ref.Advance(math.MaxInt64)
 	checkSessions(t, run+": flush", e, ref, got.got)
 	for _, r := range got.got {
-		if r.Firing == windowing.Retract {
+		switch r.Firing {
+		case windowing.Retract:
 			retracts++
+		case windowing.Early:
+			earlies++
 		}
 	}
-	return kinds, retracts, restored
+	return kinds, retracts, restored, earlies
+}
+
+// TestSessionsEarlyMatchesReference is TestSessionsMatchReference with
+// early firings, in event time (every 3 and 7) and processing time (5).
+func TestSessionsEarlyMatchesReference(t *testing.T) {
+	for name, c := range sessionCombos {
+		for _, early := range []windowing.EarlySpec{{Every: 3, Event: true}, {Every: 7, Event: true}, {Every: 5}} {
+			t.Run(fmt.Sprintf("%s/every %d event %v", name, early.Every, early.Event), func(t *testing.T) {
+				t.Parallel()
+				earlies, restored := 0, 0
+				for seed := range extraSeeds() {
+					_, _, n, e := compareSessions(t, c.gap, c.lateness, c.onClose, c.dynamic, early, allAggs, seed, 400)
+					earlies, restored = earlies+e, restored+n
+				}
+				if earlies == 0 || restored == 0 {
+					t.Errorf("%d early firings, %d sessions restored: the streams miss early firings or restores", earlies, restored)
+				}
+			})
+		}
+	}
 }
 
 func newSessions(t testing.TB, spec windowing.Spec, sink windowing.Sink) *windowing.Sessions {

@@ -139,11 +139,17 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 	}
 	s.seq = max(s.seq, seq)
 	h := s.pool.hdr(pi)
-	h.rev, h.flags = int32(en.Revision), flagStored
+	h.rev, h.flags = int32(en.Revision), flagStored|firedFlag(en)
+	if s.early.on() && en.Changed {
+		s.noteChanged(ki, pi)
+	}
 	i, _, _ := intersecting(k.sess, w)
 	k.sess = slices.Insert(k.sess, i, session{start: en.Start, end: en.End, pane: pi})
 	s.open++
-	if !s.onClose && en.Revision == 0 {
+	if s.global && w != globalWindow {
+		return fmt.Errorf("restore: window [%d, %d) of %s is not a global window (was the window changed?)", w.Start, w.End, key)
+	}
+	if !s.onClose && firedFlag(en) == 0 && !s.global {
 		s.schedule(&s.fire, ki, &k.fireAt, w.MaxTimestamp())
 	}
 	s.schedule(&s.clean, ki, &k.cleanAt, w.CleanupTime(s.lateness))

@@ -24,6 +24,10 @@ const (
 	// SessionEntry is one key's session: its bounds (Start, End), its
 	// accumulators and its revision.
 	SessionEntry
+	// CountEntry is a key's count window state: without a slide, its one
+	// entry (Start 0; Revision the open window's index; its records, if
+	// any); with one, a slice of gcd(size, slide) records (Start its index).
+	CountEntry
 )
 
 // Entry is one item of a partition's window state as a changelog keeps
@@ -38,6 +42,13 @@ type Entry struct {
 	End       int64 // SessionEntry only: the session is [Start, End)
 	Deleted   bool  // a tombstone: the slice or window was dropped
 	Revision  int64 // firings so far (WindowEntry; tumbling SliceEntry)
+	// EarlyOnly: every one of the Revision firings was early, so the
+	// window has not been due yet and will fire on time.
+	EarlyOnly bool
+	// Changed (SliceEntry, SessionEntry): the slice or session took
+	// records since the last early-firing tick, which fires every window
+	// that changed: the next one fires the windows it is in.
+	Changed bool
 	// SliceEntry: the accumulators, one slot per configured aggregate kind
 	// (see layout). Changes lends them: valid during the call only.
 	Count    int64
@@ -45,6 +56,10 @@ type Entry struct {
 	Picks    []Pick
 	Sets     []map[string]struct{}
 	Sketches []*ddsketch.DDSketch
+	Tops     []map[string]int64 // top_k: count per value, keys opaque (see topKey)
+	// CountEntry: the smallest and largest event time of the records, and
+	// the first record's.
+	Lo, Hi, First int64
 }
 
 // Pick is a first/last aggregate's candidate: its value, event time and
@@ -59,6 +74,13 @@ type Pick struct {
 const (
 	flagDirty  uint8 = 1 << iota // changed since the last Changes
 	flagStored                   // Changes has handed it out: dropping it needs a tombstone
+	// flagFired: the window has fired other than early (on time, late or
+	// final), so it has been due; its revision alone does not say, as
+	// early firings count too.
+	flagFired
+	// flagChanged: the window took a record since its last firing, so an
+	// early-firing tick fires it (see early.go).
+	flagChanged
 )
 
 // changes is what the changelog lacks since the last Changes call.
@@ -165,7 +187,8 @@ func (e *Engine) Changes(fn func(*Entry)) {
 			continue
 		}
 		w.flags = w.flags&^flagDirty | flagStored
-		en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev)}
+		en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev),
+			EarlyOnly: w.rev > 0 && w.flags&flagFired == 0}
 		fn(&en)
 	}
 	c.wins = c.wins[:0]
@@ -190,7 +213,7 @@ func (c *changes) handOutGone(fn func(*Entry), live map[sessionID]bool) {
 func (e *Engine) sliceEntry(en *Entry, k *keyState, i int32) {
 	e.pool.entry(en, SliceEntry, k, i)
 	if !e.tumbling {
-		en.Revision = 0
+		en.Revision, en.EarlyOnly = 0, false
 	}
 }
 
@@ -200,12 +223,13 @@ func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
 	v := p.view(i)
 	picks := en.Picks[:0]
 	*en = Entry{Kind: kind, Partition: k.part, ID: k.id, Split: int(k.split), Start: h.start,
-		Count: h.count, Revision: int64(h.rev), Nums: v.nums}
+		Count: h.count, Revision: int64(h.rev), EarlyOnly: h.rev > 0 && h.flags&flagFired == 0, Nums: v.nums}
+	en.Changed = h.flags&flagChanged != 0
 	if v.ext != nil {
 		for _, pk := range v.ext.picks {
 			picks = append(picks, Pick{Value: pk.v, Time: pk.t, Seq: pk.seq})
 		}
-		en.Picks, en.Sets, en.Sketches = picks, v.ext.sets, v.ext.sketches
+		en.Picks, en.Sets, en.Sketches, en.Tops = picks, v.ext.sets, v.ext.sketches, v.ext.tops
 	}
 }
 
@@ -245,7 +269,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	if en.Revision < 0 || en.Revision > math.MaxInt32 {
 		return fmt.Errorf("restore: slice at %d of %s has revision %d", en.Start, en.ID[en.Split:], en.Revision)
 	}
-	if got := en.Start - floorMod(en.Start-e.offset, e.paneLen); got != en.Start {
+	if got := e.paneStart(en.Start); got != en.Start {
 		return fmt.Errorf("restore: slice at %d of %s is not on a slice boundary (was the window changed?)", en.Start, en.ID[en.Split:])
 	}
 	first, last := e.firstStart(en.Start), e.lastStart(en.Start)
@@ -260,7 +284,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	if h.count != 0 {
 		return fmt.Errorf("restore: slice at %d of %s twice", en.Start, en.ID[en.Split:])
 	}
-	h.flags = flagStored
+	h.flags = flagStored | firedFlag(en)
 	seq, err := e.pool.load(&e.agg, pi, en)
 	if err != nil {
 		return err
@@ -268,11 +292,28 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	e.seq = max(e.seq, seq)
 	if e.tumbling {
 		h.rev = int32(en.Revision)
-		e.restored(en.Start, en.Revision)
+		e.restored(en.Start, firedFlag(en) != 0)
 	} else {
-		e.restored(first, 0)
+		e.restored(first, false)
 	}
+	e.restoredChanged(ki, pi, en)
 	return nil
+}
+
+// paneStart is the start of the pane that holds t.
+func (e *Engine) paneStart(t int64) int64 {
+	if e.cal != nil {
+		return e.cal.Assign(t).Start
+	}
+	return t - floorMod(t-e.offset, e.paneLen)
+}
+
+// firedFlag is flagFired if en's window has fired other than early.
+func firedFlag(en *Entry) uint8 {
+	if en.Revision > 0 && !en.EarlyOnly {
+		return flagFired
+	}
+	return 0
 }
 
 func (e *Engine) restoreWindow(ki int32, k *keyState, en *Entry) error {
@@ -285,15 +326,16 @@ func (e *Engine) restoreWindow(ki int32, k *keyState, en *Entry) error {
 		return fmt.Errorf("restore: window at %d of %s has no slice", en.Start, en.ID[en.Split:])
 	}
 	w := &sk.wins.live()[j]
-	w.rev, w.flags = int32(en.Revision), flagStored
-	e.restored(en.Start, en.Revision)
+	w.rev, w.flags = int32(en.Revision), flagStored|firedFlag(en)
+	e.restored(en.Start, firedFlag(en) != 0)
 	return nil
 }
 
-// restored notes a restored window at start that has fired rev times.
-func (e *Engine) restored(start, rev int64) {
+// restored notes a restored window at start, which has fired (other than
+// early) or not.
+func (e *Engine) restored(start int64, fired bool) {
 	e.restoredMin = min(e.restoredMin, start)
-	if rev > 0 {
+	if fired {
 		e.aheadUntil = max(e.aheadUntil, e.maxTimestamp(start))
 	}
 }
@@ -322,23 +364,23 @@ func (e *Engine) FinishRestore() {
 // the previous owner would have.
 func (e *Engine) fireAhead(ki int32, k *keyState, first, last, wm int64) {
 	for s := last; s >= first; s -= e.slide {
-		if e.maxTimestamp(s) <= wm || e.revision(ki, k, s) > 0 {
+		if e.maxTimestamp(s) <= wm || e.hasFired(ki, k, s) {
 			e.emit(ki, k, s, Late)
 		}
 	}
 }
 
-// revision returns the firings so far of k's window at start.
-func (e *Engine) revision(ki int32, k *keyState, start int64) int64 {
+// hasFired reports whether k's window at start has fired other than early.
+func (e *Engine) hasFired(ki int32, k *keyState, start int64) bool {
 	if e.tumbling {
-		return int64(e.pool.hdr(e.findPane(k, start)).rev)
+		return e.pool.hdr(e.findPane(k, start)).flags&flagFired != 0
 	}
 	sk := e.keys.slide(ki)
 	j, ok := sk.findWin(start, e.slide)
 	if !ok {
-		return 0
+		return false
 	}
-	return int64(sk.wins.live()[j].rev)
+	return sk.wins.live()[j].flags&flagFired != 0
 }
 
 // keyByID returns key id of partition part, creating it if needed.
@@ -356,9 +398,12 @@ func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
 
 // checkSlots returns an error unless en has the slots of layout l.
 func (l *layout) checkSlots(en *Entry, what string) error {
-	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches {
-		return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d (were the aggregates changed?)",
-			what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), l.nums, l.picks, l.sets, l.sketches)
+	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches || len(en.Tops) != l.tops {
+		return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d/%d (were the aggregates changed?)",
+			what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), len(en.Tops), l.nums, l.picks, l.sets, l.sketches, l.tops)
+	}
+	if err := checkTops(en.Tops); err != nil {
+		return fmt.Errorf("restore: %s at %d of %s: %w", what, en.Start, en.ID[en.Split:], err)
 	}
 	return nil
 }
@@ -380,6 +425,11 @@ func (p *panePool) load(l *layout, i int32, en *Entry) (uint64, error) {
 	for j, set := range en.Sets {
 		for x := range set {
 			v.ext.sets[j][x] = struct{}{}
+		}
+	}
+	for j, m := range en.Tops {
+		for x, n := range m {
+			v.ext.tops[j][x] = n
 		}
 	}
 	for j, sk := range en.Sketches {

@@ -1,5 +1,7 @@
 package windowing
 
+import "time"
+
 // Kind is a window type (SPEC §3).
 type Kind uint8
 
@@ -7,6 +9,9 @@ const (
 	KindTumbling Kind = iota // fixed, non-overlapping windows of Size
 	KindSliding              // windows of Size starting every Slide
 	KindSession              // per key, merged [t, t+gap) windows
+	KindCalendar             // tumbling local days, weeks or months in a time zone (run by Engine)
+	KindGlobal               // one window per key that never ends, fired by early firings (run by Sessions)
+	KindCount                // windows of Size records every Slide records (run by Counts)
 )
 
 // Spec is what the engine needs of the configuration, in ms. It is built
@@ -14,20 +19,26 @@ const (
 // checks ranges); the engine takes it as given.
 type Spec struct {
 	Kind   Kind
-	Size   int64 // tumbling and sliding
-	Slide  int64 // sliding only; tumbling windows slide by Size
+	Size   int64 // tumbling and sliding; count: records
+	Slide  int64 // sliding only; tumbling windows slide by Size; count: records (0: Size)
 	Offset int64 // tumbling and sliding
 	// Gap is a session's default gap: a record's window is [t, t+Gap)
 	// unless the record carries its own (record.Record.Gap > 0).
-	Gap        int64
+	Gap int64
+	// Calendar and Zone are a calendar window's unit and time zone.
+	Calendar   CalendarUnit
+	Zone       *time.Location
+	Timeout    int64 // count windows without a slide: ms, 0 = none
 	Lateness   int64
 	OnClose    bool // emit on_close: one Final firing per window, at its cleanup time
+	Early      EarlySpec
 	Aggregates []Aggregate
 }
 
 // Aggregate is one configured aggregate function; Q is a quantile's
-// rank, in (0, 1].
+// rank, in (0, 1]; K is how many values top_k reports (K > 0).
 type Aggregate struct {
-	Fn string // count | sum | min | max | avg | first | last | count_distinct | quantile
+	Fn string // count | sum | min | max | avg | first | last | count_distinct | quantile | top_k
 	Q  float64
+	K  int
 }

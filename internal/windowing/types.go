@@ -33,7 +33,15 @@ const (
 	// new one (SPEC §3): only Partition, Key and Window are set; it is a
 	// tombstone under the session's Kafka key.
 	Retract
+	// Early is an early firing (SPEC §3): a window not due yet that took
+	// records since its last firing, at a tick of window.early_firings.
+	Early
+	// Timeout is a partial count window fired at its timeout.
+	Timeout
 )
+
+// Firings are every Firing, for metrics.
+var Firings = []Firing{OnTime, Late, Final, Retract, Early, Timeout}
 
 func (f Firing) String() string {
 	switch f {
@@ -43,6 +51,10 @@ func (f Firing) String() string {
 		return "late"
 	case Retract:
 		return "retract"
+	case Early:
+		return "early"
+	case Timeout:
+		return "timeout"
 	}
 	return "final"
 }
@@ -58,6 +70,7 @@ type Result struct {
 	Firing     Firing
 	Revision   int64 // firings of this (key, window) before this one
 	Watermark  int64 // the merged watermark at the firing
+	Seq        int64 // count windows: the window's index for its key (with a slide, the firing's)
 }
 
 // Sink receives results in emission order.
@@ -95,4 +108,12 @@ func Outcomes() []OutcomeKind {
 type Outcome struct {
 	Kind   OutcomeKind
 	Missed Window
+}
+
+// firedBy is flagFired unless f is an early firing.
+func firedBy(f Firing) uint8 {
+	if f == Early {
+		return 0
+	}
+	return flagFired
 }

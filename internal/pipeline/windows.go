@@ -1,0 +1,26 @@
+package pipeline
+
+import (
+	"aggregator/internal/config"
+	"aggregator/internal/windowing"
+)
+
+// calendarUnits maps window.calendar to the engine's units.
+var calendarUnits = [...]windowing.CalendarUnit{
+	config.CalendarDay: windowing.CalendarDay, config.CalendarWeek: windowing.CalendarWeek, config.CalendarMonth: windowing.CalendarMonth,
+}
+
+// windowKindSpec fills in the parts of s for calendar, global and count
+// windows and early firings.
+func windowKindSpec(w config.Window, s *windowing.Spec) {
+	if u := w.CalendarUnit(); u != config.NoCalendar {
+		s.Kind, s.Calendar, s.Zone = windowing.KindCalendar, calendarUnits[u], w.Zone()
+	}
+	switch w.Kind() {
+	case config.Global:
+		s.Kind = windowing.KindGlobal
+	case config.Count: // size and slide are records, held as that many ms
+		s.Kind, s.Timeout = windowing.KindCount, w.Timeout.Milliseconds()
+	}
+	s.Early = windowing.EarlySpec{Every: w.EarlyFirings.Every.Milliseconds(), Event: w.EarlyFirings.EventTime()}
+}

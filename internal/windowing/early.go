@@ -1,0 +1,236 @@
+package windowing
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Early firings (SPEC §3): at each tick, every window that is not due
+// (maxTimestamp above the watermark) and took a record since its last
+// firing fires Early, with the next revision. A window's flagChanged says
+// it took a record since its last firing; the engine lists the windows it
+// flagged since the last tick, so a tick costs what changed, not what is
+// open. Event-time ticks come with the watermark (each time floor((W+1)/D)
+// grows), processing-time ticks with ProcessingTime, which the service
+// calls with its clock and replay never does.
+
+// EarlySpec configures early firings; Every == 0 turns them off.
+type EarlySpec struct {
+	Every int64 // ms
+	Event bool  // ticks of the watermark; else of the wall clock
+}
+
+// earlyTicks is an engine's early-firing state.
+type earlyTicks struct {
+	EarlySpec
+	proc    int64      // the last processing-time tick index seen; math.MinInt64: none yet
+	changed []earlyRef // windows flagged changed since the last tick, oldest first
+	due     []earlyDue // scratch: the windows a tick fires
+}
+
+// earlyRef names a flagged window: a pane (tumbling windows, sessions), or
+// a sliding window's start.
+type earlyRef struct {
+	key, pane int32
+	start     int64
+}
+
+// earlyDue is a window a tick fires, with what orders it.
+type earlyDue struct {
+	end    int64
+	prefix uint64 // of the key's sort key
+	ref    earlyRef
+}
+
+func newEarlyTicks(s EarlySpec) earlyTicks { return earlyTicks{EarlySpec: s, proc: math.MinInt64} }
+
+// on reports whether early firings are configured.
+func (t *earlyTicks) on() bool { return t.Every > 0 }
+
+// eventTick returns the first event-time tick that a watermark going from
+// prev to wm crosses (floor((W+1)/Every) grows), if any. The first
+// watermark (from minus infinity) and the end of time cross none: the
+// first only sets where ticks count from, and at the second every window
+// is due.
+func (t *earlyTicks) eventTick(prev, wm int64) (int64, bool) {
+	if !t.Event || t.Every == 0 || prev == math.MinInt64 || wm == math.MaxInt64 {
+		return 0, false
+	}
+	a, _ := floorDiv(prev+1, t.Every)
+	b, _ := floorDiv(wm+1, t.Every)
+	if b <= a {
+		return 0, false
+	}
+	return (a+1)*t.Every - 1, true
+}
+
+// procTick reports whether the wall clock now has crossed a tick since the
+// last call; the first call only sets where ticks count from.
+func (t *earlyTicks) procTick(now int64) bool {
+	if t.Event || t.Every == 0 {
+		return false
+	}
+	i, _ := floorDiv(now, t.Every)
+	crossed := t.proc != math.MinInt64 && i > t.proc
+	t.proc = max(t.proc, i)
+	return crossed
+}
+
+// sortDue puts due in firing order: window end, then key (by sort key;
+// cmpKeys breaks prefix ties), then partition.
+func (t *earlyTicks) sortDue(cmpKeys func(a, b int32) int) {
+	slices.SortFunc(t.due, func(a, b earlyDue) int {
+		if c := cmp.Compare(a.end, b.end); c != 0 {
+			return c
+		}
+		if a.prefix != b.prefix {
+			return cmp.Compare(a.prefix, b.prefix)
+		}
+		return cmpKeys(a.ref.key, b.ref.key)
+	})
+}
+
+func floorDiv(a, b int64) (q, r int64) {
+	q, r = a/b, a%b
+	if r < 0 {
+		q, r = q-1, r+b
+	}
+	return q, r
+}
+
+// --- Engine (tumbling and sliding windows)
+
+// noteChanged flags pane pi of key ki, which a record just went into.
+// Every tick fires every changed window that is not due, so after a tick
+// no such window is changed: a window is changed at the next one exactly
+// if one of its panes took a record since. One flag per pane (a tumbling
+// window is its pane) is all a record costs.
+func (e *Engine) noteChanged(ki, pi int32) {
+	if h := e.pool.hdr(pi); h.flags&flagChanged == 0 {
+		h.flags |= flagChanged
+		e.early.changed = append(e.early.changed, earlyRef{key: ki, pane: pi, start: h.start})
+	}
+}
+
+// ProcessingTime is the wall clock's tick for processing-time early
+// firings: at each multiple of Every crossed since the last call, the
+// changed windows that are not due fire early.
+func (e *Engine) ProcessingTime(now int64) {
+	if e.early.procTick(now) {
+		e.fireEarly()
+	}
+}
+
+// fireEarly fires the flagged windows whose maxTimestamp is above the
+// watermark, in order of end, then key, and clears every flag.
+func (e *Engine) fireEarly() {
+	t := &e.early
+	t.due = t.due[:0]
+	for i := len(t.changed) - 1; i >= 0; i-- { // newest first: a reused pane's older notes find it cleared
+		r := t.changed[i]
+		k := e.keys.at(r.key)
+		h := e.pool.hdr(r.pane)
+		if k.id == "" || h.flags&flagChanged == 0 || h.start != r.start {
+			continue
+		}
+		h.flags &^= flagChanged
+		e.markPane(r.pane, r.key) // the changelog keeps the flag
+		// A tumbling pane is its window; a sliding one is in several.
+		if e.tumbling {
+			if end := e.window(r.start).End; end-1 > e.wm {
+				t.due = append(t.due, earlyDue{end: end, prefix: sortPrefix(k.sortKey()), ref: earlyRef{key: r.key, pane: noPane, start: r.start}})
+			}
+			continue
+		}
+		// The pane's windows that are not due; a sliding key's panes share
+		// windows, repeated here and removed after the sort.
+		for s := e.lastStart(r.start); s >= e.firstStart(r.start); s -= e.slide {
+			end := e.window(s).End
+			if end-1 <= e.wm {
+				break
+			}
+			t.due = append(t.due, earlyDue{end: end, prefix: sortPrefix(k.sortKey()), ref: earlyRef{key: r.key, pane: noPane, start: s}})
+		}
+	}
+	clear(t.changed)
+	t.changed = t.changed[:0]
+	t.sortDue(func(a, b int32) int {
+		ka, kb := e.keys.at(a), e.keys.at(b)
+		return cmp.Or(compareKeys(ka, kb), cmp.Compare(ka.part, kb.part))
+	})
+	if !e.tumbling {
+		t.due = slices.CompactFunc(t.due, func(a, b earlyDue) bool { return a.ref == b.ref })
+	}
+	for _, d := range t.due {
+		e.emit(d.ref.key, e.keys.at(d.ref.key), d.ref.start, Early)
+	}
+}
+
+// restoredChanged flags restored pane pi of key ki if its entry says it
+// took records since the last tick.
+func (e *Engine) restoredChanged(ki, pi int32, en *Entry) {
+	if e.early.on() && en.Changed {
+		e.noteChanged(ki, pi)
+	}
+}
+
+// --- Sessions (session and calendar windows)
+
+// noteChanged flags session pane pi of key ki (its session took a record).
+func (s *Sessions) noteChanged(ki, pi int32) {
+	if h := s.pool.hdr(pi); h.flags&flagChanged == 0 {
+		h.flags |= flagChanged
+		s.early.changed = append(s.early.changed, earlyRef{key: ki, pane: pi, start: h.start})
+	}
+}
+
+// ProcessingTime is Engine.ProcessingTime.
+func (s *Sessions) ProcessingTime(now int64) {
+	if s.early.procTick(now) {
+		s.fireEarly()
+	}
+}
+
+// fireEarly is Engine.fireEarly for sessions.
+func (s *Sessions) fireEarly() {
+	t := &s.early
+	t.due = t.due[:0]
+	for i := len(t.changed) - 1; i >= 0; i-- {
+		r := t.changed[i]
+		h := s.pool.hdr(r.pane)
+		k := &s.keys[r.key]
+		if h.flags&flagChanged == 0 || k.id == "" {
+			continue
+		}
+		h.flags &^= flagChanged
+		s.markPane(r.pane, r.key) // the changelog keeps the flag
+		x := k.find(r.pane)
+		if x == nil {
+			continue
+		}
+		if x.end-1 > s.wm || s.global { // a global window is due only at the end of input, a tick
+			t.due = append(t.due, earlyDue{end: x.end, prefix: sortPrefix(k.sortKey()), ref: r})
+		}
+	}
+	clear(t.changed)
+	t.changed = t.changed[:0]
+	t.sortDue(func(a, b int32) int {
+		ka, kb := &s.keys[a].keyState, &s.keys[b].keyState
+		return cmp.Or(compareKeys(ka, kb), cmp.Compare(ka.part, kb.part))
+	})
+	for _, d := range t.due {
+		k := &s.keys[d.ref.key]
+		s.emit(d.ref.key, k.find(d.ref.pane), Early)
+	}
+}
+
+// find returns k's session whose pane is pi, or nil.
+func (k *sessKey) find(pi int32) *session {
+	for m := range k.sess {
+		if k.sess[m].pane == pi {
+			return &k.sess[m]
+		}
+	}
+	return nil
+}
