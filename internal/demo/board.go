@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,8 +53,8 @@ func NewBoard(resultsTopic, lateTopic, deadLetterTopic string) *Board {
 // result is the results-topic value (SPEC §4), the parts the view shows.
 type result struct {
 	Key         map[string]json.RawMessage `json:"key"`
-	WindowStart int64                      `json:"window_start"`
-	WindowEnd   int64                      `json:"window_end"`
+	WindowStart *int64                     `json:"window_start"` // null: a global window
+	WindowEnd   *int64                     `json:"window_end"`
 	Count       int64                      `json:"count"`
 	Aggregates  map[string]json.Number     `json:"aggregates"`
 	Firing      string                     `json:"firing"`
@@ -90,8 +91,11 @@ func (b *Board) observeResult(value []byte) error {
 	if r.Firing == "late" {
 		b.tally.LateFirings++
 	}
-	row := Row{Key: keyText(r.Key), Start: r.WindowStart, End: r.WindowEnd, Count: r.Count,
+	row := Row{Key: keyText(r.Key), Start: math.MinInt64, End: math.MaxInt64, Count: r.Count,
 		Aggregates: map[string]string{}, Firing: r.Firing, Revision: r.Revision, Watermark: r.Watermark, Seen: b.tally.Results}
+	if r.WindowStart != nil && r.WindowEnd != nil {
+		row.Start, row.End = *r.WindowStart, *r.WindowEnd
+	}
 	for name, v := range r.Aggregates {
 		row.Aggregates[name] = v.String()
 	}

@@ -2,6 +2,7 @@ package demo_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -106,5 +107,22 @@ func TestBoardSessions(t *testing.T) {
 	s := b.Snapshot()
 	if s.Retractions != 1 || s.Results != 2 || len(s.Rows) != 1 || s.Rows[0].Start != 10000 || s.Rows[0].Count != 2 {
 		t.Errorf("Snapshot() = %+v, want 1 retraction, 2 results and the merged session [10000,14600) as the row", s)
+	}
+}
+
+// TestBoardGlobalWindows: a global window's result has null bounds; its
+// row spans all time (not the epoch), and early firings replace it.
+func TestBoardGlobalWindows(t *testing.T) {
+	b := demo.NewBoard("res", "late", "dlq")
+	for rev, count := range []int64{3, 7} {
+		v := fmt.Appendf(nil, `{"key":{"sid":"s"},"window_start":null,"window_end":null,"start":null,"end":null,"count":%d,`+
+			`"aggregates":{"calls":%d},"firing":"early","revision":%d,"watermark":1}`, count, count, rev)
+		if err := b.Observe("res", v); err != nil {
+			t.Fatalf("Observe(%s) = %v", v, err)
+		}
+	}
+	rows := b.Snapshot().Rows
+	if len(rows) != 1 || rows[0].Count != 7 || rows[0].Start != math.MinInt64 || rows[0].End != math.MaxInt64 {
+		t.Errorf("Snapshot().Rows = %+v, want one row of count 7 spanning all time", rows)
 	}
 }

@@ -272,6 +272,9 @@ func timeText(ms int64, layout string) string {
 }
 
 func windowText(start, end int64) string {
+	if start == math.MinInt64 && end == math.MaxInt64 {
+		return "global (all time)"
+	}
 	return "[" + timeText(start, time.TimeOnly) + ", " + timeText(end, time.TimeOnly) + ")"
 }
 
