@@ -62,9 +62,13 @@ func durConfig(lateness int64, delivery string) string {
 	return durWindowConfig(fmt.Sprintf("{type: tumbling, size: %dms, allowed_lateness: %dms}", durSize, lateness), delivery)
 }
 
+// durWindowConfig is callsConfig with the durability tests' watermark and
+// a top_k aggregate, whose counts are state that merges across sessions
+// and must survive every crash as sums do.
 func durWindowConfig(window, delivery string) string {
 	cfg := strings.Replace(callsConfig(window),
 		"max_out_of_orderness: 1s", fmt.Sprintf("max_out_of_orderness: %dms", durOoO), 1)
+	cfg += "  - {name: top, fn: top_k, field: d, k: 3}\n"
 	cfg += "delivery: " + delivery + "\n"
 	if delivery == "exactly_once" {
 		cfg += "state: {transaction_timeout: " + durTxnTimeout + "}\n"
