@@ -19,17 +19,20 @@ type Config struct {
 
 // Source says where records come from and how to read them.
 type Source struct {
-	Brokers     []string  `yaml:"brokers"`
-	Topics      []string  `yaml:"topics"`
-	Group       string    `yaml:"group"`
-	StartOffset string    `yaml:"start_offset"` // earliest | latest
-	Format      string    `yaml:"format"`       // json | csv
-	CSV         CSV       `yaml:"csv"`
-	Key         []string  `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
-	Timestamp   Timestamp `yaml:"timestamp"`
-	Filter      []Filter  `yaml:"filter"`
-	TLS         TLS       `yaml:"tls"`
-	SASL        SASL      `yaml:"sasl"`
+	Brokers     []string `yaml:"brokers"`
+	Topics      []string `yaml:"topics"`
+	Group       string   `yaml:"group"`
+	StartOffset string   `yaml:"start_offset"` // earliest | latest
+	Format      string   `yaml:"format"`       // json | csv
+	// Partitioning says how a group key's records reach one window state:
+	// auto | by_key | repartition (see Source.ByKey).
+	Partitioning string    `yaml:"partitioning"`
+	CSV          CSV       `yaml:"csv"`
+	Key          []string  `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
+	Timestamp    Timestamp `yaml:"timestamp"`
+	Filter       []Filter  `yaml:"filter"`
+	TLS          TLS       `yaml:"tls"`
+	SASL         SASL      `yaml:"sasl"`
 	// InstanceID is the group.instance.id (static membership, KIP-345); ""
 	// is off. A member restarted with the same id takes its partitions back
 	// at once instead of after its session times out.
