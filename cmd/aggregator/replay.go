@@ -106,9 +106,12 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 	if kcat {
 		// All partitions of a dump are assigned from the start, as a consumer
 		// would have them: a partition's first record does not lower W later.
+		// A group key is one state across the partitions, W the minimum over
+		// them: what one instance computes from input partitioned by the key.
 		if inputs, err = readKcat(in); err != nil {
 			return err
 		}
+		proc.OneState()
 		for _, p := range partitionsOf(inputs) {
 			proc.Assign(p, now)
 		}

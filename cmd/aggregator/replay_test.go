@@ -219,3 +219,41 @@ func TestReplayHelpKcatIsASwitch(t *testing.T) {
 		t.Errorf("replay --help shows -kcat with a value:\n%s", stderr.String())
 	}
 }
+
+// TestReplayKcatOneStatePerKey checks that replay --kcat keeps one state
+// per group key across the dump's partitions, W the minimum over them: a
+// user whose records are on two partitions gets one result of all of them,
+// fired once both partitions have passed the window.
+func TestReplayKcatOneStatePerKey(t *testing.T) {
+	cfg := t.TempDir() + "/spread.yaml"
+	if err := os.WriteFile(cfg, []byte(`
+source: {topics: [calls], key: [user], timestamp: {field: t, layout: unix_ms}}
+window: {size: 10s}
+aggregates: [{name: n, fn: count}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var dump strings.Builder
+	for i, r := range []struct {
+		partition int
+		t         int64
+	}{{0, 1000}, {1, 2000}, {0, 3000}, {0, 25000}, {1, 4000}, {1, 12000}} {
+		fmt.Fprintf(&dump, `{"topic":"calls","partition":%d,"offset":%d,"ts":0,"key":"req-%d","payload":"{\"user\":\"u\",\"t\":%d}"}`+"\n", r.partition, i, i, r.t)
+	}
+	got := runReplay(t, dump.String(), "--config", cfg, "--kcat", "--no-flush")
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("replay --kcat wrote %d lines, want one result:\n%s", len(lines), got)
+	}
+	var res struct {
+		Key        map[string]string  `json:"key"`
+		Aggregates map[string]float64 `json:"aggregates"`
+		Revision   int                `json:"revision"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Key["user"] != "u" || res.Aggregates["n"] != 4 || res.Revision != 0 {
+		t.Errorf("replay --kcat = %s; want one result of user u counting the 4 records of [0s,10s) from both partitions", lines[0])
+	}
+}

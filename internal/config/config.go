@@ -27,12 +27,15 @@ type Source struct {
 	// SchemaRegistry is where avro, protobuf and json_schema values find
 	// their schemas, and where sink.format avro registers the results'.
 	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
-	CSV            CSV            `yaml:"csv"`
-	Key            []string       `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
-	Timestamp      Timestamp      `yaml:"timestamp"`
-	Filter         []Filter       `yaml:"filter"`
-	TLS            TLS            `yaml:"tls"`
-	SASL           SASL           `yaml:"sasl"`
+	// Partitioning says how a group key's records reach one window state:
+	// auto | by_key | repartition (see Source.ByKey).
+	Partitioning string    `yaml:"partitioning"`
+	CSV          CSV       `yaml:"csv"`
+	Key          []string  `yaml:"key"` // field paths, "$key" for the Kafka record key; empty = one global key
+	Timestamp    Timestamp `yaml:"timestamp"`
+	Filter       []Filter  `yaml:"filter"`
+	TLS          TLS       `yaml:"tls"`
+	SASL         SASL      `yaml:"sasl"`
 	// InstanceID is the group.instance.id (static membership, KIP-345); ""
 	// is off. A member restarted with the same id takes its partitions back
 	// at once instead of after its session times out.

@@ -70,6 +70,8 @@ func TestParseErrors(t *testing.T) {
 		"negative shutdown_timeout":      {map[string]string{"shutdown_timeout": "-1s"}, "shutdown_timeout"},
 		"idle_advance without timeout":   {map[string]string{"watermark": "{idle_advance: true}"}, "watermark.idle_advance"},
 		"bad start_offset":               {map[string]string{"source": "{timestamp: {field: t}, start_offset: newest}"}, "source.start_offset"},
+		"bad partitioning":               {map[string]string{"source": "{timestamp: {field: t}, partitioning: keyed}"}, "source.partitioning"},
+		"repartition not built":          {map[string]string{"source": "{timestamp: {field: t}, key: [user], partitioning: repartition}"}, "source.partitioning"},
 		"bad format":                     {map[string]string{"source": "{timestamp: {field: t}, format: thrift}"}, "source.format"},
 		"avro without a registry":        {map[string]string{"source": "{timestamp: {field: t}, format: avro}"}, "source.schema_registry.url"},
 		"registry url without a scheme":  {map[string]string{"source": "{timestamp: {field: t}, format: json_schema, schema_registry: {url: 'registry:8081'}}"}, "source.schema_registry.url"},
@@ -340,7 +342,7 @@ func TestEnvNames(t *testing.T) {
 		"AGGREGATOR_SOURCE_FORMAT",
 		"AGGREGATOR_SOURCE_SCHEMA_REGISTRY_URL", "AGGREGATOR_SOURCE_SCHEMA_REGISTRY_USERNAME", "AGGREGATOR_SOURCE_SCHEMA_REGISTRY_PASSWORD",
 		"AGGREGATOR_SOURCE_SCHEMA_REGISTRY_PASSWORD_FILE", "AGGREGATOR_SOURCE_SCHEMA_REGISTRY_TLS_CA_FILE", "AGGREGATOR_SOURCE_SCHEMA_REGISTRY_TLS_CERT_FILE",
-		"AGGREGATOR_SOURCE_SCHEMA_REGISTRY_TLS_KEY_FILE", "AGGREGATOR_SOURCE_SCHEMA_REGISTRY_TLS_INSECURE_SKIP_VERIFY",
+		"AGGREGATOR_SOURCE_SCHEMA_REGISTRY_TLS_KEY_FILE", "AGGREGATOR_SOURCE_SCHEMA_REGISTRY_TLS_INSECURE_SKIP_VERIFY", "AGGREGATOR_SOURCE_PARTITIONING",
 		"AGGREGATOR_SOURCE_CSV_COLUMNS", "AGGREGATOR_SOURCE_CSV_DELIMITER", "AGGREGATOR_SOURCE_KEY",
 		"AGGREGATOR_SOURCE_TIMESTAMP_FIELD", "AGGREGATOR_SOURCE_TIMESTAMP_LAYOUT", "AGGREGATOR_SOURCE_TIMESTAMP_TIMEZONE",
 		"AGGREGATOR_SOURCE_TLS_ENABLED", "AGGREGATOR_SOURCE_TLS_CA_FILE", "AGGREGATOR_SOURCE_TLS_CERT_FILE",
@@ -367,7 +369,7 @@ func TestDefaults(t *testing.T) {
 	c, err := Parse(doc(nil), nil)
 	want := Config{
 		Source: Source{
-			Brokers: []string{}, Topics: []string{}, StartOffset: "earliest", Format: "json",
+			Brokers: []string{}, Topics: []string{}, StartOffset: "earliest", Format: "json", Partitioning: "auto",
 			CSV: CSV{Columns: []string{}, Delimiter: ","}, Key: []string{},
 			Timestamp: Timestamp{Field: "t", Layout: "rfc3339", Timezone: "UTC"}, Filter: []Filter{},
 			SessionTimeout: 45 * time.Second,
@@ -434,6 +436,10 @@ func TestParseAccepts(t *testing.T) {
 			func(c Config) any { return c.State.TransactionTimeout }, time.Second},
 		"long commit_interval, at_least_once": {map[string]string{"delivery": "at_least_once", "state": "{commit_interval: 2m}"},
 			func(c Config) any { return c.State.CommitInterval }, 2 * time.Minute},
+		"partitioning by_key": {map[string]string{"source": "{timestamp: {field: t}, key: [user], partitioning: by_key}"},
+			func(c Config) any { return []bool{c.Source.ByKey(), c.Source.KafkaKeyed()} }, []bool{true, false}},
+		"partitioning auto, record key": {map[string]string{"source": "{timestamp: {field: t}, key: [$key]}"},
+			func(c Config) any { return []any{c.Source.Partitioning, c.Source.ByKey(), c.Source.KafkaKeyed()} }, []any{"auto", true, true}},
 		"empty changelog_topic is the default": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "state": "{changelog_topic: ''}"},
 			func(c Config) any { return c.State.ChangelogTopic }, "g-changelog"},
 	}

@@ -10,6 +10,19 @@ func (c Config) ExactlyOnce() bool { return c.Delivery == "exactly_once" }
 // starts at its end (source.start_offset: latest), not its start.
 func (s Source) StartAtLatest() bool { return s.StartOffset == "latest" }
 
+// ByKey reports whether windows are computed where records are consumed,
+// trusting the producer to put every record of a group key in one input
+// partition (source.partitioning by_key; auto resolves to it for key
+// ["$key"]). Validation rejects repartition until that stage is built, so
+// auto with fields in source.key resolves to by_key too for now: a key
+// seen on two partitions is counted, not merged.
+func (s Source) ByKey() bool { return s.Partitioning != "repartition" }
+
+// KafkaKeyed reports whether the group key is the Kafka record key
+// (source.key ["$key"]), the case where the producer's partitioner
+// already keeps a key's records in one partition.
+func (s Source) KafkaKeyed() bool { return len(s.Key) == 1 && s.Key[0] == "$key" }
+
 // Punctuated reports whether the watermark comes from marker records.
 func (w Watermark) Punctuated() bool { return w.Strategy == "punctuated" }
 

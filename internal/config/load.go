@@ -45,14 +45,15 @@ func Parse(data []byte, getenv func(string) string) (Config, error) {
 func defaults() Config {
 	return Config{
 		Source: Source{
-			Brokers:     []string{},
-			Topics:      []string{},
-			StartOffset: "earliest",
-			Format:      "json",
-			CSV:         CSV{Columns: []string{}, Delimiter: ","},
-			Key:         []string{},
-			Timestamp:   Timestamp{Layout: "rfc3339", Timezone: "UTC"},
-			Filter:      []Filter{},
+			Brokers:      []string{},
+			Topics:       []string{},
+			StartOffset:  "earliest",
+			Format:       "json",
+			Partitioning: "auto",
+			CSV:          CSV{Columns: []string{}, Delimiter: ","},
+			Key:          []string{},
+			Timestamp:    Timestamp{Layout: "rfc3339", Timezone: "UTC"},
+			Filter:       []Filter{},
 			// Kafka's default (group.consumer.session.timeout.ms, KIP-735).
 			SessionTimeout: 45 * time.Second,
 		},

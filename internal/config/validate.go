@@ -89,6 +89,13 @@ func (c *Config) validateSource(*sources) *KeyError {
 	if err := oneOf("source.format", c.Source.Format, "json", "csv", FormatAvro, FormatProtobuf, FormatJSONSchema); err != nil {
 		return err
 	}
+	if err := oneOf("source.partitioning", c.Source.Partitioning, "auto", "by_key", "repartition"); err != nil {
+		return err
+	}
+	if c.Source.Partitioning == "repartition" {
+		return &KeyError{Key: "source.partitioning", Value: "repartition",
+			Reason: "is not available in this release (the repartition stage is not built yet): use by_key, with a producer that puts every record of a group key in one input partition"}
+	}
 	if id := c.Source.InstanceID; id != "" && checkTopicName(id) != "" {
 		// Kafka checks group.instance.id with its topic name rule.
 		return &KeyError{Key: "source.instance_id", Value: id,

@@ -130,7 +130,7 @@ func TestLoadExample(t *testing.T) {
 	}
 	want := Source{
 		Brokers: []string{"localhost:9092"}, Topics: []string{"calls"}, Group: "calls-aggregator",
-		StartOffset: "earliest", Format: "csv",
+		StartOffset: "earliest", Format: "csv", Partitioning: "auto",
 		CSV:            CSV{Columns: []string{"sid", "callType", "callTime", "duration"}, Delimiter: ","},
 		Key:            []string{"sid"},
 		Timestamp:      Timestamp{Field: "callTime", Layout: "2006-01-02 15:04:05", Timezone: "UTC"},

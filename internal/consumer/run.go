@@ -16,6 +16,7 @@ import (
 	"aggregator/internal/cluster"
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
+	"aggregator/internal/pipeline"
 )
 
 // Run connects (see connect), then consumes until ctx is canceled and
@@ -250,6 +251,11 @@ func (c *Consumer) updateMetrics(now int64) {
 	}
 	c.m.OpenWindows.Set(float64(c.proc.OpenWindows()))
 	c.m.SessionMerges.Add(float64(c.proc.TakeSessionMerges()))
+	n, conflict, ok := c.proc.TakeConflicts(now)
+	c.m.KeyConflicts.Add(float64(n))
+	if ok {
+		c.logConflict(conflict)
+	}
 	c.m.IdlePartitions.Set(float64(c.proc.IdleCount()))
 	for _, p := range c.parts.byTP {
 		p.flushCounts()
@@ -317,4 +323,19 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 		}
 		c.proc.SetCaughtUp(id, pos >= end.Offset, now)
 	}
+}
+
+// logConflict says which group key broke by_key's promise, and where: the
+// core hands out at most one a minute.
+func (c *Consumer) logConflict(k pipeline.Conflict) {
+	ev := c.log.Warn().Str("key", k.Key)
+	for _, f := range []struct {
+		name string
+		id   int32
+	}{{"first", k.First}, {"second", k.Second}} {
+		if p, ok := c.parts.byID[f.id]; ok {
+			ev = ev.Str(f.name+"_topic", p.tp.topic).Int32(f.name+"_partition", p.tp.partition)
+		}
+	}
+	ev.Msg("a group key is on two input partitions: its windows are computed per partition, each publishing partial results (source.partitioning by_key expects the producer to put every record of a key in one partition)")
 }

@@ -20,6 +20,7 @@ type Metrics struct {
 	Records            *prometheus.CounterVec // {topic, partition, outcome}
 	Firings            *prometheus.CounterVec // {firing}
 	SessionMerges      prometheus.Counter
+	KeyConflicts       prometheus.Counter     // records of a group key seen first on another partition of the instance
 	Produced           *prometheus.CounterVec // {topic}: acknowledged output records
 	ProduceErrors      *prometheus.CounterVec // {topic}
 	Unwritable         *prometheus.CounterVec // {topic}: written as stubs (late, dead letters) or dropped (results)
@@ -58,6 +59,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		SessionMerges: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_session_merges_total",
 			Help: "Records that bridged two or more sessions of a key into one.",
+		}),
+		KeyConflicts: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_key_partition_conflicts_total",
+			Help: "Records whose group key was seen first on another input partition of this instance (source.partitioning by_key): their windows are computed apart, per partition.",
 		}),
 		Produced: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_produced_records_total",

@@ -29,6 +29,7 @@ func TestNewRegistersFixedNames(t *testing.T) {
 		"aggregator_end_to_end_latency_seconds", "aggregator_consumer_lag_records", "aggregator_ready",
 		"aggregator_restoring_partitions", "aggregator_restored_records_total", "aggregator_restore_duration_seconds",
 		"aggregator_changelog_records_total", "aggregator_commits_total", "aggregator_session_merges_total",
+		"aggregator_key_partition_conflicts_total",
 	}
 	families, err := reg.Gather()
 	if err != nil {

@@ -46,6 +46,13 @@ type Processor struct {
 	futureMs int64     // 0 = no future guard
 	merges   int64     // session merges reported by TakeSessionMerges
 	parts    []partPos // by partition id
+	assigned int       // partitions assigned
+
+	// checkKeys turns on the by_key check: a group key on two partitions
+	// of this instance is counted (see TakeConflicts). oneState (replay)
+	// keeps one window state per group key across partitions instead.
+	checkKeys, oneState bool
+	conflicts           conflicts
 
 	// What the next Ready hands over: the outputs in emission order, and
 	// the results' aggregates (copied: the engine's are valid only
@@ -93,7 +100,8 @@ func New(cfg config.Config) (*Processor, error) {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
 	p := &Processor{cfg: cfg, recSpec: recSpec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
-		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg)}
+		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
+		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}}}
 	if p.engine, err = p.newEngine(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -160,6 +168,9 @@ func (p *Processor) Assign(partition int32, now int64) {
 	for int(partition) >= len(p.parts) {
 		p.parts = append(p.parts, partPos{})
 	}
+	if !p.parts[partition].assigned {
+		p.assigned++
+	}
 	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1}
 	p.marks.Assign(partition, now)
 }
@@ -171,10 +182,22 @@ func (p *Processor) Revoke(partition int32) {
 	p.marks.Revoke(partition)
 	p.engine.RemovePartition(partition)
 	if int(partition) < len(p.parts) {
+		if p.parts[partition].assigned {
+			p.assigned--
+		}
 		p.parts[partition] = partPos{}
 	}
+	p.conflicts.forget(partition)
 	p.advance()
 }
+
+// OneState makes the processor keep one window state per group key across
+// all its partitions, as if the input were partitioned by the group key;
+// the merged watermark is still the minimum over the partitions. This is
+// replay of a dump of every partition (the offline twin of a service that
+// meets a key's records in one place); its state is not checkpointed, so
+// call it before the first record and never with TrackState.
+func (p *Processor) OneState() { p.oneState, p.checkKeys = true, false }
 
 // SetCaughtUp tells whether the partition's position is at its log end;
 // only a caught-up partition can become idle.
@@ -224,9 +247,15 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 		p.deadLetter(in, err)
 		return DeadLetter
 	}
+	switch {
+	case p.oneState:
+		rec.Partition = 0
+	case p.checkKeys && p.assigned > 1:
+		p.conflicts.see(rec.Key, in.Partition)
+	}
 	res := p.engine.Add(rec)
 	if res.Kind == windowing.LateEvent {
-		p.late(in, rec.Time, p.engine.Judged(in.Partition), res.Missed)
+		p.late(in, rec.Time, p.engine.Judged(rec.Partition), res.Missed)
 	}
 	p.marks.OnEvent(in.Partition, rec.Time, now)
 	p.advance()
