@@ -175,7 +175,7 @@ func (e *Engine) restoredChanged(ki, pi int32, en *Entry) {
 	}
 }
 
-// --- Sessions (session and calendar windows)
+// --- Sessions (session and global windows; calendar windows run on Engine)
 
 // noteChanged flags session pane pi of key ki (its session took a record).
 func (s *Sessions) noteChanged(ki, pi int32) {
