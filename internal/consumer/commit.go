@@ -34,7 +34,7 @@ func (c *Consumer) lockedCommit(ctx context.Context) error {
 // changes and the partitions' positions in the changelog, and the
 // consumed offsets. c.mu is held, and with exactly_once c.fetch.polling.
 func (c *Consumer) commit(ctx context.Context) error {
-	c.lastCommit = time.Now() // the commit cadence is the real clock's, whatever clock judges idleness
+	c.cycle.lastCommit = time.Now() // the commit cadence is the real clock's, whatever clock judges idleness
 	if c.kafka.sess != nil {
 		return c.commitTransaction(ctx)
 	}
@@ -116,7 +116,7 @@ func (c *Consumer) flush(ctx context.Context) error {
 // partition no longer holds back fire from the state the transaction
 // left, into the next one.
 func (c *Consumer) commitTransaction(ctx context.Context) error {
-	if !c.inTxn {
+	if !c.cycle.inTxn {
 		return nil // ended by Drain
 	}
 	c.dropRevoked()
@@ -155,7 +155,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	// (c.fetch.polling is held), and with exactly_once they only queue.
 	c.kafka.cl.AllowRebalance()
 	committed, err := c.kafka.sess.End(ctx, kgo.TryCommit)
-	c.inTxn = false
+	c.cycle.inTxn = false
 	// Outputs refused for themselves (too large, invalid) abort the
 	// transaction; they are written as stubs when their records are
 	// processed again.
@@ -185,7 +185,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	default:
 		return fmt.Errorf("end transaction: %w", err)
 	}
-	if c.closing {
+	if c.cycle.closing {
 		return nil
 	}
 	return c.begin()
@@ -196,7 +196,7 @@ func (c *Consumer) begin() error {
 	if err := c.kafka.sess.Begin(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	c.inTxn = true
+	c.cycle.inTxn = true
 	return nil
 }
 

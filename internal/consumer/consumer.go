@@ -45,30 +45,39 @@ const (
 // pipeline.Processor and writes its Readies. It holds clients and the
 // topic layout; the partitions' progress is the pipeline's.
 type Consumer struct {
-	cfg    config.Config
-	log    zerolog.Logger
-	m      *metrics.Metrics
-	clock  func() time.Time
-	kafka  clients
-	writer *producer.Writer
-	fetch  *fetcher
-	// registry fetches the schemas that registry-format records name
-	// into decoded, the schemas the core's decoders read (nil, both,
-	// unless source.format is a registry format; registry alone with
-	// sink.format avro).
-	registry *registry.Client
-	decoded  *record.Schemas
+	cfg     config.Config
+	log     zerolog.Logger
+	m       *metrics.Metrics
+	clock   func() time.Time
+	kafka   clients
+	writer  *producer.Writer
+	fetch   *fetcher
+	schemas schemaSource
 
-	mu         sync.Mutex // guards what follows; the engine goroutine holds it while processing
-	proc       *pipeline.Processor
-	parts      partitions
-	lastCommit time.Time
-	closing    bool // Drain or Close began: rebalance callbacks commit nothing more
-	inTxn      bool // exactly_once: a transaction is open
+	mu    sync.Mutex // guards what follows; the engine goroutine holds it while processing
+	proc  *pipeline.Processor
+	parts partitions
+	cycle cycle
 
 	revocations revocations
 	health      health
-	unfetched   time.Time // last end-offset check of never-fetched partitions
+}
+
+// schemaSource is where registry-format records find their schemas: the
+// registry client fetches the schemas that records name into decoded, the
+// schemas the core's decoders read (nil, both, unless source.format is a
+// registry format; the client alone with sink.format avro).
+type schemaSource struct {
+	registry *registry.Client
+	decoded  *record.Schemas
+}
+
+// cycle is where the commit cycle stands (guarded by Consumer.mu).
+type cycle struct {
+	lastCommit time.Time
+	closing    bool      // Drain or Close began: rebalance callbacks commit nothing more
+	inTxn      bool      // exactly_once: a transaction is open
+	unfetched  time.Time // last end-offset check of never-fetched partitions
 }
 
 // clients are the Kafka clients and what watches them.
@@ -109,9 +118,9 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	c.proc.TrackState()
-	c.decoded = c.proc.Schemas()
+	c.schemas.decoded = c.proc.Schemas()
 	if cfg.UsesRegistry() {
-		if c.registry, err = registry.New(cfg.Source.SchemaRegistry, log, reg); err != nil {
+		if c.schemas.registry, err = registry.New(cfg.Source.SchemaRegistry, log, reg); err != nil {
 			return nil, err
 		}
 	}
@@ -155,7 +164,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 	var avroResults *producer.AvroEncoder
 	if c.cfg.Sink.Format == config.FormatAvro {
 		subject := c.cfg.Sink.ResultsTopic + "-value" // TopicNameStrategy
-		id, err := c.registry.Register(ctx, subject, producer.AvroSchema(c.cfg))
+		id, err := c.schemas.registry.Register(ctx, subject, producer.AvroSchema(c.cfg))
 		if err != nil {
 			return err
 		}
@@ -341,7 +350,7 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 // restored, the brokers and the schema registry answer, and the consumer
 // is not shutting down (/readyz).
 func (c *Consumer) Ready() bool {
-	return c.health.ready.Load() && !c.kafka.reach.Down() && (c.registry == nil || !c.registry.Down())
+	return c.health.ready.Load() && !c.kafka.reach.Down() && (c.schemas.registry == nil || !c.schemas.registry.Down())
 }
 
 func (c *Consumer) setReady(ok bool) {
@@ -382,7 +391,7 @@ func (c *Consumer) Drain(ctx context.Context) error {
 		return nil // never connected: nothing to commit or leave
 	}
 	c.mu.Lock()
-	c.closing = true
+	c.cycle.closing = true
 	c.mu.Unlock()
 	err := c.lockedCommit(ctx)
 	if err != nil && cluster.Transient(err) {
@@ -407,7 +416,7 @@ func (c *Consumer) Close() {
 		return
 	}
 	c.mu.Lock()
-	c.closing = true
+	c.cycle.closing = true
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -429,8 +438,8 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 		// Closing does not end a transaction: abort it, or it holds back
 		// read_committed readers (and restores) until the broker times it out.
 		c.mu.Lock()
-		open := c.inTxn
-		c.inTxn = false
+		open := c.cycle.inTxn
+		c.cycle.inTxn = false
 		c.mu.Unlock()
 		if open {
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)

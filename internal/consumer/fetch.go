@@ -213,13 +213,13 @@ func (f *fetcher) poll(ctx context.Context, p *poll) {
 // still judges idleness and commits (an exactly_once transaction must not
 // stay open past its timeout). It returns only ctx's error.
 func (f *fetcher) resolve(ctx context.Context, p *poll) error {
-	schemas := f.c.decoded // nil unless the input is a registry format (sink.format avro needs the client alone)
+	schemas := f.c.schemas.decoded // nil unless the input is a registry format (sink.format avro needs the client alone)
 	if schemas == nil || !missingSchemas(schemas, p) {
 		return nil
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- f.c.registry.Resolve(ctx, schemas, func(yield func([]byte) bool) {
+		done <- f.c.schemas.registry.Resolve(ctx, schemas, func(yield func([]byte) bool) {
 			for _, pp := range p.parts {
 				for _, r := range pp.records {
 					if !yield(r.Value) {

@@ -45,7 +45,7 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closing {
+	if !c.cycle.closing {
 		if err := c.commit(ctx); err != nil {
 			c.log.Error().Err(err).Msg("commit on revoke failed; the next owner repeats some outputs")
 		}
@@ -133,5 +133,5 @@ func (c *Consumer) drop(ps []*partition) {
 func (c *Consumer) updateReady() {
 	restoring := len(c.proc.Unrestored())
 	c.m.RestoringParts.Set(float64(restoring))
-	c.setReady(!c.closing && restoring == 0)
+	c.setReady(!c.cycle.closing && restoring == 0)
 }

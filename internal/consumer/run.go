@@ -198,7 +198,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 		}
 		return false, err
 	}
-	return ctx.Err() == nil && time.Since(c.lastCommit) >= c.cfg.State.CommitInterval, nil
+	return ctx.Err() == nil && time.Since(c.cycle.lastCommit) >= c.cfg.State.CommitInterval, nil
 }
 
 // restoreRetrying is restorePending, tried again with capped exponential
@@ -271,10 +271,10 @@ func (c *Consumer) updateMetrics(now int64) {
 // returned a record since their assignment are at their log end: an empty
 // partition must be able to go idle too.
 func (c *Consumer) checkUnfetched(ctx context.Context) {
-	if c.cfg.Watermark.IdleTimeout <= 0 || time.Since(c.unfetched) < 10*tickInterval {
+	if c.cfg.Watermark.IdleTimeout <= 0 || time.Since(c.cycle.unfetched) < 10*tickInterval {
 		return
 	}
-	c.unfetched = time.Now()
+	c.cycle.unfetched = time.Now()
 	c.mu.Lock()
 	unfetched := c.proc.Unfetched()
 	topics := map[string]bool{}
