@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +203,7 @@ func durCheckEarly(t *testing.T, got, ref []durResult, delivery string) map[stri
 	}
 	latest := map[string]durResult{}
 	var differ []string
+	stale := 0
 	for w := range all {
 		g, r := gotW[w], refW[w]
 		if (gotT[w] || g == nil) && (refT[w] || r == nil) {
@@ -210,6 +212,8 @@ func durCheckEarly(t *testing.T, got, ref []durResult, delivery string) map[stri
 		switch {
 		case g == nil:
 			differ = append(differ, "missing "+durNorm(r[len(r)-1]))
+		case r == nil && delivery == "at_least_once" && durStale(g, ref):
+			stale++
 		case r == nil:
 			differ = append(differ, "extra "+durNorm(g[len(g)-1]))
 		default:
@@ -224,7 +228,41 @@ func durCheckEarly(t *testing.T, got, ref []durResult, delivery string) map[stri
 	if len(differ) > 0 {
 		t.Errorf("%d of %d windows differ from the reference run: %s", len(differ), len(refW), strings.Join(differ[:min(len(differ), 10)], "\n"))
 	}
+	if stale > 0 {
+		t.Logf("at_least_once: %d early sessions of a crashed run left without their tombstone", stale)
+	}
 	return latest
+}
+
+// durStale says whether a window's results, rs, are an at_least_once
+// leftover: early firings only, of a session inside one of the
+// reference's live sessions of its key. A crashed instance fired it early
+// and did not commit; the restarted one, from the committed state, fired
+// the session at other ticks, so it never knew to retract this one
+// (docs/delivery.md).
+func durStale(rs []durResult, ref []durResult) bool {
+	for _, r := range rs {
+		if r.Firing != "early" {
+			return false
+		}
+	}
+	start, end := durBound(rs[0].Start), durBound(rs[0].End)
+	live := durLatest(ref)
+	for _, r := range live {
+		if r.Firing != "retract" && string(r.Key) == string(rs[0].Key) && durBound(r.Start) <= start && end <= durBound(r.End) {
+			return true
+		}
+	}
+	return false
+}
+
+// durBound is a window bound as a number.
+func durBound(b json.RawMessage) int64 {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("window bound %s: %v", b, err))
+	}
+	return n
 }
 
 // durFinal is a window's results that are not early firings, less their
