@@ -371,30 +371,29 @@ func durWaitCommitted(t testing.TB, brokers []string, group string, want map[int
 	cl := client(t, brokers)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(waitTimeout)
 	var got map[int32]int64
-	for time.Now().Before(deadline) {
+	if !pollUntil(waitTimeout, func() bool {
 		got = map[int32]int64{}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		offs, err := adm.FetchOffsets(ctx, group)
 		cancel()
-		if err == nil {
-			offs.Each(func(o kadm.OffsetResponse) {
-				if o.Topic == inTopic && o.Err == nil {
-					got[o.Partition] = o.At
-				}
-			})
-			done := true
-			for p, n := range want {
-				done = done && got[p] >= n
+		if err != nil {
+			return false
+		}
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Topic == inTopic && o.Err == nil {
+				got[o.Partition] = o.At
 			}
-			if done {
-				return
+		})
+		for p, n := range want {
+			if got[p] < n {
+				return false
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling for an event
+		return true
+	}) {
+		t.Fatalf("group %s committed %v after %v, want %v", group, got, waitTimeout, want)
 	}
-	t.Fatalf("group %s committed %v after %v, want %v", group, got, waitTimeout, want)
 }
 
 // durEvict removes every member of group, as the broker does once a
@@ -480,18 +479,19 @@ func (p *durProc) kill(t testing.TB) {
 // waitLog waits until the run has logged a line with message msg.
 func (p *durProc) waitLog(t testing.TB, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !strings.Contains(p.out.String(), `"message":"`+msg+`"`) {
+	if !pollUntil(waitTimeout, func() bool {
+		if strings.Contains(p.out.String(), `"message":"`+msg+`"`) {
+			return true
+		}
 		select {
 		case err := <-p.done:
 			p.done <- err
 			t.Fatalf("exited (%v) before logging %q", err, msg)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q logged after %v", msg, waitTimeout)
-		}
-		time.Sleep(10 * time.Millisecond) // polling for an event
+		return false
+	}) {
+		t.Fatalf("no %q logged after %v", msg, waitTimeout)
 	}
 }
 
@@ -1047,30 +1047,29 @@ func durWaitMembers(t testing.TB, brokers []string, group string, n int, parts i
 	cl := client(t, brokers)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(waitTimeout)
 	var last string
-	for time.Now().Before(deadline) {
+	if !pollUntil(waitTimeout, func() bool {
 		gs, err := adm.DescribeGroups(context.Background(), group)
-		if g, ok := gs[group]; err == nil && ok {
-			split := g.State == "Stable" && len(g.Members) == n
-			var counts []int
-			for _, m := range g.Members {
-				c, _ := m.Assigned.AsConsumer()
-				k := 0
-				for _, tp := range c.Topics {
-					k += len(tp.Partitions)
-				}
-				counts = append(counts, k)
-				split = split && k == parts/n
-			}
-			last = fmt.Sprintf("%s, partitions per member %v", g.State, counts)
-			if split {
-				return
-			}
+		g, ok := gs[group]
+		if err != nil || !ok {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond) // polling for an event
+		split := g.State == "Stable" && len(g.Members) == n
+		var counts []int
+		for _, m := range g.Members {
+			c, _ := m.Assigned.AsConsumer()
+			k := 0
+			for _, tp := range c.Topics {
+				k += len(tp.Partitions)
+			}
+			counts = append(counts, k)
+			split = split && k == parts/n
+		}
+		last = fmt.Sprintf("%s, partitions per member %v", g.State, counts)
+		return split
+	}) {
+		t.Fatalf("group %s never had %d members with %d partitions each: %s", group, n, parts/n, last)
 	}
-	t.Fatalf("group %s never had %d members with %d partitions each: %s", group, n, parts/n, last)
 }
 
 // In-process instances over 6 input partitions: one, then three (two join
