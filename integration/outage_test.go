@@ -69,16 +69,27 @@ func (b *binaryRun) status(probe string) int {
 	return resp.StatusCode
 }
 
-// waitFor polls cond every 20ms until it holds, or fails after d.
+// waitFor polls cond until it holds, or fails after d.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !pollUntil(d, cond) {
+		t.Fatalf("%s: not after %v", what, d)
+	}
+}
+
+// pollUntil polls cond every 20ms until it holds (true) or d has passed
+// (false): the wait for an event of another process or of the broker,
+// which no channel announces. Callers that can say more than waitFor
+// about what is missing fail with it.
+func pollUntil(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, d)
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling for an event
 	}
+	return true
 }
 
 // wait returns the exit status and how long the process took to exit, or

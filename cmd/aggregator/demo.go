@@ -62,7 +62,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.StringVar(&f.listen, "listen", ":9090", "`address` of /metrics, /healthz and /readyz")
 	fs.StringVar(&f.brokers, "brokers", "", "comma-separated `host:port` list of an existing cluster to use instead of the in-process one")
 	fs.StringVar(&f.format, "format", "json", "input `format`: json, or avro (Confluent's wire format, with an in-process Schema Registry)")
-	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s), session (500ms gap; retractions when late records merge sessions), global (a running total per key, every second) or count (every 10 records of a key, or what it has 5s after the first)")
+	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s), session (500ms gap; retractions when late records merge sessions), global (a running total per key, every second), count (every 10 records of a key, or what it has 5s after the first) or calendar (days in Europe/Berlin, early results every second; the event clock runs an hour a second from 21:00 on 30 March 2030, so midnights pass and 31 March has 23 hours)")
 	fs.DurationVar(&f.early, "early", 0, "early firings every `duration` of wall-clock time: results of open windows while they fill (0: off; global windows: 1s)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
@@ -79,7 +79,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	case f.format != "json" && f.format != config.FormatAvro:
 		return f, fmt.Errorf("%w: demo: --format %q: want json or avro", errUsage, f.format)
 	case demoWindows[f.window] == "":
-		return f, fmt.Errorf("%w: demo: --window %q: want tumbling, sliding, session, global or count", errUsage, f.window)
+		return f, fmt.Errorf("%w: demo: --window %q: want tumbling, sliding, session, global, count or calendar", errUsage, f.window)
 	case f.window == "count" && f.early != 0:
 		return f, fmt.Errorf("%w: demo: --early: count windows fire when full, not early", errUsage)
 	case f.early < 0 || f.early%time.Millisecond != 0:
@@ -106,6 +106,31 @@ var demoWindows = map[string]string{
 	"session":  fmt.Sprintf("type: session, gap: %s", demoGap),
 	"global":   "type: global",
 	"count":    "type: count, size: 10, timeout: 5s",
+	"calendar": "type: tumbling, calendar: day, timezone: " + demoZone,
+}
+
+// With --window calendar the event clock starts at demoOrigin and runs
+// demoDaySpeed times --speed: the first local midnight comes 3s in, and
+// the day after it, the spring DST change, is 23 hours (23s).
+const (
+	demoZone         = "Europe/Berlin"
+	demoDaySpeed     = 3600
+	demoDayLateness  = time.Hour
+	demoOriginLayout = "2006-01-02 15:04"
+	demoOriginText   = "2030-03-30 21:00"
+)
+
+// demoOrigin is the calendar demo's first event time, in demoZone.
+func demoOrigin() time.Time {
+	zone, err := time.LoadLocation(demoZone)
+	if err != nil { // time/tzdata is linked in
+		panic(err)
+	}
+	t, err := time.ParseInLocation(demoOriginLayout, demoOriginText, zone)
+	if err != nil {
+		panic(err)
+	}
+	return t
 }
 
 // demoWindowBlock is the demo's window config: global windows have no
@@ -116,6 +141,9 @@ func demoWindowBlock(f demoFlags) string {
 	case "global":
 		early = cmp.Or(early, time.Second)
 	case "count": // nothing is late in a count window
+	case "calendar": // a day fills for a while: show it filling
+		early = cmp.Or(early, time.Second)
+		block += fmt.Sprintf(", allowed_lateness: %s, emit: on_watermark", demoDayLateness)
 	default:
 		block += fmt.Sprintf(", allowed_lateness: %s, emit: on_watermark", demoLateness)
 	}
@@ -367,12 +395,20 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 	if f.window == "session" {
 		windowSize = demoGap // a straggler's own window then reaches a fired session: a merge after firing
 	}
-	gen := demopkg.NewGenerator(demopkg.GeneratorConfig{
+	gcfg := demopkg.GeneratorConfig{
 		Keys: f.keys, LateFraction: f.lateFraction, StragglerFraction: f.lateFraction,
 		MalformedFraction: 0.01, FilteredFraction: 0.05, Speed: f.speed,
 		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: windowSize,
 		Seed: f.seed, AvroSchemaID: schemaID,
-	}, start)
+	}
+	if f.window == "calendar" {
+		// Too late records go back two days and a lateness, past any
+		// day's cleanup. The generator places stragglers in UTC-aligned
+		// windows, not local days: none.
+		gcfg.Speed, gcfg.Origin = f.speed*demoDaySpeed, demoOrigin()
+		gcfg.Lateness, gcfg.WindowSize, gcfg.StragglerFraction = demoDayLateness, 24*time.Hour, 0
+	}
+	gen := demopkg.NewGenerator(gcfg, start)
 	src := &demopkg.Source{Client: producer, Topic: demoInputTopic, Gen: gen, Rate: f.rate, Clock: time.Now}
 	return src, watcher, nil
 }
@@ -427,15 +463,21 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 	case "count":
 		windows = fmt.Sprintf("count windows of %d records, timeout %s", cfg.Window.Size.Milliseconds(), cfg.Window.Timeout)
 	}
+	if cfg.Window.Calendar != "" {
+		windows = "days in " + cfg.Window.Timezone
+	}
 	if ef := cfg.Window.EarlyFirings; ef.Every > 0 {
 		windows += fmt.Sprintf(", early results every %s", ef.Every)
+	}
+	if cfg.Window.Calendar != "" {
+		windows += fmt.Sprintf(" · event time from %s, %gh a second", demoOrigin().Format("Mon 2 Jan 2006 15:04 MST"), f.speed*demoDaySpeed/3600)
 	}
 	settings := fmt.Sprintf("%s · max_out_of_orderness %s · allowed_lateness %s · %d keys, %g records/s",
 		windows, cfg.Watermark.MaxOutOfOrderness, cfg.Window.AllowedLateness, f.keys, f.rate)
 	now := time.Now()
 	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
 		state: demopkg.State{Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
-			Sessions: cfg.Window.Type == "session"}}
+			Sessions: cfg.Window.Type == "session", Zone: cfg.Window.Zone()}}
 }
 
 func (v *view) loop(ctx context.Context) {

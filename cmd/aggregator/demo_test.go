@@ -47,6 +47,7 @@ func TestDemoWindowConfigs(t *testing.T) {
 		"global":           {[]string{"--window", "global"}, "global", time.Second},
 		"global, early 3s": {[]string{"--window", "global", "--early", "3s"}, "global", 3 * time.Second},
 		"count":            {[]string{"--window", "count"}, "count", 0},
+		"calendar":         {[]string{"--window", "calendar"}, "tumbling", time.Second},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -61,6 +62,9 @@ func TestDemoWindowConfigs(t *testing.T) {
 			if cfg.Window.Type != tt.typ || cfg.Window.EarlyFirings.Every != tt.early {
 				t.Errorf("demoConfig(%q).Window = %+v, want type %s, early every %v", tt.args, cfg.Window, tt.typ, tt.early)
 			}
+			if zone := cfg.Window.Zone(); (name == "calendar") != (zone != nil) || zone != nil && zone.String() != demoZone {
+				t.Errorf("demoConfig(%q).Window = %+v: zone %v, want days in %s only with --window calendar", tt.args, cfg.Window, zone, demoZone)
+			}
 		})
 	}
 }
@@ -72,7 +76,7 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 		"late fraction > 0.5": {"--late-fraction", "0.9"},
 		"zero speed":          {"--speed", "0"},
 		"unknown flag":        {"--nope"},
-		"unknown window":      {"--window", "calendar"},
+		"unknown window":      {"--window", "hopping"},
 		"count, early":        {"--window", "count", "--early", "1s"},
 		"negative early":      {"--early", "-1s"},
 		"early below a ms":    {"--early", "1500us"},

@@ -36,6 +36,10 @@ type GeneratorConfig struct {
 	FilteredFraction  float64
 	// Speed is event-time seconds per wall-clock second (1 = real time).
 	Speed float64
+	// Origin is what the event clock reads at start (zero: start itself):
+	// a demo of calendar days starts its clock just before a local
+	// midnight.
+	Origin time.Time
 	// MaxDisorder bounds how far an OnTime record lags the event clock; it
 	// must stay below the pipeline's max_out_of_orderness.
 	MaxDisorder time.Duration
@@ -70,7 +74,11 @@ func NewGenerator(cfg GeneratorConfig, start time.Time) *Generator {
 
 // EventClock is the event time at wall-clock now.
 func (g *Generator) EventClock(now time.Time) time.Time {
-	return g.start.Add(time.Duration(float64(now.Sub(g.start)) * g.cfg.Speed))
+	origin := g.start
+	if !g.cfg.Origin.IsZero() {
+		origin = g.cfg.Origin
+	}
+	return origin.Add(time.Duration(float64(now.Sub(g.start)) * g.cfg.Speed))
 }
 
 // Next returns the record generated at wall-clock now.

@@ -174,6 +174,19 @@ func TestEventClock(t *testing.T) {
 	}
 }
 
+// With an Origin the event clock starts there and runs at Speed from it.
+func TestEventClockOrigin(t *testing.T) {
+	cfg := testConfig()
+	cfg.Speed, cfg.Origin = 3600, time.Date(2030, 3, 30, 20, 0, 0, 0, time.UTC)
+	g := demo.NewGenerator(cfg, start)
+	if got := g.EventClock(start); !got.Equal(cfg.Origin) {
+		t.Errorf("EventClock(start) = %v, want the origin %v", got, cfg.Origin)
+	}
+	if got, want := g.EventClock(start.Add(1500*time.Millisecond)), cfg.Origin.Add(90*time.Minute); !got.Equal(want) {
+		t.Errorf("EventClock(start+1.5s) at speed 3600 = %v, want %v", got, want)
+	}
+}
+
 func TestDue(t *testing.T) {
 	tests := map[string]struct {
 		elapsed time.Duration

@@ -31,6 +31,10 @@ type State struct {
 	// late for its own window still joins a session of its key that is
 	// open, so the view does not promise it is a late event.
 	Sessions bool
+	// Zone is calendar days' time zone: the table shows each window as
+	// its local day and length, the watermark as a local time (the event
+	// clock runs far from the wall clock). nil: times in UTC.
+	Zone *time.Location
 
 	Sent          Counts  // what the generator produced, by class
 	SentRate      float64 // records/s over the last refresh
@@ -71,7 +75,7 @@ func Render(s State) string {
 	wrap(&b, s.Width, ", ", "    ", "  generated: "+strconv.FormatInt(s.Sent[OnTime], 10)+" on time",
 		fmt.Sprintf("%d stragglers", s.Sent[Straggler]), tooLate,
 		fmt.Sprintf("%d malformed", s.Sent[Malformed]), fmt.Sprintf("%d filtered out", s.Sent[Filtered]))
-	wrap(&b, s.Width, " ", "  ", "watermark", watermarkText(s.Watermark, s.Now))
+	wrap(&b, s.Width, " ", "  ", "watermark", watermarkText(s.Watermark, s.Now, s.Zone))
 	if s.Retractions > 0 {
 		wrap(&b, s.Width, " ", "  ", fmt.Sprintf("sessions: %d retracted", s.Retractions),
 			"(tombstones of sessions that a late record merged after they fired)")
@@ -86,7 +90,7 @@ func Render(s State) string {
 	// Less the lines above, the heading line, the table's header, the "+N
 	// more" line and the line the cursor ends on.
 	rows, more := fitRows(s.Rows, s.Lines, s.Lines-strings.Count(b.String(), "\n")-4)
-	table, hidden := fitTable(s.Columns, rows, s.Width)
+	table, hidden := fitTable(s.Columns, rows, s.Width, s.Zone)
 	if hidden > 0 {
 		wrap(&b, s.Width, " ", "", "latest result per key", fmt.Sprintf("(%d columns hidden: a wider terminal shows them):", hidden))
 	} else {
@@ -141,9 +145,12 @@ type column struct {
 // columns by priority (revision, then the aggregates from the last, then
 // firing; key, window and count stay). It returns the table and how many
 // columns it left out; lines still too wide are cut.
-func fitTable(aggregates []string, rows []Row, width int) (string, int) {
+func fitTable(aggregates []string, rows []Row, width int, zone *time.Location) (string, int) {
 	key := column{"key", "key", func(r Row) string { return r.Key }}
 	window := column{"window (UTC)", "window", func(r Row) string { return windowText(r.Start, r.End) }}
+	if zone != nil {
+		window = column{"day (" + zone.String() + ")", "day", func(r Row) string { return dayText(r.Start, r.End, zone) }}
+	}
 	count := column{"count", "n", func(r Row) string { return strconv.FormatInt(r.Count, 10) }}
 	firing := column{"firing", "firing", func(r Row) string { return r.Firing }}
 	revision := column{"revision", "rev", func(r Row) string { return strconv.FormatInt(r.Revision, 10) }}
@@ -239,12 +246,15 @@ func Summary(s State) string {
 		s.Late, s.DeadLetters, len(s.Rows), timeText(s.Watermark, time.RFC3339Nano), s.Brokers, s.MetricsURL)
 }
 
-func watermarkText(wm int64, now time.Time) string {
+func watermarkText(wm int64, now time.Time, zone *time.Location) string {
 	switch wm {
 	case math.MinInt64:
 		return "none yet (every partition needs a record, or to go idle)"
 	case math.MaxInt64:
 		return "end of input"
+	}
+	if zone != nil {
+		return time.UnixMilli(wm).In(zone).Format("Mon 2 Jan 2006 15:04:05 MST")
 	}
 	return fmt.Sprintf("%s UTC (%s)", timeText(wm, "15:04:05.000"), clockText(now.Sub(time.UnixMilli(wm))))
 }
@@ -276,6 +286,13 @@ func windowText(start, end int64) string {
 		return "global (all time)"
 	}
 	return "[" + timeText(start, time.TimeOnly) + ", " + timeText(end, time.TimeOnly) + ")"
+}
+
+// dayText is a calendar day's window: its local date and its length,
+// which is not 24h on the days the clocks change.
+func dayText(start, end int64, zone *time.Location) string {
+	hours := strconv.FormatFloat(float64(end-start)/3600e3, 'f', -1, 64)
+	return time.UnixMilli(start).In(zone).Format("Mon 2 Jan") + " (" + hours + "h)"
 }
 
 // numberText shortens fractions to one decimal; integers stay as written.

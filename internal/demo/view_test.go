@@ -254,3 +254,34 @@ func TestRenderSessionsLabelsTooLate(t *testing.T) {
 		t.Errorf("Render(sessions) does not say what too late means there:\n%s", got)
 	}
 }
+
+// TestRenderCalendarDays: with a Zone, the table shows each window as its
+// local day and length (31 March 2030 in Berlin is 23 hours), the
+// watermark as a local time, and the frame still fits 80x24.
+func TestRenderCalendarDays(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sampleState()
+	s.Zone, s.Width, s.Lines = berlin, 80, 24
+	s.Settings = "days in Europe/Berlin, event clock 1h a second from Sat 30 Mar 2030 21:00 CET · max_out_of_orderness 1s · allowed_lateness 1h · 8 keys, 50 records/s"
+	day := func(y int, m time.Month, d int) int64 { return time.Date(y, m, d, 0, 0, 0, 0, berlin).UnixMilli() }
+	s.Rows[0].Start, s.Rows[0].End, s.Rows[0].Firing = day(2030, 3, 30), day(2030, 3, 31), "on_time"
+	s.Rows[1].Start, s.Rows[1].End, s.Rows[1].Firing = day(2030, 3, 31), day(2030, 4, 1), "early"
+	s.Watermark = time.Date(2030, 3, 31, 14, 30, 0, 0, berlin).UnixMilli()
+	got := demo.Render(s)
+	for _, want := range []string{" day ", "Sat 30 Mar (24h)", "Sun 31 Mar (23h)", "watermark Sun 31 Mar 2030 14:30:00 CEST"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Render(calendar days) lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "\n"); n > s.Lines-1 {
+		t.Errorf("Render(calendar days) has %d lines, want at most %d:\n%s", n, s.Lines-1, got)
+	}
+	for line := range strings.Lines(got) {
+		if w := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); w > s.Width {
+			t.Errorf("Render(calendar days): line of %d columns: %q", w, line)
+		}
+	}
+}

@@ -27,6 +27,10 @@ type earlyTicks struct {
 	proc    int64      // the last processing-time tick index seen; math.MinInt64: none yet
 	changed []earlyRef // windows flagged changed since the last tick, oldest first
 	due     []earlyDue // scratch: the windows a tick fires
+	// Scratch of sliding windows' ticks (Engine.fireEarlySliding): the
+	// changed panes, the windows in key order, and per end their count.
+	panes, byKey []earlyDue
+	counts       []int
 }
 
 // earlyRef names a flagged window: a pane (tumbling windows, sessions), or
@@ -79,8 +83,11 @@ func (t *earlyTicks) procTick(now int64) bool {
 
 // sortDue puts due in firing order: window end, then key (by sort key;
 // cmpKeys breaks prefix ties), then partition.
-func (t *earlyTicks) sortDue(cmpKeys func(a, b int32) int) {
-	slices.SortFunc(t.due, func(a, b earlyDue) int {
+func (t *earlyTicks) sortDue(cmpKeys func(a, b int32) int) { sortEarly(t.due, cmpKeys) }
+
+// sortEarly sorts due by window end, then key.
+func sortEarly(due []earlyDue, cmpKeys func(a, b int32) int) {
+	slices.SortFunc(due, func(a, b earlyDue) int {
 		if c := cmp.Compare(a.end, b.end); c != 0 {
 			return c
 		}
@@ -143,28 +150,70 @@ func (e *Engine) fireEarly() {
 			}
 			continue
 		}
-		// The pane's windows that are not due; a sliding key's panes share
-		// windows, repeated here and removed after the sort.
-		for s := e.lastStart(r.start); s >= e.firstStart(r.start); s -= e.slide {
-			end := e.window(s).End
-			if end-1 <= e.wm {
-				break
-			}
-			t.due = append(t.due, earlyDue{end: end, prefix: sortPrefix(k.sortKey()), ref: earlyRef{key: r.key, pane: noPane, start: s}})
-		}
+		t.panes = append(t.panes, earlyDue{prefix: sortPrefix(k.sortKey()), ref: earlyRef{key: r.key, pane: noPane, start: r.start}})
 	}
 	clear(t.changed)
 	t.changed = t.changed[:0]
-	t.sortDue(func(a, b int32) int {
+	cmpKeys := func(a, b int32) int {
 		ka, kb := e.keys.at(a), e.keys.at(b)
 		return cmp.Or(compareKeys(ka, kb), cmp.Compare(ka.part, kb.part))
-	})
-	if !e.tumbling {
-		t.due = slices.CompactFunc(t.due, func(a, b earlyDue) bool { return a.ref == b.ref })
+	}
+	if e.tumbling {
+		t.sortDue(cmpKeys)
+	} else {
+		e.dueSliding(cmpKeys)
 	}
 	for _, d := range t.due {
 		e.emit(d.ref.key, e.keys.at(d.ref.key), d.ref.start, Early)
 	}
+}
+
+// dueSliding puts the windows of the changed sliding panes (t.panes) that
+// are not due into t.due, in firing order. A pane is in size/slide
+// windows, so rather than sorting them all it sorts the panes by key,
+// lists their windows in that order, and then places them by end, stably:
+// every end is on the slide's grid, so an end's place is (end - the
+// least end) / slide. A key's panes share windows, listed once.
+func (e *Engine) dueSliding(cmpKeys func(a, b int32) int) {
+	t := &e.early
+	sortEarly(t.panes, cmpKeys)
+	t.byKey = t.byKey[:0]
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, p := range t.panes {
+		for s := e.lastStart(p.ref.start); s >= e.firstStart(p.ref.start); s -= e.slide {
+			end := e.window(s).End
+			if end-1 <= e.wm {
+				break
+			}
+			t.byKey = append(t.byKey, earlyDue{end: end, prefix: p.prefix, ref: earlyRef{key: p.ref.key, pane: noPane, start: s}})
+			lo, hi = min(lo, end), max(hi, end)
+		}
+	}
+	t.panes = t.panes[:0]
+	t.due = t.due[:0]
+	if len(t.byKey) == 0 {
+		return
+	}
+	if n := (hi-lo)/e.slide + 1; n > int64(4*len(t.byKey)) { // ends far apart (a watermark held back): sort
+		t.due = append(t.due, t.byKey...)
+		sortEarly(t.due, cmpKeys)
+	} else {
+		t.counts = slices.Grow(t.counts[:0], int(n)+1)[:n+1]
+		clear(t.counts)
+		for _, d := range t.byKey {
+			t.counts[(d.end-lo)/e.slide+1]++
+		}
+		for i := 1; i < len(t.counts); i++ {
+			t.counts[i] += t.counts[i-1]
+		}
+		t.due = slices.Grow(t.due, len(t.byKey))[:len(t.byKey)]
+		for _, d := range t.byKey {
+			i := (d.end - lo) / e.slide
+			t.due[t.counts[i]] = d
+			t.counts[i]++
+		}
+	}
+	t.due = slices.CompactFunc(t.due, func(a, b earlyDue) bool { return a.ref == b.ref })
 }
 
 // restoredChanged flags restored pane pi of key ki if its entry says it

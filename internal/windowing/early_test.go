@@ -146,3 +146,46 @@ func withEarly(s windowing.Spec, every int64, event bool) windowing.Spec {
 	s.Early = windowing.EarlySpec{Every: every, Event: event}
 	return s
 }
+
+// TestEarlySlidingOrder: a sliding tick fires the changed windows by end,
+// then key, each once, whichever key changed first; with a window far
+// ahead of the others (a record of the far future, the watermark held
+// back) too, where the ends are too far apart to be placed by slide.
+func TestEarlySlidingOrder(t *testing.T) {
+	ka, fa := textKey("a")
+	kb, fb := textKey("b")
+	type fired struct {
+		key   string
+		start int64
+	}
+	const far = 1_000_000_000
+	tests := map[string]struct {
+		far  bool
+		want []fired
+	}{
+		"ends near": {false, []fired{{ka, 0}, {kb, 0}, {ka, 5}}},
+		"one far":   {true, []fired{{ka, 0}, {kb, 0}, {ka, 5}, {kb, far - 5}, {kb, far}}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			e, c := newEngine(t, withEarly(params{"sliding", 10, 5, 0, 0, "on_watermark"}.spec(sumCount...), 5, true))
+			e.Advance(0) // where ticks count from
+			e.Add(rec(0, 0, kb, fb, 1, 1))
+			e.Add(rec(0, 1, ka, fa, 1, 1))
+			e.Add(rec(0, 2, ka, fa, 6, 1)) // a second pane of a: [0,10) once
+			if tt.far {
+				e.Add(rec(0, 3, kb, fb, far+1, 1))
+			}
+			e.Advance(4) // a tick; [-5,5) is due on time
+			var got []fired
+			for _, r := range c.got {
+				if r.Firing == windowing.Early {
+					got = append(got, fired{r.Key, r.Window.Start})
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("early firings %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
