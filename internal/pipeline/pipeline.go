@@ -127,7 +127,7 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	}
 	windowKindSpec(w, &s)
 	for _, a := range cfg.Aggregates {
-		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q, K: a.K})
+		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: aggFns[a.Func()], Q: a.Q, K: a.K})
 	}
 	return s
 }
