@@ -373,8 +373,8 @@ func TestCommitTransactionEndTxnFails(t *testing.T) {
 
 // TestCommitTransactionBrokersSilent: EndTxn is not answered before the
 // commit's deadline: the core is told Abort, the transaction is ended
-// locally, the next one begins, and commit returns no error (the records
-// are read again once the brokers answer).
+// locally, the next one begins, and commit returns no error; the records
+// read again then commit once.
 func TestCommitTransactionBrokersSilent(t *testing.T) {
 	h := newTxnHarness(t)
 	h.process()
@@ -395,6 +395,11 @@ func TestCommitTransactionBrokersSilent(t *testing.T) {
 	if !h.c.cycle.inTxn {
 		t.Error("no transaction begun after the abort")
 	}
+	h.process() // restored and read again from the last commit
+	if err := h.commit(h.ctx); err != nil {
+		t.Fatalf("commit after the abort = %v, want nil", err)
+	}
+	h.wantResults() // the transaction left open on the broker holds none of it
 }
 
 // TestCommitTransactionOutputFailed: outputs the brokers refuse for good
