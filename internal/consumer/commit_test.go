@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -380,13 +381,27 @@ func TestCommitTransactionBrokersSilent(t *testing.T) {
 	h.process()
 	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
 	defer cancel()
+	var answered atomic.Bool // the commit returned: EndTxn is answered again
 	h.kc.ControlKey(kmsg.EndTxn.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		<-ctx.Done() // the client has given up: this answer reaches no one
+		h.kc.KeepControl()
+		if answered.Load() {
+			h.kc.DropControl()
+			return nil, nil, false
+		}
+		if !r.(*kmsg.EndTxnRequest).Commit {
+			return nil, nil, false
+		}
+		// Answered once the client has given up. Should the answer reach
+		// it first, it is one that kgo retries: every try until the
+		// commit returns meets this too, so nothing commits.
+		<-ctx.Done()
 		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.InvalidTxnState.Code
+		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil, true
 	})
-	if err := h.commit(ctx); err != nil {
+	err := h.commit(ctx)
+	answered.Store(true)
+	if err != nil {
 		t.Fatalf("commit = %v, want nil (brokers out of reach are waited for)", err)
 	}
 	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
