@@ -234,16 +234,18 @@ func runPipeline(b *testing.B, cfg config.Config, drain bool, extra ...kgo.Opt) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	deadline := time.Now().Add(waitTimeout)
-	for !reg.done(benchRecords) {
-		if time.Now().After(deadline) {
+	finished := false
+	defer func() { // the wait below failed
+		if !finished {
 			cancel()
 			<-done
 			c.Close()
-			b.Fatalf("not done after %v", waitTimeout)
 		}
-		time.Sleep(time.Millisecond) // polling for the end; reading the counters is cheap
-	}
+	}()
+	// Looked at every millisecond, for the timing: reading the counters is cheap.
+	waitForf(b, waitTimeout, time.Millisecond, func() bool { return reg.done(benchRecords) },
+		func() string { return "every record with an outcome and every output acknowledged" })
+	finished = true
 	wall, cpu := first.since()
 	run := pipelineRun{timing: timing{wall: wall, cpu: cpu, records: benchRecords,
 		commits: sum(reg.commits, func(result string) bool { return result == "committed" })}}

@@ -214,10 +214,11 @@ func waitCommittedWithin(t testing.TB, d time.Duration, brokers []string, ends m
 func waitGroupCommittedWithin(t testing.TB, d time.Duration, brokers []string, group string, ends map[int32]int64, svcs ...*service) time.Time {
 	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
-	deadline := time.Now().Add(d)
-	for {
+	var offs kadm.OffsetResponses
+	var err error
+	waitForf(t, d, pollEvery, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		offs, err := adm.FetchOffsets(ctx, group)
+		offs, err = adm.FetchOffsets(ctx, group)
 		cancel()
 		done := err == nil
 		for p, end := range ends {
@@ -225,7 +226,7 @@ func waitGroupCommittedWithin(t testing.TB, d time.Duration, brokers []string, g
 			done = done && ok && o.Err == nil && o.At == end
 		}
 		if done {
-			return time.Now()
+			return true
 		}
 		for _, s := range svcs {
 			select {
@@ -235,11 +236,9 @@ func waitGroupCommittedWithin(t testing.TB, d time.Duration, brokers []string, g
 			default:
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not committed to %v after %v: %v (%v)", inTopic, ends, d, offs, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling for an event
-	}
+		return false
+	}, func() string { return fmt.Sprintf("%s committed to %v (%v, %v)", inTopic, ends, offs, err) })
+	return time.Now()
 }
 
 // checkOutputs reads every output topic (read_committed) and checks that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -55,24 +54,22 @@ func TestRebalanceUnderLoad(t *testing.T) {
 func waitSplit(t testing.TB, brokers []string, group string) {
 	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
+	waitFor(t, waitTimeout, "group "+group+" splitting 4 partitions over 2 members", func() bool {
 		gs, err := adm.DescribeGroups(context.Background(), group)
-		if g, ok := gs[group]; err == nil && ok && g.State == "Stable" && len(g.Members) == 2 {
-			split := true
-			for _, m := range g.Members {
-				c, _ := m.Assigned.AsConsumer()
-				n := 0
-				for _, tp := range c.Topics {
-					n += len(tp.Partitions)
-				}
-				split = split && n == 2
+		g, ok := gs[group]
+		if err != nil || !ok || g.State != "Stable" || len(g.Members) != 2 {
+			return false
+		}
+		for _, m := range g.Members {
+			c, _ := m.Assigned.AsConsumer()
+			n := 0
+			for _, tp := range c.Topics {
+				n += len(tp.Partitions)
 			}
-			if split {
-				return
+			if n != 2 {
+				return false
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling for an event
-	}
-	t.Fatalf("group %s never split 4 partitions over 2 members", group)
+		return true
+	})
 }

@@ -37,6 +37,67 @@ const (
 	dlqTopic     = "calls-dlq"
 )
 
+// pollEvery is how often the waits below look at what they wait for.
+const pollEvery = 20 * time.Millisecond
+
+// waitFor waits until cond holds, looking every pollEvery, or fails after
+// d saying what it waited for. cond runs on the test's goroutine (it may
+// fail the test itself).
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	waitForf(t, d, pollEvery, cond, func() string { return what })
+}
+
+// pollUntil looks at cond every pollEvery until it holds (true) or d has
+// passed (false): the wait for an event of another process or of the
+// broker, which no channel announces. Callers that can say more than
+// waitFor about what is missing fail with it.
+func pollUntil(d time.Duration, cond func() bool) bool {
+	if cond() {
+		return true
+	}
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if cond() {
+				return true
+			}
+		case <-deadline.C:
+			return cond()
+		}
+	}
+}
+
+// waitForf is waitFor looking every every, with a failure message made
+// when it fails (from what cond saw last).
+func waitForf(t testing.TB, d, every time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	if cond() {
+		return
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if cond() {
+				return
+			}
+		case <-deadline.C:
+			if cond() {
+				return
+			}
+			t.Fatalf("%s: not after %v", what(), d)
+		}
+	}
+}
+
 // newCluster starts a one-broker kfake cluster with the input topic in
 // partitions partitions and one-partition output topics, so each output
 // topic keeps emission order.

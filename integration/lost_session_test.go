@@ -122,19 +122,13 @@ func TestBrokerRestartsTwoInstancesRepeatNoResult(t *testing.T) {
 func waitGroupEmpty(t testing.TB, brokers []string, group string) {
 	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	var err error
+	waitForf(t, waitTimeout, pollEvery, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		gs, err := adm.DescribeGroups(ctx, group)
+		gs, derr := adm.DescribeGroups(ctx, group)
 		cancel()
-		if err == nil {
-			if g, ok := gs[group]; ok && g.Err == nil && len(g.Members) == 0 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s still has members after %v: %v", group, waitTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling for an event
-	}
+		err = derr
+		g, ok := gs[group]
+		return err == nil && ok && g.Err == nil && len(g.Members) == 0
+	}, func() string { return fmt.Sprintf("group %s without members (%v)", group, err) })
 }

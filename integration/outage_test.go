@@ -2,11 +2,13 @@ package integration
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,29 +71,6 @@ func (b *binaryRun) status(probe string) int {
 	return resp.StatusCode
 }
 
-// waitFor polls cond until it holds, or fails after d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !pollUntil(d, cond) {
-		t.Fatalf("%s: not after %v", what, d)
-	}
-}
-
-// pollUntil polls cond every 20ms until it holds (true) or d has passed
-// (false): the wait for an event of another process or of the broker,
-// which no channel announces. Callers that can say more than waitFor
-// about what is missing fail with it.
-func pollUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond) // polling for an event
-	}
-	return true
-}
-
 // wait returns the exit status and how long the process took to exit, or
 // fails if it still runs after d.
 func (b *binaryRun) wait(t testing.TB, d time.Duration) (int, time.Duration) {
@@ -110,6 +89,30 @@ func (b *binaryRun) wait(t testing.TB, d time.Duration) (int, time.Duration) {
 		t.Fatalf("still running %v later\n%s", d, b.out)
 		return 0, 0
 	}
+}
+
+// sum is the sum over the series of metric name on /metrics (0 if it
+// does not answer).
+func (b *binaryRun) sum(name string) float64 {
+	resp, err := http.Get(b.probes + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for line := range strings.Lines(string(body)) {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]), 64); err == nil {
+			total += v
+		}
+	}
+	return total
 }
 
 // sigterm sends SIGTERM and returns the exit status and how long after it
@@ -147,15 +150,19 @@ func TestBrokersDownAtStart(t *testing.T) {
 		}
 	})
 
-	t.Run("down for 5s, then up", func(t *testing.T) {
+	t.Run("down, then up", func(t *testing.T) {
 		cfg := parseConfig(t, callsConfig(tumbling), brokers)
 		lines := calls(600, 4, 5)
 		want := replay(t, cfg, onePartition(lines), noWallClock)
 		b := startBinary(t, path)
-		time.Sleep(5 * time.Second) // the outage: nothing listens on the port
-		if out := b.out.String(); !strings.Contains(out, "connection refused") {
-			t.Errorf("log after 5s of outage does not give the cause (connection refused):\n%s", out)
-		}
+		// The outage: nothing listens on the port until the service has
+		// retried twice, its log giving the cause.
+		waitForf(t, waitTimeout, pollEvery, func() bool {
+			out := b.out.String()
+			return strings.Count(out, "connect to Kafka failed; retrying") >= 2 && strings.Contains(out, "connection refused")
+		}, func() string {
+			return "two retries and the cause (connection refused) in the log:\n" + b.out.String()
+		})
 		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(1, inTopic),
 			kfake.SeedTopics(1, resultsTopic, lateTopic, dlqTopic))
 		if err != nil {
@@ -204,14 +211,19 @@ func TestSigtermWhileBrokerSilent(t *testing.T) {
 	}()
 	path := writeConfig(t, callsConfig(tumbling), []string{ln.Addr().String()})
 	b := startBinary(t, path)
-	time.Sleep(3 * time.Second)
+	waitFor(t, waitTimeout, "a connection to the silent broker, and the probes up", func() bool {
+		mu.Lock()
+		n := len(conns)
+		mu.Unlock()
+		return n > 0 && b.status("/healthz") == http.StatusOK
+	})
 	if got := b.status("/readyz"); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz while the broker is silent = %d, want 503", got)
 	}
 	code, took := b.sigterm(t)
-	t.Logf("SIGTERM 3s into start-up against a silent broker: exit %d after %v", code, took.Round(time.Millisecond))
+	t.Logf("SIGTERM during start-up against a silent broker: exit %d after %v", code, took.Round(time.Millisecond))
 	if code != 0 || took > time.Second {
-		t.Errorf("SIGTERM 3s into start-up: exit %d after %v, want 0 within 1s\n%s", code, took, b.out)
+		t.Errorf("SIGTERM during start-up: exit %d after %v, want 0 within 1s\n%s", code, took, b.out)
 	}
 }
 
@@ -245,10 +257,11 @@ func runAsUser(t *testing.T, what, user, password string, opts ...kfake.Opt) str
 	return b.out.String()
 }
 
-// The brokers go away while the service runs and come back 15s later (on
-// the same ports, with their data): the service does not exit, /readyz is
-// 503 while they are away (after 10s without an answer) and 200 again
-// after, and it goes on with what was produced meanwhile.
+// The brokers go away while the service runs and come back after /readyz
+// said so and two more connection attempts (on the same ports, with their
+// data): the service does not exit, /readyz is 503 while they are away
+// (after 10s without an answer) and 200 again after, and it goes on with
+// what was produced meanwhile.
 func TestBrokersLostWhileRunning(t *testing.T) {
 	rc := newRestartable(t, 1)
 	brokers := rc.kc.ListenAddrs()
@@ -265,7 +278,11 @@ func TestBrokersLostWhileRunning(t *testing.T) {
 	lost := time.Now()
 	waitFor(t, 20*time.Second, "/readyz 503 with the brokers away", func() bool { return b.status("/readyz") == http.StatusServiceUnavailable })
 	t.Logf("/readyz 503 %v after the brokers went away", time.Since(lost).Round(time.Millisecond))
-	time.Sleep(time.Until(lost.Add(15 * time.Second)))
+	// The outage goes on while the service tries twice more (not 503 and
+	// gone: it keeps retrying).
+	const refused = "unable to open connection to broker"
+	tries := strings.Count(b.out.String(), refused)
+	waitFor(t, waitTimeout, "two more connection attempts", func() bool { return strings.Count(b.out.String(), refused) >= tries+2 })
 	select {
 	case err := <-b.exited:
 		t.Fatalf("the service exited while the brokers were away: %v\n%s", err, b.out)
@@ -299,7 +316,9 @@ func TestSigtermWhileBrokersLost(t *testing.T) {
 	}
 	waitGroupCommitted(t, brokers, ends, waitTimeout)
 	kc.Close()
-	time.Sleep(time.Second)
+	waitFor(t, waitTimeout, "the service meeting the brokers away", func() bool {
+		return strings.Contains(b.out.String(), "unable to open connection to broker")
+	})
 	code, took := b.sigterm(t)
 	t.Logf("SIGTERM with the brokers away: exit %d after %v", code, took.Round(time.Millisecond))
 	if code != 0 || took > 10*time.Second {
@@ -343,7 +362,6 @@ func TestSigtermDuringJoin(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatalf("no JoinGroup reached the broker\n%s", b.out)
 	}
-	time.Sleep(200 * time.Millisecond)
 	code, took := b.sigterm(t)
 	t.Logf("SIGTERM during the group join: exit %d after %v", code, took.Round(time.Millisecond))
 	if code != 0 || took > time.Second {

@@ -143,18 +143,16 @@ func flushed(t testing.TB, cfg config.Config, inputs []input) []string {
 
 func waitGauge(t testing.TB, reg *prometheus.Registry, name string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
+	waitFor(t, waitTimeout, fmt.Sprintf("%s at %v", name, want), func() bool {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, mf := range mfs {
 			if mf.GetName() == name && len(mf.GetMetric()) > 0 && mf.GetMetric()[0].GetGauge().GetValue() == want {
-				return
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling for an event
-	}
-	t.Fatalf("%s never reached %v", name, want)
+		return false
+	})
 }

@@ -70,7 +70,7 @@ func TestStaticMembershipTakeover(t *testing.T) {
 			// Records that A applies, in a transaction open when it dies;
 			// the ones after, B alone consumes.
 			produceParts(t, brokers, lines[:900], 600, part)
-			time.Sleep(50 * time.Millisecond)
+			waitFor(t, waitTimeout, "A applying the 900 records", func() bool { return a.sum("aggregator_records_total") >= 900 })
 			if err := a.cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}

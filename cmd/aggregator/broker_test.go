@@ -99,17 +99,25 @@ func TestLocalLoop(t *testing.T) {
 	}
 }
 
-// waitFor polls out until re matches and returns its first group.
+// waitFor looks at out every 10ms until re matches and returns its first
+// group; it fails once ctx ends.
 func waitFor(t *testing.T, ctx context.Context, out *lockedBuffer, re *regexp.Regexp) string {
 	t.Helper()
-	for ctx.Err() == nil {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			return m[1]
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				return m[1]
+			}
+			t.Fatalf("no %q in the output:\n%s", re, out.String())
+		}
 	}
-	t.Fatalf("no %q in the output:\n%s", re, out.String())
-	return ""
 }
 
 // TestBrokerCreatesTopicsOnFirstUse: a producer's metadata request for a

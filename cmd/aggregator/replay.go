@@ -95,7 +95,11 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 			}
 		}
 		proc.Process(rec, now)
-		out.write(proc.Ready(false)) // before the next line: late events and dead letters hold it
+		// Before the next line (late events and dead letters hold it);
+		// most records emit nothing, and then there is no call.
+		if rd := proc.Ready(false); len(rd.Outputs) > 0 {
+			out.write(&rd)
+		}
 		return nil
 	}
 	topic := ""
@@ -143,7 +147,8 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 	}
 	if flush {
 		proc.Flush()
-		out.write(proc.Ready(false))
+		rd := proc.Ready(false)
+		out.write(&rd)
 	}
 	return out.err
 }
@@ -208,7 +213,7 @@ type replayOutput struct {
 }
 
 // write writes a Ready's outputs.
-func (o *replayOutput) write(rd ready.Ready) {
+func (o *replayOutput) write(rd *ready.Ready) {
 	for i := range rd.Outputs {
 		out := &rd.Outputs[i]
 		switch out.Kind {

@@ -1,5 +1,7 @@
 package config
 
+import "slices"
+
 // The YAML enum strings are compared here only: the other packages ask a
 // validated config what it says through these methods and constants.
 
@@ -107,4 +109,33 @@ func (s Sink) Codec() Compression {
 		return Zstd
 	}
 	return NoCompression
+}
+
+// AggFn is aggregates[].fn.
+type AggFn uint8
+
+const (
+	FnCount AggFn = iota
+	FnSum
+	FnMin
+	FnMax
+	FnAvg
+	FnFirst
+	FnLast
+	FnCountDistinct
+	FnQuantile
+	FnTopK
+)
+
+// aggFnNames are aggregates[].fn's names, by AggFn: the one list of the
+// known aggregate functions.
+var aggFnNames = [...]string{
+	FnCount: "count", FnSum: "sum", FnMin: "min", FnMax: "max", FnAvg: "avg",
+	FnFirst: "first", FnLast: "last", FnCountDistinct: "count_distinct", FnQuantile: "quantile", FnTopK: "top_k",
+}
+
+// Func is the aggregate's function; a validated config names a known one
+// (an unknown name, which validation rejects, reads as FnCount).
+func (a Aggregate) Func() AggFn {
+	return AggFn(max(slices.Index(aggFnNames[:], a.Fn), 0))
 }

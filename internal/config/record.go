@@ -13,11 +13,11 @@ var formats = map[string]record.Format{
 }
 
 // needs maps each aggregate fn to what it needs of its field.
-var needs = map[string]record.Need{
-	"count": record.NeedNothing,
-	"sum":   record.NeedNumber, "min": record.NeedNumber, "max": record.NeedNumber, "avg": record.NeedNumber, "quantile": record.NeedNumber,
-	"first": record.NeedValue, "last": record.NeedValue, "count_distinct": record.NeedValue,
-	"top_k": record.NeedValueOrNull,
+var needs = [...]record.Need{
+	FnCount: record.NeedNothing,
+	FnSum:   record.NeedNumber, FnMin: record.NeedNumber, FnMax: record.NeedNumber, FnAvg: record.NeedNumber, FnQuantile: record.NeedNumber,
+	FnFirst: record.NeedValue, FnLast: record.NeedValue, FnCountDistinct: record.NeedValue,
+	FnTopK: record.NeedValueOrNull,
 }
 
 // RecordSpec is the decoder's part of c: the source, the punctuated
@@ -47,7 +47,7 @@ func (c Config) RecordSpec() record.Spec {
 		s.Filters = append(s.Filters, record.Filter{Field: f.Field, Equals: f.Equals})
 	}
 	for _, a := range c.Aggregates {
-		s.Aggregates = append(s.Aggregates, record.Aggregate{Field: a.Field, Need: needs[a.Fn]})
+		s.Aggregates = append(s.Aggregates, record.Aggregate{Field: a.Field, Need: needs[a.Func()]})
 	}
 	if c.Window.Type == "session" {
 		s.GapField = c.Window.GapField

@@ -377,9 +377,6 @@ func (c *Config) validateFixedWindow(src *sources) *KeyError {
 	return nil
 }
 
-// aggregateFns are the known aggregate functions.
-var aggregateFns = []string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile", "top_k"}
-
 func (c *Config) validateAggregates(src *sources) *KeyError {
 	if len(c.Aggregates) == 0 {
 		return &KeyError{Key: "aggregates", Value: "[]", Reason: "required: at least one, such as {name: calls, fn: count}"}
@@ -400,7 +397,7 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 	if j := slices.IndexFunc(c.Aggregates, func(b Aggregate) bool { return b.Name == a.Name }); j < i {
 		return &KeyError{Key: key + ".name", Value: a.Name, Reason: fmt.Sprintf("repeats aggregates[%d].name", j)}
 	}
-	if err := oneOf(key+".fn", a.Fn, aggregateFns...); err != nil {
+	if err := oneOf(key+".fn", a.Fn, aggFnNames[:]...); err != nil {
 		return err
 	}
 	if err := c.checkApplies(src, key+".field", key+".q", key+".k"); err != nil {

@@ -28,7 +28,7 @@ func TestGeneratorAvro(t *testing.T) {
 	reasons := map[string]int{}
 	var rec record.Record
 	for _, r := range generate(cfg, 3000) {
-		kind, err := dec.Decode(r.Value, record.Meta{}, &rec)
+		kind, err := dec.Decode(&record.Input{Value: r.Value}, &rec)
 		var de *record.DecodeError
 		switch {
 		case r.Class == demo.Malformed && errors.As(err, &de):

@@ -127,7 +127,7 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	}
 	windowKindSpec(w, &s)
 	for _, a := range cfg.Aggregates {
-		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: a.Fn, Q: a.Q, K: a.K})
+		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: aggFns[a.Func()], Q: a.Q, K: a.K})
 	}
 	return s
 }
@@ -208,17 +208,13 @@ func (p *Processor) SetCaughtUp(partition int32, caughtUp bool, now int64) {
 
 // Process decodes one record and applies it.
 func (p *Processor) Process(in *Input, now int64) Outcome {
-	kind, err := p.dec.Decode(in.Value, meta(in), &p.rec)
+	kind, err := p.dec.Decode(in, &p.rec)
 	return p.ProcessDecoded(in, &p.rec, kind, err, now)
-}
-
-func meta(in *Input) record.Meta {
-	return record.Meta{Key: in.Key, Timestamp: in.Timestamp, Partition: in.Partition, Offset: in.Offset}
 }
 
 // Decode decodes in with dec, a decoder from NewDecoder, into rec.
 func Decode(dec *record.Decoder, in *Input, rec *record.Record) (record.Kind, error) {
-	return dec.Decode(in.Value, meta(in), rec)
+	return dec.Decode(in, rec)
 }
 
 // ProcessDecoded applies a record that was decoded elsewhere (kind and

@@ -10,6 +10,14 @@ var calendarUnits = [...]windowing.CalendarUnit{
 	config.CalendarDay: windowing.CalendarDay, config.CalendarWeek: windowing.CalendarWeek, config.CalendarMonth: windowing.CalendarMonth,
 }
 
+// aggFns maps aggregates[].fn to the engine's functions.
+var aggFns = [...]windowing.Fn{
+	config.FnCount: windowing.FnCount, config.FnSum: windowing.FnSum, config.FnMin: windowing.FnMin,
+	config.FnMax: windowing.FnMax, config.FnAvg: windowing.FnAvg, config.FnFirst: windowing.FnFirst,
+	config.FnLast: windowing.FnLast, config.FnCountDistinct: windowing.FnCountDistinct,
+	config.FnQuantile: windowing.FnQuantile, config.FnTopK: windowing.FnTopK,
+}
+
 // windowKindSpec fills in the parts of s for calendar, global and count
 // windows and early firings.
 func windowKindSpec(w config.Window, s *windowing.Spec) {

@@ -27,11 +27,11 @@ const (
 	avroAny                   // first, last, top_k: a number, string or boolean (objects and arrays, top_k's among them, as their JSON text)
 )
 
-func avroAggOf(fn string) avroAgg {
+func avroAggOf(fn config.AggFn) avroAgg {
 	switch fn {
-	case "count", "count_distinct":
+	case config.FnCount, config.FnCountDistinct:
 		return avroLong
-	case "first", "last", "top_k":
+	case config.FnFirst, config.FnLast, config.FnTopK:
 		return avroAny
 	}
 	return avroDouble
@@ -53,7 +53,7 @@ type AvroEncoder struct {
 func NewAvroEncoder(cfg config.Config, id uint32) *AvroEncoder {
 	e := &AvroEncoder{header: binary.BigEndian.AppendUint32([]byte{0}, id), keys: len(cfg.Source.Key), zone: cfg.Window.Zone()}
 	for _, a := range cfg.Aggregates {
-		e.aggs = append(e.aggs, avroAggOf(a.Fn))
+		e.aggs = append(e.aggs, avroAggOf(a.Func()))
 	}
 	return e
 }
@@ -116,7 +116,7 @@ func AvroSchema(cfg config.Config) string {
 	for i, n := range avroNames(cfg.AggregateNames()) {
 		a := cfg.Aggregates[i]
 		typ := map[avroAgg][]string{avroLong: {"null", "long"}, avroDouble: {"null", "double"},
-			avroAny: {"null", "double", "string", "boolean"}}[avroAggOf(a.Fn)]
+			avroAny: {"null", "double", "string", "boolean"}}[avroAggOf(a.Func())]
 		aggFields = append(aggFields, avroField{Name: n, Doc: a.Name + ": " + a.Fn + " " + a.Field, Type: typ, Default: nullDefault{}})
 	}
 	schema := map[string]any{

@@ -6,7 +6,10 @@
 // only. The package holds data, no behaviour.
 package ready
 
-import "aggregator/internal/windowing"
+import (
+	"aggregator/internal/record"
+	"aggregator/internal/windowing"
+)
 
 // A Ready is what the shell must make durable, in this order: Outputs,
 // then Changelog, then Positions; Offsets are committed last (with
@@ -57,20 +60,7 @@ type Event struct {
 }
 
 // Input is one record as read from Kafka or a replay file.
-type Input struct {
-	Topic string
-	// Partition is the partition's state id, everywhere: partitions of all
-	// input topics numbered one after another, topic after topic in
-	// source.topics order (one topic: the Kafka partition). It is the
-	// operators' partition and the changelog partition.
-	Partition int32
-	// KafkaPartition is the partition of Topic the record was read from
-	// (the source partition header of a late event or dead letter).
-	KafkaPartition int32
-	Offset         int64
-	Key, Value     []byte
-	Timestamp      int64 // the Kafka record timestamp, ms
-}
+type Input = record.Input
 
 // Changelog is one record for the changelog partition of an input
 // partition (its state id). A nil Value is a tombstone; it carries Tag in

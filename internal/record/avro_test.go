@@ -108,8 +108,8 @@ func TestDecodeAvro(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := decode(dec, string(tt.value), record.Meta{})
-			want, jerr := decode(jdec, strings.Replace(asJSON, "%s", tt.json, 1), record.Meta{})
+			got, err := decode(dec, string(tt.value), record.Input{})
+			want, jerr := decode(jdec, strings.Replace(asJSON, "%s", tt.json, 1), record.Input{})
 			if err != nil || jerr != nil || !reflect.DeepEqual(got, want) {
 				t.Errorf("Decode(avro) = %+v, %v\nwant (as JSON) %+v, %v", got, err, want, jerr)
 			}
@@ -124,17 +124,17 @@ func TestDecodeAvroFilteredAndMissing(t *testing.T) {
 	}
 	failed := call("s1", 1, map[string]any{"long": int64(1)})
 	failed["callType"] = "failed"
-	if got, err := decode(dec, string(avroValue(t, 1, callSchemaV1, failed)), record.Meta{}); err != nil || got.Kind != record.Filtered {
+	if got, err := decode(dec, string(avroValue(t, 1, callSchemaV1, failed)), record.Input{}); err != nil || got.Kind != record.Filtered {
 		t.Errorf("Decode(callType failed) = %v, %v; want Filtered", got.Kind, err)
 	}
 	nullDuration := call("s1", 1, nil)
-	_, err = decode(dec, string(avroValue(t, 1, callSchemaV1, nullDuration)), record.Meta{})
+	_, err = decode(dec, string(avroValue(t, 1, callSchemaV1, nullDuration)), record.Input{})
 	if de := (*record.DecodeError)(nil); !errors.As(err, &de) || de.Reason != record.ReasonMissingField {
 		t.Errorf("Decode(null union) error = %v, want %s", err, record.ReasonMissingField)
 	}
 	noCaller := call("s1", 1, map[string]any{"long": int64(1)})
 	noCaller["caller"] = nil
-	_, err = decode(dec, string(avroValue(t, 1, callSchemaV1, noCaller)), record.Meta{})
+	_, err = decode(dec, string(avroValue(t, 1, callSchemaV1, noCaller)), record.Input{})
 	if de := (*record.DecodeError)(nil); !errors.As(err, &de) || de.Reason != record.ReasonMissingKey || de.Field != "caller.region" {
 		t.Errorf("Decode(null caller) error = %v, want %s for caller.region", err, record.ReasonMissingKey)
 	}
@@ -170,14 +170,14 @@ func TestDecodeAvroErrors(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := decode(dec, string(tt.value), record.Meta{})
+			_, err := decode(dec, string(tt.value), record.Input{})
 			if de := (*record.DecodeError)(nil); !errors.As(err, &de) || de.Reason != tt.reason {
 				t.Errorf("Decode(%x) error = %v, want %s", tt.value, err, tt.reason)
 			}
 		})
 	}
 	var missing *record.MissingSchemaError
-	if _, err := decode(dec, string(wire(77, good[5:])), record.Meta{}); !errors.As(err, &missing) || missing.ID != 77 {
+	if _, err := decode(dec, string(wire(77, good[5:])), record.Input{}); !errors.As(err, &missing) || missing.ID != 77 {
 		t.Errorf("Decode(id never added) error = %v, want a MissingSchemaError for 77", err)
 	}
 }
@@ -200,7 +200,7 @@ func TestDecodeAvroReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decode(dec, string(avroValue(t, 5, callSchemaV1, call("s1", 7, map[string]any{"long": int64(4)}))), record.Meta{})
+	got, err := decode(dec, string(avroValue(t, 5, callSchemaV1, call("s1", 7, map[string]any{"long": int64(4)}))), record.Input{})
 	if err != nil || got.Key != `{"sid":"s1","caller.region":"eu"}` || got.Time != 7 || got.Values[0].Num != 4 {
 		t.Errorf("Decode(with a reference) = %+v, %v", got, err)
 	}
@@ -218,7 +218,7 @@ func FuzzDecodeAvro(f *testing.F) {
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var rec record.Record
-		if _, err := dec.Decode(data, record.Meta{}, &rec); err != nil && !errors.As(err, new(*record.DecodeError)) && !errors.As(err, new(*record.MissingSchemaError)) {
+		if _, err := dec.Decode(&record.Input{Value: data}, &rec); err != nil && !errors.As(err, new(*record.DecodeError)) && !errors.As(err, new(*record.MissingSchemaError)) {
 			t.Fatalf("Decode(%x) = %v, want nil, a *record.DecodeError or (an id never added) a *record.MissingSchemaError", data, err)
 		}
 	})
@@ -241,7 +241,7 @@ func BenchmarkDecodeAvro(b *testing.B) {
 			b.Fatal(err)
 		}
 		var rec record.Record
-		benchLoop(b, avroRecs, func(v []byte) error { _, err := d.Decode(v, record.Meta{}, &rec); return err })
+		benchLoop(b, avroRecs, func(v []byte) error { _, err := d.Decode(&record.Input{Value: v}, &rec); return err })
 	})
 	b.Run("json", func(b *testing.B) {
 		jc := avroConfig("json")

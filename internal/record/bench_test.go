@@ -115,7 +115,7 @@ func benchDecoder(b *testing.B, cfg config.Config, recs [][]byte) {
 	}
 	var rec record.Record
 	benchLoop(b, recs, func(v []byte) error {
-		_, err := d.Decode(v, record.Meta{}, &rec)
+		_, err := d.Decode(&record.Input{Value: v}, &rec)
 		return err
 	})
 }

@@ -20,8 +20,8 @@ type source uint8
 
 const (
 	srcValue          source = iota // a JSON path or CSV column of the value
-	srcKafkaKey                     // meta.Key
-	srcKafkaTimestamp               // meta.Timestamp
+	srcKafkaKey                     // Input.Key
+	srcKafkaTimestamp               // Input.Timestamp
 )
 
 // fieldRef is a compiled reference to a configured field.
@@ -87,7 +87,7 @@ type Decoder struct {
 	arena    []byte // the text of this record's Values, one string at the end
 	pending  []pendingString
 	scratch  []byte // unescaped content, valid until the next content call
-	tsText   []byte // meta.Timestamp as text, for $timestamp fields
+	tsText   []byte // in.Timestamp as text, for $timestamp fields
 	metaTok  token  // what metaToken returns
 }
 
@@ -330,16 +330,16 @@ func isPlainDecimal(text []byte) bool {
 //   - Filtered: a source.filter does not hold (or its field is missing).
 //   - Event: Time, Key, KeyFields and Values are set.
 //
-// Partition and Offset always come from meta. Any problem with the data is
+// Partition and Offset always come from in. Any problem with the data is
 // a *DecodeError (then the Kind is Event and rec is unusable).
-func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
-	rec.Partition, rec.Offset, rec.Time = meta.Partition, meta.Offset, 0
+func (d *Decoder) Decode(in *Input, rec *Record) (Kind, error) {
+	rec.Partition, rec.Offset, rec.Time = in.Partition, in.Offset, 0
 	rec.Key, rec.KeyFields, rec.Values = "", rec.KeyFields[:0], rec.Values[:0]
-	if err := d.split(value); err != nil {
+	if err := d.split(in.Value); err != nil {
 		return Event, err
 	}
 	if d.marker != nil {
-		if tok := d.token(d.marker, &meta); tok.kind != tokMissing && tok.kind != tokNull {
+		if tok := d.token(d.marker, in); tok.kind != tokMissing && tok.kind != tokNull {
 			t, err := d.markerTime(tok)
 			if err != nil {
 				return Event, err
@@ -349,24 +349,24 @@ func (d *Decoder) Decode(value []byte, meta Meta, rec *Record) (Kind, error) {
 		}
 	}
 	for i := range d.filters {
-		if f := &d.filters[i]; !d.equals(d.token(&f.ref, &meta), f.equals) {
+		if f := &d.filters[i]; !d.equals(d.token(&f.ref, in), f.equals) {
 			return Filtered, nil
 		}
 	}
-	t, err := d.eventTime(&meta)
+	t, err := d.eventTime(in)
 	if err != nil {
 		return Event, err
 	}
 	rec.Time = t
 	d.arena, d.pending = d.arena[:0], d.pending[:0]
-	if err := d.key(&meta, rec); err != nil {
+	if err := d.key(in, rec); err != nil {
 		return Event, err
 	}
-	if err := d.values(&meta, rec); err != nil {
+	if err := d.values(in, rec); err != nil {
 		return Event, err
 	}
 	if rec.Gap = 0; d.gap != nil {
-		if rec.Gap, err = d.readGap(d.token(d.gap, &meta)); err != nil {
+		if rec.Gap, err = d.readGap(d.token(d.gap, in)); err != nil {
 			return Event, err
 		}
 	}
@@ -466,26 +466,26 @@ func (d *Decoder) instant(r *fieldRef) bool {
 }
 
 // token returns the field r of the record just split, valid until the
-// next call. It is small enough to be inlined. Tokens, r and meta are
+// next call. It is small enough to be inlined. Tokens, r and in are
 // passed by pointer: copying a token just written by the scanner stalls on
 // store forwarding, and copying the others showed in profiles too.
-func (d *Decoder) token(r *fieldRef, meta *Meta) *token {
+func (d *Decoder) token(r *fieldRef, in *Input) *token {
 	if r.src != srcValue {
-		return d.metaToken(r.src, meta)
+		return d.metaToken(r.src, in)
 	}
 	return &d.fields[r.slot]
 }
 
 // metaToken returns $key or $timestamp.
-func (d *Decoder) metaToken(src source, meta *Meta) *token {
+func (d *Decoder) metaToken(src source, in *Input) *token {
 	switch {
 	case src == srcKafkaTimestamp:
-		d.tsText = strconv.AppendInt(d.tsText[:0], meta.Timestamp, 10)
+		d.tsText = strconv.AppendInt(d.tsText[:0], in.Timestamp, 10)
 		d.metaTok = token{kind: tokNumber, text: d.tsText}
-	case meta.Key == nil:
+	case in.Key == nil:
 		d.metaTok = token{}
 	default:
-		d.metaTok = token{kind: tokString, text: meta.Key}
+		d.metaTok = token{kind: tokString, text: in.Key}
 	}
 	return &d.metaTok
 }
@@ -517,14 +517,14 @@ func (d *Decoder) equals(tok *token, want string) bool {
 	return string(tok.text) == want
 }
 
-func (d *Decoder) eventTime(meta *Meta) (int64, error) {
+func (d *Decoder) eventTime(in *Input) (int64, error) {
 	if d.timeField.src == srcKafkaTimestamp {
-		if meta.Timestamp < 0 { // Kafka's "no timestamp" is -1
+		if in.Timestamp < 0 { // Kafka's "no timestamp" is -1
 			return 0, &DecodeError{Reason: ReasonMissingTimestamp, Field: FieldKafkaTimestamp, Detail: "the Kafka record has no timestamp"}
 		}
-		return meta.Timestamp, nil
+		return in.Timestamp, nil
 	}
-	tok := d.token(&d.timeField, meta)
+	tok := d.token(&d.timeField, in)
 	if d.instant(&d.timeField) {
 		return d.bin.ms[d.timeField.slot], nil
 	}
@@ -591,7 +591,7 @@ func (p *keyPart) rawLen() int {
 // object of the configured prefixes and the fields' JSON texts; it is
 // looked up in the intern table by its parts, so that a key seen before
 // is neither written out nor copied.
-func (d *Decoder) key(meta *Meta, rec *Record) error {
+func (d *Decoder) key(in *Input, rec *Record) error {
 	if len(d.keys) == 0 {
 		rec.Key = "{}"
 		return nil
@@ -601,7 +601,7 @@ func (d *Decoder) key(meta *Meta, rec *Record) error {
 	d.partBuf = d.partBuf[:0]
 	for i := range d.keys {
 		k := &d.keys[i]
-		tok := d.token(&k.ref, meta)
+		tok := d.token(&k.ref, in)
 		switch tok.kind {
 		case tokMissing, tokNull:
 			return &DecodeError{Reason: ReasonMissingKey, Field: k.ref.name, Detail: missingDetail(tok)}
@@ -733,7 +733,7 @@ func (d *Decoder) appendKey(buf []byte) []byte {
 }
 
 // values sets rec.Values, one per aggregate.
-func (d *Decoder) values(meta *Meta, rec *Record) error {
+func (d *Decoder) values(in *Input, rec *Record) error {
 	rec.Values = grow(rec.Values, len(d.aggs))
 	for i := range d.aggs {
 		a, v := &d.aggs[i], &rec.Values[i]
@@ -741,7 +741,7 @@ func (d *Decoder) values(meta *Meta, rec *Record) error {
 			*v = Value{}
 			continue
 		}
-		tok := d.token(&a.ref, meta)
+		tok := d.token(&a.ref, in)
 		if tok.kind == tokNull && a.need == NeedValueOrNull {
 			*v = Value{}
 			continue

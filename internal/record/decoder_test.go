@@ -55,9 +55,10 @@ type decoded struct {
 	Values    []record.Value
 }
 
-func decode(d *record.Decoder, value string, meta record.Meta) (decoded, error) {
+func decode(d *record.Decoder, value string, in record.Input) (decoded, error) {
 	var rec record.Record
-	kind, err := d.Decode([]byte(value), meta, &rec)
+	in.Value = []byte(value)
+	kind, err := d.Decode(&in, &rec)
 	got := decoded{Kind: kind, Time: rec.Time, Key: rec.Key, KeyFields: rec.KeyFields, Values: rec.Values}
 	if len(got.KeyFields) == 0 {
 		got.KeyFields = nil
@@ -135,7 +136,7 @@ func TestDecodeJSON(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := decode(newDecoder(t, tt.cfg), tt.value, record.Meta{})
+			got, err := decode(newDecoder(t, tt.cfg), tt.value, record.Input{})
 			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Decode(%s) = %+v, %v\nwant %+v", tt.value, got, err, tt.want)
 			}
@@ -170,7 +171,7 @@ func TestDecodeCSV(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := decode(newDecoder(t, tt.cfg), tt.value, record.Meta{})
+			got, err := decode(newDecoder(t, tt.cfg), tt.value, record.Input{})
 			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Decode(%q) = %+v, %v\nwant %+v", tt.value, got, err, tt.want)
 			}
@@ -213,7 +214,7 @@ func TestDecodeTimestamps(t *testing.T) {
 			if strings.HasPrefix(name, "csv") {
 				value = "s,success," + tt.value + ",1"
 			}
-			got, err := decode(tt.dec, value, record.Meta{Timestamp: 1234})
+			got, err := decode(tt.dec, value, record.Input{Timestamp: 1234})
 			if err != nil || got.Time != tt.want || got.Kind != record.Event {
 				t.Errorf("Decode(%s).Time = %d, %v, %v; want %d", value, got.Time, got.Kind, err, tt.want)
 			}
@@ -292,7 +293,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := decode(tt.dec, tt.value, record.Meta{Timestamp: -1})
+			_, err := decode(tt.dec, tt.value, record.Input{Timestamp: -1})
 			var de *record.DecodeError
 			if !errors.As(err, &de) || de.Reason != tt.reason || de.Field != tt.field {
 				t.Errorf("Decode(%.80q) error = %v, want reason %s, field %q", tt.value, err, tt.reason, tt.field)
@@ -318,7 +319,7 @@ func TestDecodeErrorMessage(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if _, err := decode(d, tt.value, record.Meta{}); err == nil || err.Error() != tt.want {
+			if _, err := decode(d, tt.value, record.Input{}); err == nil || err.Error() != tt.want {
 				t.Errorf("Decode(%q) error = %v, want %s", tt.value, err, tt.want)
 			}
 		})
@@ -361,7 +362,7 @@ func TestDecodeFilter(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := decode(tt.dec, tt.value, record.Meta{Key: []byte("k1")})
+			got, err := decode(tt.dec, tt.value, record.Input{Key: []byte("k1")})
 			if err != nil || got.Kind != tt.want {
 				t.Errorf("Decode(%s) = %v, %v; want %v", tt.value, got.Kind, err, tt.want)
 			}
@@ -397,13 +398,13 @@ func TestDecodeMarker(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := decode(tt.dec, tt.value, record.Meta{})
+			got, err := decode(tt.dec, tt.value, record.Input{})
 			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Decode(%s) = %+v, %v\nwant %+v", tt.value, got, err, tt.want)
 			}
 		})
 	}
-	_, err := decode(punctuated("json", "unix_ms"), `{"wm":"soon"}`, record.Meta{})
+	_, err := decode(punctuated("json", "unix_ms"), `{"wm":"soon"}`, record.Input{})
 	var de *record.DecodeError
 	if !errors.As(err, &de) || de.Reason != record.ReasonBadTimestamp || de.Field != "wm" {
 		t.Errorf(`Decode({"wm":"soon"}) error = %v, want bad_timestamp for field "wm"`, err)
@@ -433,7 +434,7 @@ func TestDecodeKafkaFieldsAndGlobalKey(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := decode(tt.dec, tt.value, record.Meta{Key: []byte(`k"1`), Timestamp: 1607654003161})
+			got, err := decode(tt.dec, tt.value, record.Input{Key: []byte(`k"1`), Timestamp: 1607654003161})
 			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Decode(%s) = %+v, %v\nwant %+v", tt.value, got, err, tt.want)
 			}
@@ -445,7 +446,7 @@ func TestDecodeSetsPartitionAndReusesSlices(t *testing.T) {
 	d := callsDecoder(t, "json")
 	rec := record.Record{KeyFields: make([]record.Value, 0, 4), Values: make([]record.Value, 0, 4)}
 	keyFields, values := &rec.KeyFields[:1][0], &rec.Values[:1][0]
-	kind, err := d.Decode([]byte(`{"sid":"s",`+callTime+`,"duration":1}`), record.Meta{Partition: 3, Offset: 77}, &rec)
+	kind, err := d.Decode(&record.Input{Value: []byte(`{"sid":"s",` + callTime + `,"duration":1}`), Partition: 3, Offset: 77}, &rec)
 	if err != nil || kind != record.Event || rec.Partition != 3 || rec.Offset != 77 {
 		t.Fatalf("Decode = %v, %v, partition %d, offset %d; want Event, nil, 3, 77", kind, err, rec.Partition, rec.Offset)
 	}
@@ -477,7 +478,7 @@ func TestDecodeAllocations(t *testing.T) {
 			var rec record.Record
 			i := 0
 			got := testing.AllocsPerRun(100, func() {
-				if _, err := d.Decode(recs[i%len(recs)], record.Meta{}, &rec); err != nil {
+				if _, err := d.Decode(&record.Input{Value: recs[i%len(recs)]}, &rec); err != nil {
 					t.Fatal(err)
 				}
 				i++

@@ -39,7 +39,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var rec record.Record
-		kind, err := dec.Decode(data, record.Meta{}, &rec)
+		kind, err := dec.Decode(&record.Input{Value: data}, &rec)
 		var de *record.DecodeError
 		if err != nil && !errors.As(err, &de) {
 			t.Fatalf("Decode(%q) = %v, want nil or a *record.DecodeError", data, err)
@@ -134,7 +134,7 @@ func FuzzDecodeCSV(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var rec record.Record
-		kind, err := dec.Decode(line, record.Meta{}, &rec)
+		kind, err := dec.Decode(&record.Input{Value: line}, &rec)
 		var de *record.DecodeError
 		if err != nil && !errors.As(err, &de) {
 			t.Fatalf("Decode(%q) = %v, want nil or a *record.DecodeError", line, err)

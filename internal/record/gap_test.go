@@ -65,7 +65,7 @@ func TestDecodeGap(t *testing.T) {
 			}
 			in += "}"
 			var rec record.Record
-			_, err := dec.Decode([]byte(in), record.Meta{}, &rec)
+			_, err := dec.Decode(&record.Input{Value: []byte(in)}, &rec)
 			var de *record.DecodeError
 			switch {
 			case tt.bad && (!errors.As(err, &de) || de.Reason != record.ReasonBadGap || de.Field != "g"):
@@ -90,7 +90,7 @@ func FuzzDecodeGap(f *testing.F) {
 	f.Fuzz(func(t *testing.T, g string) {
 		in := []byte(`{"sid":"a","t":5,"g":` + g + "}")
 		var rec record.Record
-		_, err := dec.Decode(in, record.Meta{}, &rec)
+		_, err := dec.Decode(&record.Input{Value: in}, &rec)
 		var de *record.DecodeError
 		if err != nil {
 			if !errors.As(err, &de) {

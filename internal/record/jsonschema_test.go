@@ -28,8 +28,8 @@ func TestDecodeJSONSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	const body = `{"sid":"sid_1",` + callTime + `,"duration":1}`
-	got, err := decode(dec, string(wire(4, []byte(body))), record.Meta{})
-	want, jerr := decode(callsDecoder(t, "json"), body, record.Meta{})
+	got, err := decode(dec, string(wire(4, []byte(body))), record.Input{})
+	want, jerr := decode(callsDecoder(t, "json"), body, record.Input{})
 	if err != nil || jerr != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Decode(json_schema) = %+v, %v; want (as JSON) %+v, %v", got, err, want, jerr)
 	}
@@ -42,7 +42,7 @@ func TestDecodeJSONSchema(t *testing.T) {
 		string(wire(4, []byte(`{"sid":5,`+callTime+`,"duration":1}`))):    record.ReasonBadPayload,
 		string(wire(7, []byte(body))):                                     record.ReasonUnknownSchema,
 	} {
-		if _, err := decode(dec, value, record.Meta{}); !isReason(err, reason) {
+		if _, err := decode(dec, value, record.Input{}); !isReason(err, reason) {
 			t.Errorf("Decode(%q) error = %v, want %s", value, err, reason)
 		}
 	}
@@ -65,7 +65,7 @@ func BenchmarkDecodeJSONSchema(b *testing.B) {
 			b.Fatal(err)
 		}
 		var rec record.Record
-		benchLoop(b, framed, func(v []byte) error { _, err := d.Decode(v, record.Meta{}, &rec); return err })
+		benchLoop(b, framed, func(v []byte) error { _, err := d.Decode(&record.Input{Value: v}, &rec); return err })
 	})
 	b.Run("json", func(b *testing.B) { benchDecoder(b, callsConfig("json"), plain) })
 }
@@ -84,7 +84,7 @@ func FuzzDecodeJSONSchema(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var rec record.Record
-		if _, err := dec.Decode(data, record.Meta{}, &rec); err != nil && !errors.As(err, new(*record.DecodeError)) && !errors.As(err, new(*record.MissingSchemaError)) {
+		if _, err := dec.Decode(&record.Input{Value: data}, &rec); err != nil && !errors.As(err, new(*record.DecodeError)) && !errors.As(err, new(*record.MissingSchemaError)) {
 			t.Fatalf("Decode(%q) = %v, want nil, a *record.DecodeError or a *record.MissingSchemaError", data, err)
 		}
 	})

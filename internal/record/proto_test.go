@@ -131,9 +131,9 @@ func TestDecodeProtobuf(t *testing.T) {
 	jsonCfg.Source.Timestamp.Layout = "unix_ms"
 	jdec := newDecoder(t, jsonCfg)
 	value := protoValue(t, fd.Messages().ByName("Call"), []int64{1}, protoCall("s1", 1922350204456, 3))
-	got, err := decode(dec, string(value), record.Meta{})
+	got, err := decode(dec, string(value), record.Input{})
 	want, jerr := decode(jdec, `{"sid":"s1","call_type":"SUCCESS","call_time":1922350204456,"tags":["a","q\""],`+
-		`"caller":{"region":"eu","attrs":{"n":1}},"duration":3,"retries":0}`, record.Meta{})
+		`"caller":{"region":"eu","attrs":{"n":1}},"duration":3,"retries":0}`, record.Input{})
 	if err != nil || jerr != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Decode(protobuf) = %+v, %v\nwant (as JSON) %+v, %v", got, err, want, jerr)
 	}
@@ -142,27 +142,27 @@ func TestDecodeProtobuf(t *testing.T) {
 		protoCall("s1", 5, 0)(m)
 		m.Clear(m.Descriptor().Fields().ByName("duration"))
 	})
-	if _, err := decode(dec, string(noDuration), record.Meta{}); !isReason(err, record.ReasonMissingField) {
+	if _, err := decode(dec, string(noDuration), record.Input{}); !isReason(err, record.ReasonMissingField) {
 		t.Errorf("Decode(oneof unset) error = %v, want %s", err, record.ReasonMissingField)
 	}
 	failed := protoValue(t, fd.Messages().ByName("Call"), []int64{1}, func(m *dynamicpb.Message) {
 		protoCall("s1", 5, 1)(m)
 		m.Clear(m.Descriptor().Fields().ByName("call_type")) // proto3: FAILED, the enum's first value
 	})
-	if got, err := decode(dec, string(failed), record.Meta{}); err != nil || got.Kind != record.Filtered {
+	if got, err := decode(dec, string(failed), record.Input{}); err != nil || got.Kind != record.Filtered {
 		t.Errorf("Decode(call_type unset) = %v, %v; want Filtered (FAILED)", got.Kind, err)
 	}
 	other := protoValue(t, fd.Messages().ByName("Other"), []int64{0}, func(*dynamicpb.Message) {})
-	if got, err := decode(dec, string(other), record.Meta{}); err != nil || got.Kind != record.Filtered {
+	if got, err := decode(dec, string(other), record.Input{}); err != nil || got.Kind != record.Filtered {
 		t.Errorf("Decode(another message, index [0]) = %v, %v; want Filtered (it has no call_type)", got.Kind, err)
 	}
 	for name, idx := range map[string][]byte{"index out of range": {2, 10}, "nested index out of range": {4, 2, 4}, "truncated indexes": {4}} {
 		v := append(binary.BigEndian.AppendUint32([]byte{0}, 1), idx...)
-		if _, err := decode(dec, string(v), record.Meta{}); !isReason(err, record.ReasonBadPayload) {
+		if _, err := decode(dec, string(v), record.Input{}); !isReason(err, record.ReasonBadPayload) {
 			t.Errorf("Decode(%s) error = %v, want %s", name, err, record.ReasonBadPayload)
 		}
 	}
-	if _, err := decode(dec, string(append(value[:len(value)-1:len(value)-1], 0xff)), record.Meta{}); !isReason(err, record.ReasonBadPayload) {
+	if _, err := decode(dec, string(append(value[:len(value)-1:len(value)-1], 0xff)), record.Input{}); !isReason(err, record.ReasonBadPayload) {
 		t.Errorf("Decode(bad body) error = %v, want %s", err, record.ReasonBadPayload)
 	}
 }
@@ -183,7 +183,7 @@ func FuzzDecodeProtobuf(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var rec record.Record
-		if _, err := dec.Decode(data, record.Meta{}, &rec); err != nil && !errors.As(err, new(*record.DecodeError)) && !errors.As(err, new(*record.MissingSchemaError)) {
+		if _, err := dec.Decode(&record.Input{Value: data}, &rec); err != nil && !errors.As(err, new(*record.DecodeError)) && !errors.As(err, new(*record.MissingSchemaError)) {
 			t.Fatalf("Decode(%x) = %v, want nil, a *record.DecodeError or (an id never added) a *record.MissingSchemaError", data, err)
 		}
 	})
@@ -209,7 +209,7 @@ func BenchmarkDecodeProtobuf(b *testing.B) {
 			b.Fatal(err)
 		}
 		var rec record.Record
-		benchLoop(b, protoRecs, func(v []byte) error { _, err := d.Decode(v, record.Meta{}, &rec); return err })
+		benchLoop(b, protoRecs, func(v []byte) error { _, err := d.Decode(&record.Input{Value: v}, &rec); return err })
 	})
 	b.Run("json", func(b *testing.B) {
 		jc := protoConfig("json")

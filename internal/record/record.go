@@ -71,12 +71,23 @@ const (
 	Filtered
 )
 
-// Meta is what Kafka says about a record, besides its value.
-type Meta struct {
-	Key       []byte // the Kafka record key, for "$key"
-	Timestamp int64  // the Kafka record timestamp in ms, for "$timestamp"
+// Input is one record as read from Kafka or a replay file: the envelope
+// that the decoder reads and that late events and dead letters carry out
+// (ready.Input is this type).
+type Input struct {
+	Topic string
+	// Partition is the partition's state id, everywhere: partitions of all
+	// input topics numbered one after another, topic after topic in
+	// source.topics order (one topic: the Kafka partition). It is the
+	// operators' partition and the changelog partition.
 	Partition int32
-	Offset    int64
+	// KafkaPartition is the partition of Topic the record was read from
+	// (the source partition header of a late event or dead letter).
+	KafkaPartition int32
+	Offset         int64
+	Key            []byte // the Kafka record key, for "$key"
+	Value          []byte
+	Timestamp      int64 // the Kafka record timestamp in ms, for "$timestamp"
 }
 
 // Record is a decoded input record, reduced to what the engine needs.

@@ -73,7 +73,7 @@ func TestResolve(t *testing.T) {
 	}
 	var rec record.Record
 	value := append(header(2), 2, 's', 4, 'e', 'u')
-	if _, err := dec.Decode(value, record.Meta{Timestamp: 5}, &rec); err != nil || rec.Key != `{"caller.region":"eu"}` {
+	if _, err := dec.Decode(&record.Input{Value: value, Timestamp: 5}, &rec); err != nil || rec.Key != `{"caller.region":"eu"}` {
 		t.Errorf("Decode(with the fetched schema) = %q, %v", rec.Key, err)
 	}
 }

@@ -17,35 +17,28 @@ import (
 // independent of the distribution and of how many panes were merged).
 const sketchAccuracy = 0.01
 
-type aggFn uint8
+// Fn is an aggregate function. The config's names for them (and their
+// messages) are internal/config's; pipeline.WindowSpec maps its typed fn
+// to these.
+type Fn uint8
 
 const (
-	fnCount aggFn = iota
-	fnSum
-	fnMin
-	fnMax
-	fnAvg
-	fnFirst
-	fnLast
-	fnDistinct
-	fnQuantile
-	fnTopK
+	FnCount Fn = iota
+	FnSum
+	FnMin
+	FnMax
+	FnAvg
+	FnFirst
+	FnLast
+	FnCountDistinct
+	FnQuantile
+	FnTopK
 )
-
-// parseFn maps a config fn name to its aggFn.
-func parseFn(name string) (aggFn, bool) {
-	for i, n := range [...]string{"count", "sum", "min", "max", "avg", "first", "last", "count_distinct", "quantile", "top_k"} {
-		if n == name {
-			return aggFn(i), true
-		}
-	}
-	return 0, false
-}
 
 // aggSpec is one configured aggregate; slot indexes its state in the pane
 // part for its kind (nums, picks, sets or sketches).
 type aggSpec struct {
-	fn   aggFn
+	fn   Fn
 	slot int
 	q    float64
 	k    int // top_k
@@ -78,36 +71,36 @@ type slotInput struct{ slot, input int }
 func newLayout(aggs []Aggregate) (layout, error) {
 	var l layout
 	for i, a := range aggs {
-		fn, ok := parseFn(a.Fn)
-		if !ok {
-			return layout{}, fmt.Errorf("aggregates[%d].fn %q: unknown function", i, a.Fn)
+		fn := a.Fn
+		if fn > FnTopK {
+			return layout{}, fmt.Errorf("aggregate %d: unknown function %d", i, fn)
 		}
 		s := aggSpec{fn: fn, q: a.Q, k: a.K}
 		switch fn {
-		case fnSum, fnMin, fnMax, fnAvg:
+		case FnSum, FnMin, FnMax, FnAvg:
 			s.slot, l.nums = l.nums, l.nums+1
-		case fnFirst, fnLast:
+		case FnFirst, FnLast:
 			s.slot, l.picks = l.picks, l.picks+1
-		case fnDistinct:
+		case FnCountDistinct:
 			s.slot, l.sets = l.sets, l.sets+1
-		case fnQuantile:
+		case FnQuantile:
 			s.slot, l.sketches = l.sketches, l.sketches+1
 			s.lo, s.hi, l.nums = l.nums, l.nums+1, l.nums+2
 			l.mins, l.maxes = append(l.mins, s.lo), append(l.maxes, s.hi)
-		case fnTopK:
+		case FnTopK:
 			s.slot, l.tops = l.tops, l.tops+1
 		}
 		l.specs = append(l.specs, s)
 		switch fn {
-		case fnSum, fnAvg:
+		case FnSum, FnAvg:
 			l.sums = append(l.sums, s.slot)
-		case fnMin:
+		case FnMin:
 			l.mins = append(l.mins, s.slot)
-		case fnMax:
+		case FnMax:
 			l.maxes = append(l.maxes, s.slot)
-		case fnFirst:
+		case FnFirst:
 			l.firsts = append(l.firsts, s.slot)
-		case fnLast:
+		case FnLast:
 			l.lasts = append(l.lasts, s.slot)
 		}
 	}
@@ -115,21 +108,21 @@ func newLayout(aggs []Aggregate) (layout, error) {
 	l.empty = make([]float64, l.nums)
 	for _, s := range l.specs {
 		switch s.fn {
-		case fnMin:
+		case FnMin:
 			l.empty[s.slot] = math.Inf(1)
-		case fnMax:
+		case FnMax:
 			l.empty[s.slot] = math.Inf(-1)
-		case fnQuantile:
+		case FnQuantile:
 			l.empty[s.lo], l.empty[s.hi] = math.Inf(1), math.Inf(-1)
 		}
 	}
 	for i, s := range l.specs {
 		switch s.fn {
-		case fnSum, fnAvg:
+		case FnSum, FnAvg:
 			l.addSums = append(l.addSums, slotInput{s.slot, i})
-		case fnMin:
+		case FnMin:
 			l.addMins = append(l.addMins, slotInput{s.slot, i})
-		case fnMax:
+		case FnMax:
 			l.addMaxs = append(l.addMaxs, slotInput{s.slot, i})
 		}
 	}
@@ -236,29 +229,29 @@ func (l *layout) add(p pane, rec *record.Record, seq uint64) {
 	for i, s := range l.specs {
 		v := &rec.Values[i]
 		switch s.fn {
-		case fnSum, fnAvg:
+		case FnSum, FnAvg:
 			p.nums[s.slot] += v.Num
-		case fnMin:
+		case FnMin:
 			p.nums[s.slot] = min(p.nums[s.slot], v.Num)
-		case fnMax:
+		case FnMax:
 			p.nums[s.slot] = max(p.nums[s.slot], v.Num)
-		case fnFirst:
+		case FnFirst:
 			c := pick{v: *v, t: rec.Time, seq: seq}
 			if *p.count == 1 || c.earlier(p.ext.picks[s.slot]) {
 				p.ext.picks[s.slot] = c
 			}
-		case fnLast:
+		case FnLast:
 			c := pick{v: *v, t: rec.Time, seq: seq}
 			if *p.count == 1 || !c.earlier(p.ext.picks[s.slot]) {
 				p.ext.picks[s.slot] = c
 			}
-		case fnDistinct:
+		case FnCountDistinct:
 			p.ext.sets[s.slot][v.Raw] = struct{}{}
-		case fnQuantile:
+		case FnQuantile:
 			addToSketch(p.ext.sketches[s.slot], v.Num)
 			p.nums[s.lo] = min(p.nums[s.lo], v.Num)
 			p.nums[s.hi] = max(p.nums[s.hi], v.Num)
-		case fnTopK:
+		case FnTopK:
 			addTop(p.ext.tops[s.slot], v)
 		}
 	}
@@ -311,22 +304,22 @@ func (l *layout) merge(dst, src pane) {
 func (l *layout) mergeExt(dst, src pane) {
 	for _, s := range l.specs {
 		switch s.fn {
-		case fnFirst:
+		case FnFirst:
 			if *dst.count == 0 || src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
 				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
 			}
-		case fnLast:
+		case FnLast:
 			if *dst.count == 0 || !src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
 				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
 			}
-		case fnDistinct:
+		case FnCountDistinct:
 			set := dst.ext.sets[s.slot]
 			for k := range src.ext.sets[s.slot] {
 				set[k] = struct{}{}
 			}
-		case fnQuantile:
+		case FnQuantile:
 			_ = dst.ext.sketches[s.slot].MergeWith(src.ext.sketches[s.slot]) // same mapping: cannot fail
-		case fnTopK:
+		case FnTopK:
 			m := dst.ext.tops[s.slot]
 			for v, n := range src.ext.tops[s.slot] {
 				m[v] += n
@@ -342,17 +335,17 @@ func (e *Engine) values(p pane, out []record.Value) { e.agg.values(p, out, &e.nu
 func (l *layout) values(p pane, out []record.Value, e *numbers) {
 	for i, s := range l.specs {
 		switch s.fn {
-		case fnCount:
+		case FnCount:
 			out[i] = e.number(float64(*p.count))
-		case fnSum, fnMin, fnMax:
+		case FnSum, FnMin, FnMax:
 			out[i] = e.number(p.nums[s.slot])
-		case fnAvg:
+		case FnAvg:
 			out[i] = e.number(p.nums[s.slot] / float64(*p.count))
-		case fnFirst, fnLast:
+		case FnFirst, FnLast:
 			out[i] = p.ext.picks[s.slot].v
-		case fnDistinct:
+		case FnCountDistinct:
 			out[i] = e.number(float64(len(p.ext.sets[s.slot])))
-		case fnQuantile:
+		case FnQuantile:
 			q, ok := nearestRank(p.ext.sketches[s.slot], s.q)
 			if !ok { // an empty sketch: every value was NaN
 				q = math.NaN()
@@ -360,7 +353,7 @@ func (l *layout) values(p pane, out []record.Value, e *numbers) {
 				q = min(max(q, p.nums[s.lo]), p.nums[s.hi])
 			}
 			out[i] = e.number(q)
-		case fnTopK:
+		case FnTopK:
 			out[i] = topK(p.ext.tops[s.slot], s.k)
 		}
 	}

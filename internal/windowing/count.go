@@ -212,20 +212,12 @@ func (c *Counts) keyOf(rec *record.Record) int32 {
 
 // findKey returns the index of key key of partition part (hash tag), or -1.
 func (c *Counts) findKey(part int32, tag uint32, key string) int32 {
-	t := &c.table
-	m := t.mask()
-	for i := t.home(tag); ; i = (i + 1) & m {
-		sl := t.slots[i]
-		if sl == 0 {
-			return -1
-		}
-		if uint32(sl>>32) == tag {
-			ki := int32(uint32(sl) - 1)
-			if k := &c.keys[ki]; k.part == part && k.key() == key {
-				return ki
-			}
+	for ki := range c.table.probe(tag) {
+		if c.keys[ki].is(part, key) {
+			return ki
 		}
 	}
+	return -1
 }
 
 func (c *Counts) addKey(part int32, tag uint32, id string, split int) int32 {

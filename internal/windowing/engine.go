@@ -293,20 +293,12 @@ func (e *Engine) keyOf(part int32, rec *record.Record) (int32, *keyState) {
 // findKey returns the key of partition part with the given text and hash
 // tag, or a nil *keyState if there is none.
 func (e *Engine) findKey(part int32, tag uint32, key string) (int32, *keyState) {
-	t := &e.table
-	m := t.mask()
-	for i := t.home(tag); ; i = (i + 1) & m {
-		s := t.slots[i]
-		if s == 0 {
-			return 0, nil
-		}
-		if uint32(s>>32) == tag {
-			ki := int32(uint32(s) - 1)
-			if k := e.keys.at(ki); k.part == part && k.key() == key {
-				return ki, k
-			}
+	for ki := range e.table.probe(tag) {
+		if k := e.keys.at(ki); k.is(part, key) {
+			return ki, k
 		}
 	}
+	return 0, nil
 }
 
 func (e *Engine) newKey(part int32, tag uint32, rec *record.Record) (int32, *keyState) {

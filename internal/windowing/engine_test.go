@@ -169,8 +169,8 @@ func TestEndOfTime(t *testing.T) {
 }
 
 func TestAggregates(t *testing.T) {
-	aggs := []windowing.Aggregate{{Fn: "count"}, {Fn: "sum"}, {Fn: "min"}, {Fn: "max"}, {Fn: "avg"},
-		{Fn: "first"}, {Fn: "last"}, {Fn: "count_distinct"}, {Fn: "quantile", Q: 0.5}}
+	aggs := []windowing.Aggregate{{Fn: windowing.FnCount}, {Fn: windowing.FnSum}, {Fn: windowing.FnMin}, {Fn: windowing.FnMax}, {Fn: windowing.FnAvg},
+		{Fn: windowing.FnFirst}, {Fn: windowing.FnLast}, {Fn: windowing.FnCountDistinct}, {Fn: windowing.FnQuantile, Q: 0.5}}
 	e, c := newEngine(t, params{"tumbling", 100, 0, 0, 0, "on_watermark"}.spec(aggs...))
 	key, fields := textKey("k")
 	ins := []struct {
@@ -203,7 +203,7 @@ func TestAggregates(t *testing.T) {
 }
 
 func TestNewEngineRejectsUnknownFn(t *testing.T) {
-	spec := params{"tumbling", 5, 0, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "median"})
+	spec := params{"tumbling", 5, 0, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: windowing.FnTopK + 1})
 	if _, err := windowing.NewEngine(spec, &collector{}); err == nil {
 		t.Errorf("NewEngine(%+v) = nil error, want one", spec)
 	}
@@ -291,7 +291,7 @@ func TestQuantileExactAtTheEdges(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, c := newEngine(t, params{"sliding", 100, 50, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "quantile", Q: tt.q}))
+			e, c := newEngine(t, params{"sliding", 100, 50, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: windowing.FnQuantile, Q: tt.q}))
 			key, fields := textKey("k")
 			for i, v := range tt.vals {
 				e.Add(&record.Record{Offset: int64(i), Time: 60, Key: key, KeyFields: fields, Values: []record.Value{record.Number(v)}})
@@ -330,7 +330,7 @@ func TestQuantileNearestRank(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			aggs := make([]windowing.Aggregate, len(tt.qs))
 			for i, q := range tt.qs {
-				aggs[i] = windowing.Aggregate{Fn: "quantile", Q: q}
+				aggs[i] = windowing.Aggregate{Fn: windowing.FnQuantile, Q: q}
 			}
 			e, c := newEngine(t, params{"tumbling", 1000, 0, 0, 0, "on_watermark"}.spec(aggs...))
 			key, fields := textKey("k")

@@ -83,7 +83,7 @@ func briefs(rs []windowing.Result) []brief {
 	return out
 }
 
-var sumCount = []windowing.Aggregate{{Fn: "sum"}, {Fn: "count"}}
+var sumCount = []windowing.Aggregate{{Fn: windowing.FnSum}, {Fn: windowing.FnCount}}
 
 // rec builds a record with one sum input and a count slot.
 func rec(part int32, off int64, key string, fields []record.Value, ts int64, v float64) *record.Record {

@@ -6,20 +6,6 @@ import (
 	"testing"
 )
 
-// find is keyOf's probe, over a plain list of keys.
-func (t *keyTable) find(keys []string, parts []int32, part int32, key string) (int32, bool) {
-	tag := t.hash(part, key)
-	for i := t.home(tag); ; i = (i + 1) & t.mask() {
-		s := t.slots[i]
-		if s == 0 {
-			return 0, false
-		}
-		if ki := int32(uint32(s) - 1); uint32(s>>32) == tag && keys[ki] == key && parts[ki] == part {
-			return ki, true
-		}
-	}
-}
-
 // TestKeyTable inserts and removes many keys at random (which exercises
 // growth and the backward shift of removal) and checks that every key
 // present is found and no removed one is.
@@ -30,9 +16,19 @@ func TestKeyTable(t *testing.T) {
 			tab := newKeyTable()
 			keys := make([]string, n)
 			parts := make([]int32, n)
+			states := make([]keyState, n)
 			present := make([]bool, n)
 			for i := range keys {
 				keys[i], parts[i] = fmt.Sprintf(`{"k":"sid_%d"}`, i/2), int32(i%2)
+				states[i] = keyState{id: keys[i], part: parts[i]}
+			}
+			find := func(part int32, key string) int32 {
+				for ki := range tab.probe(tab.hash(part, key)) {
+					if states[ki].is(part, key) {
+						return ki
+					}
+				}
+				return -1
 			}
 			for range 4 * n {
 				i := rng.IntN(n)
@@ -45,7 +41,8 @@ func TestKeyTable(t *testing.T) {
 			}
 			count := 0
 			for i := range keys {
-				ki, ok := tab.find(keys, parts, parts[i], keys[i])
+				ki := find(parts[i], keys[i])
+				ok := ki >= 0
 				if ok != present[i] || ok && ki != int32(i) {
 					t.Fatalf("find(%d, %s) = %d, %v; want present %v", parts[i], keys[i], ki, ok, present[i])
 				}

@@ -16,17 +16,17 @@ import (
 const sketchBound = 0.01
 
 var allAggs = []windowing.Aggregate{
-	{Fn: "count"},
-	{Fn: "sum"},
-	{Fn: "min"},
-	{Fn: "max"},
-	{Fn: "avg"},
-	{Fn: "first"},
-	{Fn: "last"},
-	{Fn: "count_distinct"},
-	{Fn: "quantile", Q: 0.5},
-	{Fn: "quantile", Q: 0.9},
-	{Fn: "top_k", K: 2},
+	{Fn: windowing.FnCount},
+	{Fn: windowing.FnSum},
+	{Fn: windowing.FnMin},
+	{Fn: windowing.FnMax},
+	{Fn: windowing.FnAvg},
+	{Fn: windowing.FnFirst},
+	{Fn: windowing.FnLast},
+	{Fn: windowing.FnCountDistinct},
+	{Fn: windowing.FnQuantile, Q: 0.5},
+	{Fn: windowing.FnQuantile, Q: 0.9},
+	{Fn: windowing.FnTopK, K: 2},
 }
 
 // fifoAggs are the aggregates windows merge through the two-stacks
@@ -253,14 +253,14 @@ func sameResult(got, want windowing.Result, aggs []windowing.Aggregate) error {
 		return fmt.Errorf("result differs")
 	}
 	for i, a := range aggs {
-		if a.Fn != "quantile" {
+		if a.Fn != windowing.FnQuantile {
 			if ga[i] != wa[i] {
-				return fmt.Errorf("%s = %+v, want %+v", a.Fn, ga[i], wa[i])
+				return fmt.Errorf("fn %d = %+v, want %+v", a.Fn, ga[i], wa[i])
 			}
 			continue
 		}
 		if w := wa[i].Num; math.Abs(ga[i].Num-w) > sketchBound*math.Abs(w) {
-			return fmt.Errorf("%s %v = %v, want %v within %v", a.Fn, a.Q, ga[i].Num, w, sketchBound)
+			return fmt.Errorf("fn %d %v = %v, want %v within %v", a.Fn, a.Q, ga[i].Num, w, sketchBound)
 		}
 	}
 	return nil

@@ -235,42 +235,42 @@ func aggregate(a windowing.Aggregate, i int, recs []refRec) record.Value {
 		nums[j] = rc.values[i].Num
 	}
 	switch a.Fn {
-	case "count":
+	case windowing.FnCount:
 		return record.Number(float64(len(recs)))
-	case "sum", "avg":
+	case windowing.FnSum, windowing.FnAvg:
 		s := 0.0
 		for _, n := range nums {
 			s += n
 		}
-		if a.Fn == "avg" {
+		if a.Fn == windowing.FnAvg {
 			s /= float64(len(recs))
 		}
 		return record.Number(s)
-	case "min":
+	case windowing.FnMin:
 		return record.Number(slices.Min(nums))
-	case "max":
+	case windowing.FnMax:
 		return record.Number(slices.Max(nums))
-	case "first", "last":
+	case windowing.FnFirst, windowing.FnLast:
 		best := recs[0]
 		for _, rc := range recs[1:] {
 			earlier := rc.t < best.t || rc.t == best.t && rc.seq < best.seq
-			if earlier == (a.Fn == "first") {
+			if earlier == (a.Fn == windowing.FnFirst) {
 				best = rc
 			}
 		}
 		return best.values[i]
-	case "count_distinct":
+	case windowing.FnCountDistinct:
 		set := map[string]bool{}
 		for _, rc := range recs {
 			set[rc.values[i].Raw] = true
 		}
 		return record.Number(float64(len(set)))
-	case "quantile":
+	case windowing.FnQuantile:
 		return record.Number(exactNearestRank(a.Q, nums))
-	case "top_k":
+	case windowing.FnTopK:
 		return refTopK(a.K, recs, i)
 	}
-	panic("unknown fn " + a.Fn)
+	panic(fmt.Sprintf("unknown fn %d", a.Fn))
 }
 
 // refTopK is top_k the slow way: count every value (numbers by their

@@ -366,20 +366,12 @@ func (s *Sessions) releaseIfDone(ki int32) {
 // findKey returns the index of key key of partition part (hash tag), or
 // -1 if there is none.
 func (s *Sessions) findKey(part int32, tag uint32, key string) int32 {
-	t := &s.table
-	m := t.mask()
-	for i := t.home(tag); ; i = (i + 1) & m {
-		sl := t.slots[i]
-		if sl == 0 {
-			return -1
-		}
-		if uint32(sl>>32) == tag {
-			ki := int32(uint32(sl) - 1)
-			if k := &s.keys[ki]; k.part == part && k.key() == key {
-				return ki
-			}
+	for ki := range s.table.probe(tag) {
+		if s.keys[ki].is(part, key) {
+			return ki
 		}
 	}
+	return -1
 }
 
 // newKey adds key id (sort key, then the key's JSON at split) of partition

@@ -30,7 +30,7 @@ func wm(t int64) op { return op{t: t} }
 func flinkRun(t *testing.T, gap, lateness int64, ops []op) (results, retracts, late []string) {
 	t.Helper()
 	spec := windowing.Spec{Kind: windowing.KindSession, Gap: gap, Lateness: lateness,
-		Aggregates: []windowing.Aggregate{{Fn: "sum"}, {Fn: "count"}}}
+		Aggregates: []windowing.Aggregate{{Fn: windowing.FnSum}, {Fn: windowing.FnCount}}}
 	c := &collector{}
 	e, err := windowing.NewSessions(spec, c)
 	if err != nil {
@@ -147,7 +147,7 @@ func TestFlinkNotSideOutputDueToLatenessSessionWithHugeLateness(t *testing.T) {
 // which nothing more is emitted and no state is left.
 func TestFlinkCleanupTimerWithEmptyReduceStateForSessionWindows(t *testing.T) {
 	spec := windowing.Spec{Kind: windowing.KindSession, Gap: 3000, Lateness: 10,
-		Aggregates: []windowing.Aggregate{{Fn: "sum"}, {Fn: "count"}}}
+		Aggregates: []windowing.Aggregate{{Fn: windowing.FnSum}, {Fn: windowing.FnCount}}}
 	c := &collector{}
 	e, err := windowing.NewSessions(spec, c)
 	if err != nil {

@@ -35,10 +35,10 @@ type Spec struct {
 	Aggregates []Aggregate
 }
 
-// Aggregate is one configured aggregate function; Q is a quantile's
-// rank, in (0, 1]; K is how many values top_k reports (K > 0).
+// Aggregate is one configured aggregate function; Q is FnQuantile's
+// rank, in (0, 1]; K is how many values FnTopK reports (K > 0).
 type Aggregate struct {
-	Fn string // count | sum | min | max | avg | first | last | count_distinct | quantile | top_k
+	Fn Fn
 	Q  float64
 	K  int
 }

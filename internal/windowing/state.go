@@ -62,6 +62,9 @@ const noPane = -1
 // key is the group key's JSON object, as in record.Record.Key.
 func (k *keyState) key() string { return k.id[k.split:] }
 
+// is reports whether k is key key of partition part.
+func (k *keyState) is(part int32, key string) bool { return k.part == part && k.key() == key }
+
 func (k *keyState) sortKey() string { return k.id[:k.split] }
 
 // win is the bookkeeping of one (key, window) of a sliding window: the

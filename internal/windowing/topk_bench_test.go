@@ -34,7 +34,7 @@ func topKValues() []record.Value {
 // bytes/window is the heap a window's top_k state holds, measured once on
 // 100 windows filled alike.
 func BenchmarkTopK(b *testing.B) {
-	aggs := []windowing.Aggregate{{Fn: "top_k", K: 10}, {Fn: "count"}}
+	aggs := []windowing.Aggregate{{Fn: windowing.FnTopK, K: 10}, {Fn: windowing.FnCount}}
 	spec := params{"tumbling", 1000, 0, 0, 0, "on_watermark"}.spec(aggs...)
 	vals := topKValues()
 	const keys, perMs = 10, 50

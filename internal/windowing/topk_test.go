@@ -39,7 +39,7 @@ func TestTopKTies(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			e, c := newEngine(t, params{"tumbling", 10, 0, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "top_k", K: tt.k}))
+			e, c := newEngine(t, params{"tumbling", 10, 0, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: windowing.FnTopK, K: tt.k}))
 			for i, v := range in {
 				e.Add(topRec(int64(min(i, 9)), v))
 			}
@@ -67,7 +67,7 @@ func TestTopKTies(t *testing.T) {
 func TestTopKMerges(t *testing.T) {
 	x, y := record.Text("x"), record.Text("y")
 	t.Run("sliding", func(t *testing.T) {
-		e, c := newEngine(t, params{"sliding", 4, 2, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "top_k", K: 2}))
+		e, c := newEngine(t, params{"sliding", 4, 2, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: windowing.FnTopK, K: 2}))
 		for i, v := range []record.Value{x, x, y, y, y} {
 			e.Add(topRec([]int64{0, 1, 2, 3, 3}[i], v))
 		}
@@ -79,7 +79,7 @@ func TestTopKMerges(t *testing.T) {
 	})
 	t.Run("session", func(t *testing.T) {
 		c := &collector{}
-		s, err := windowing.NewSessions(params{"session", 3, 0, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: "top_k", K: 2}), c)
+		s, err := windowing.NewSessions(params{"session", 3, 0, 0, 0, "on_watermark"}.spec(windowing.Aggregate{Fn: windowing.FnTopK, K: 2}), c)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,457 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"aggregator/internal/config"
+)
+
+// The topics of the commit tests: one partition each, so that a reader
+// sees the results in the order they were written.
+const (
+	txnInput   = "calls"
+	txnResults = "out"
+	txnGroup   = "g"
+)
+
+// txnInputs are the records every commit test consumes: the last one's
+// watermark fires window [0, 5s) with two results (a: 2, b: 1).
+var txnInputs = []string{`{"sid":"a","t":1000}`, `{"sid":"a","t":2000}`, `{"sid":"b","t":3000}`, `{"sid":"a","t":12000}`}
+
+// txnHarness is an exactly_once Consumer on kfake that the test steps by
+// hand (no goroutine of its own): it polls and processes through the
+// fetcher's and the engine goroutine's functions and commits when told.
+type txnHarness struct {
+	t   *testing.T
+	kc  *kfake.Cluster
+	c   *Consumer
+	ctx context.Context
+}
+
+func newTxnHarness(t *testing.T) *txnHarness {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, txnInput, txnResults))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(kc.Close)
+	yaml := fmt.Sprintf(`
+source: {brokers: [%s], topics: [%s], group: %s, instance_id: i1, format: json, key: [sid], timestamp: {field: t, layout: unix_ms}}
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 5s}
+aggregates: [{name: calls, fn: count}]
+sink: {results_topic: %s, linger: 1ms}
+delivery: exactly_once
+state: {commit_interval: 10m, transaction_timeout: 15m}
+`, kc.ListenAddrs()[0], txnInput, txnGroup, txnResults)
+	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	c, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry(), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h := &txnHarness{t: t, kc: kc, c: c, ctx: t.Context()}
+	h.produce(txnInput, txnInputs...) // before the client fetches: its first fetch has them all
+	if err := c.connect(h.ctx); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return h
+}
+
+// client is a plain client of the cluster; opts come last.
+func (h *txnHarness) client(opts ...kgo.Opt) *kgo.Client {
+	h.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(h.kc.ListenAddrs()...)}, opts...)...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (h *txnHarness) produce(topic string, values ...string) {
+	h.t.Helper()
+	cl := h.client(kgo.DefaultProduceTopic(topic))
+	for _, v := range values {
+		if err := cl.ProduceSync(h.ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			h.t.Fatalf("produce to %s: %v", topic, err)
+		}
+	}
+}
+
+// process polls and processes (as Run's two goroutines do, one step at a
+// time) until the pipeline has applied every input record, the partition
+// restored first. It fails after a deadline.
+func (h *txnHarness) process() {
+	h.t.Helper()
+	c, f := h.c, h.c.fetch
+	deadline := time.Now().Add(30 * time.Second)
+	for !h.appliedAll() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the consumer did not apply the %d input records within 30s", len(txnInputs))
+		}
+		p := f.next(h.ctx)
+		f.poll(h.ctx, p)
+		p.decoding.Wait()
+		err := c.step(h.ctx, p)
+		f.free <- p
+		if err != nil {
+			h.t.Fatalf("step: %v", err)
+		}
+	}
+}
+
+// appliedAll reports whether the pipeline has applied every input record
+// (they were produced before the first fetch: no lag is all of them).
+func (h *txnHarness) appliedAll() bool {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	p := h.c.parts.byTP[topicPartition{txnInput, 0}]
+	if p == nil || len(h.c.proc.Unrestored()) > 0 {
+		return false
+	}
+	lag, ok := h.c.proc.Lag(p.id)
+	return ok && lag == 0
+}
+
+// commit is the engine goroutine's commit, with ctx.
+func (h *txnHarness) commit(ctx context.Context) error { return h.c.lockedCommit(ctx) }
+
+// told reports what the core was last told of a commit: the commits
+// counted by result, and whether its partition waits for a restore (an
+// Abort sends the core back to the changelog).
+func (h *txnHarness) told() (committed, aborted float64, restoring bool) {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return testutil.ToFloat64(h.c.m.Commits.WithLabelValues("committed")),
+		testutil.ToFloat64(h.c.m.Commits.WithLabelValues("aborted")),
+		len(h.c.proc.Unrestored()) > 0
+}
+
+// visible is what a read_committed reader of topic sees: every record
+// before a marker that a plain producer appends now.
+func (h *txnHarness) visible(topic string) []string {
+	h.t.Helper()
+	marker := fmt.Sprintf("marker-%d", time.Now().UnixNano())
+	h.produce(topic, marker)
+	cl := h.client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	var got []string
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			h.t.Fatalf("read_committed reader of %s: no marker within 30s, read %q", topic, got)
+		}
+		for _, r := range fs.Records() {
+			if v := string(r.Value); strings.HasPrefix(v, "marker-") {
+				if v == marker {
+					return got
+				}
+			} else {
+				got = append(got, v)
+			}
+		}
+	}
+}
+
+// committedOffset is the group's committed offset of the input partition
+// (-1: none).
+func (h *txnHarness) committedOffset() int64 {
+	h.t.Helper()
+	offs, err := kadm.NewClient(h.client()).FetchOffsets(h.ctx, txnGroup)
+	if err != nil {
+		h.t.Fatalf("fetch offsets: %v", err)
+	}
+	if o, ok := offs.Lookup(txnInput, 0); ok && o.Err == nil {
+		return o.At
+	}
+	return -1
+}
+
+// wantResults checks that a read_committed reader sees the window's two
+// results once each.
+func (h *txnHarness) wantResults() {
+	h.t.Helper()
+	got := h.visible(txnResults)
+	if len(got) != 2 || got[0] == got[1] || !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, `"calls":2`) }) {
+		h.t.Errorf("read_committed reader of %s sees %q, want the two results of window [0, 5s) once each (a: 2, b: 1)", txnResults, got)
+	}
+	if off := h.committedOffset(); off != int64(len(txnInputs)) {
+		h.t.Errorf("committed offset = %d, want %d", off, len(txnInputs))
+	}
+}
+
+// answer makes the broker answer the next request of kind key with the
+// response fill makes of it, instead of handling it.
+func (h *txnHarness) answer(key int16, fill func(req kmsg.Request) kmsg.Response) {
+	h.kc.ControlKey(key, func(req kmsg.Request) (kmsg.Response, error, bool) {
+		return fill(req), nil, true
+	})
+}
+
+// TestCommitTransactionCommits: the transaction commits, the core is told
+// Accept, and a read_committed reader sees each result once, with the
+// offsets committed.
+func TestCommitTransactionCommits(t *testing.T) {
+	h := newTxnHarness(t)
+	h.process()
+	if err := h.commit(h.ctx); err != nil {
+		t.Fatalf("commit = %v, want nil", err)
+	}
+	if committed, aborted, restoring := h.told(); committed != 1 || aborted != 0 || restoring {
+		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 1, 0, false (Accept)", committed, aborted, restoring)
+	}
+	if !h.c.cycle.inTxn {
+		t.Error("no transaction open after the commit")
+	}
+	h.wantResults()
+}
+
+// TestCommitTransactionAborts: the brokers answer so that the transaction
+// aborts and the service goes on (a lost group generation, a lost
+// session, an EndTxn that kgo retries as an abort): End returns no
+// error, the core is told Abort, a reader sees nothing of it, and the
+// records processed again commit once.
+func TestCommitTransactionAborts(t *testing.T) {
+	tests := map[string]func(h *txnHarness){
+		"TxnOffsetCommit: ILLEGAL_GENERATION (the group moved on)": func(h *txnHarness) {
+			h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
+				req := r.(*kmsg.TxnOffsetCommitRequest)
+				resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewTxnOffsetCommitResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, kerr.IllegalGeneration.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp
+			})
+		},
+		"TxnOffsetCommit: UNKNOWN_MEMBER_ID (the coordinator forgot the member: a lost session)": func(h *txnHarness) {
+			h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+				for _, rt := range r.(*kmsg.TxnOffsetCommitRequest).Topics {
+					st := kmsg.NewTxnOffsetCommitResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownMemberID.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp
+			})
+		},
+		"EndTxn: TRANSACTION_ABORTABLE": func(h *txnHarness) {
+			h.answer(kmsg.EndTxn.Int16(), func(r kmsg.Request) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+				resp.ErrorCode = kerr.TransactionAbortable.Code
+				return resp
+			})
+		},
+	}
+	for name, inject := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newTxnHarness(t)
+			h.process()
+			inject(h)
+			if err := h.commit(h.ctx); err != nil {
+				t.Fatalf("commit = %v, want nil (the transaction aborts, the service goes on)", err)
+			}
+			if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+				t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+			}
+			if !h.c.cycle.inTxn {
+				t.Error("no transaction begun after the abort")
+			}
+			if got := h.visible(txnResults); len(got) != 0 {
+				t.Errorf("read_committed reader sees %q of the aborted transaction, want nothing", got)
+			}
+			if off := h.committedOffset(); off != -1 {
+				t.Errorf("committed offset = %d after the abort, want none", off)
+			}
+			h.process() // restored and read again from the last commit
+			if err := h.commit(h.ctx); err != nil {
+				t.Fatalf("commit after the abort = %v, want nil", err)
+			}
+			if committed, _, restoring := h.told(); committed != 1 || restoring {
+				t.Errorf("after the second commit: %v committed, restoring %v; want 1, false", committed, restoring)
+			}
+			h.wantResults()
+		})
+	}
+}
+
+// TestCommitTransactionFenced: another producer took the transactional ID
+// (a second instance with the same source.instance_id): the transaction
+// cannot end, commit fails (the service ends), the core is told Abort, and
+// a reader sees nothing of it.
+func TestCommitTransactionFenced(t *testing.T) {
+	h := newTxnHarness(t)
+	h.process()
+	// Every output is written before the fence, so that the failure is
+	// the end of the transaction (a record produced after it fails, and
+	// commit ends the service before it ends the transaction).
+	h.c.writer.Sync()
+	if err := h.c.kafka.pr.Flush(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	fencer := h.client(kgo.TransactionalID(transactionalID(h.c.cfg.Source)), kgo.DefaultProduceTopic(txnInput))
+	if err := fencer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	// Its first record initializes the producer ID: the broker bumps the
+	// epoch and aborts the consumer's open transaction.
+	if err := fencer.ProduceSync(h.ctx, kgo.StringRecord(`{"sid":"z","t":0}`)).FirstErr(); err != nil {
+		t.Fatalf("fencing producer: %v", err)
+	}
+	if err := fencer.EndTransaction(h.ctx, kgo.TryAbort); err != nil {
+		t.Fatalf("fencing producer's abort: %v", err)
+	}
+	err := h.commit(h.ctx)
+	if err == nil || !strings.Contains(err.Error(), "end transaction") {
+		t.Fatalf("commit = %v, want an end transaction error", err)
+	}
+	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+	}
+	if got := h.visible(txnResults); len(got) != 0 {
+		t.Errorf("read_committed reader sees %q of the fenced transaction, want nothing", got)
+	}
+	if off := h.committedOffset(); off != -1 {
+		t.Errorf("committed offset = %d, want none", off)
+	}
+}
+
+// TestCommitTransactionEndTxnFails: EndTxn fails with an error kgo cannot
+// retry: commit fails (the service ends, a restart reads again from the
+// last commit) and the core is told Abort.
+func TestCommitTransactionEndTxnFails(t *testing.T) {
+	h := newTxnHarness(t)
+	h.process()
+	h.answer(kmsg.EndTxn.Int16(), func(r kmsg.Request) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp
+	})
+	err := h.commit(h.ctx)
+	if !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("commit = %v, want %v", err, kerr.InvalidTxnState)
+	}
+	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+	}
+	if off := h.committedOffset(); off != -1 {
+		t.Errorf("committed offset = %d, want none", off)
+	}
+}
+
+// TestCommitTransactionBrokersSilent: EndTxn is not answered before the
+// commit's deadline: the core is told Abort, the transaction is ended
+// locally, the next one begins, and commit returns no error; the records
+// read again then commit once.
+func TestCommitTransactionBrokersSilent(t *testing.T) {
+	h := newTxnHarness(t)
+	h.process()
+	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
+	defer cancel()
+	var answered atomic.Bool // the commit returned: EndTxn is answered again
+	h.kc.ControlKey(kmsg.EndTxn.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		h.kc.KeepControl()
+		if answered.Load() {
+			h.kc.DropControl()
+			return nil, nil, false
+		}
+		if !r.(*kmsg.EndTxnRequest).Commit {
+			return nil, nil, false
+		}
+		// Answered once the client has given up. Should the answer reach
+		// it first, it is one that kgo retries: every try until the
+		// commit returns meets this too, so nothing commits.
+		<-ctx.Done()
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil, true
+	})
+	err := h.commit(ctx)
+	answered.Store(true)
+	if err != nil {
+		t.Fatalf("commit = %v, want nil (brokers out of reach are waited for)", err)
+	}
+	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+	}
+	if !h.c.cycle.inTxn {
+		t.Error("no transaction begun after the abort")
+	}
+	h.process() // restored and read again from the last commit
+	if err := h.commit(h.ctx); err != nil {
+		t.Fatalf("commit after the abort = %v, want nil", err)
+	}
+	h.wantResults() // the transaction left open on the broker holds none of it
+}
+
+// TestCommitTransactionOutputFailed: outputs the brokers refuse for good
+// (the output topics not writable): commit fails before it ends the
+// transaction, and the core is told nothing (the service ends; a restart
+// reads again from the last commit).
+func TestCommitTransactionOutputFailed(t *testing.T) {
+	h := newTxnHarness(t) // the inputs are in
+	h.kc.ControlKey(kmsg.Produce.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		h.kc.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	h.process()
+	// The results were produced while processing: wait for their answer,
+	// as the commit's check would see it a moment later.
+	h.c.writer.Sync()
+	_ = h.c.kafka.pr.Flush(h.ctx)
+	err := h.commit(h.ctx)
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("commit = %v, want %v", err, kerr.TopicAuthorizationFailed)
+	}
+	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 0 || restoring {
+		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 0, false (neither Accept nor Abort)", committed, aborted, restoring)
+	}
+	if off := h.committedOffset(); off != -1 {
+		t.Errorf("committed offset = %d, want none", off)
+	}
+}
