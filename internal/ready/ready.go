@@ -6,7 +6,10 @@
 // only. The package holds data, no behaviour.
 package ready
 
-import "aggregator/internal/windowing"
+import (
+	"aggregator/internal/watermark"
+	"aggregator/internal/windowing"
+)
 
 // A Ready is what the shell must make durable, in this order: Outputs,
 // then Changelog, then Positions; Offsets are committed last (with
@@ -33,9 +36,11 @@ func (r *Ready) Empty() bool {
 type Kind uint8
 
 const (
-	Result     Kind = iota // a window firing, for the results topic
-	Late                   // a record too late for all its windows, for the late topic
-	DeadLetter             // a record that could not be used, for the dead-letter topic
+	Result      Kind = iota // a window firing, for the results topic
+	Late                    // a record too late for all its windows, for the late topic
+	DeadLetter              // a record that could not be used, for the dead-letter topic
+	Repartition             // an accepted input record, for the repartition topic (stage 1)
+	Marker                  // a source partition's watermark, for every repartition partition (stage 1)
 )
 
 // An Output is one record for an output topic.
@@ -43,6 +48,16 @@ type Output struct {
 	Kind   Kind
 	Result windowing.Result // Kind Result; its Aggregates live as long as the Ready
 	Event  *Event           // Late and DeadLetter
+	Repart *Repart          // Repartition and Marker
+}
+
+// A Repart is a record for the repartition topic: an input record (In)
+// under its group key (Key, the Kafka key of its results too), or a
+// watermark marker (Mark).
+type Repart struct {
+	In   Input
+	Key  string
+	Mark watermark.Mark
 }
 
 // An Event is an input record that goes to the late or the dead-letter
@@ -70,6 +85,12 @@ type Input struct {
 	Offset         int64
 	Key, Value     []byte
 	Timestamp      int64 // the Kafka record timestamp, ms
+	// A record read from the repartition topic is its source record (the
+	// fields above, but Partition: the repartition partition) plus its
+	// source's dense partition id and its offset in the repartition
+	// partition (its position); both are 0 for other records.
+	SourceID          int32
+	RepartitionOffset int64
 }
 
 // Changelog is one record for the changelog partition of an input
