@@ -34,12 +34,17 @@ func Outcomes() []Outcome { return windowing.Outcomes() }
 
 // Processor runs the per-record path for all assigned partitions.
 type Processor struct {
-	cfg      config.Config
-	recSpec  record.Spec
-	schemas  *record.Schemas // registry formats: filled by the shell before decoding; else nil
-	dec      *record.Decoder
-	rec      record.Record
-	marks    *watermark.Merged
+	cfg     config.Config
+	recSpec record.Spec
+	schemas *record.Schemas // registry formats: filled by the shell before decoding; else nil
+	dec     *record.Decoder
+	rec     record.Record
+	marks   *watermark.Merged
+	// sources is the watermark of a processor that reads a repartition
+	// topic (source.partitioning repartition; nil otherwise): the markers'
+	// table of source partitions per repartition partition. Its records
+	// do not move a generator, and stage 1 dead-lettered what had to be.
+	sources  *watermark.Sources
 	engine   windowing.Operator
 	spec     windowing.Spec
 	tracking bool      // TrackState was called: the engine notes its changes
@@ -102,6 +107,9 @@ func New(cfg config.Config) (*Processor, error) {
 	p := &Processor{cfg: cfg, recSpec: recSpec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
 		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}}}
+	if !cfg.Source.ByKey() {
+		p.sources, p.futureMs = watermark.NewSources(cfg.Watermark), 0
+	}
 	if p.engine, err = p.newEngine(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -173,6 +181,9 @@ func (p *Processor) Assign(partition int32, now int64) {
 	}
 	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1}
 	p.marks.Assign(partition, now)
+	if p.sources != nil {
+		p.sources.Assign(partition)
+	}
 }
 
 // Revoke drops a partition's windows and generator without firing them.
@@ -180,6 +191,9 @@ func (p *Processor) Assign(partition int32, now int64) {
 // the others may fire.
 func (p *Processor) Revoke(partition int32) {
 	p.marks.Revoke(partition)
+	if p.sources != nil {
+		p.sources.Revoke(partition)
+	}
 	p.engine.RemovePartition(partition)
 	if int(partition) < len(p.parts) {
 		if p.parts[partition].assigned {
@@ -225,7 +239,7 @@ func Decode(dec *record.Decoder, in *Input, rec *record.Record) (record.Kind, er
 // decodeErr are what Decode returned), in offset order per partition.
 func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
 	if int(in.Partition) < len(p.parts) {
-		p.parts[in.Partition].next = in.Offset + 1
+		p.parts[in.Partition].next = p.offset(in) + 1
 	}
 	if decodeErr != nil {
 		p.deadLetter(in, decodeErr)
@@ -235,6 +249,9 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 	case record.Filtered:
 		return Filtered
 	case record.Marker:
+		if p.sources != nil {
+			return Marker // stage 1 does not forward them
+		}
 		if err := p.checkFuture(rec.Time, now); err != nil {
 			p.deadLetter(in, err)
 			return DeadLetter
@@ -257,9 +274,35 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 	if res.Kind == windowing.LateEvent {
 		p.late(in, rec.Time, p.engine.Judged(rec.Partition), res.Missed)
 	}
-	p.marks.OnEvent(in.Partition, rec.Time, now)
+	if p.sources == nil {
+		p.marks.OnEvent(in.Partition, rec.Time, now)
+	}
 	p.advance()
 	return res.Kind
+}
+
+// offset is where in is in its state partition's log: the input offset,
+// or for a repartition record its offset in the repartition partition.
+func (p *Processor) offset(in *Input) int64 {
+	if p.sources != nil {
+		return in.RepartitionOffset
+	}
+	return in.Offset
+}
+
+// ApplyMark applies a watermark marker read from a repartition partition
+// at offset (source.partitioning repartition), unless the partition waits
+// for its restore or the marker is in its state already; applied is
+// false then.
+func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (applied bool) {
+	pp := p.part(partition)
+	if p.sources == nil || pp == nil || !pp.restored || offset < pp.next {
+		return false
+	}
+	pp.next = offset + 1
+	p.sources.Mark(partition, m)
+	p.advance()
+	return true
 }
 
 // checkFuture is the future guard of SPEC §3: a record too far ahead of the
@@ -275,11 +318,22 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 
 // advance hands the merged watermark to the engine; the engine ignores it
 // unless it went up.
-func (p *Processor) advance() { p.engine.Advance(p.marks.Current()) }
+func (p *Processor) advance() { p.engine.Advance(p.merged()) }
+
+// merged is the merged watermark: the generators', or the markers'.
+func (p *Processor) merged() int64 {
+	if p.sources != nil {
+		return p.sources.Current()
+	}
+	return p.marks.Current()
+}
 
 // Tick re-evaluates idleness with the wall clock; windows may fire.
 func (p *Processor) Tick(now int64) {
 	p.marks.Tick(now)
+	if p.sources != nil {
+		p.sources.Tick(now)
+	}
 	p.advance()
 	p.engine.ProcessingTime(now)
 }
@@ -291,9 +345,24 @@ func (p *Processor) Flush() { p.engine.Advance(math.MaxInt64) }
 // Watermark is the merged watermark the engine has acted on.
 func (p *Processor) Watermark() int64 { return p.engine.Watermark() }
 
-// PartitionWatermark reports a partition's own watermark and whether it is idle.
+// PartitionWatermark reports a partition's own watermark and whether it
+// is idle (a repartition partition's: the minimum over its sources, idle
+// when all of them are).
 func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
+	if p.sources != nil {
+		return p.sources.Partition(partition)
+	}
 	return p.marks.Partition(partition)
+}
+
+// SourceTable returns a repartition partition's table of source
+// partitions, as its markers reported them (zero for other partitions);
+// its slice is valid until the next record or marker.
+func (p *Processor) SourceTable(partition int32) watermark.Table {
+	if p.sources == nil {
+		return watermark.Table{}
+	}
+	return p.sources.Table(partition)
 }
 
 // Partitions lists the assigned partitions, sorted.
@@ -314,8 +383,20 @@ func (p *Processor) TakeSessionMerges() int64 {
 	return n
 }
 
-// IdleCount counts idle partitions.
-func (p *Processor) IdleCount() int { return p.marks.IdleCount() }
+// IdleCount counts idle partitions (repartition partitions whose every
+// source is idle).
+func (p *Processor) IdleCount() int {
+	if p.sources == nil {
+		return p.marks.IdleCount()
+	}
+	n := 0
+	for _, id := range p.sources.Partitions() {
+		if _, idle := p.sources.Partition(id); idle {
+			n++
+		}
+	}
+	return n
+}
 
 // TrackState makes p note the changes of its state from now on, for
 // Checkpoint; call it before the first record of a processor that is
@@ -384,7 +465,13 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			continue
 		}
 		gen := p.marks.Snapshot(int32(id))
-		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp,
+		var table watermark.Table
+		if p.sources != nil {
+			table = p.sources.Table(int32(id))
+			gen.MaxTimestamp = math.MinInt64
+			gen.Watermark, _ = p.sources.Partition(int32(id))
+		}
+		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp, Sources: table,
 			// The merged watermark is a floor of the partition's own: its
 			// records were judged against it, and its next owner goes on from there.
 			Watermark: max(gen.Watermark, p.engine.Judged(int32(id))), Merged: w, Floor: p.engine.Judged(int32(id))}
@@ -421,6 +508,9 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 				}
 			}
 			p.marks.Lower(wm)
+			if p.sources != nil {
+				p.sources.Lower(wm)
+			}
 			p.engine.Rewind(wm, others)
 		}
 	}
@@ -439,7 +529,11 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 	if res.HasPosition {
 		pp.next = res.Position.Offset
 		pp.written, pp.merged = res.Position.Offset, res.Position.Merged
-		p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
+		if p.sources != nil {
+			p.sources.Restore(partition, res.Position.Sources)
+		} else {
+			p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
+		}
 	}
 	p.advance()
 	return res, nil
