@@ -33,6 +33,7 @@ type Stage struct {
 	futureMs int64
 	sources  int32   // the number of source partitions, for the markers
 	next     []int64 // by partition id: the offset of the next record; -1 none; unassigned -2
+	hwm      []int64 // by partition id: the high watermark of its last fetch; -1 none since assignment
 	outs     []ready.Output
 	spare    []ready.Output
 	markBuf  []watermark.Mark
@@ -51,6 +52,9 @@ func New(cfg config.Config, sources int32, schemas *record.Schemas) (*Stage, err
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), sources: sources}, nil
 }
 
+// Sources is the number of source partitions the markers report.
+func (s *Stage) Sources() int32 { return s.sources }
+
 // SetSources sets the number of source partitions the markers report
 // (the input topics' partitions changed).
 func (s *Stage) SetSources(n int32) { s.sources = n }
@@ -59,9 +63,9 @@ func (s *Stage) SetSources(n int32) { s.sources = n }
 // follow at once. Partition ids are dense: they index a slice.
 func (s *Stage) Assign(partition int32, now int64) {
 	for int(partition) >= len(s.next) {
-		s.next = append(s.next, unassigned)
+		s.next, s.hwm = append(s.next, unassigned), append(s.hwm, -1)
 	}
-	s.next[partition] = -1
+	s.next[partition], s.hwm[partition] = -1, -1
 	s.marks.Assign(partition, now)
 }
 
@@ -85,7 +89,34 @@ func (s *Stage) Fetched(partition int32, hwm, now int64) {
 	if !s.Assigned(partition) {
 		return
 	}
+	s.hwm[partition] = hwm
 	s.marks.SetCaughtUp(partition, s.next[partition] >= hwm, now)
+}
+
+// Unfetched lists the assigned partitions no fetch has returned a record
+// of since their assignment, with their positions (-1: none, the group's
+// offset rules apply), for the shell to ask whether they are at their log
+// end (an empty partition must be able to go idle too).
+func (s *Stage) Unfetched() map[int32]int64 {
+	var out map[int32]int64
+	for id, next := range s.next {
+		if next != unassigned && s.hwm[id] < 0 {
+			if out == nil {
+				out = map[int32]int64{}
+			}
+			out[int32(id)] = next
+		}
+	}
+	return out
+}
+
+// Lag is the records of the partition between its position and the high
+// watermark of its last fetch; ok is false until both are known.
+func (s *Stage) Lag(partition int32) (lag int64, ok bool) {
+	if !s.Assigned(partition) || s.hwm[partition] < 0 || s.next[partition] < 0 {
+		return 0, false
+	}
+	return max(s.hwm[partition]-s.next[partition], 0), true
 }
 
 // SetCaughtUp tells whether the partition's position is at its log end
@@ -106,10 +137,19 @@ func (s *Stage) Process(in *ready.Input, now int64) (out Outcome, applied bool) 
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
 	}
-	s.next[in.Partition] = in.Offset + 1
 	kind, err := s.dec.Decode(in.Value, record.Meta{Key: in.Key, Timestamp: in.Timestamp, Partition: in.Partition, Offset: in.Offset}, &s.rec)
+	return s.ProcessDecoded(in, &s.rec, kind, err, now)
+}
+
+// ProcessDecoded is Process for a record decoded elsewhere (kind and
+// decodeErr are what its decoder returned; rec is not kept).
+func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, err error, now int64) (out Outcome, applied bool) {
+	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
+		return 0, false
+	}
+	s.next[in.Partition] = in.Offset + 1
 	if err == nil && kind != record.Filtered {
-		err = s.checkFuture(s.rec.Time, now)
+		err = s.checkFuture(rec.Time, now)
 	}
 	switch {
 	case err != nil:
@@ -118,11 +158,11 @@ func (s *Stage) Process(in *ready.Input, now int64) (out Outcome, applied bool) 
 	case kind == record.Filtered:
 		return Filtered, true
 	case kind == record.Marker:
-		s.marks.OnMarker(in.Partition, s.rec.Time, now)
+		s.marks.OnMarker(in.Partition, rec.Time, now)
 		return Marker, true
 	}
-	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: &ready.Repart{In: *in, Key: s.rec.Key}})
-	s.marks.OnEvent(in.Partition, s.rec.Time, now)
+	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: &ready.Repart{In: *in, Key: rec.Key}})
+	s.marks.OnEvent(in.Partition, rec.Time, now)
 	return Forwarded, true
 }
 
