@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -148,14 +149,24 @@ func TestRepartitionMatchesReplay(t *testing.T) {
 					t.Fatalf("replay gives %d results, %d late events, %d dead letters: the test tests nothing", len(want.results), len(want.late), len(want.dead))
 				}
 				var svcs []*service
-				for range instances {
-					svcs = append(svcs, start(t, cfg, nil))
+				reg := prometheus.NewRegistry()
+				for i := range instances {
+					if i == 0 {
+						svcs = append(svcs, startWith(t, cfg, nil, reg))
+					} else {
+						svcs = append(svcs, start(t, cfg, nil))
+					}
 				}
 				if instances == 2 {
 					waitEven(t, brokers, cfg.Source.Group, 2, 4) // each stage's partitions split over both
 				}
 				produceKeyed(t, brokers, first)
 				waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+				if instances == 1 {
+					// What an operator asks when windows stall: who holds them back.
+					waitGauge(t, reg, "aggregator_sources_unreported", 0)
+					waitGauge(t, reg, "aggregator_watermark_source_partition", 3) // the lagging producer's
+				}
 				produceKeyed(t, brokers, second)
 				waitCount(t, brokers, lateTopic, int64(len(want.late)))
 				waitPurged(t, brokers, cfg.State.RepartitionTopic)

@@ -227,3 +227,30 @@ func TestCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestStageLagAndUnfetched: a partition no fetch has returned a record of
+// is listed for the shell's end-offset check, and its lag is unknown
+// until a fetch says where its log ends.
+func TestStageLagAndUnfetched(t *testing.T) {
+	s := newStage(t, yaml, 2, 0, 1)
+	if got := s.Unfetched(); len(got) != 2 || got[0] != -1 || got[1] != -1 {
+		t.Errorf("fresh: Unfetched() = %v, want both at -1", got)
+	}
+	if _, ok := s.Lag(0); ok {
+		t.Errorf("fresh: Lag(0) is known")
+	}
+	s.Process(input(0, 3, "", `{"user":"a","t":5000,"kind":"click"}`), 0)
+	s.Fetched(0, 10, 0)
+	if got := s.Unfetched(); len(got) != 1 || got[1] != -1 {
+		t.Errorf("partition 0 fetched: Unfetched() = %v, want partition 1 only", got)
+	}
+	if lag, ok := s.Lag(0); !ok || lag != 6 {
+		t.Errorf("Lag(0) = %d, %v, want 6, true (position 4, log end 10)", lag, ok)
+	}
+	if _, ok := s.Lag(7); ok {
+		t.Errorf("Lag of an unassigned partition is known")
+	}
+	if s.Sources() != 2 {
+		t.Errorf("Sources() = %d, want 2", s.Sources())
+	}
+}
