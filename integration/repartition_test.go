@@ -42,7 +42,7 @@ aggregates:
 
 // keyedInput is one input record: its partition, request-id key and value.
 type keyedInput struct {
-	partition int32
+	partition  int32
 	key, value string
 }
 
