@@ -122,6 +122,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	c.proc.TrackState()
 	c.schemas.decoded = c.proc.Schemas()
 	if !cfg.Source.ByKey() {
+		c.proc.Repartitioned()
 		core, err := repartition.New(cfg, 0, c.proc.Schemas())
 		if err != nil {
 			return nil, fmt.Errorf("repartition: %w", err)

@@ -107,9 +107,6 @@ func New(cfg config.Config) (*Processor, error) {
 	p := &Processor{cfg: cfg, recSpec: recSpec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
 		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}}}
-	if !cfg.Source.ByKey() {
-		p.sources, p.futureMs = watermark.NewSources(cfg.Watermark), 0
-	}
 	if p.engine, err = p.newEngine(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -203,6 +200,18 @@ func (p *Processor) Revoke(partition int32) {
 	}
 	p.conflicts.forget(partition)
 	p.advance()
+}
+
+// Repartitioned makes the processor stage 2 of source.partitioning
+// repartition: its partitions are repartition partitions, its records are
+// repartition records (ready.Input's SourceID and RepartitionOffset set)
+// and its watermark comes from the markers (ApplyMark), not from a
+// generator; stage 1 already dead-lettered what had to be. Call it before
+// the first Assign. Without it a processor is one stage whatever
+// source.partitioning says (replay of a repartition config: the offline
+// twin of both stages is one state per group key, see OneState).
+func (p *Processor) Repartitioned() {
+	p.sources, p.futureMs, p.checkKeys = watermark.NewSources(p.cfg.Watermark), 0, false
 }
 
 // OneState makes the processor keep one window state per group key across

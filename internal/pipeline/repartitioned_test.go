@@ -14,7 +14,7 @@ import (
 )
 
 const stage2Yaml = `
-source: {key: [k], timestamp: {field: t, layout: unix_ms}, partitioning: by_key}
+source: {key: [k], timestamp: {field: t, layout: unix_ms}, partitioning: repartition}
 watermark: {max_out_of_orderness: 1s, idle_timeout: 5s, idle_advance: true}
 window: {type: tumbling, size: 2s}
 aggregates: [{name: n, fn: count}]
@@ -37,11 +37,11 @@ func newStage2(t *testing.T, doc string, log changelog, parts ...int32) *stage2 
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	cfg.Source.Partitioning = "repartition" // config rejects it until the shell is built
 	p, err := pipeline.New(cfg)
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
+	p.Repartitioned()
 	p.TrackState()
 	dec, err := p.NewDecoder()
 	if err != nil {
@@ -190,5 +190,24 @@ func TestRepartitionedSkipAndRestore(t *testing.T) {
 	// A marker below the position is not applied again.
 	if n.p.ApplyMark(0, 7, watermark.Mark{Source: 0, Count: 1, Watermark: 9_000}) {
 		t.Errorf("ApplyMark below the position was applied")
+	}
+}
+
+// TestRepartitionConfigOneStage: without Repartitioned a processor of a
+// repartition config is one stage (replay's): its records move its
+// generators.
+func TestRepartitionConfigOneStage(t *testing.T) {
+	cfg, err := config.Parse([]byte(stage2Yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Assign(0, 0)
+	p.Process(&pipeline.Input{Partition: 0, Offset: 0, Value: []byte(`{"k":"a","t":5000}`)}, 0)
+	if got := p.Watermark(); got != 3999 {
+		t.Errorf("Watermark() = %d, want 3999: the record moved the generator", got)
 	}
 }

@@ -27,7 +27,7 @@ import (
 // outcome does not depend on).
 
 const twoStageYaml = `
-source: {key: [k], timestamp: {field: t, layout: unix_ms}}
+source: {key: [k], timestamp: {field: t, layout: unix_ms}, partitioning: repartition}
 watermark: {max_out_of_orderness: 1s}
 window: {type: tumbling, size: 2s}
 aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}]
@@ -86,7 +86,6 @@ func newTwoStage(t *testing.T, exactlyOnce bool, c *cluster2) *twoStage {
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	cfg.Source.Partitioning = "repartition" // config rejects it until the shell is built
 	s := &twoStage{t: t, exactlyOnce: exactlyOnce, c: c, tx: &txn2{repart: map[int32][]repRecord{}}, failAt: -1}
 	if s.s1, err = repartition.New(cfg, sourceParts, nil); err != nil {
 		t.Fatalf("repartition.New: %v", err)
@@ -94,6 +93,7 @@ func newTwoStage(t *testing.T, exactlyOnce bool, c *cluster2) *twoStage {
 	if s.s2, err = pipeline.New(cfg); err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
+	s.s2.Repartitioned()
 	s.s2.TrackState()
 	if s.dec, err = s.s2.NewDecoder(); err != nil {
 		t.Fatalf("NewDecoder: %v", err)

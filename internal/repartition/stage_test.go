@@ -28,7 +28,7 @@ func newStage(t *testing.T, doc string, sources int32, parts ...int32) *repartit
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	cfg.Source.Partitioning = "repartition"
+	cfg.Source.Partitioning = "repartition" // the mode a Stage runs in
 	s, err := repartition.New(cfg, sources, nil)
 	if err != nil {
 		t.Fatalf("New: %v", err)
