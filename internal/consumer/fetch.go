@@ -30,6 +30,7 @@ type poll struct {
 	recs       []decoded
 	parts      []polledPart      // the partitions with records, in poll order
 	decs       []*record.Decoder // one per decoding worker
+	topics     []string          // source.topics: a repartition record's source topic is one of them
 	decoding   sync.WaitGroup    // the workers decoding recs
 }
 
@@ -126,7 +127,7 @@ func (f *fetcher) setCancel(cancel context.CancelFunc) {
 func newFetcher(c *Consumer) (*fetcher, error) {
 	f := &fetcher{c: c, free: make(chan *poll, pollsInFlight)}
 	for range pollsInFlight {
-		p := &poll{}
+		p := &poll{topics: c.cfg.Source.Topics}
 		for range max(runtime.GOMAXPROCS(0), 1) {
 			dec, err := c.proc.NewDecoder()
 			if err != nil {
@@ -324,7 +325,7 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 		pp := &p.parts[j]
 		r, d := pp.records[i-pp.lo], &p.recs[i]
 		if pp.repart {
-			decodeRepartition(dec, pp.id, r, d)
+			decodeRepartition(dec, pp.id, r, p.topics, d)
 			continue
 		}
 		d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, KafkaPartition: r.Partition, Offset: r.Offset,
@@ -337,14 +338,14 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 // the input record it was made from, and decodes that (stage 1 decoded it
 // already: decoding is deterministic), or into its watermark marker. A
 // record this release cannot parse is a dead letter of stage 2.
-func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, d *decoded) {
+func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, topics []string, d *decoded) {
 	var header []byte
 	for _, h := range r.Headers {
 		if h.Key == repartition.Header {
 			header = h.Value
 		}
 	}
-	m, marker, err := repartition.Parse(header, r.Value, id, r.Offset, &d.in)
+	m, marker, err := repartition.Parse(header, r.Value, id, r.Offset, topics, &d.in)
 	switch {
 	case err != nil:
 		d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset,

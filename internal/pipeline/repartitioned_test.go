@@ -64,7 +64,7 @@ func (s *stage2) data(part int32, off int64, src int32, srcOff int64, value stri
 	s.t.Helper()
 	source := ready.Input{Topic: "in", Partition: src, KafkaPartition: src, Offset: srcOff, Key: []byte("req"), Value: []byte(value)}
 	var in ready.Input
-	if _, marker, err := repartition.Parse(repartition.AppendData(nil, &source), source.Value, part, off, &in); err != nil || marker {
+	if _, marker, err := repartition.Parse(repartition.AppendData(nil, &source), source.Value, part, off, nil, &in); err != nil || marker {
 		s.t.Fatalf("Parse = %v, %v", marker, err)
 	}
 	kind, err := pipeline.Decode(s.dec, &in, &s.rec)
@@ -76,7 +76,7 @@ func (s *stage2) data(part int32, off int64, src int32, srcOff int64, value stri
 func (s *stage2) mark(part int32, off int64, src, count int32, wm int64, idle bool) {
 	s.t.Helper()
 	var in ready.Input
-	m, marker, err := repartition.Parse(repartition.AppendMarker(nil, watermark.Mark{Source: src, Count: count, Watermark: wm, Idle: idle}), nil, part, off, &in)
+	m, marker, err := repartition.Parse(repartition.AppendMarker(nil, watermark.Mark{Source: src, Count: count, Watermark: wm, Idle: idle}), nil, part, off, nil, &in)
 	if err != nil || !marker {
 		s.t.Fatalf("Parse = %v, %v", marker, err)
 	}

@@ -205,7 +205,7 @@ func (s *twoStage) round() bool {
 		s.fetch2[r]++
 		rec := s.c.repart[r][off]
 		var in ready.Input
-		m, marker, err := repartition.Parse(rec.header, rec.value, int32(r), off, &in)
+		m, marker, err := repartition.Parse(rec.header, rec.value, int32(r), off, nil, &in)
 		if err != nil {
 			s.t.Fatalf("Parse: %v", err)
 		}

@@ -1,6 +1,8 @@
 package producer_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,12 +66,12 @@ func TestWriterRepartition(t *testing.T) {
 		t.Fatalf("data record = %s[%d] key %s value %s ts %v headers %v", data.Topic, data.Partition, data.Key, data.Value, data.Timestamp, data.Headers)
 	}
 	var got ready.Input
-	if _, marker, err := repartition.Parse(data.Headers[0].Value, data.Value, 2, 7, &got); err != nil || marker ||
+	if _, marker, err := repartition.Parse(data.Headers[0].Value, data.Value, 2, 7, nil, &got); err != nil || marker ||
 		got.SourceID != 5 || got.KafkaPartition != 1 || got.Offset != 42 || string(got.Key) != "req-9" || got.Timestamp != 1234 || got.Topic != "calls" {
 		t.Errorf("data header reads back as %+v, %v, %v", got, marker, err)
 	}
 	for p, rec := range cl.recs[1:] {
-		m, marker, err := repartition.Parse(rec.Headers[0].Value, rec.Value, 0, 0, &got)
+		m, marker, err := repartition.Parse(rec.Headers[0].Value, rec.Value, 0, 0, nil, &got)
 		if rec.Partition != int32(p) || err != nil || !marker || m != (watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true}) {
 			t.Errorf("marker record %d = partition %d, %+v, %v, %v", p, rec.Partition, m, marker, err)
 		}
@@ -79,5 +81,33 @@ func TestWriterRepartition(t *testing.T) {
 	}
 	if value(m.RepartitionBytes) == 0 {
 		t.Errorf("repartition_bytes_total stayed 0")
+	}
+}
+
+// TestWriterRepartitionChunks: records, keys and headers cut from chunks
+// stay each their own across chunk boundaries, long keys included.
+func TestWriterRepartitionChunks(t *testing.T) {
+	cl := &fakeClient{}
+	cfg := sinkConfig()
+	cfg.Source.Partitioning, cfg.State.RepartitionTopic = "repartition", "g-repartition"
+	w := newWriter(t, cl, cfg, nil, time.Now)
+	w.SetRepartitionPartitions(4)
+	const n = 700
+	for i := range n {
+		key := fmt.Sprintf(`{"sid":"%s"}`, strings.Repeat("x", i*37%5000))
+		in := ready.Input{Topic: "calls", Partition: int32(i % 3), Offset: int64(i), Key: []byte(fmt.Sprint("req-", i)), Value: []byte(fmt.Sprint(i))}
+		w.Write([]ready.Output{{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: key}}})
+	}
+	w.Sync()
+	if len(cl.recs) != n {
+		t.Fatalf("produced %d records, want %d", len(cl.recs), n)
+	}
+	for i, rec := range cl.recs {
+		var got ready.Input
+		_, _, err := repartition.Parse(rec.Headers[0].Value, rec.Value, 0, 0, nil, &got)
+		if want := fmt.Sprintf(`{"sid":"%s"}`, strings.Repeat("x", i*37%5000)); string(rec.Key) != want || err != nil ||
+			got.Offset != int64(i) || string(got.Key) != fmt.Sprint("req-", i) || got.SourceID != int32(i%3) || string(rec.Value) != fmt.Sprint(i) {
+			t.Fatalf("record %d: key of %d bytes, header %+v, %v", i, len(rec.Key), got, err)
+		}
 	}
 }

@@ -466,6 +466,50 @@ type repartitionTopic struct {
 	metrics    topicMetrics
 	bytes      prometheus.Counter
 	done       func(*kgo.Record, error)
+	// Records, headers and their bytes are cut from chunks (the engine
+	// goroutine's): four allocations per record were most of stage 1's
+	// garbage. A chunk is freed once the client let go of all its records.
+	recs []kgo.Record
+	hdrs []kgo.RecordHeader
+	buf  []byte
+}
+
+const (
+	chunkRecords = 256
+	chunkBytes   = 64 << 10
+)
+
+// record returns a fresh record of the repartition topic with room for
+// one header.
+func (t *repartitionTopic) record() *kgo.Record {
+	if len(t.recs) == 0 {
+		t.recs = make([]kgo.Record, chunkRecords)
+	}
+	if len(t.hdrs) == 0 {
+		t.hdrs = make([]kgo.RecordHeader, chunkRecords)
+	}
+	r := &t.recs[0]
+	r.Topic, r.Headers = t.name, t.hdrs[:0:1]
+	t.recs, t.hdrs = t.recs[1:], t.hdrs[1:]
+	return r
+}
+
+// room returns room for n bytes (appended to from empty) that the client
+// may hold until it acknowledges the record.
+func (t *repartitionTopic) room(n int) []byte {
+	if cap(t.buf)-len(t.buf) < n {
+		t.buf = make([]byte, 0, max(chunkBytes, n))
+	}
+	return t.buf[len(t.buf):len(t.buf)]
+}
+
+// keep takes b, appended to room's slice, out of the chunk (unless it
+// outgrew the room and has an array of its own).
+func (t *repartitionTopic) keep(b []byte) []byte {
+	if free := t.buf[len(t.buf):cap(t.buf)]; len(b) > 0 && len(free) >= len(b) && &free[0] == &b[0] {
+		t.buf = t.buf[:len(t.buf)+len(b)]
+	}
+	return b[:len(b):len(b)]
 }
 
 // SetRepartitionPartitions sets the repartition topic's partition count,
@@ -482,12 +526,14 @@ func RepartitionPartition(keys kgo.TopicPartitioner, key []byte, n int32) int32 
 // topic: its group key as the key, its value unchanged, where it came
 // from in the header (made now: the input is valid only during the call).
 func (w *Writer) repartitionData(r *ready.Repart) {
-	key := []byte(r.Key)
-	rec := &kgo.Record{Topic: w.repart.name, Key: key, Value: r.In.Value,
-		Partition: RepartitionPartition(w.repart.keys, key, w.repart.partitions),
-		Timestamp: time.UnixMilli(r.In.Timestamp),
-		Headers:   []kgo.RecordHeader{{Key: repartition.Header, Value: repartition.AppendData(nil, &r.In)}}}
-	w.repart.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(rec.Headers[0].Value)))
+	t := &w.repart
+	key := t.keep(append(t.room(len(r.Key)), r.Key...))
+	header := t.keep(repartition.AppendData(t.room(40+len(r.In.Topic)+len(r.In.Key)), &r.In))
+	rec := t.record()
+	rec.Key, rec.Value, rec.Timestamp = key, r.In.Value, time.UnixMilli(r.In.Timestamp)
+	rec.Partition = RepartitionPartition(t.keys, key, t.partitions)
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: repartition.Header, Value: header})
+	t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header)))
 	w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
 	w.sendIfFull()
 }

@@ -56,9 +56,10 @@ func AppendMarker(dst []byte, m watermark.Mark) []byte {
 // Parse reads a repartition record read from repartition partition
 // partition at offset: a data record fills in as the input record it was
 // made from (Partition is the repartition partition, SourceID and
-// RepartitionOffset are set, Key and Topic point into header) and returns
+// RepartitionOffset are set, Key points into header; Topic is one of
+// topics when it names one, which saves a string per record) and returns
 // marker false; a marker record returns its Mark and marker true.
-func Parse(header, value []byte, partition int32, offset int64, in *ready.Input) (m watermark.Mark, marker bool, err error) {
+func Parse(header, value []byte, partition int32, offset int64, topics []string, in *ready.Input) (m watermark.Mark, marker bool, err error) {
 	if len(header) < 2 || header[0] != version {
 		return m, false, fmt.Errorf("%w: unknown version", ErrCorrupt)
 	}
@@ -75,7 +76,7 @@ func Parse(header, value []byte, partition int32, offset int64, in *ready.Input)
 	case kindData:
 		*in = ready.Input{Partition: partition, Value: value, RepartitionOffset: offset,
 			SourceID: r.int32(), KafkaPartition: r.int32(), Offset: r.varint(), Timestamp: r.varint()}
-		in.Topic = string(r.bytes(r.uvarint()))
+		in.Topic = topic(r.bytes(r.uvarint()), topics)
 		if r.byte() == hasKey {
 			in.Key = r.b
 			if in.Key == nil {
@@ -85,6 +86,16 @@ func Parse(header, value []byte, partition int32, offset int64, in *ready.Input)
 		return m, false, r.err
 	}
 	return m, false, fmt.Errorf("%w: unknown kind %q", ErrCorrupt, header[1])
+}
+
+// topic returns b as one of topics, or as a new string.
+func topic(b []byte, topics []string) string {
+	for _, t := range topics {
+		if string(b) == t {
+			return t
+		}
+	}
+	return string(b)
 }
 
 // reader reads the fields of a header value; the first error sticks.

@@ -37,6 +37,20 @@ type Stage struct {
 	outs     []ready.Output
 	spare    []ready.Output
 	markBuf  []watermark.Mark
+	slab     []ready.Repart // Reparts are cut from it, a chunk at a time: one allocation per record was most of the stage's garbage
+}
+
+// slabSize is how many Reparts one allocation holds.
+const slabSize = 256
+
+// repart returns a Repart holding r; it lives as long as an output refers to it.
+func (s *Stage) repart(r ready.Repart) *ready.Repart {
+	if len(s.slab) == 0 {
+		s.slab = make([]ready.Repart, slabSize)
+	}
+	p := &s.slab[0]
+	*p, s.slab = r, s.slab[1:]
+	return p
 }
 
 const unassigned = -2
@@ -161,7 +175,7 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 		s.marks.OnMarker(in.Partition, rec.Time, now)
 		return Marker, true
 	}
-	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: &ready.Repart{In: *in, Key: rec.Key}})
+	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: s.repart(ready.Repart{In: *in, Key: rec.Key})})
 	s.marks.OnEvent(in.Partition, rec.Time, now)
 	return Forwarded, true
 }

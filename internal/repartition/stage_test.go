@@ -197,7 +197,7 @@ func TestCodec(t *testing.T) {
 	for name, in := range ins {
 		t.Run(name, func(t *testing.T) {
 			var got ready.Input
-			m, marker, err := repartition.Parse(repartition.AppendData(nil, &in), []byte("v"), 2, 99, &got)
+			m, marker, err := repartition.Parse(repartition.AppendData(nil, &in), []byte("v"), 2, 99, []string{"orders"}, &got)
 			want := in
 			want.Partition, want.SourceID, want.RepartitionOffset, want.Value = 2, in.Partition, 99, []byte("v")
 			if err != nil || marker || m != (watermark.Mark{}) || got.Topic != want.Topic || got.Partition != 2 ||
@@ -210,7 +210,7 @@ func TestCodec(t *testing.T) {
 	}
 	for _, m := range []watermark.Mark{{Source: 0, Count: 1, Watermark: math.MinInt64}, {Source: 63, Count: 64, Watermark: 1_700_000_000_000, Idle: true}} {
 		var in ready.Input
-		if got, marker, err := repartition.Parse(repartition.AppendMarker(nil, m), nil, 0, 0, &in); err != nil || !marker || got != m {
+		if got, marker, err := repartition.Parse(repartition.AppendMarker(nil, m), nil, 0, 0, nil, &in); err != nil || !marker || got != m {
 			t.Errorf("Parse(AppendMarker(%+v)) = %+v, %v, %v", m, got, marker, err)
 		}
 	}
@@ -222,7 +222,7 @@ func TestCodec(t *testing.T) {
 		"bad idle": append(mark[:len(mark)-1:len(mark)-1], 2),
 	} {
 		var in ready.Input
-		if _, _, err := repartition.Parse(h, nil, 0, 0, &in); !errors.Is(err, repartition.ErrCorrupt) {
+		if _, _, err := repartition.Parse(h, nil, 0, 0, nil, &in); !errors.Is(err, repartition.ErrCorrupt) {
 			t.Errorf("Parse(%s %q) = %v, want ErrCorrupt", name, h, err)
 		}
 	}
