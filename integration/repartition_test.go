@@ -274,3 +274,60 @@ func waitEven(t testing.TB, brokers []string, group string, members, each int) {
 	}
 	t.Fatalf("group %s never split its partitions %d apiece over %d members", group, each, members)
 }
+
+// TestRepartitionSilentSource: a source partition that never gets a
+// record holds every window back (its marker says minus infinity) until
+// stage 1 finds it caught up for idle_timeout and marks it idle. The
+// others went idle meanwhile too (their records came in one burst), and
+// with every source idle the watermark stays; once a record comes again
+// to each of the others (one event time for all three, so that it does
+// not matter which goes idle first) their windows fire, as replay over
+// the partitions with records gives them.
+func TestRepartitionSilentSource(t *testing.T) {
+	var ins []keyedInput
+	for i := range 150 {
+		p := int32(i % 3) // partition 3 stays empty
+		ins = append(ins, keyedInput{p, fmt.Sprintf("req-%d", i), fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i%7, int64(base)+int64(i)*100)})
+	}
+	for p := range int32(3) {
+		ins = append(ins, keyedInput{p, fmt.Sprintf("later-%d", p), fmt.Sprintf(`{"sid":"u0","t":%d,"d":1}`, int64(base)+3_600_000)})
+	}
+	kc := newCluster(t, 4)
+	brokers := kc.ListenAddrs()
+	cfg := parseConfig(t, repartitionYaml+"delivery: exactly_once\n", brokers)
+	cfg.Watermark.IdleTimeout = 300 * time.Millisecond
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OneState()
+	var want expected
+	out := capture{producer.EncoderFor(cfg), &want}
+	offsets := map[int32]int64{}
+	for id := range int32(3) {
+		p.Assign(id, noWallClock)
+	}
+	for _, in := range ins {
+		off := offsets[in.partition]
+		offsets[in.partition]++
+		p.Process(&pipeline.Input{Topic: inTopic, Partition: in.partition, KafkaPartition: in.partition, Offset: off,
+			Key: []byte(in.key), Value: []byte(in.value), Timestamp: 1_700_000_000_000}, noWallClock)
+		out.write(p.Ready(false))
+	}
+	if len(want.results) == 0 {
+		t.Fatal("replay gives no results: the test tests nothing")
+	}
+	reg := prometheus.NewRegistry()
+	s := startWith(t, cfg, nil, reg)
+	produceKeyed(t, brokers, ins[:150])
+	waitGauge(t, reg, "aggregator_idle_partitions", 4) // every source idle in every repartition partition
+	if n := len(readAll(t, brokers, resultsTopic)); n != 0 {
+		t.Fatalf("%d results while partition 3 had not reported idle, want none", n)
+	}
+	produceKeyed(t, brokers, ins[150:])
+	waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+	s.stop(t)
+	if got, want := contents(values(readAll(t, brokers, resultsTopic))), contents(want.results); !slices.Equal(got, want) {
+		t.Errorf("results differ from replay of the partitions with records:\n%s", diff(got, want))
+	}
+}
