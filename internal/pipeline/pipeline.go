@@ -492,6 +492,27 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 	return data, positions
 }
 
+// lowerFor lowers the watermark to wm, the watermark of a partition being
+// restored, if it is above: else the partition's windows fire early and
+// its on-time records are judged against the others' watermark. The
+// other partitions' records keep being judged against the one they had.
+func (p *Processor) lowerFor(partition int32, wm int64) {
+	if wm >= p.engine.Watermark() {
+		return
+	}
+	var others []int32
+	for id, o := range p.parts {
+		if id != int(partition) && o.assigned && o.restored {
+			others = append(others, int32(id))
+		}
+	}
+	p.marks.Lower(wm)
+	if p.sources != nil {
+		p.sources.Lower(wm)
+	}
+	p.engine.Rewind(wm, others)
+}
+
 // Restore rebuilds an assigned partition from its changelog, read into r,
 // before any of its input: windows, fired revisions, watermark generator.
 // Windows already due at the current merged watermark fire. It returns
@@ -509,19 +530,14 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		// partition's windows fire early and its on-time records are
 		// judged against the others' watermark.
 		p.engine.SetFloor(partition, pos.Floor)
-		if wm := pos.Watermark; wm < p.engine.Watermark() {
-			var others []int32
-			for id, o := range p.parts {
-				if id != int(partition) && o.assigned && o.restored {
-					others = append(others, int32(id))
-				}
-			}
-			p.marks.Lower(wm)
-			if p.sources != nil {
-				p.sources.Lower(wm)
-			}
-			p.engine.Rewind(wm, others)
-		}
+		p.lowerFor(partition, pos.Watermark)
+	} else if p.sources != nil {
+		// A repartition partition no one committed yet: no source has
+		// reported to it, and its records were written before the
+		// markers that moved this instance's watermark (markers go to
+		// every partition): they are judged from minus infinity on, as
+		// its first owner would have judged them.
+		p.lowerFor(partition, math.MinInt64)
 	}
 	res, err := r.Finish(func(en *windowing.Entry) error {
 		if en.Partition != partition {

@@ -211,3 +211,32 @@ func TestRepartitionConfigOneStage(t *testing.T) {
 		t.Errorf("Watermark() = %d, want 3999: the record moved the generator", got)
 	}
 }
+
+// TestRepartitionedUncommittedPartition: a repartition partition no one
+// committed (no position) joins an instance whose watermark the markers
+// of its other partition moved on; its records were written before those
+// markers reached it, so they are judged from minus infinity again, not
+// against the others' watermark (they would all be late).
+func TestRepartitionedUncommittedPartition(t *testing.T) {
+	s := newStage2(t, stage2Yaml, changelog{}, 0)
+	s.mark(0, 0, 0, 1, 50_000, false)
+	if got := s.p.Watermark(); got != 50_000 {
+		t.Fatalf("Watermark() = %d, want 50000", got)
+	}
+	s.p.Assign(1, 0)
+	if _, err := s.p.Restore(1, changelog{}.restorer(t, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.p.Watermark(); got != math.MinInt64 {
+		t.Errorf("after restoring partition 1 without a position: Watermark() = %d, want minus infinity", got)
+	}
+	s.data(1, 0, 0, 3, `{"k":"b","t":1000}`)
+	s.data(0, 1, 0, 4, `{"k":"a","t":1000}`)
+	if got := s.outputs(); !slices.Equal(got, []string{"late p0@4 wm 50000"}) {
+		t.Errorf("outputs = %q, want partition 0's record late (against the watermark it had) and partition 1's aggregated", got)
+	}
+	s.mark(1, 1, 0, 1, 50_000, false)
+	if got := s.outputs(); len(got) != 1 || got[0] != `result p1 {"k":"b"} [0,2000) on_time rev 0 count 1 [{1  1 true}] wm 50000` {
+		t.Errorf("partition 1's marker: outputs = %q, want its window on time", got)
+	}
+}
