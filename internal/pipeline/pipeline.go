@@ -279,12 +279,19 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 	case p.checkKeys && p.assigned > 1:
 		p.conflicts.see(rec.Key, in.Partition)
 	}
+	if p.sources != nil {
+		// The record is judged as its source saw it: by the source's
+		// watermark just before it, which the markers may not have said yet.
+		p.sourceMark(in, in.Before)
+	}
 	res := p.engine.Add(rec)
 	if res.Kind == windowing.LateEvent {
 		p.late(in, rec.Time, p.engine.Judged(rec.Partition), res.Missed)
 	}
 	if p.sources == nil {
 		p.marks.OnEvent(in.Partition, rec.Time, now)
+	} else {
+		p.sourceMark(in, in.After)
 	}
 	p.advance()
 	return res.Kind
@@ -312,6 +319,17 @@ func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (
 	p.sources.Mark(partition, m)
 	p.advance()
 	return true
+}
+
+// sourceMark raises the watermark of a repartition record's source in
+// its repartition partition to wm, as a marker would (a data record
+// tells its source's watermark to the partition it lands on; the markers
+// tell every partition), and fires what that makes due.
+func (p *Processor) sourceMark(in *Input, wm int64) {
+	if in.Sources > 0 {
+		p.sources.Mark(in.Partition, watermark.Mark{Source: in.SourceID, Count: in.Sources, Watermark: wm})
+		p.advance()
+	}
 }
 
 // checkFuture is the future guard of SPEC §3: a record too far ahead of the

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"aggregator/internal/config"
@@ -438,4 +439,117 @@ func TestTwoStageAbort(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTwoStageBurstIsOneStage: a burst of one source partition, read by
+// stage 2 before any marker says the source's watermark (no commit in
+// between), is judged as one stage judges it: each data record carries
+// its source's watermark just before and after it. With one repartition
+// partition the outputs are one stage's exactly; with two on one
+// instance, W is the lower of the two partitions' (each knows the source
+// as of the last record it got), so a record can only be judged by an
+// older watermark than one stage's: nothing is late that one stage
+// aggregates.
+func TestTwoStageBurstIsOneStage(t *testing.T) {
+	for _, parts := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("repartitions=%d", parts), func(t *testing.T) {
+			got, want := burstTwoStages(t, parts)
+			if !slices.ContainsFunc(want, func(o string) bool { return strings.HasPrefix(o, "late") }) {
+				t.Fatal("the burst has no late record: the test tests nothing")
+			}
+			if parts == 1 && !slices.Equal(got, want) {
+				t.Errorf("two stages:\n%s\none stage:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			lateAt := func(outs []string) map[string]bool {
+				m := map[string]bool{}
+				for _, o := range outs {
+					if strings.HasPrefix(o, "late") {
+						m[strings.Fields(o)[1]] = true
+					}
+				}
+				return m
+			}
+			one := lateAt(want)
+			for at := range lateAt(got) {
+				if !one[at] {
+					t.Errorf("record %s is late in two stages, not in one", at)
+				}
+			}
+		})
+	}
+}
+
+// burstTwoStages runs a burst through two stages with parts repartition
+// partitions and through one stage, and returns both outputs, sorted.
+func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(twoStageYaml), nil)
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	one, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatalf("pipeline.New: %v", err)
+	}
+	s1, err := repartition.New(cfg, 1, nil)
+	if err != nil {
+		t.Fatalf("repartition.New: %v", err)
+	}
+	s2, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatalf("pipeline.New: %v", err)
+	}
+	s2.Repartitioned()
+	dec, err := s2.NewDecoder()
+	if err != nil {
+		t.Fatalf("NewDecoder: %v", err)
+	}
+	one.Assign(0, twoStageNow)
+	s1.Assign(0, twoStageNow)
+	for r := range parts {
+		s2.Assign(r, twoStageNow)
+		if _, err := s2.Restore(r, changelog{}.restorer(t, r), twoStageNow); err != nil {
+			t.Fatalf("Restore(%d): %v", r, err)
+		}
+	}
+	view := func(dst []string, outs []ready.Output) []string {
+		for i := range outs {
+			if o := &outs[i]; o.Kind == ready.Late {
+				dst = append(dst, fmt.Sprintf("late @%d", o.Event.In.Offset))
+			} else {
+				dst = append(dst, identity(outputString(o)))
+			}
+		}
+		return dst
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	var rec record.Record
+	next := make([]int64, parts)
+	tm := int64(0)
+	for off := range int64(300) {
+		tm += int64(rng.IntN(200))
+		v := fmt.Sprintf(`{"k":"%c","t":%d,"v":1}`, 'a'+rng.IntN(4), tm-int64(rng.IntN(4000)))
+		in := ready.Input{Topic: "in", Partition: 0, Offset: off, Value: []byte(v)}
+		one.Process(&in, twoStageNow)
+		want = view(want, one.Ready(false).Outputs)
+		s1.Process(&in, twoStageNow)
+		for _, o := range s1.Ready(false, twoStageNow).Outputs {
+			r := partitionOf(o.Repart.Key) % parts
+			var rin ready.Input
+			if _, _, err := repartition.Parse(repartition.AppendData(nil, &o.Repart.In), o.Repart.In.Value, r, next[r], nil, &rin); err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			next[r]++
+			kind, err := pipeline.Decode(dec, &rin, &rec)
+			s2.Apply(&rin, &rec, kind, err, twoStageNow)
+			got = view(got, s2.Ready(false).Outputs)
+		}
+	}
+	one.Flush()
+	want = view(want, one.Ready(false).Outputs)
+	s2.Flush()
+	got = view(got, s2.Ready(false).Outputs)
+	slices.Sort(want)
+	slices.Sort(got)
+	return got, want
 }

@@ -51,9 +51,10 @@ type Output struct {
 	Repart *Repart          // Repartition and Marker
 }
 
-// A Repart is a record for the repartition topic: an input record (In)
-// under its group key (Key, the Kafka key of its results too), or a
-// watermark marker (Mark).
+// A Repart is a record for the repartition topic: an input record (In,
+// with its source's watermark just before and after it in In.Before and
+// In.After, and In.Sources) under its group key (Key, the Kafka key of
+// its results too), or a watermark marker (Mark).
 type Repart struct {
 	In   Input
 	Key  string
@@ -91,6 +92,12 @@ type Input struct {
 	// partition (its position); both are 0 for other records.
 	SourceID          int32
 	RepartitionOffset int64
+	// Sources is the number of source partitions stage 1 knew, and
+	// Before and After the source partition's watermark just before and
+	// just after the record: stage 2 judges the record as the source saw
+	// it, not as of the last marker (0 for other records).
+	Sources       int32
+	Before, After int64
 }
 
 // Changelog is one record for the changelog partition of an input

@@ -26,13 +26,18 @@ var ErrCorrupt = errors.New("repartition: corrupt record")
 
 // AppendData appends the Header value of a data record made from in:
 // the input record's dense partition id, Kafka partition, offset,
-// timestamp, topic and key (the value travels as the record's value).
+// timestamp, the number of source partitions, its source's watermark
+// after it and before it (as the difference, mod 2^64: both may be minus
+// infinity), topic and key (the value travels as the record's value).
 func AppendData(dst []byte, in *ready.Input) []byte {
 	dst = append(dst, version, kindData)
 	dst = binary.AppendUvarint(dst, uint64(in.Partition))
 	dst = binary.AppendUvarint(dst, uint64(in.KafkaPartition))
 	dst = binary.AppendVarint(dst, in.Offset)
 	dst = binary.AppendVarint(dst, in.Timestamp)
+	dst = binary.AppendUvarint(dst, uint64(in.Sources))
+	dst = binary.AppendVarint(dst, in.After)
+	dst = binary.AppendUvarint(dst, uint64(in.After)-uint64(in.Before))
 	dst = binary.AppendUvarint(dst, uint64(len(in.Topic)))
 	dst = append(dst, in.Topic...)
 	if in.Key == nil {
@@ -75,7 +80,9 @@ func Parse(header, value []byte, partition int32, offset int64, topics []string,
 		return m, true, r.err
 	case kindData:
 		*in = ready.Input{Partition: partition, Value: value, RepartitionOffset: offset,
-			SourceID: r.int32(), KafkaPartition: r.int32(), Offset: r.varint(), Timestamp: r.varint()}
+			SourceID: r.int32(), KafkaPartition: r.int32(), Offset: r.varint(), Timestamp: r.varint(),
+			Sources: r.int32(), After: r.varint()}
+		in.Before = int64(uint64(in.After) - r.uvarint())
 		in.Topic = topic(r.bytes(r.uvarint()), topics)
 		if r.byte() == hasKey {
 			in.Key = r.b

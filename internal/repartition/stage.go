@@ -175,8 +175,12 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 		s.marks.OnMarker(in.Partition, rec.Time, now)
 		return Marker, true
 	}
-	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: s.repart(ready.Repart{In: *in, Key: rec.Key})})
+	before, _ := s.marks.Partition(in.Partition)
 	s.marks.OnEvent(in.Partition, rec.Time, now)
+	r := s.repart(ready.Repart{In: *in, Key: rec.Key})
+	r.In.Sources, r.In.Before = s.sources, before
+	r.In.After, _ = s.marks.Partition(in.Partition)
+	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})
 	return Forwarded, true
 }
 

@@ -189,10 +189,11 @@ aggregates: [{name: n, fn: count}]
 
 func TestCodec(t *testing.T) {
 	ins := map[string]ready.Input{
-		"keyed":    {Topic: "orders", Partition: 7, KafkaPartition: 3, Offset: 1 << 40, Key: []byte("req-1"), Timestamp: -5},
-		"null key": {Topic: "", Partition: 0, KafkaPartition: 0, Offset: 0, Key: nil, Timestamp: math.MaxInt64},
+		"keyed":    {Topic: "orders", Partition: 7, KafkaPartition: 3, Offset: 1 << 40, Key: []byte("req-1"), Timestamp: -5,
+			Sources: 4, Before: math.MinInt64, After: 1_700_000_000_000},
+		"null key": {Topic: "", Partition: 0, KafkaPartition: 0, Offset: 0, Key: nil, Timestamp: math.MaxInt64, Sources: 1, Before: 7, After: 7},
 		"empty key": {Topic: "t", Partition: math.MaxInt32, KafkaPartition: math.MaxInt32, Offset: math.MaxInt64,
-			Key: []byte{}, Timestamp: math.MinInt64},
+			Key: []byte{}, Timestamp: math.MinInt64, Sources: math.MaxInt32, Before: math.MinInt64, After: math.MaxInt64},
 	}
 	for name, in := range ins {
 		t.Run(name, func(t *testing.T) {
@@ -202,7 +203,8 @@ func TestCodec(t *testing.T) {
 			want.Partition, want.SourceID, want.RepartitionOffset, want.Value = 2, in.Partition, 99, []byte("v")
 			if err != nil || marker || m != (watermark.Mark{}) || got.Topic != want.Topic || got.Partition != 2 ||
 				got.SourceID != want.SourceID || got.KafkaPartition != want.KafkaPartition || got.Offset != want.Offset ||
-				got.Timestamp != want.Timestamp || got.RepartitionOffset != 99 || string(got.Value) != "v" ||
+				got.Timestamp != want.Timestamp || got.Sources != in.Sources || got.Before != in.Before || got.After != in.After ||
+				got.RepartitionOffset != 99 || string(got.Value) != "v" ||
 				(got.Key == nil) != (in.Key == nil) || string(got.Key) != string(in.Key) {
 				t.Errorf("Parse(AppendData(%+v)) = %+v, %v, %v, want %+v", in, got, marker, err, want)
 			}

@@ -134,6 +134,17 @@ func (s *Sources) Mark(p int32, m Mark) {
 		t.Count = m.Count
 	}
 	src := &t.Sources[m.Source]
+	if src.Reported && !src.Idle && !m.Idle {
+		// Most marks are a data record's: its source's watermark rose or
+		// stayed. W is recomputed only if the source may have held it
+		// (its watermark was at or below W): else another source does.
+		old := src.Watermark
+		src.Watermark = max(old, m.Watermark)
+		if src.Watermark != old && old <= s.w {
+			s.recompute()
+		}
+		return
+	}
 	if src.Reported {
 		src.Watermark = max(src.Watermark, m.Watermark)
 	} else {
