@@ -189,7 +189,7 @@ aggregates: [{name: n, fn: count}]
 
 func TestCodec(t *testing.T) {
 	ins := map[string]ready.Input{
-		"keyed":    {Topic: "orders", Partition: 7, KafkaPartition: 3, Offset: 1 << 40, Key: []byte("req-1"), Timestamp: -5,
+		"keyed": {Topic: "orders", Partition: 7, KafkaPartition: 3, Offset: 1 << 40, Key: []byte("req-1"), Timestamp: -5,
 			Sources: 4, Before: math.MinInt64, After: 1_700_000_000_000},
 		"null key": {Topic: "", Partition: 0, KafkaPartition: 0, Offset: 0, Key: nil, Timestamp: math.MaxInt64, Sources: 1, Before: 7, After: 7},
 		"empty key": {Topic: "t", Partition: math.MaxInt32, KafkaPartition: math.MaxInt32, Offset: math.MaxInt64,
