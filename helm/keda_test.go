@@ -130,3 +130,23 @@ func strictCRD(s map[string]any) {
 		}
 	}
 }
+
+// TestKedaRepartition: with source.partitioning repartition the group
+// reads the repartition topic too, so the trigger names no topic and KEDA
+// counts the lag of every topic the group reads.
+func TestKedaRepartition(t *testing.T) {
+	vals := readValues(t, kedaValues)
+	cfg, _ := vals["config"].(map[string]any)
+	src, _ := cfg["source"].(map[string]any)
+	if src == nil {
+		t.Fatalf("%s has no config.source", kedaValues)
+	}
+	src["partitioning"] = "repartition"
+	var so scaledObject
+	if err := json.Unmarshal(find(t, mustRender(t, vals), "ScaledObject").JSON, &so); err != nil {
+		t.Fatal(err)
+	}
+	if topic, ok := so.Spec.Triggers[0].Metadata["topic"]; ok {
+		t.Errorf("kafka trigger topic = %q with repartition, want none (both stages' lag)", topic)
+	}
+}

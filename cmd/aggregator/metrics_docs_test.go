@@ -48,7 +48,7 @@ func documentedMetrics(doc, delivery string) []string {
 	var names []string
 	for _, m := range metricRowRE.FindAllStringSubmatch(doc, -1) {
 		if delivery != "at_least_once" && strings.Contains(m[2], "`at_least_once` only") ||
-			strings.Contains(m[2], "Schema Registry formats only") {
+			strings.Contains(m[2], "Schema Registry formats only") || strings.Contains(m[2], "series only with `source.partitioning: repartition`") {
 			continue
 		}
 		names = append(names, m[1])

@@ -105,6 +105,30 @@ func EnsureChangelog(ctx context.Context, adm *kadm.Client, topic string, partit
 	return nil
 }
 
+// EnsureRepartition checks the repartition topic of source.partitioning
+// repartition, or creates it (cleanup.policy=delete: stage 2 deletes
+// what it committed) with partitions partitions when sink.create_topics
+// allows. A topic with another partition count is ErrChangelogMismatch:
+// the group keys would land elsewhere than the state that holds them.
+func EnsureRepartition(ctx context.Context, adm *kadm.Client, topic string, partitions int32, sink config.Sink) error {
+	details, missing, err := describeTopics(ctx, adm, []string{topic})
+	if err != nil {
+		return fmt.Errorf("check repartition topic: %w", err)
+	}
+	if len(missing) > 0 {
+		if !sink.CreateTopics {
+			return fmt.Errorf("%w: repartition topic %s does not exist and sink.create_topics is false: create it with cleanup.policy=delete and %d partitions",
+				ErrTopicsNotPermitted, topic, partitions)
+		}
+		return createTopic(ctx, adm, topic, partitions, sink.ReplicationFactor, map[string]*string{"cleanup.policy": kadm.StringPtr("delete")})
+	}
+	if got := int32(len(details[topic].Partitions)); got != partitions {
+		return fmt.Errorf("%w: repartition topic %s has %d partitions, state.repartition_partitions (or the input topics' count) is %d: set state.repartition_partitions to %d, or delete both it and the changelog topic (their state is lost)",
+			ErrChangelogMismatch, topic, got, partitions, got)
+	}
+	return nil
+}
+
 // ChangelogTopicConfigs are the configs EnsureChangelog gives a changelog
 // topic it creates: compacted, as a changelog holds the latest state per key.
 func ChangelogTopicConfigs() map[string]*string {

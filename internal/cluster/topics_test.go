@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -270,5 +271,38 @@ func TestMaxMessageBytes(t *testing.T) {
 	want := map[string]int32{"calls-late": cluster.DefaultMaxMessageBytes, "calls-dlq": 2048}
 	if err != nil || !maps.Equal(got, want) {
 		t.Errorf("MaxMessageBytes(calls-late, calls-dlq) = %v, %v; want %v", got, err, want)
+	}
+}
+
+// TestEnsureRepartition creates the repartition topic with
+// cleanup.policy=delete and the partitions asked for, finds it right the
+// second time, and refuses one with another partition count (exit 2),
+// saying what to set; without sink.create_topics a missing one is an error.
+func TestEnsureRepartition(t *testing.T) {
+	kc := kfake.MustCluster(kfake.NumBrokers(1))
+	defer kc.Close()
+	adm := newAdmin(t, kc)
+	sink := config.Sink{CreateTopics: true, Partitions: 1, ReplicationFactor: 1}
+	for range 2 {
+		if err := cluster.EnsureRepartition(ctxTimeout(t), adm, "g-repartition", 6, sink); err != nil {
+			t.Fatalf("EnsureRepartition(g-repartition, 6) = %v", err)
+		}
+	}
+	fresh := newAdmin(t, kc)
+	details, err := fresh.ListTopics(ctxTimeout(t), "g-repartition")
+	if err != nil || len(details["g-repartition"].Partitions) != 6 {
+		t.Fatalf("ListTopics() = %v, %v: want 6 partitions", details, err)
+	}
+	configs, err := fresh.DescribeTopicConfigs(ctxTimeout(t), "g-repartition")
+	if err != nil || len(configs) != 1 || cleanupPolicy(configs[0]) != "delete" {
+		t.Errorf("DescribeTopicConfigs() = %v, %v: want cleanup.policy delete", configs, err)
+	}
+	err = cluster.EnsureRepartition(ctxTimeout(t), adm, "g-repartition", 4, sink)
+	if want := "repartition topic g-repartition has 6 partitions, state.repartition_partitions (or the input topics' count) is 4: set state.repartition_partitions to 6"; !errors.Is(err, cluster.ErrChangelogMismatch) || !strings.Contains(fmt.Sprint(err), want) {
+		t.Errorf("EnsureRepartition(4) on 6 partitions = %v, want ErrChangelogMismatch with %q", err, want)
+	}
+	err = cluster.EnsureRepartition(ctxTimeout(t), adm, "other-repartition", 4, config.Sink{})
+	if !errors.Is(err, cluster.ErrTopicsNotPermitted) {
+		t.Errorf("EnsureRepartition(missing, create_topics false) = %v, want ErrTopicsNotPermitted", err)
 	}
 }

@@ -191,9 +191,14 @@ type Sink struct {
 
 // State configures durable window state and commits (SPEC §7).
 type State struct {
-	ChangelogTopic     string        `yaml:"changelog_topic"`     // default "<source.group>-changelog"
-	CommitInterval     time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
-	TransactionTimeout time.Duration `yaml:"transaction_timeout"` // default 10s (as Kafka Streams): exactly_once only; the broker aborts a transaction open longer than this
+	ChangelogTopic string `yaml:"changelog_topic"` // default "<source.group>-changelog"
+	// The repartition topic of source.partitioning repartition (SPEC §9):
+	// default "<source.group>-repartition", and as many partitions as the
+	// input topics have in all (0).
+	RepartitionTopic      string        `yaml:"repartition_topic"`
+	RepartitionPartitions int32         `yaml:"repartition_partitions"`
+	CommitInterval        time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
+	TransactionTimeout    time.Duration `yaml:"transaction_timeout"` // default 10s (as Kafka Streams): exactly_once only; the broker aborts a transaction open longer than this
 }
 
 // HTTP is the metrics and probes endpoint.

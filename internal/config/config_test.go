@@ -71,7 +71,7 @@ func TestParseErrors(t *testing.T) {
 		"idle_advance without timeout":   {map[string]string{"watermark": "{idle_advance: true}"}, "watermark.idle_advance"},
 		"bad start_offset":               {map[string]string{"source": "{timestamp: {field: t}, start_offset: newest}"}, "source.start_offset"},
 		"bad partitioning":               {map[string]string{"source": "{timestamp: {field: t}, partitioning: keyed}"}, "source.partitioning"},
-		"repartition not built":          {map[string]string{"source": "{timestamp: {field: t}, key: [user], partitioning: repartition}"}, "source.partitioning"},
+		"repartition topic with by_key":  {map[string]string{"source": "{timestamp: {field: t}, key: [user], partitioning: by_key}", "state": "{repartition_topic: r}"}, "state.repartition_topic"},
 		"bad format":                     {map[string]string{"source": "{timestamp: {field: t}, format: thrift}"}, "source.format"},
 		"avro without a registry":        {map[string]string{"source": "{timestamp: {field: t}, format: avro}"}, "source.schema_registry.url"},
 		"registry url without a scheme":  {map[string]string{"source": "{timestamp: {field: t}, format: json_schema, schema_registry: {url: 'registry:8081'}}"}, "source.schema_registry.url"},
@@ -358,7 +358,7 @@ func TestEnvNames(t *testing.T) {
 		"AGGREGATOR_SINK_RESULTS_TOPIC", "AGGREGATOR_SINK_LATE_TOPIC", "AGGREGATOR_SINK_DEAD_LETTER_TOPIC", "AGGREGATOR_SINK_FORMAT", "AGGREGATOR_SINK_COMPRESSION",
 		"AGGREGATOR_SINK_LINGER", "AGGREGATOR_SINK_CREATE_TOPICS", "AGGREGATOR_SINK_PARTITIONS", "AGGREGATOR_SINK_REPLICATION_FACTOR",
 		"AGGREGATOR_DELIVERY", "AGGREGATOR_HTTP_LISTEN", "AGGREGATOR_LOG_LEVEL", "AGGREGATOR_LOG_FORMAT", "AGGREGATOR_SHUTDOWN_TIMEOUT",
-		"AGGREGATOR_STATE_CHANGELOG_TOPIC", "AGGREGATOR_STATE_COMMIT_INTERVAL", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT",
+		"AGGREGATOR_STATE_CHANGELOG_TOPIC", "AGGREGATOR_STATE_REPARTITION_TOPIC", "AGGREGATOR_STATE_REPARTITION_PARTITIONS", "AGGREGATOR_STATE_COMMIT_INTERVAL", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT",
 	}
 	if !slices.Equal(asked, want) {
 		t.Errorf("Parse asked for %v, want %v", asked, want)

@@ -15,9 +15,9 @@ func (s Source) StartAtLatest() bool { return s.StartOffset == "latest" }
 // ByKey reports whether windows are computed where records are consumed,
 // trusting the producer to put every record of a group key in one input
 // partition (source.partitioning by_key; auto resolves to it for key
-// ["$key"]). Validation rejects repartition until that stage is built, so
-// auto with fields in source.key resolves to by_key too for now: a key
-// seen on two partitions is counted, not merged.
+// ["$key"]), rather than behind the repartition stage. auto with fields in
+// source.key resolves to by_key too in this release: a key seen on two
+// partitions is counted, not merged (set repartition to merge it).
 func (s Source) ByKey() bool { return s.Partitioning != "repartition" }
 
 // KafkaKeyed reports whether the group key is the Kafka record key

@@ -80,6 +80,10 @@ func defaults() Config {
 // source.group, as Kafka Streams names its changelogs after the application.
 const changelogSuffix = "-changelog"
 
+// repartitionSuffix names the default repartition topic, as Kafka Streams
+// names its repartition topics after the application.
+const repartitionSuffix = "-repartition"
+
 // deriveDefaults fills in the defaults that depend on other keys, once the
 // file and the environment have set those: state.changelog_topic, when
 // unset, is source.group + "-changelog" (and stays empty without a group,
@@ -87,6 +91,9 @@ const changelogSuffix = "-changelog"
 func (c *Config) deriveDefaults() {
 	if c.State.ChangelogTopic == "" && c.Source.Group != "" {
 		c.State.ChangelogTopic = c.Source.Group + changelogSuffix
+	}
+	if c.State.RepartitionTopic == "" && c.Source.Group != "" && !c.Source.ByKey() {
+		c.State.RepartitionTopic = c.Source.Group + repartitionSuffix
 	}
 }
 

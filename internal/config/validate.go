@@ -54,6 +54,8 @@ func (c *Config) inapplicable(key string) string {
 		return "does not apply to window.type session (its windows are per key: see window.gap)"
 	case (key == "window.gap" || key == "window.gap_field") && c.Window.Type != "session":
 		return "applies only to window.type session"
+	case (key == "state.repartition_topic" || key == "state.repartition_partitions") && c.Source.ByKey():
+		return "applies only to source.partitioning repartition"
 	case key == "state.transaction_timeout" && c.Delivery != "exactly_once":
 		return "applies only to delivery exactly_once"
 	}
@@ -91,10 +93,6 @@ func (c *Config) validateSource(*sources) *KeyError {
 	}
 	if err := oneOf("source.partitioning", c.Source.Partitioning, "auto", "by_key", "repartition"); err != nil {
 		return err
-	}
-	if c.Source.Partitioning == "repartition" {
-		return &KeyError{Key: "source.partitioning", Value: "repartition",
-			Reason: "is not available in this release (the repartition stage is not built yet): use by_key, with a producer that puts every record of a group key in one input partition"}
 	}
 	if id := c.Source.InstanceID; id != "" && checkTopicName(id) != "" {
 		// Kafka checks group.instance.id with its topic name rule.
@@ -474,6 +472,9 @@ func (c *Config) validateState(src *sources) *KeyError {
 	if err := positive(src, "state.commit_interval", s.CommitInterval); err != nil {
 		return err
 	}
+	if err := c.checkApplies(src, "state.repartition_topic", "state.repartition_partitions"); err != nil {
+		return err
+	}
 	if err := c.checkApplies(src, "state.transaction_timeout"); err != nil || c.Delivery != "exactly_once" {
 		return err
 	}
@@ -516,7 +517,42 @@ func (c Config) ValidateKafka() error {
 	if err := c.validateSinkTopics(); err != nil {
 		return err
 	}
-	return c.validateChangelogTopic()
+	if err := c.validateChangelogTopic(); err != nil {
+		return err
+	}
+	return c.validateRepartitionTopic()
+}
+
+// validateRepartitionTopic checks state.repartition_topic and
+// state.repartition_partitions, which only repartition uses.
+func (c Config) validateRepartitionTopic() error {
+	if c.State.RepartitionPartitions < 0 {
+		return &KeyError{Key: "state.repartition_partitions", Value: fmt.Sprint(c.State.RepartitionPartitions),
+			Reason: "must be 0 (as many as the input topics have in all) or more"}
+	}
+	if c.Source.ByKey() {
+		return nil
+	}
+	const key = "state.repartition_topic"
+	topic := c.State.RepartitionTopic
+	if topic == "" {
+		return required(key, "")
+	}
+	if reason := checkTopicName(topic); reason != "" {
+		return &KeyError{Key: key, Value: topic, Reason: reason}
+	}
+	if slices.Contains(c.Source.Topics, topic) {
+		return &KeyError{Key: key, Value: topic, Reason: "must not be one of source.topics"}
+	}
+	for _, t := range []struct{ key, topic string }{
+		{"sink.results_topic", c.Sink.ResultsTopic}, {"sink.late_topic", c.Sink.LateTopic},
+		{"sink.dead_letter_topic", c.Sink.DeadLetterTopic}, {"state.changelog_topic", c.State.ChangelogTopic},
+	} {
+		if topic == t.topic {
+			return &KeyError{Key: key, Value: topic, Reason: "must differ from " + t.key}
+		}
+	}
+	return nil
 }
 
 // ValidateReachable reports an http.listen bound to a loopback address

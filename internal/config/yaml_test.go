@@ -166,27 +166,33 @@ func TestValidateKafka(t *testing.T) {
 		mutate func(*Config)
 		key    string
 	}{
-		"no brokers":               {func(c *Config) { c.Source.Brokers = []string{} }, "source.brokers"},
-		"empty broker":             {func(c *Config) { c.Source.Brokers = []string{"a:9092", ""} }, "source.brokers[1]"},
-		"no topics":                {func(c *Config) { c.Source.Topics = nil }, "source.topics"},
-		"repeated topic":           {func(c *Config) { c.Source.Topics = []string{"calls", "calls"} }, "source.topics[1]"},
-		"no group":                 {func(c *Config) { c.Source.Group = "" }, "source.group"},
-		"no results topic":         {func(c *Config) { c.Sink.ResultsTopic = "" }, "sink.results_topic"},
-		"no late topic":            {func(c *Config) { c.Sink.LateTopic = "" }, "sink.late_topic"},
-		"results is an input":      {func(c *Config) { c.Sink.ResultsTopic = "calls" }, "sink.results_topic"},
-		"dead letter is input":     {func(c *Config) { c.Sink.DeadLetterTopic = "calls" }, "sink.dead_letter_topic"},
-		"late same as results":     {func(c *Config) { c.Sink.LateTopic = c.Sink.ResultsTopic }, "sink.late_topic"},
-		"dead letter same as late": {func(c *Config) { c.Sink.DeadLetterTopic = c.Sink.LateTopic }, "sink.dead_letter_topic"},
-		"no changelog topic":       {func(c *Config) { c.State.ChangelogTopic = "" }, "state.changelog_topic"},
-		"changelog is an input":    {func(c *Config) { c.State.ChangelogTopic = "calls" }, "state.changelog_topic"},
-		"changelog is results":     {func(c *Config) { c.State.ChangelogTopic = c.Sink.ResultsTopic }, "state.changelog_topic"},
-		"changelog is late":        {func(c *Config) { c.State.ChangelogTopic = c.Sink.LateTopic }, "state.changelog_topic"},
-		"changelog is dead letter": {func(c *Config) { c.State.ChangelogTopic = c.Sink.DeadLetterTopic }, "state.changelog_topic"},
-		"changelog with a space":   {func(c *Config) { c.State.ChangelogTopic = "calls changelog" }, "state.changelog_topic"},
-		"changelog with a slash":   {func(c *Config) { c.State.ChangelogTopic = "calls/changelog" }, "state.changelog_topic"},
-		"changelog non-ASCII":      {func(c *Config) { c.State.ChangelogTopic = "calls-änderungen" }, "state.changelog_topic"},
-		"changelog is ..":          {func(c *Config) { c.State.ChangelogTopic = ".." }, "state.changelog_topic"},
-		"changelog too long":       {func(c *Config) { c.State.ChangelogTopic = strings.Repeat("c", 250) }, "state.changelog_topic"},
+		"no brokers":                      {func(c *Config) { c.Source.Brokers = []string{} }, "source.brokers"},
+		"empty broker":                    {func(c *Config) { c.Source.Brokers = []string{"a:9092", ""} }, "source.brokers[1]"},
+		"no topics":                       {func(c *Config) { c.Source.Topics = nil }, "source.topics"},
+		"repeated topic":                  {func(c *Config) { c.Source.Topics = []string{"calls", "calls"} }, "source.topics[1]"},
+		"no group":                        {func(c *Config) { c.Source.Group = "" }, "source.group"},
+		"no results topic":                {func(c *Config) { c.Sink.ResultsTopic = "" }, "sink.results_topic"},
+		"no late topic":                   {func(c *Config) { c.Sink.LateTopic = "" }, "sink.late_topic"},
+		"results is an input":             {func(c *Config) { c.Sink.ResultsTopic = "calls" }, "sink.results_topic"},
+		"dead letter is input":            {func(c *Config) { c.Sink.DeadLetterTopic = "calls" }, "sink.dead_letter_topic"},
+		"late same as results":            {func(c *Config) { c.Sink.LateTopic = c.Sink.ResultsTopic }, "sink.late_topic"},
+		"dead letter same as late":        {func(c *Config) { c.Sink.DeadLetterTopic = c.Sink.LateTopic }, "sink.dead_letter_topic"},
+		"no changelog topic":              {func(c *Config) { c.State.ChangelogTopic = "" }, "state.changelog_topic"},
+		"changelog is an input":           {func(c *Config) { c.State.ChangelogTopic = "calls" }, "state.changelog_topic"},
+		"changelog is results":            {func(c *Config) { c.State.ChangelogTopic = c.Sink.ResultsTopic }, "state.changelog_topic"},
+		"changelog is late":               {func(c *Config) { c.State.ChangelogTopic = c.Sink.LateTopic }, "state.changelog_topic"},
+		"changelog is dead letter":        {func(c *Config) { c.State.ChangelogTopic = c.Sink.DeadLetterTopic }, "state.changelog_topic"},
+		"changelog with a space":          {func(c *Config) { c.State.ChangelogTopic = "calls changelog" }, "state.changelog_topic"},
+		"changelog with a slash":          {func(c *Config) { c.State.ChangelogTopic = "calls/changelog" }, "state.changelog_topic"},
+		"changelog non-ASCII":             {func(c *Config) { c.State.ChangelogTopic = "calls-änderungen" }, "state.changelog_topic"},
+		"changelog is ..":                 {func(c *Config) { c.State.ChangelogTopic = ".." }, "state.changelog_topic"},
+		"changelog too long":              {func(c *Config) { c.State.ChangelogTopic = strings.Repeat("c", 250) }, "state.changelog_topic"},
+		"no repartition topic":            {repartition(func(c *Config) { c.State.RepartitionTopic = "" }), "state.repartition_topic"},
+		"repartition is an input":         {repartition(func(c *Config) { c.State.RepartitionTopic = "calls" }), "state.repartition_topic"},
+		"repartition is changelog":        {repartition(func(c *Config) { c.State.RepartitionTopic = c.State.ChangelogTopic }), "state.repartition_topic"},
+		"repartition is results":          {repartition(func(c *Config) { c.State.RepartitionTopic = c.Sink.ResultsTopic }), "state.repartition_topic"},
+		"repartition with a space":        {repartition(func(c *Config) { c.State.RepartitionTopic = "calls re" }), "state.repartition_topic"},
+		"negative repartition partitions": {repartition(func(c *Config) { c.State.RepartitionPartitions = -1 }), "state.repartition_partitions"},
 	}
 	base, err := Load("../../examples/calls.yaml", nil)
 	if err != nil {
@@ -203,6 +209,14 @@ func TestValidateKafka(t *testing.T) {
 				t.Errorf("ValidateKafka() = %v, want a *KeyError for %s", err, tt.key)
 			}
 		})
+	}
+}
+
+// repartition makes a mutation of a by_key config one of a repartition config.
+func repartition(mutate func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.Source.Partitioning, c.State.RepartitionTopic = "repartition", c.Source.Group+"-repartition"
+		mutate(c)
 	}
 }
 

@@ -45,6 +45,8 @@ func (c *Consumer) commit(ctx context.Context) error {
 // positions, then the offsets; a crash in between repeats outputs (each
 // identical) but never counts a record twice (see package state).
 func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
+	rd1 := c.stage1Ready()
+	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data
 	rd := c.proc.Ready(true)
 	c.writer.Write(rd.Outputs)
 	c.writer.Changelog(ctx, rd.Changelog)
@@ -56,9 +58,9 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
-	offsets := c.offsets(rd.Offsets)
+	offsets := c.offsets(rd.Offsets, rd1.Offsets)
 	if len(offsets) == 0 {
-		c.proc.Accept()
+		c.accept()
 		return nil
 	}
 	var cerr error
@@ -71,8 +73,38 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	}
 	c.m.Commits.WithLabelValues("committed").Inc()
 	c.writer.Committed()
-	c.proc.Accept()
+	c.accept()
+	c.purge(c.repartitionOffsets(rd.Offsets))
 	return nil
+}
+
+// stage1Ready is stage 1's commit Ready (none without it).
+func (c *Consumer) stage1Ready() ready.Ready {
+	if c.parts.input == nil {
+		return ready.Ready{}
+	}
+	return c.parts.input.core.Ready(true, c.nowMs())
+}
+
+// accept tells both stages their commit is durable.
+func (c *Consumer) accept() {
+	c.proc.Accept()
+	if c.parts.input != nil {
+		c.parts.input.core.Accept()
+	}
+}
+
+// repartitionOffsets are stage 2's committed offsets by repartition
+// partition (nil without a repartition stage), for the purge.
+func (c *Consumer) repartitionOffsets(offs []ready.Offset) map[int32]int64 {
+	if c.parts.input == nil {
+		return nil
+	}
+	m := make(map[int32]int64, len(offs))
+	for _, o := range offs {
+		m[o.Partition] = o.Offset
+	}
+	return m
 }
 
 // flushRewriting is flush for outputs and state changes: the outputs
@@ -120,10 +152,12 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		return nil // ended by Drain
 	}
 	c.dropRevoked()
+	rd1 := c.stage1Ready()
+	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data
 	rd := c.proc.Ready(true)
 	c.writer.Write(rd.Outputs)
-	offsets := c.offsets(rd.Offsets)
-	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 {
+	offsets := c.offsets(rd.Offsets, rd1.Offsets)
+	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 && len(rd1.Outputs) == 0 {
 		// Nothing processed and nothing restored: the transaction holds
 		// no state change (outputs come from processed records or
 		// restored state, and both have a position). Ending it would cost
@@ -163,7 +197,8 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
 		c.writer.Committed()
-		c.proc.Accept()
+		c.accept()
+		c.purge(c.repartitionOffsets(rd.Offsets))
 	} else {
 		c.m.Commits.WithLabelValues("aborted").Inc()
 		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
@@ -205,14 +240,21 @@ func (c *Consumer) begin() error {
 // polls taken before. c.mu and c.fetch.polling are held.
 func (c *Consumer) abort() {
 	c.proc.Abort(c.nowMs())
+	if c.parts.input != nil {
+		c.parts.input.core.Abort(c.nowMs())
+	}
 	c.fetch.epoch.Add(1)
 	c.writer.Discard()
 	c.updateReady()
 }
 
-// offsets maps a Ready's offsets to the Kafka partitions.
-func (c *Consumer) offsets(offs []ready.Offset) map[string]map[int32]kgo.EpochOffset {
+// offsets maps the pipeline's offsets (offs) and stage 1's (input) to
+// the Kafka partitions.
+func (c *Consumer) offsets(offs, input []ready.Offset) map[string]map[int32]kgo.EpochOffset {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
+	if c.parts.input != nil {
+		c.parts.input.offsets(offsets, input)
+	}
 	for _, o := range offs {
 		p := c.parts.byID[o.Partition]
 		if p == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 	"aggregator/internal/producer"
 	"aggregator/internal/record"
 	"aggregator/internal/registry"
+	"aggregator/internal/repartition"
 )
 
 const (
@@ -119,6 +121,14 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	}
 	c.proc.TrackState()
 	c.schemas.decoded = c.proc.Schemas()
+	if !cfg.Source.ByKey() {
+		c.proc.Repartitioned()
+		core, err := repartition.New(cfg, 0, c.proc.Schemas())
+		if err != nil {
+			return nil, fmt.Errorf("repartition: %w", err)
+		}
+		c.parts.input = &stage1{core: core, byID: map[int32]*partition{}, topic: cfg.State.RepartitionTopic}
+	}
 	if cfg.UsesRegistry() {
 		if c.schemas.registry, err = registry.New(cfg.Source.SchemaRegistry, log, reg); err != nil {
 			return nil, err
@@ -175,6 +185,9 @@ func (c *Consumer) connect(ctx context.Context) error {
 		return err
 	}
 	c.writer = producer.NewWriter(c.kafka.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.kafka.root)
+	if c.parts.input != nil {
+		c.writer.SetRepartitionPartitions(c.parts.input.partitions)
+	}
 	if avroResults != nil {
 		c.writer.EncodeResults(avroResults)
 	}
@@ -194,7 +207,11 @@ func (c *Consumer) outputTopics() []string {
 	if c.cfg.Sink.DeadLetterTopic != "" {
 		topics = append(topics, c.cfg.Sink.DeadLetterTopic)
 	}
-	return append(topics, c.cfg.State.ChangelogTopic)
+	topics = append(topics, c.cfg.State.ChangelogTopic)
+	if c.parts.input != nil {
+		topics = append(topics, c.cfg.State.RepartitionTopic)
+	}
+	return topics
 }
 
 // checkTopics verifies the inputs, maps their partitions to dense ids,
@@ -215,7 +232,22 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	if err := cluster.EnsureOutputs(ctx, adm, c.cfg.Sink); err != nil {
 		return err
 	}
-	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, total, c.cfg.Sink)
+	s := c.parts.input
+	if s == nil {
+		return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, total, c.cfg.Sink)
+	}
+	// Stage 2's state partitions are the repartition partitions: changelog
+	// partition i holds repartition partition i's state.
+	s.partitions = c.cfg.State.RepartitionPartitions
+	if s.partitions == 0 {
+		s.partitions = total
+	}
+	s.core.SetSources(total)
+	c.parts.base[s.topic] = 0
+	if err := cluster.EnsureRepartition(ctx, adm, s.topic, s.partitions, c.cfg.Sink); err != nil {
+		return err
+	}
+	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, s.partitions, c.cfg.Sink)
 }
 
 // newClients makes the group consumer and the producer: one transactional
@@ -230,7 +262,11 @@ func (c *Consumer) newClients(limits map[string]int32) error {
 	if err != nil {
 		return err
 	}
-	prod = append(prod, kgo.RecordPartitioner(changelogPartitioner{c.cfg.State.ChangelogTopic, kgo.UniformBytesPartitioner(64<<10, true, true, nil)}))
+	manual := changelogPartitioner{changelog: c.cfg.State.ChangelogTopic, outputs: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
+	if c.parts.input != nil {
+		manual.repartition = c.parts.input.topic // the writer picks the partition: murmur2 of the group key, or every one for a marker
+	}
+	prod = append(prod, kgo.RecordPartitioner(manual))
 	if c.cfg.ExactlyOnce() {
 		// One client consumes and produces: it logs, like its metrics, as
 		// the group's consumer (prod's logger would label group joins
@@ -260,12 +296,12 @@ func (c *Consumer) newClients(limits map[string]int32) error {
 // names (its input partition's dense id) and the outputs as kgo's default
 // partitioner does (by key: a result's revisions stay in one partition).
 type changelogPartitioner struct {
-	changelog string
-	outputs   kgo.Partitioner
+	changelog, repartition string
+	outputs                kgo.Partitioner
 }
 
 func (p changelogPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	if topic == p.changelog {
+	if topic == p.changelog || topic == p.repartition && p.repartition != "" {
 		return kgo.ManualPartitioner().ForTopic(topic)
 	}
 	return p.outputs.ForTopic(topic)
@@ -333,7 +369,7 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.SessionTimeout(st),
 		kgo.HeartbeatInterval(min(3*time.Second, st/3)), // kgo's default, or three beats per session
 		kgo.ConsumerGroup(c.cfg.Source.Group),
-		kgo.ConsumeTopics(c.cfg.Source.Topics...),
+		kgo.ConsumeTopics(c.consumeTopics()...),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(start),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -344,6 +380,17 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.OnPartitionsLost(c.lost),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.fetch.rebalanceWaits.Store(true) }),
 	), nil
+}
+
+// consumeTopics are the topics the group consumes: the input topics, and
+// with source.partitioning repartition the repartition topic too (both
+// stages run in one client, as a Kafka Streams thread runs the tasks of
+// both sub-topologies).
+func (c *Consumer) consumeTopics() []string {
+	if c.parts.input == nil {
+		return c.cfg.Source.Topics
+	}
+	return append(slices.Clone(c.cfg.Source.Topics), c.parts.input.topic)
 }
 
 // Ready reports whether the group is joined, every assigned partition is
@@ -512,7 +559,7 @@ func (c *Consumer) id(tp topicPartition) int32 { return c.parts.base[tp.topic] +
 
 func (c *Consumer) newPartition(tp topicPartition) *partition {
 	labels := []string{tp.topic, strconv.Itoa(int(tp.partition))}
-	p := &partition{tp: tp, id: c.id(tp),
+	p := &partition{tp: tp, id: c.id(tp), input: c.parts.input != nil && tp.topic != c.parts.input.topic,
 		lag: c.m.ConsumerLag.WithLabelValues(labels...), wm: c.m.PartitionWatermark.WithLabelValues(labels...)}
 	for _, o := range pipeline.Outcomes() {
 		p.records[o] = c.m.Records.WithLabelValues(tp.topic, labels[1], o.String())

@@ -12,6 +12,8 @@ import (
 
 	"aggregator/internal/pipeline"
 	"aggregator/internal/record"
+	"aggregator/internal/repartition"
+	"aggregator/internal/watermark"
 )
 
 // A poll is one PollRecords result on its way from the fetcher to the
@@ -28,6 +30,7 @@ type poll struct {
 	recs       []decoded
 	parts      []polledPart      // the partitions with records, in poll order
 	decs       []*record.Decoder // one per decoding worker
+	topics     []string          // source.topics: a repartition record's source topic is one of them
 	decoding   sync.WaitGroup    // the workers decoding recs
 }
 
@@ -39,14 +42,16 @@ type polledPart struct {
 	hwm     int64
 	lo, hi  int
 	records []*kgo.Record
+	repart  bool // a partition of the repartition topic: its records are parsed first
 }
 
 // decoded is one input record and what its decoder made of it.
 type decoded struct {
 	in   pipeline.Input
 	rec  record.Record
-	kind record.Kind
+	kind record.Kind // of a repartition record: record.Marker for a watermark marker (mark)
 	err  error
+	mark watermark.Mark
 }
 
 // pollsInFlight is how many polls exist at once: one being applied by the
@@ -122,7 +127,7 @@ func (f *fetcher) setCancel(cancel context.CancelFunc) {
 func newFetcher(c *Consumer) (*fetcher, error) {
 	f := &fetcher{c: c, free: make(chan *poll, pollsInFlight)}
 	for range pollsInFlight {
-		p := &poll{}
+		p := &poll{topics: c.cfg.Source.Topics}
 		for range max(runtime.GOMAXPROCS(0), 1) {
 			dec, err := c.proc.NewDecoder()
 			if err != nil {
@@ -285,7 +290,8 @@ func (f *fetcher) prepare(p *poll, fs kgo.Fetches) {
 		}
 		tp := topicPartition{fp.Topic, fp.Partition}
 		p.parts = append(p.parts, polledPart{tp: tp, id: f.c.id(tp), hwm: fp.HighWatermark,
-			lo: i, hi: i + len(fp.Records), records: fp.Records})
+			lo: i, hi: i + len(fp.Records), records: fp.Records,
+			repart: f.c.parts.input != nil && fp.Topic == f.c.parts.input.topic})
 		i += len(fp.Records)
 	})
 }
@@ -318,8 +324,37 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 		}
 		pp := &p.parts[j]
 		r, d := pp.records[i-pp.lo], &p.recs[i]
+		if pp.repart {
+			decodeRepartition(dec, pp.id, r, p.topics, d)
+			continue
+		}
 		d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, KafkaPartition: r.Partition, Offset: r.Offset,
 			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+		d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
+	}
+}
+
+// decodeRepartition parses a record of repartition partition id back into
+// the input record it was made from, and decodes that (stage 1 decoded it
+// already: decoding is deterministic), or into its watermark marker. A
+// record this release cannot parse is a dead letter of stage 2.
+func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, topics []string, d *decoded) {
+	var header []byte
+	for _, h := range r.Headers {
+		if h.Key == repartition.Header {
+			header = h.Value
+		}
+	}
+	m, marker, err := repartition.Parse(header, r.Value, id, r.Offset, topics, &d.in)
+	switch {
+	case err != nil:
+		d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset,
+			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), SourceID: -1, RepartitionOffset: r.Offset}
+		d.kind, d.err = record.Event, &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()}
+	case marker:
+		d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset, RepartitionOffset: r.Offset}
+		d.kind, d.err, d.mark = record.Marker, nil, m
+	default:
 		d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
 	}
 }

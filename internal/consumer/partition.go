@@ -13,15 +13,21 @@ type topicPartition struct {
 // connect, before the fetcher reads it).
 type partitions struct {
 	base map[string]int32
-	byTP map[topicPartition]*partition
-	byID map[int32]*partition
+	byTP map[topicPartition]*partition // of both stages
+	byID map[int32]*partition          // the pipeline's (with repartition: the repartition partitions)
+	// input is stage 1 of source.partitioning repartition, which owns the
+	// input partitions then; nil for by_key.
+	input *stage1
 }
 
 // partition is an assigned input partition: its names and metrics (its
 // progress is the pipeline's).
 type partition struct {
 	tp topicPartition
-	id int32 // the dense id: engine partition and changelog partition
+	id int32 // the dense id: engine partition and changelog partition (stage 1's partition id)
+	// input: an input partition of stage 1 (source.partitioning
+	// repartition); its progress is stage 1's.
+	input bool
 
 	records [6]prometheus.Counter // by windowing.OutcomeKind (pipeline.Outcome)
 	counts  [6]uint64             // outcomes not yet added to records

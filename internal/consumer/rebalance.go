@@ -22,8 +22,14 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 				continue
 			}
 			p := c.newPartition(tp)
-			c.parts.byTP[tp], c.parts.byID[p.id] = p, p
-			c.proc.Assign(p.id, now)
+			c.parts.byTP[tp] = p
+			if p.input {
+				c.parts.input.byID[p.id] = p
+				c.parts.input.core.Assign(p.id, now) // ready at once: stage 1 keeps no state
+			} else {
+				c.parts.byID[p.id] = p
+				c.proc.Assign(p.id, now)
+			}
 			c.log.Debug().Str("topic", topic).Int32("partition", n).Msg("partition assigned")
 		}
 	}
@@ -120,9 +126,14 @@ func (c *Consumer) lookup(m map[string][]int32) []*partition {
 
 func (c *Consumer) drop(ps []*partition) {
 	for _, p := range ps {
-		c.proc.Revoke(p.id)
 		delete(c.parts.byTP, p.tp)
-		delete(c.parts.byID, p.id)
+		if p.input {
+			c.parts.input.core.Revoke(p.id)
+			delete(c.parts.input.byID, p.id)
+		} else {
+			c.proc.Revoke(p.id)
+			delete(c.parts.byID, p.id)
+		}
 		c.forgetMetrics(p)
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")
 	}

@@ -17,6 +17,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/record"
 )
 
 // Run connects (see connect), then consumes until ctx is canceled and
@@ -186,6 +187,10 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	}
 	now := c.nowMs()
 	c.proc.Tick(now)
+	if s := c.parts.input; s != nil {
+		s.core.Tick(now)
+		c.writer.Write(s.core.Ready(false, now).Outputs)
+	}
 	c.writer.Write(c.proc.Ready(false).Outputs)
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
@@ -230,8 +235,16 @@ func (c *Consumer) apply(pl *poll) {
 		if p == nil {
 			continue
 		}
+		if p.input {
+			c.parts.input.apply(p, pl.recs[pp.lo:pp.hi], pp.hwm, now)
+			continue
+		}
 		for i := pp.lo; i < pp.hi; i++ {
 			d := &pl.recs[i]
+			if pp.repart && d.kind == record.Marker && d.err == nil {
+				c.proc.ApplyMark(p.id, d.in.RepartitionOffset, d.mark)
+				continue
+			}
 			if out, ok := c.proc.Apply(&d.in, &d.rec, d.kind, d.err, now); ok {
 				p.counts[out]++
 			}
@@ -259,29 +272,32 @@ func (c *Consumer) updateMetrics(now int64) {
 	c.m.IdlePartitions.Set(float64(c.proc.IdleCount()))
 	for _, p := range c.parts.byTP {
 		p.flushCounts()
-		pw, _ := c.proc.PartitionWatermark(p.id)
+		wm, lag := c.proc.PartitionWatermark, c.proc.Lag
+		if p.input {
+			wm, lag = c.parts.input.core.PartitionWatermark, c.parts.input.core.Lag
+		}
+		pw, _ := wm(p.id)
 		p.wm.Set(metrics.Seconds(pw))
-		if lag, ok := c.proc.Lag(p.id); ok {
-			p.lag.Set(float64(lag))
+		if n, ok := lag(p.id); ok {
+			p.lag.Set(float64(n))
 		}
 	}
+	c.sourceMetrics()
 }
 
-// checkUnfetched tells the pipeline which partitions that have not
-// returned a record since their assignment are at their log end: an empty
-// partition must be able to go idle too.
+// checkUnfetched tells the pipeline (and stage 1) which partitions that
+// have not returned a record since their assignment are at their log
+// end: an empty partition must be able to go idle too.
 func (c *Consumer) checkUnfetched(ctx context.Context) {
 	if c.cfg.Watermark.IdleTimeout <= 0 || time.Since(c.cycle.unfetched) < 10*tickInterval {
 		return
 	}
 	c.cycle.unfetched = time.Now()
 	c.mu.Lock()
-	unfetched := c.proc.Unfetched()
+	unfetched := c.unfetched()
 	topics := map[string]bool{}
-	for id := range unfetched {
-		if p := c.parts.byID[id]; p != nil {
-			topics[p.tp.topic] = true
-		}
+	for p := range unfetched {
+		topics[p.tp.topic] = true
 	}
 	c.mu.Unlock()
 	if len(topics) == 0 {
@@ -305,10 +321,9 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.nowMs()
-	still := c.proc.Unfetched() // the pipeline moved on meanwhile (a fetch, an abort, a rebalance)
-	for id, pos := range unfetched {
-		p := c.parts.byID[id]
-		if cur, ok := still[id]; !ok || cur != pos || p == nil {
+	still := c.unfetched() // the pipeline moved on meanwhile (a fetch, an abort, a rebalance)
+	for p, pos := range unfetched {
+		if cur, ok := still[p]; !ok || cur != pos {
 			continue
 		}
 		end, ok1 := ends.Lookup(p.tp.topic, p.tp.partition)
@@ -316,13 +331,36 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 		if !ok1 || !ok2 || end.Err != nil || start.Err != nil {
 			continue
 		}
-		if pos < 0 && c.cfg.Source.StartAtLatest() {
+		if pos < 0 && c.cfg.Source.StartAtLatest() && p.tp.topic != c.cfg.State.RepartitionTopic {
 			pos = end.Offset
 		} else if pos < 0 {
 			pos = start.Offset
 		}
-		c.proc.SetCaughtUp(id, pos >= end.Offset, now)
+		if p.input {
+			c.parts.input.core.SetCaughtUp(p.id, pos >= end.Offset, now)
+		} else {
+			c.proc.SetCaughtUp(p.id, pos >= end.Offset, now)
+		}
 	}
+}
+
+// unfetched are the partitions of both stages no fetch has returned a
+// record of since their assignment, with their positions. c.mu is held.
+func (c *Consumer) unfetched() map[*partition]int64 {
+	out := map[*partition]int64{}
+	for id, pos := range c.proc.Unfetched() {
+		if p := c.parts.byID[id]; p != nil {
+			out[p] = pos
+		}
+	}
+	if s := c.parts.input; s != nil {
+		for id, pos := range s.core.Unfetched() {
+			if p := s.byID[id]; p != nil {
+				out[p] = pos
+			}
+		}
+	}
+	return out
 }
 
 // logConflict says which group key broke by_key's promise, and where: the

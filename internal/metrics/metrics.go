@@ -37,6 +37,13 @@ type Metrics struct {
 	RestoreSeconds     prometheus.Histogram   // one restore of newly assigned partitions
 	ChangelogRecords   prometheus.Counter     // changelog records written (tombstones included)
 	Commits            *prometheus.CounterVec // {result}: committed, aborted
+
+	// source.partitioning repartition (SPEC §9).
+	RepartitionBytes  prometheus.Counter   // key, value and header bytes of the records stage 1 wrote
+	RepartitionPurge  prometheus.Gauge     // records stage 2 committed that DeleteRecords has not removed yet
+	SourceWatermark   *prometheus.GaugeVec // {partition}: each source partition's watermark as stage 2 sees it, seconds
+	WatermarkSource   prometheus.Gauge     // the source partition whose watermark is W (-1: none)
+	SourcesUnreported prometheus.Gauge     // source partitions no marker has reported yet
 }
 
 // Firing label values, pre-created so dashboards see zeros before the first firing.
@@ -127,6 +134,26 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_changelog_records_total",
 			Help: "Changelog records written: state changes, tombstones and positions.",
 		}),
+		RepartitionBytes: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_repartition_bytes_total",
+			Help: "Bytes (keys, values, headers) of the records written to the repartition topic (source.partitioning repartition).",
+		}),
+		RepartitionPurge: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_repartition_purge_lag_records",
+			Help: "Records of the owned repartition partitions that stage 2 committed and that are not deleted yet.",
+		}),
+		SourceWatermark: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aggregator_source_watermark_seconds",
+			Help: "Each source partition's watermark as stage 2 sees it (the lowest over the owned repartition partitions), by the source partition's dense id.",
+		}, []string{"partition"}),
+		WatermarkSource: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_watermark_source_partition",
+			Help: "The dense id of the source partition whose watermark holds the merged watermark (-1: none, or not repartitioned).",
+		}),
+		SourcesUnreported: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_sources_unreported",
+			Help: "Source partitions that no marker has reported yet to an owned repartition partition: the merged watermark waits for them.",
+		}),
 		Commits: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_commits_total",
 			Help: "Commits of state, outputs and offsets, by result (committed, aborted).",
@@ -134,6 +161,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.Commits.WithLabelValues("committed")
 	m.Commits.WithLabelValues("aborted")
+	m.WatermarkSource.Set(-1)
 	for _, name := range firings {
 		m.Firings.WithLabelValues(name)
 	}

@@ -29,7 +29,8 @@ func TestNewRegistersFixedNames(t *testing.T) {
 		"aggregator_end_to_end_latency_seconds", "aggregator_consumer_lag_records", "aggregator_ready",
 		"aggregator_restoring_partitions", "aggregator_restored_records_total", "aggregator_restore_duration_seconds",
 		"aggregator_changelog_records_total", "aggregator_commits_total", "aggregator_session_merges_total",
-		"aggregator_key_partition_conflicts_total",
+		"aggregator_key_partition_conflicts_total", "aggregator_repartition_bytes_total", "aggregator_repartition_purge_lag_records",
+		"aggregator_watermark_source_partition", "aggregator_sources_unreported",
 	}
 	families, err := reg.Gather()
 	if err != nil {

@@ -34,12 +34,17 @@ func Outcomes() []Outcome { return windowing.Outcomes() }
 
 // Processor runs the per-record path for all assigned partitions.
 type Processor struct {
-	cfg      config.Config
-	recSpec  record.Spec
-	schemas  *record.Schemas // registry formats: filled by the shell before decoding; else nil
-	dec      *record.Decoder
-	rec      record.Record
-	marks    *watermark.Merged
+	cfg     config.Config
+	recSpec record.Spec
+	schemas *record.Schemas // registry formats: filled by the shell before decoding; else nil
+	dec     *record.Decoder
+	rec     record.Record
+	marks   *watermark.Merged
+	// sources is the watermark of a processor that reads a repartition
+	// topic (source.partitioning repartition; nil otherwise): the markers'
+	// table of source partitions per repartition partition. Its records
+	// do not move a generator, and stage 1 dead-lettered what had to be.
+	sources  *watermark.Sources
 	engine   windowing.Operator
 	spec     windowing.Spec
 	tracking bool      // TrackState was called: the engine notes its changes
@@ -173,6 +178,9 @@ func (p *Processor) Assign(partition int32, now int64) {
 	}
 	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1}
 	p.marks.Assign(partition, now)
+	if p.sources != nil {
+		p.sources.Assign(partition)
+	}
 }
 
 // Revoke drops a partition's windows and generator without firing them.
@@ -180,6 +188,9 @@ func (p *Processor) Assign(partition int32, now int64) {
 // the others may fire.
 func (p *Processor) Revoke(partition int32) {
 	p.marks.Revoke(partition)
+	if p.sources != nil {
+		p.sources.Revoke(partition)
+	}
 	p.engine.RemovePartition(partition)
 	if int(partition) < len(p.parts) {
 		if p.parts[partition].assigned {
@@ -189,6 +200,18 @@ func (p *Processor) Revoke(partition int32) {
 	}
 	p.conflicts.forget(partition)
 	p.advance()
+}
+
+// Repartitioned makes the processor stage 2 of source.partitioning
+// repartition: its partitions are repartition partitions, its records are
+// repartition records (ready.Input's SourceID and RepartitionOffset set)
+// and its watermark comes from the markers (ApplyMark), not from a
+// generator; stage 1 already dead-lettered what had to be. Call it before
+// the first Assign. Without it a processor is one stage whatever
+// source.partitioning says (replay of a repartition config: the offline
+// twin of both stages is one state per group key, see OneState).
+func (p *Processor) Repartitioned() {
+	p.sources, p.futureMs, p.checkKeys = watermark.NewSources(p.cfg.Watermark), 0, false
 }
 
 // OneState makes the processor keep one window state per group key across
@@ -221,7 +244,7 @@ func Decode(dec *record.Decoder, in *Input, rec *record.Record) (record.Kind, er
 // decodeErr are what Decode returned), in offset order per partition.
 func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
 	if int(in.Partition) < len(p.parts) {
-		p.parts[in.Partition].next = in.Offset + 1
+		p.parts[in.Partition].next = p.offset(in) + 1
 	}
 	if decodeErr != nil {
 		p.deadLetter(in, decodeErr)
@@ -231,6 +254,9 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 	case record.Filtered:
 		return Filtered
 	case record.Marker:
+		if p.sources != nil {
+			return Marker // stage 1 does not forward them
+		}
 		if err := p.checkFuture(rec.Time, now); err != nil {
 			p.deadLetter(in, err)
 			return DeadLetter
@@ -249,13 +275,57 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 	case p.checkKeys && p.assigned > 1:
 		p.conflicts.see(rec.Key, in.Partition)
 	}
+	if p.sources != nil {
+		// The record is judged as its source saw it: by the source's
+		// watermark just before it, which the markers may not have said yet.
+		p.sourceMark(in, in.Before)
+	}
 	res := p.engine.Add(rec)
 	if res.Kind == windowing.LateEvent {
 		p.late(in, rec.Time, p.engine.Judged(rec.Partition), res.Missed)
 	}
-	p.marks.OnEvent(in.Partition, rec.Time, now)
+	if p.sources == nil {
+		p.marks.OnEvent(in.Partition, rec.Time, now)
+	} else {
+		p.sourceMark(in, in.After)
+	}
 	p.advance()
 	return res.Kind
+}
+
+// offset is where in is in its state partition's log: the input offset,
+// or for a repartition record its offset in the repartition partition.
+func (p *Processor) offset(in *Input) int64 {
+	if p.sources != nil {
+		return in.RepartitionOffset
+	}
+	return in.Offset
+}
+
+// ApplyMark applies a watermark marker read from a repartition partition
+// at offset (source.partitioning repartition), unless the partition waits
+// for its restore or the marker is in its state already; applied is
+// false then.
+func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (applied bool) {
+	pp := p.part(partition)
+	if p.sources == nil || pp == nil || !pp.restored || offset < pp.next {
+		return false
+	}
+	pp.next = offset + 1
+	p.sources.Mark(partition, m)
+	p.advance()
+	return true
+}
+
+// sourceMark raises the watermark of a repartition record's source in
+// its repartition partition to wm, as a marker would (a data record
+// tells its source's watermark to the partition it lands on; the markers
+// tell every partition), and fires what that makes due.
+func (p *Processor) sourceMark(in *Input, wm int64) {
+	if in.Sources > 0 {
+		p.sources.Mark(in.Partition, watermark.Mark{Source: in.SourceID, Count: in.Sources, Watermark: wm})
+		p.advance()
+	}
 }
 
 // checkFuture is the future guard of SPEC §3: a record too far ahead of the
@@ -271,11 +341,22 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 
 // advance hands the merged watermark to the engine; the engine ignores it
 // unless it went up.
-func (p *Processor) advance() { p.engine.Advance(p.marks.Current()) }
+func (p *Processor) advance() { p.engine.Advance(p.merged()) }
+
+// merged is the merged watermark: the generators', or the markers'.
+func (p *Processor) merged() int64 {
+	if p.sources != nil {
+		return p.sources.Current()
+	}
+	return p.marks.Current()
+}
 
 // Tick re-evaluates idleness with the wall clock; windows may fire.
 func (p *Processor) Tick(now int64) {
 	p.marks.Tick(now)
+	if p.sources != nil {
+		p.sources.Tick(now)
+	}
 	p.advance()
 	p.engine.ProcessingTime(now)
 }
@@ -287,9 +368,24 @@ func (p *Processor) Flush() { p.engine.Advance(math.MaxInt64) }
 // Watermark is the merged watermark the engine has acted on.
 func (p *Processor) Watermark() int64 { return p.engine.Watermark() }
 
-// PartitionWatermark reports a partition's own watermark and whether it is idle.
+// PartitionWatermark reports a partition's own watermark and whether it
+// is idle (a repartition partition's: the minimum over its sources, idle
+// when all of them are).
 func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
+	if p.sources != nil {
+		return p.sources.Partition(partition)
+	}
 	return p.marks.Partition(partition)
+}
+
+// SourceTable returns a repartition partition's table of source
+// partitions, as its markers reported them (zero for other partitions);
+// its slice is valid until the next record or marker.
+func (p *Processor) SourceTable(partition int32) watermark.Table {
+	if p.sources == nil {
+		return watermark.Table{}
+	}
+	return p.sources.Table(partition)
 }
 
 // Partitions lists the assigned partitions, sorted.
@@ -310,8 +406,20 @@ func (p *Processor) TakeSessionMerges() int64 {
 	return n
 }
 
-// IdleCount counts idle partitions.
-func (p *Processor) IdleCount() int { return p.marks.IdleCount() }
+// IdleCount counts idle partitions (repartition partitions whose every
+// source is idle).
+func (p *Processor) IdleCount() int {
+	if p.sources == nil {
+		return p.marks.IdleCount()
+	}
+	n := 0
+	for _, id := range p.sources.Partitions() {
+		if _, idle := p.sources.Partition(id); idle {
+			n++
+		}
+	}
+	return n
+}
 
 // TrackState makes p note the changes of its state from now on, for
 // Checkpoint; call it before the first record of a processor that is
@@ -380,7 +488,13 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			continue
 		}
 		gen := p.marks.Snapshot(int32(id))
-		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp,
+		var table watermark.Table
+		if p.sources != nil {
+			table = p.sources.Table(int32(id))
+			gen.MaxTimestamp = math.MinInt64
+			gen.Watermark, _ = p.sources.Partition(int32(id))
+		}
+		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp, Sources: table,
 			// The merged watermark is a floor of the partition's own: its
 			// records were judged against it, and its next owner goes on from there.
 			Watermark: max(gen.Watermark, p.engine.Judged(int32(id))), Merged: w, Floor: p.engine.Judged(int32(id))}
@@ -390,6 +504,27 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		pp.tag++
 	}
 	return data, positions
+}
+
+// lowerFor lowers the watermark to wm, the watermark of a partition being
+// restored, if it is above: else the partition's windows fire early and
+// its on-time records are judged against the others' watermark. The
+// other partitions' records keep being judged against the one they had.
+func (p *Processor) lowerFor(partition int32, wm int64) {
+	if wm >= p.engine.Watermark() {
+		return
+	}
+	var others []int32
+	for id, o := range p.parts {
+		if id != int(partition) && o.assigned && o.restored {
+			others = append(others, int32(id))
+		}
+	}
+	p.marks.Lower(wm)
+	if p.sources != nil {
+		p.sources.Lower(wm)
+	}
+	p.engine.Rewind(wm, others)
 }
 
 // Restore rebuilds an assigned partition from its changelog, read into r,
@@ -409,16 +544,14 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		// partition's windows fire early and its on-time records are
 		// judged against the others' watermark.
 		p.engine.SetFloor(partition, pos.Floor)
-		if wm := pos.Watermark; wm < p.engine.Watermark() {
-			var others []int32
-			for id, o := range p.parts {
-				if id != int(partition) && o.assigned && o.restored {
-					others = append(others, int32(id))
-				}
-			}
-			p.marks.Lower(wm)
-			p.engine.Rewind(wm, others)
-		}
+		p.lowerFor(partition, pos.Watermark)
+	} else if p.sources != nil {
+		// A repartition partition no one committed yet: no source has
+		// reported to it, and its records were written before the
+		// markers that moved this instance's watermark (markers go to
+		// every partition): they are judged from minus infinity on, as
+		// its first owner would have judged them.
+		p.lowerFor(partition, math.MinInt64)
 	}
 	res, err := r.Finish(func(en *windowing.Entry) error {
 		if en.Partition != partition {
@@ -435,7 +568,11 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 	if res.HasPosition {
 		pp.next = res.Position.Offset
 		pp.written, pp.merged = res.Position.Offset, res.Position.Merged
-		p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
+		if p.sources != nil {
+			p.sources.Restore(partition, res.Position.Sources)
+		} else {
+			p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
+		}
 	}
 	p.advance()
 	return res, nil

@@ -66,6 +66,9 @@ func (p *Processor) Abort(now int64) {
 		eng.TrackChanges()
 	}
 	p.marks, p.merges = watermark.NewMerged(p.cfg.Watermark), 0
+	if p.sources != nil {
+		p.sources = watermark.NewSources(p.cfg.Watermark)
+	}
 	clear(p.outs)
 	p.outs, p.vals = p.outs[:0], p.vals[:0]
 	p.lastBuf = nil // the aborted records may still be held by the client
@@ -84,7 +87,12 @@ func (p *Processor) Apply(in *Input, rec *record.Record, kind record.Kind, decod
 	if int(in.Partition) >= len(p.parts) {
 		return 0, false
 	}
-	if pp := &p.parts[in.Partition]; !pp.restored || in.Offset < pp.next {
+	pp := &p.parts[in.Partition]
+	if !pp.restored || p.offset(in) < pp.next {
+		return 0, false
+	}
+	if p.sources != nil && p.sources.Seen(in.Partition, in.SourceID, in.Offset) {
+		pp.next = in.RepartitionOffset + 1 // a stage-1 retry wrote it again
 		return 0, false
 	}
 	return p.ProcessDecoded(in, rec, kind, decodeErr, now), true

@@ -17,6 +17,7 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/repartition"
 	"aggregator/internal/state"
 	"aggregator/internal/windowing"
 )
@@ -63,7 +64,8 @@ type Writer struct {
 
 	unwritableCount func(topic string) prometheus.Counter
 
-	changelog        string                   // the changelog topic
+	changelog        string // the changelog topic
+	repart           repartitionTopic
 	changelogDone    func(*kgo.Record, error) // its records' promise
 	changelogRecords prometheus.Counter
 
@@ -160,6 +162,16 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	w.deadDone = func(rec *kgo.Record, err error) { w.acked(&w.dead, rec, err) }
 	w.copiedResultDone = func(rec *kgo.Record, err error) { w.acked(&w.results, rec, err) }
 	w.changelog, w.changelogRecords = cfg.State.ChangelogTopic, m.ChangelogRecords
+	if !cfg.Source.ByKey() {
+		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic, keys: kgo.StickyKeyPartitioner(nil).ForTopic(cfg.State.RepartitionTopic),
+			metrics: topic(cfg.State.RepartitionTopic), bytes: m.RepartitionBytes}
+		w.repart.done = func(rec *kgo.Record, err error) {
+			if w.acked(&w.repart.metrics, rec, err) {
+				return
+			}
+			w.fail(fmt.Errorf("produce to repartition topic %s[%d]: %w", rec.Topic, rec.Partition, err))
+		}
+	}
 	w.changelogDone = func(r *kgo.Record, err error) {
 		if err != nil {
 			w.fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
@@ -212,6 +224,10 @@ func (w *Writer) Write(outs []ready.Output) {
 			w.Late(&o.Event.In, o.Event.EventTime, o.Event.Watermark, o.Event.Missed)
 		case ready.DeadLetter:
 			w.DeadLetter(&o.Event.In, o.Event.Err)
+		case ready.Repartition:
+			w.repartitionData(o.Repart)
+		case ready.Marker:
+			w.repartitionMarker(o.Repart)
 		}
 	}
 }
@@ -436,4 +452,99 @@ func (w *Writer) Changelog(ctx context.Context, recs []ready.Changelog) {
 		w.cl.Produce(ctx, kr, w.changelogDone)
 	}
 	w.changelogRecords.Add(float64(len(recs)))
+}
+
+// repartitionTopic is where stage 1 of source.partitioning repartition
+// writes: its data records go to the partition Kafka's default
+// partitioner picks for their group key (murmur2, as a Java producer or
+// Kafka Streams would), its markers to every partition. The client sends
+// a record of it to the partition it names.
+type repartitionTopic struct {
+	name       string
+	partitions int32
+	keys       kgo.TopicPartitioner
+	metrics    topicMetrics
+	bytes      prometheus.Counter
+	done       func(*kgo.Record, error)
+	// Records, headers and their bytes are cut from chunks (the engine
+	// goroutine's): four allocations per record were most of stage 1's
+	// garbage. A chunk is freed once the client let go of all its records.
+	recs []kgo.Record
+	hdrs []kgo.RecordHeader
+	buf  []byte
+}
+
+const (
+	chunkRecords = 256
+	chunkBytes   = 64 << 10
+)
+
+// record returns a fresh record of the repartition topic with room for
+// one header.
+func (t *repartitionTopic) record() *kgo.Record {
+	if len(t.recs) == 0 {
+		t.recs = make([]kgo.Record, chunkRecords)
+	}
+	if len(t.hdrs) == 0 {
+		t.hdrs = make([]kgo.RecordHeader, chunkRecords)
+	}
+	r := &t.recs[0]
+	r.Topic, r.Headers = t.name, t.hdrs[:0:1]
+	t.recs, t.hdrs = t.recs[1:], t.hdrs[1:]
+	return r
+}
+
+// room returns room for n bytes (appended to from empty) that the client
+// may hold until it acknowledges the record.
+func (t *repartitionTopic) room(n int) []byte {
+	if cap(t.buf)-len(t.buf) < n {
+		t.buf = make([]byte, 0, max(chunkBytes, n))
+	}
+	return t.buf[len(t.buf):len(t.buf)]
+}
+
+// keep takes b, appended to room's slice, out of the chunk (unless it
+// outgrew the room and has an array of its own).
+func (t *repartitionTopic) keep(b []byte) []byte {
+	if free := t.buf[len(t.buf):cap(t.buf)]; len(b) > 0 && len(free) >= len(b) && &free[0] == &b[0] {
+		t.buf = t.buf[:len(t.buf)+len(b)]
+	}
+	return b[:len(b):len(b)]
+}
+
+// SetRepartitionPartitions sets the repartition topic's partition count,
+// once it is known (at connect).
+func (w *Writer) SetRepartitionPartitions(n int32) { w.repart.partitions = n }
+
+// RepartitionPartition is the repartition partition of a group key, of n:
+// Kafka's murmur2 partitioner's choice for that record key.
+func RepartitionPartition(keys kgo.TopicPartitioner, key []byte, n int32) int32 {
+	return int32(keys.Partition(&kgo.Record{Key: key}, int(n)))
+}
+
+// repartitionData queues an accepted input record for the repartition
+// topic: its group key as the key, its value unchanged, where it came
+// from in the header (made now: the input is valid only during the call).
+func (w *Writer) repartitionData(r *ready.Repart) {
+	t := &w.repart
+	key := t.keep(append(t.room(len(r.Key)), r.Key...))
+	header := t.keep(repartition.AppendData(t.room(40+len(r.In.Topic)+len(r.In.Key)), &r.In))
+	rec := t.record()
+	rec.Key, rec.Value, rec.Timestamp = key, r.In.Value, time.UnixMilli(r.In.Timestamp)
+	rec.Partition = RepartitionPartition(t.keys, key, t.partitions)
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: repartition.Header, Value: header})
+	t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header)))
+	w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
+	w.sendIfFull()
+}
+
+// repartitionMarker queues a watermark marker for every repartition partition.
+func (w *Writer) repartitionMarker(r *ready.Repart) {
+	h := []kgo.RecordHeader{{Key: repartition.Header, Value: repartition.AppendMarker(nil, r.Mark)}}
+	for p := range w.repart.partitions {
+		rec := &kgo.Record{Topic: w.repart.name, Partition: p, Headers: h}
+		w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
+	}
+	w.repart.bytes.Add(float64(int(w.repart.partitions) * (len(repartition.Header) + len(h[0].Value))))
+	w.sendIfFull()
 }

@@ -8,6 +8,7 @@ package ready
 
 import (
 	"aggregator/internal/record"
+	"aggregator/internal/watermark"
 	"aggregator/internal/windowing"
 )
 
@@ -36,9 +37,11 @@ func (r *Ready) Empty() bool {
 type Kind uint8
 
 const (
-	Result     Kind = iota // a window firing, for the results topic
-	Late                   // a record too late for all its windows, for the late topic
-	DeadLetter             // a record that could not be used, for the dead-letter topic
+	Result      Kind = iota // a window firing, for the results topic
+	Late                    // a record too late for all its windows, for the late topic
+	DeadLetter              // a record that could not be used, for the dead-letter topic
+	Repartition             // an accepted input record, for the repartition topic (stage 1)
+	Marker                  // a source partition's watermark, for every repartition partition (stage 1)
 )
 
 // An Output is one record for an output topic.
@@ -46,6 +49,17 @@ type Output struct {
 	Kind   Kind
 	Result windowing.Result // Kind Result; its Aggregates live as long as the Ready
 	Event  *Event           // Late and DeadLetter
+	Repart *Repart          // Repartition and Marker
+}
+
+// A Repart is a record for the repartition topic: an input record (In,
+// with its source's watermark just before and after it in In.Before and
+// In.After, and In.Sources) under its group key (Key, the Kafka key of
+// its results too), or a watermark marker (Mark).
+type Repart struct {
+	In   Input
+	Key  string
+	Mark watermark.Mark
 }
 
 // An Event is an input record that goes to the late or the dead-letter

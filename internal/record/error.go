@@ -23,6 +23,9 @@ const (
 	// ReasonFutureTimestamp is set by the pipeline's future guard, not by
 	// Decode.
 	ReasonFutureTimestamp = "future_timestamp"
+	// ReasonBadRepartitionRecord is set by the repartition stage's reader
+	// for a repartition record whose header it cannot read.
+	ReasonBadRepartitionRecord = "bad_repartition_record"
 )
 
 // A DecodeError says why a record value cannot be used. It is data, not a

@@ -88,6 +88,18 @@ type Input struct {
 	Key            []byte // the Kafka record key, for "$key"
 	Value          []byte
 	Timestamp      int64 // the Kafka record timestamp in ms, for "$timestamp"
+	// A record read from the repartition topic is its source record (the
+	// fields above, but Partition: the repartition partition) plus its
+	// source's dense partition id and its offset in the repartition
+	// partition (its position); both are 0 for other records.
+	SourceID          int32
+	RepartitionOffset int64
+	// Sources is the number of source partitions stage 1 knew, and
+	// Before and After the source partition's watermark just before and
+	// just after the record: stage 2 judges the record as the source saw
+	// it, not as of the last marker (0 for other records).
+	Sources       int32
+	Before, After int64
 }
 
 // Record is a decoded input record, reduced to what the engine needs.

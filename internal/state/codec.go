@@ -10,6 +10,7 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch/store"
 
 	"aggregator/internal/record"
+	"aggregator/internal/watermark"
 	"aggregator/internal/windowing"
 )
 
@@ -48,6 +49,11 @@ type Position struct {
 	// Floor is the watermark the partition's records were judged against
 	// (at least Merged: see windowing.Engine.Judged).
 	Floor int64
+	// Sources is a repartition partition's table of source partitions
+	// (their watermarks from markers, and the source offsets applied);
+	// zero for an input partition. Positions written before it existed
+	// decode with a zero table.
+	Sources watermark.Table
 }
 
 // AppendKey appends the changelog key of en.
@@ -145,7 +151,61 @@ func AppendPosition(dst []byte, p Position, tag uint64) []byte {
 	dst = binary.AppendVarint(dst, p.MaxTimestamp)
 	dst = binary.AppendVarint(dst, p.Watermark)
 	dst = binary.AppendVarint(dst, p.Merged)
-	return binary.AppendVarint(dst, p.Floor)
+	dst = binary.AppendVarint(dst, p.Floor)
+	if p.Sources.Count == 0 && len(p.Sources.Sources) == 0 {
+		return dst
+	}
+	dst = append(dst, sectionSources)
+	dst = binary.AppendUvarint(dst, uint64(p.Sources.Count))
+	dst = binary.AppendUvarint(dst, uint64(len(p.Sources.Sources)))
+	for _, src := range p.Sources.Sources {
+		var flags byte
+		if src.Reported {
+			flags |= 1
+		}
+		if src.Idle {
+			flags |= 2
+		}
+		dst = binary.AppendVarint(append(dst, flags), src.Watermark)
+		dst = binary.AppendVarint(dst, src.Applied)
+	}
+	return dst
+}
+
+// sectionSources starts a position's optional table of source partitions.
+const sectionSources = 's'
+
+// sources reads a position's optional table of source partitions.
+func (r *reader) sources() watermark.Table {
+	if len(r.b) == 0 || r.err != nil {
+		return watermark.Table{}
+	}
+	if r.b[0] != sectionSources {
+		r.fail("position section")
+		return watermark.Table{}
+	}
+	r.b = r.b[1:]
+	count := r.uvarint("source count")
+	if count > math.MaxInt32 {
+		r.fail("source count")
+	}
+	t := watermark.Table{Count: int32(count), Sources: make([]watermark.Source, r.count("sources"))}
+	if int(t.Count) > len(t.Sources) {
+		r.fail("source count")
+	}
+	for i := range t.Sources {
+		if len(r.b) == 0 || r.b[0] > 3 {
+			r.fail("source flags")
+			break
+		}
+		flags := r.b[0]
+		r.b = r.b[1:]
+		t.Sources[i] = watermark.Source{Reported: flags&1 != 0, Idle: flags&2 != 0, Watermark: r.varint("source watermark"), Applied: r.varint("source applied")}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: position: %d bytes left over", ErrCorrupt, len(r.b))
+	}
+	return t
 }
 
 // AppendTag appends the TagHeader value of tag.
@@ -295,6 +355,7 @@ func decodePosition(b []byte) (Position, uint64, error) {
 	r := reader{b: b}
 	tag := r.header()
 	p := Position{Offset: r.varint("offset"), MaxTimestamp: r.varint("max timestamp"), Watermark: r.varint("watermark"), Merged: r.varint("merged watermark"), Floor: r.varint("floor")}
+	p.Sources = r.sources()
 	return p, tag, r.err
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"aggregator/internal/state"
+	"aggregator/internal/watermark"
 	"aggregator/internal/windowing"
 )
 
@@ -19,6 +20,8 @@ func FuzzRestorerAdd(f *testing.F) {
 		f.Add(state.AppendKey(nil, en), []byte(nil), state.AppendTag(nil, 9), true, uint64(3))
 	}
 	f.Add(state.PositionKey(nil, 0), state.AppendPosition(nil, state.Position{Offset: 5, Watermark: -1}, 3), []byte(nil), false, uint64(4))
+	f.Add(state.PositionKey(nil, 0), state.AppendPosition(nil, state.Position{Offset: 5, Sources: watermark.Table{Count: 1,
+		Sources: []watermark.Source{{Reported: true, Watermark: 9, Applied: 4}, {Watermark: -1, Applied: 2}}}}, 3), []byte(nil), false, uint64(4))
 	f.Add(state.PositionKey(nil, 0), []byte(nil), []byte(nil), true, uint64(1))
 	f.Add([]byte{}, []byte{}, []byte{}, false, uint64(0))
 	// the committed state the fuzzed record meets: tag 1, and a key

@@ -1,0 +1,333 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
+	"aggregator/internal/producer"
+)
+
+// The repartition stage (source.partitioning repartition) on the real
+// clients: input keyed by a request id, grouped by a JSON field, over 4
+// partitions, partition 3's producer 20 s behind in event time, and
+// records of the other partitions 4–10 s behind their own partition (late
+// on a watermark of their own partitions, never on the group's). 1 and 2
+// instances give the results, late events and dead letters of replay
+// --kcat over the same records (one state per group key, W the minimum
+// over the partitions), and the repartition topic is purged.
+
+const repartitionYaml = `
+source:
+  format: json
+  key: [sid]
+  timestamp: {field: t, layout: unix_ms}
+  partitioning: repartition
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 5s, allowed_lateness: 2s}
+aggregates:
+  - {name: total, fn: sum, field: d}
+  - {name: calls, fn: count}
+`
+
+// keyedInput is one input record: its partition, request-id key and value.
+type keyedInput struct {
+	partition  int32
+	key, value string
+}
+
+// repartitionInput is the first phase (the stream, with a few malformed
+// records) and the second (records an hour behind, produced once the
+// first phase's windows fired: late wherever they are judged).
+func repartitionInput() (first, second []keyedInput) {
+	rng := rand.New(rand.NewPCG(17, 4))
+	for i := range 1200 {
+		p := int32(rng.IntN(4))
+		t := int64(base) + int64(i)*25
+		switch {
+		case p == 3:
+			t -= 20_000 // a lagging producer
+		case i%29 == 0:
+			t -= 4_000 + rng.Int64N(6_000) // behind its own partition, ahead of the group's watermark
+		}
+		v := fmt.Sprintf(`{"sid":"u%d","t":%d,"d":%d}`, rng.IntN(12), t, i%10)
+		if i%97 == 0 {
+			v = fmt.Sprintf(`{"sid":"u%d","t":"soon","d":1}`, rng.IntN(12))
+		}
+		first = append(first, keyedInput{p, fmt.Sprintf("req-%d", i), v})
+	}
+	for i := range 6 {
+		second = append(second, keyedInput{int32(i % 4), fmt.Sprintf("late-%d", i), fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i, int64(base)-3_600_000)})
+	}
+	return first, second
+}
+
+func produceKeyed(t testing.TB, brokers []string, ins []keyedInput) {
+	t.Helper()
+	cl := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	recs := make([]*kgo.Record, len(ins))
+	for i, in := range ins {
+		recs[i] = &kgo.Record{Topic: inTopic, Partition: in.partition, Key: []byte(in.key), Value: []byte(in.value), Timestamp: time.UnixMilli(1_700_000_000_000)}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// replayKcat is replay --kcat over the dump: partition by partition, then
+// the second phase, one state per group key.
+func replayKcat(t testing.TB, cfg config.Config, first, second []keyedInput) expected {
+	t.Helper()
+	p, err := pipeline.New(cfg) // one stage, as replay runs a repartition config
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OneState()
+	var exp expected
+	out := capture{producer.EncoderFor(cfg), &exp}
+	for id := range int32(4) {
+		p.Assign(id, noWallClock)
+	}
+	offsets := map[int32]int64{}
+	feed := func(ins []keyedInput) {
+		for _, part := range []int32{0, 1, 2, 3} {
+			for _, in := range ins {
+				if in.partition != part {
+					continue
+				}
+				off := offsets[part]
+				offsets[part]++
+				p.Process(&pipeline.Input{Topic: inTopic, Partition: part, KafkaPartition: part, Offset: off,
+					Key: []byte(in.key), Value: []byte(in.value), Timestamp: 1_700_000_000_000}, noWallClock)
+				out.write(p.Ready(false))
+			}
+		}
+	}
+	feed(first)
+	feed(second)
+	return exp
+}
+
+// withoutWatermark drops what depends on when a judgement happened: the
+// result's watermark field and a late event's watermark header.
+func withoutWatermark(evs []lateEvent) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		var hs []string
+		for _, h := range strings.Split(e.headers, ";") {
+			if !strings.HasPrefix(h, producer.HeaderWatermark+"=") {
+				hs = append(hs, h)
+			}
+		}
+		out[i] = e.value + " " + strings.Join(hs, ";")
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestRepartitionMatchesReplay(t *testing.T) {
+	first, second := repartitionInput()
+	for _, delivery := range []string{"exactly_once", "at_least_once"} {
+		for _, instances := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/%d", delivery, instances), func(t *testing.T) {
+				kc := newCluster(t, 4)
+				brokers := kc.ListenAddrs()
+				cfg := parseConfig(t, repartitionYaml+"delivery: "+delivery+"\n", brokers)
+				want := replayKcat(t, cfg, first, second)
+				if len(want.late) != len(second) || len(want.dead) == 0 || len(want.results) == 0 {
+					t.Fatalf("replay gives %d results, %d late events, %d dead letters: the test tests nothing", len(want.results), len(want.late), len(want.dead))
+				}
+				var svcs []*service
+				reg := prometheus.NewRegistry()
+				for i := range instances {
+					if i == 0 {
+						svcs = append(svcs, startWith(t, cfg, nil, reg))
+					} else {
+						svcs = append(svcs, start(t, cfg, nil))
+					}
+				}
+				if instances == 2 {
+					waitEven(t, brokers, cfg.Source.Group, 2, 4) // each stage's partitions split over both
+				}
+				produceKeyed(t, brokers, first)
+				waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+				if instances == 1 {
+					// What an operator asks when windows stall: who holds them back.
+					waitGauge(t, reg, "aggregator_sources_unreported", 0)
+					waitGauge(t, reg, "aggregator_watermark_source_partition", 3) // the lagging producer's
+				}
+				produceKeyed(t, brokers, second)
+				waitCount(t, brokers, lateTopic, int64(len(want.late)))
+				waitPurged(t, brokers, cfg.State.RepartitionTopic)
+				for _, s := range svcs {
+					s.stop(t)
+				}
+				compareReplay(t, brokers, delivery, want)
+			})
+		}
+	}
+}
+
+// compareReplay compares what a read_committed reader sees of the
+// outputs with replay --kcat's (with at_least_once, repeats dropped: each
+// is identical but for the watermark).
+func compareReplay(t *testing.T, brokers []string, delivery string, want expected) {
+	t.Helper()
+	dedup := func(vs []string) []string {
+		if delivery == "at_least_once" {
+			return slices.Compact(vs)
+		}
+		return vs
+	}
+	if got, want := dedup(contents(values(readAll(t, brokers, resultsTopic)))), contents(want.results); !slices.Equal(got, want) {
+		t.Errorf("results differ from replay --kcat:\n%s", diff(got, want))
+	}
+	if got, want := dedup(withoutWatermark(events(readAll(t, brokers, lateTopic)))), withoutWatermark(want.late); !slices.Equal(got, want) {
+		t.Errorf("late events differ from replay --kcat:\n%s", diff(got, want))
+	}
+	if got, want := dedup(withoutWatermark(events(readAll(t, brokers, dlqTopic)))), withoutWatermark(want.dead); !slices.Equal(got, want) {
+		t.Errorf("dead letters differ from replay --kcat:\n%s", diff(got, want))
+	}
+}
+
+// TestRepartitionCrash: of two instances, one dies half-way through the
+// stream without committing; the other takes both stages' partitions
+// over (stage 2's from the changelog, with the sources' watermarks), and
+// the outputs are still replay --kcat's.
+func TestRepartitionCrash(t *testing.T) {
+	first, second := repartitionInput()
+	for _, delivery := range []string{"exactly_once", "at_least_once"} {
+		t.Run(delivery, func(t *testing.T) {
+			kc := newCluster(t, 4)
+			brokers := kc.ListenAddrs()
+			cfg := parseConfig(t, repartitionYaml+"delivery: "+delivery+"\n", brokers)
+			want := replayKcat(t, cfg, first, second)
+			a, b := start(t, cfg, nil), start(t, cfg, nil)
+			waitEven(t, brokers, cfg.Source.Group, 2, 4)
+			half := len(first) / 2
+			produceKeyed(t, brokers, first[:half])
+			waitCount(t, brokers, resultsTopic, 1)
+			b.crash()
+			produceKeyed(t, brokers, first[half:])
+			waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+			produceKeyed(t, brokers, second)
+			waitCount(t, brokers, lateTopic, int64(len(want.late)))
+			a.stop(t)
+			compareReplay(t, brokers, delivery, want)
+		})
+	}
+}
+
+// waitPurged waits until some partition of the repartition topic starts
+// past offset 0: records stage 2 committed were deleted.
+func waitPurged(t testing.TB, brokers []string, topic string) {
+	t.Helper()
+	adm := kadm.NewClient(client(t, brokers))
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		starts, err := adm.ListStartOffsets(context.Background(), topic)
+		purged := false
+		if err == nil {
+			starts.Each(func(o kadm.ListedOffset) { purged = purged || o.Offset > 0 })
+		}
+		if purged {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polling the brokers for a condition, not for correctness
+	}
+	t.Fatalf("no partition of %s was purged in %v", topic, waitTimeout)
+}
+
+// waitEven waits until the group has members members holding each
+// partitions apiece (of any topic).
+func waitEven(t testing.TB, brokers []string, group string, members, each int) {
+	t.Helper()
+	adm := kadm.NewClient(client(t, brokers))
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		gs, err := adm.DescribeGroups(context.Background(), group)
+		if g, ok := gs[group]; err == nil && ok && g.State == "Stable" && len(g.Members) == members {
+			even := true
+			for _, m := range g.Members {
+				c, _ := m.Assigned.AsConsumer()
+				n := 0
+				for _, tp := range c.Topics {
+					n += len(tp.Partitions)
+				}
+				even = even && n == each
+			}
+			if even {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling the brokers for a condition
+	}
+	t.Fatalf("group %s never split its partitions %d apiece over %d members", group, each, members)
+}
+
+// TestRepartitionSilentSource: a source partition that never gets a
+// record holds every window back (its marker says minus infinity) until
+// stage 1 finds it caught up for idle_timeout and marks it idle. The
+// others went idle meanwhile too (their records came in one burst), and
+// with every source idle the watermark stays; once a record comes again
+// to each of the others (one event time for all three, so that it does
+// not matter which goes idle first) their windows fire, as replay over
+// the partitions with records gives them.
+func TestRepartitionSilentSource(t *testing.T) {
+	var ins []keyedInput
+	for i := range 150 {
+		p := int32(i % 3) // partition 3 stays empty
+		ins = append(ins, keyedInput{p, fmt.Sprintf("req-%d", i), fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i%7, int64(base)+int64(i)*100)})
+	}
+	for p := range int32(3) {
+		ins = append(ins, keyedInput{p, fmt.Sprintf("later-%d", p), fmt.Sprintf(`{"sid":"u0","t":%d,"d":1}`, int64(base)+3_600_000)})
+	}
+	kc := newCluster(t, 4)
+	brokers := kc.ListenAddrs()
+	cfg := parseConfig(t, repartitionYaml+"delivery: exactly_once\n", brokers)
+	cfg.Watermark.IdleTimeout = 300 * time.Millisecond
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OneState()
+	var want expected
+	out := capture{producer.EncoderFor(cfg), &want}
+	offsets := map[int32]int64{}
+	for id := range int32(3) {
+		p.Assign(id, noWallClock)
+	}
+	for _, in := range ins {
+		off := offsets[in.partition]
+		offsets[in.partition]++
+		p.Process(&pipeline.Input{Topic: inTopic, Partition: in.partition, KafkaPartition: in.partition, Offset: off,
+			Key: []byte(in.key), Value: []byte(in.value), Timestamp: 1_700_000_000_000}, noWallClock)
+		out.write(p.Ready(false))
+	}
+	if len(want.results) == 0 {
+		t.Fatal("replay gives no results: the test tests nothing")
+	}
+	reg := prometheus.NewRegistry()
+	s := startWith(t, cfg, nil, reg)
+	produceKeyed(t, brokers, ins[:150])
+	waitGauge(t, reg, "aggregator_idle_partitions", 4) // every source idle in every repartition partition
+	if n := len(readAll(t, brokers, resultsTopic)); n != 0 {
+		t.Fatalf("%d results while partition 3 had not reported idle, want none", n)
+	}
+	produceKeyed(t, brokers, ins[150:])
+	waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+	s.stop(t)
+	if got, want := contents(values(readAll(t, brokers, resultsTopic))), contents(want.results); !slices.Equal(got, want) {
+		t.Errorf("results differ from replay of the partitions with records:\n%s", diff(got, want))
+	}
+}

@@ -1,0 +1,555 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
+	"aggregator/internal/record"
+	"aggregator/internal/repartition"
+)
+
+// The two-stage commit protocol of source.partitioning repartition, step
+// by step, as commit_test.go does it for one stage: one process runs both
+// stages over an in-memory cluster (input partitions, the repartition
+// topic, the outputs, the changelog, the group's offsets of both), one
+// commit holds both stages' outputs and offsets, and the process is
+// thrown away after each step of a commit. What a reader sees of the
+// outputs must be what an uninterrupted run gives: every (key, window)
+// fires once with the same count, and the same records are late and
+// dead letters (the order may differ: a restarted process reads the
+// repartition partitions in another interleaving, which this input's
+// outcome does not depend on).
+
+const twoStageYaml = `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}, partitioning: repartition}
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 2s}
+aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}]
+`
+
+const (
+	sourceParts = 3
+	repartParts = 2
+	twoStageNow = 0 // no wall clock: no heartbeat, no future guard
+)
+
+// repRecord is a record of the repartition topic.
+type repRecord struct{ header, value []byte }
+
+// cluster2 is what the brokers hold durably.
+type cluster2 struct {
+	input   [][]string    // by source partition
+	repart  [][]repRecord // by repartition partition: what a read_committed reader sees
+	outputs []string
+	log     changelog
+	off1    map[int32]int64 // stage 1's committed input offsets
+	off2    map[int32]int64 // stage 2's committed repartition offsets
+}
+
+// txn2 is an open transaction (exactly_once).
+type txn2 struct {
+	repart  map[int32][]repRecord
+	outputs []string
+	log     []pipeline.ChangelogRecord
+}
+
+// twoStage is one process: both cores and the fetch positions.
+type twoStage struct {
+	t           *testing.T
+	exactlyOnce bool
+	c           *cluster2
+	tx          *txn2
+	s1          *repartition.Stage
+	s2          *pipeline.Processor
+	dec         *record.Decoder
+	rec         record.Record
+	fetch1      [sourceParts]int64
+	fetch2      [repartParts]int64
+	rounds      int
+	commits     int
+	failAt      int // the commit whose positions fail to write (the cores abort); -1 none
+}
+
+// midMarkers is where an at_least_once commit dies half-way through its
+// markers: data before them is durable, the markers of some partitions not.
+const midMarkers step = 100
+
+func newTwoStage(t *testing.T, exactlyOnce bool, c *cluster2) *twoStage {
+	t.Helper()
+	cfg, err := config.Parse([]byte(twoStageYaml), nil)
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	s := &twoStage{t: t, exactlyOnce: exactlyOnce, c: c, tx: &txn2{repart: map[int32][]repRecord{}}, failAt: -1}
+	if s.s1, err = repartition.New(cfg, sourceParts, nil); err != nil {
+		t.Fatalf("repartition.New: %v", err)
+	}
+	if s.s2, err = pipeline.New(cfg); err != nil {
+		t.Fatalf("pipeline.New: %v", err)
+	}
+	s.s2.Repartitioned()
+	s.s2.TrackState()
+	if s.dec, err = s.s2.NewDecoder(); err != nil {
+		t.Fatalf("NewDecoder: %v", err)
+	}
+	for p := range int32(sourceParts) {
+		s.s1.Assign(p, twoStageNow)
+	}
+	for r := range int32(repartParts) {
+		s.s2.Assign(r, twoStageNow)
+	}
+	s.rejoin()
+	return s
+}
+
+// rejoin restarts both stages from what the cluster holds: stage 1 from
+// its committed input offsets, stage 2 from its changelog.
+func (s *twoStage) rejoin() {
+	for p := range s.fetch1 {
+		s.fetch1[p] = s.c.off1[int32(p)]
+	}
+	for _, r := range s.s2.Unrestored() {
+		res, err := s.s2.Restore(r, s.c.log.restorer(s.t, r), twoStageNow)
+		if err != nil {
+			s.t.Fatalf("Restore(%d): %v", r, err)
+		}
+		s.fetch2[r] = s.c.off2[r]
+		if res.HasPosition {
+			s.fetch2[r] = res.Position.Offset
+		}
+	}
+	s.write2(s.s2.Ready(false).Outputs)
+}
+
+func partitionOf(key string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int32(h.Sum32() % repartParts)
+}
+
+// write1 writes stage 1's outputs; with n >= 0 only the first n markers.
+func (s *twoStage) write1(outs []ready.Output, n int) {
+	put := func(r int32, rec repRecord) {
+		if s.exactlyOnce {
+			s.tx.repart[r] = append(s.tx.repart[r], rec)
+		} else {
+			s.c.repart[r] = append(s.c.repart[r], rec)
+		}
+	}
+	for i := range outs {
+		o := &outs[i]
+		switch o.Kind {
+		case ready.Repartition:
+			put(partitionOf(o.Repart.Key), repRecord{repartition.AppendData(nil, &o.Repart.In), slices.Clone(o.Repart.In.Value)})
+		case ready.Marker:
+			if n == 0 {
+				return
+			}
+			n--
+			for r := range int32(repartParts) {
+				put(r, repRecord{header: repartition.AppendMarker(nil, o.Repart.Mark)})
+			}
+		case ready.DeadLetter:
+			s.output(fmt.Sprintf("dead src%d@%d %v", o.Event.In.Partition, o.Event.In.Offset, o.Event.Err))
+		default:
+			s.t.Fatalf("stage 1 output of kind %d", o.Kind)
+		}
+	}
+}
+
+func (s *twoStage) write2(outs []ready.Output) {
+	for i := range outs {
+		o := &outs[i]
+		if o.Kind == ready.Late { // named by its source record
+			s.output(fmt.Sprintf("late src%d@%d p%d wm %d", o.Event.In.KafkaPartition, o.Event.In.Offset, o.Event.In.Partition, o.Event.Watermark))
+			continue
+		}
+		s.output(outputString(o))
+	}
+}
+
+func (s *twoStage) output(o string) {
+	if s.exactlyOnce {
+		s.tx.outputs = append(s.tx.outputs, o)
+	} else {
+		s.c.outputs = append(s.c.outputs, o)
+	}
+}
+
+// round reads one record of every source partition and of every
+// repartition partition, and reports whether there was any.
+func (s *twoStage) round() bool {
+	any := false
+	for p := range s.fetch1 {
+		if s.fetch1[p] >= int64(len(s.c.input[p])) {
+			continue
+		}
+		off := s.fetch1[p]
+		s.fetch1[p]++
+		in := ready.Input{Topic: "in", Partition: int32(p), KafkaPartition: int32(p), Offset: off, Value: []byte(s.c.input[p][off])}
+		s.s1.Process(&in, twoStageNow)
+		any = true
+	}
+	s.write1(s.s1.Ready(false, twoStageNow).Outputs, -1)
+	for r := range s.fetch2 {
+		if s.fetch2[r] >= int64(len(s.c.repart[r])) {
+			continue
+		}
+		off := s.fetch2[r]
+		s.fetch2[r]++
+		rec := s.c.repart[r][off]
+		var in ready.Input
+		m, marker, err := repartition.Parse(rec.header, rec.value, int32(r), off, nil, &in)
+		if err != nil {
+			s.t.Fatalf("Parse: %v", err)
+		}
+		if marker {
+			s.s2.ApplyMark(int32(r), off, m)
+		} else {
+			kind, err := pipeline.Decode(s.dec, &in, &s.rec)
+			s.s2.Apply(&in, &s.rec, kind, err, twoStageNow)
+		}
+		any = true
+	}
+	s.write2(s.s2.Ready(false).Outputs)
+	return any
+}
+
+const roundsPerCommit = 3
+
+// run goes on until both stages are done; it stops at the crash step of
+// commit number crashAt, and reports whether it crashed.
+func (s *twoStage) run(crashAt int, crash step) bool {
+	idle := 0
+	for idle < 2 { // two quiet commits: the last one's repartition records are read
+		any := s.round()
+		if s.rounds++; any && s.rounds%roundsPerCommit != 0 {
+			continue
+		}
+		before := s.visible()
+		crashed, ok := s.commit(crashAt, crash)
+		if crashed {
+			return true
+		}
+		if !ok {
+			s.rejoin()
+		}
+		if any || s.visible() != before {
+			idle = 0
+		} else {
+			idle++
+		}
+	}
+	return false
+}
+
+func (s *twoStage) visible() int {
+	n := len(s.c.outputs)
+	for _, rs := range s.c.repart {
+		n += len(rs)
+	}
+	return n
+}
+
+// commit writes both stages' commit Readies, step by step, as one
+// transaction with exactly_once; it reports whether the process died at
+// crash of this commit and whether the commit succeeded (else the cores
+// aborted: the shell rewinds and restores).
+func (s *twoStage) commit(crashAt int, crash step) (crashed, ok bool) {
+	n := s.commits
+	s.commits++
+	at := func(st step) bool { return n == crashAt && crash == st }
+	rd1 := s.s1.Ready(true, twoStageNow)
+	rd2 := s.s2.Ready(true)
+	if at(midMarkers) {
+		s.write1(rd1.Outputs, 1)
+		return true, false
+	}
+	s.write1(rd1.Outputs, -1)
+	s.write2(rd2.Outputs)
+	if at(afterOutputs) {
+		return true, false
+	}
+	s.writeLog(rd2.Changelog)
+	if at(afterChangelog) {
+		return true, false
+	}
+	if n == s.failAt {
+		s.tx = &txn2{repart: map[int32][]repRecord{}}
+		s.s1.Abort(twoStageNow)
+		s.s2.Abort(twoStageNow)
+		return false, false
+	}
+	s.writeLog(rd2.Positions)
+	if at(afterPositions) {
+		return true, false
+	}
+	offs := func(dst map[int32]int64, os []ready.Offset) {
+		for _, o := range os {
+			dst[o.Partition] = o.Offset
+		}
+	}
+	offs(s.c.off1, rd1.Offsets)
+	offs(s.c.off2, rd2.Offsets)
+	if s.exactlyOnce {
+		for r, rs := range s.tx.repart {
+			s.c.repart[r] = append(s.c.repart[r], rs...)
+		}
+		s.c.outputs = append(s.c.outputs, s.tx.outputs...)
+		s.c.log.write(s.tx.log)
+		s.tx = &txn2{repart: map[int32][]repRecord{}}
+	}
+	if at(afterOffsets) {
+		return true, false
+	}
+	s.s1.Accept()
+	s.s2.Accept()
+	return false, true
+}
+
+func (s *twoStage) writeLog(recs []pipeline.ChangelogRecord) {
+	if s.exactlyOnce {
+		s.tx.log = append(s.tx.log, recs...)
+	} else {
+		s.c.log.write(recs)
+	}
+}
+
+// twoStageInput is sourceParts partitions of records keyed by a request
+// id, grouped by k: each partition's event times rise with disorder
+// within max_out_of_orderness (so whether a record is late does not
+// depend on how partitions interleave), a few malformed records, and a
+// few far behind every watermark (late wherever they are judged).
+func twoStageInput(seed uint64) [][]string {
+	rng := rand.New(rand.NewPCG(seed, 17))
+	in := make([][]string, sourceParts)
+	for p := range in {
+		t := int64(0)
+		for i := range 40 {
+			t += int64(rng.IntN(600))
+			v := fmt.Sprintf(`{"k":"%c","t":%d,"v":%d}`, 'a'+rng.IntN(5), t-int64(rng.IntN(900)), rng.IntN(100))
+			switch {
+			case i%13 == 7:
+				v = `{"k":"a","t":"soon"}`
+			case i > 30 && i%5 == 0:
+				v = fmt.Sprintf(`{"k":"b","t":%d,"v":1}`, rng.IntN(100))
+			}
+			in[p] = append(in[p], v)
+		}
+	}
+	return in
+}
+
+func newCluster2(seed uint64) *cluster2 {
+	return &cluster2{input: twoStageInput(seed), repart: make([][]repRecord, repartParts), log: changelog{},
+		off1: map[int32]int64{}, off2: map[int32]int64{}}
+}
+
+// twoStageView is what a reader makes of the outputs: the multiset of
+// outputs without the watermark they were fired or judged at (with
+// at_least_once, repeats dropped).
+func twoStageView(outs []string, exactlyOnce bool) []string {
+	view := make([]string, 0, len(outs))
+	seen := map[string]bool{}
+	for _, o := range outs {
+		id := identity(o)
+		if !exactlyOnce && seen[id] {
+			continue
+		}
+		seen[id] = true
+		view = append(view, id)
+	}
+	slices.Sort(view)
+	return view
+}
+
+func twoStageReference(t *testing.T, exactlyOnce bool, seed uint64) (view []string, commits int) {
+	t.Helper()
+	c := newCluster2(seed)
+	s := newTwoStage(t, exactlyOnce, c)
+	if s.run(-1, noCrash) {
+		t.Fatal("the reference run crashed")
+	}
+	var late, dead, results int
+	for _, o := range c.outputs {
+		switch o[:4] {
+		case "late":
+			late++
+		case "dead":
+			dead++
+		default:
+			results++
+		}
+	}
+	if late == 0 || dead == 0 || results == 0 {
+		t.Fatalf("the reference run has %d results, %d late events, %d dead letters: the test tests nothing", results, late, dead)
+	}
+	return twoStageView(c.outputs, exactlyOnce), s.commits
+}
+
+// TestTwoStageCrashEveryStep crashes the process at every step of every
+// commit; a new process goes on from what the cluster holds.
+func TestTwoStageCrashEveryStep(t *testing.T) {
+	for _, exactlyOnce := range []bool{true, false} {
+		t.Run(mode(exactlyOnce), func(t *testing.T) {
+			const seed = 5
+			want, commits := twoStageReference(t, exactlyOnce, seed)
+			crashSteps := []step{afterOutputs, afterChangelog, afterPositions, afterOffsets}
+			if !exactlyOnce {
+				crashSteps = append(crashSteps, midMarkers) // one transaction has no such step
+			}
+			for _, st := range crashSteps {
+				for crashAt := range commits {
+					c := newCluster2(seed)
+					if !newTwoStage(t, exactlyOnce, c).run(crashAt, st) {
+						t.Fatalf("%v of commit %d: did not crash", st, crashAt)
+					}
+					newTwoStage(t, exactlyOnce, c).run(-1, noCrash)
+					if got := twoStageView(c.outputs, exactlyOnce); !slices.Equal(got, want) {
+						t.Fatalf("crash %v of commit %d: a reader sees\n%q\nwant\n%q", st, crashAt, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTwoStageAbort: a commit fails, both cores abort, and the process
+// goes on from the committed offsets and the changelog.
+func TestTwoStageAbort(t *testing.T) {
+	for _, exactlyOnce := range []bool{true, false} {
+		t.Run(mode(exactlyOnce), func(t *testing.T) {
+			const seed = 9
+			want, commits := twoStageReference(t, exactlyOnce, seed)
+			for failAt := range commits {
+				c := newCluster2(seed)
+				s := newTwoStage(t, exactlyOnce, c)
+				s.failAt = failAt
+				s.run(-1, noCrash)
+				if got := twoStageView(c.outputs, exactlyOnce); !slices.Equal(got, want) {
+					t.Fatalf("commit %d aborted: a reader sees\n%q\nwant\n%q", failAt, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestTwoStageBurstIsOneStage: a burst of one source partition, read by
+// stage 2 before any marker says the source's watermark (no commit in
+// between), is judged as one stage judges it: each data record carries
+// its source's watermark just before and after it. With one repartition
+// partition the outputs are one stage's exactly; with two on one
+// instance, W is the lower of the two partitions' (each knows the source
+// as of the last record it got), so a record can only be judged by an
+// older watermark than one stage's: nothing is late that one stage
+// aggregates.
+func TestTwoStageBurstIsOneStage(t *testing.T) {
+	for _, parts := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("repartitions=%d", parts), func(t *testing.T) {
+			got, want := burstTwoStages(t, parts)
+			if !slices.ContainsFunc(want, func(o string) bool { return strings.HasPrefix(o, "late") }) {
+				t.Fatal("the burst has no late record: the test tests nothing")
+			}
+			if parts == 1 && !slices.Equal(got, want) {
+				t.Errorf("two stages:\n%s\none stage:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			lateAt := func(outs []string) map[string]bool {
+				m := map[string]bool{}
+				for _, o := range outs {
+					if strings.HasPrefix(o, "late") {
+						m[strings.Fields(o)[1]] = true
+					}
+				}
+				return m
+			}
+			one := lateAt(want)
+			for at := range lateAt(got) {
+				if !one[at] {
+					t.Errorf("record %s is late in two stages, not in one", at)
+				}
+			}
+		})
+	}
+}
+
+// burstTwoStages runs a burst through two stages with parts repartition
+// partitions and through one stage, and returns both outputs, sorted.
+func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(twoStageYaml), nil)
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	one, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatalf("pipeline.New: %v", err)
+	}
+	s1, err := repartition.New(cfg, 1, nil)
+	if err != nil {
+		t.Fatalf("repartition.New: %v", err)
+	}
+	s2, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatalf("pipeline.New: %v", err)
+	}
+	s2.Repartitioned()
+	dec, err := s2.NewDecoder()
+	if err != nil {
+		t.Fatalf("NewDecoder: %v", err)
+	}
+	one.Assign(0, twoStageNow)
+	s1.Assign(0, twoStageNow)
+	for r := range parts {
+		s2.Assign(r, twoStageNow)
+		if _, err := s2.Restore(r, changelog{}.restorer(t, r), twoStageNow); err != nil {
+			t.Fatalf("Restore(%d): %v", r, err)
+		}
+	}
+	view := func(dst []string, outs []ready.Output) []string {
+		for i := range outs {
+			if o := &outs[i]; o.Kind == ready.Late {
+				dst = append(dst, fmt.Sprintf("late @%d", o.Event.In.Offset))
+			} else {
+				dst = append(dst, identity(outputString(o)))
+			}
+		}
+		return dst
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	var rec record.Record
+	next := make([]int64, parts)
+	tm := int64(0)
+	for off := range int64(300) {
+		tm += int64(rng.IntN(200))
+		v := fmt.Sprintf(`{"k":"%c","t":%d,"v":1}`, 'a'+rng.IntN(4), tm-int64(rng.IntN(4000)))
+		in := ready.Input{Topic: "in", Partition: 0, Offset: off, Value: []byte(v)}
+		one.Process(&in, twoStageNow)
+		want = view(want, one.Ready(false).Outputs)
+		s1.Process(&in, twoStageNow)
+		for _, o := range s1.Ready(false, twoStageNow).Outputs {
+			r := partitionOf(o.Repart.Key) % parts
+			var rin ready.Input
+			if _, _, err := repartition.Parse(repartition.AppendData(nil, &o.Repart.In), o.Repart.In.Value, r, next[r], nil, &rin); err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			next[r]++
+			kind, err := pipeline.Decode(dec, &rin, &rec)
+			s2.Apply(&rin, &rec, kind, err, twoStageNow)
+			got = view(got, s2.Ready(false).Outputs)
+		}
+	}
+	one.Flush()
+	want = view(want, one.Ready(false).Outputs)
+	s2.Flush()
+	got = view(got, s2.Ready(false).Outputs)
+	slices.Sort(want)
+	slices.Sort(got)
+	return got, want
+}

@@ -1,0 +1,248 @@
+package repartition
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"aggregator/internal/config"
+	"aggregator/internal/ready"
+	"aggregator/internal/record"
+	"aggregator/internal/watermark"
+)
+
+// Outcome is what became of one input record in stage 1.
+type Outcome uint8
+
+const (
+	Forwarded  Outcome = iota // written to the repartition topic
+	Filtered                  // removed by source.filter
+	Marker                    // a punctuated watermark marker: it moves the generator, and is not forwarded
+	DeadLetter                // written to the dead-letter topic
+)
+
+// Stage is the first stage's core for the input partitions this instance
+// owns. Partitions need no restore: a partition is ready once assigned,
+// and input resumes from the group's committed offset.
+type Stage struct {
+	cfg      config.Config
+	dec      *record.Decoder
+	rec      record.Record
+	marks    *watermark.Merged
+	announce *watermark.Announcer
+	futureMs int64
+	sources  int32   // the number of source partitions, for the markers
+	next     []int64 // by partition id: the offset of the next record; -1 none; unassigned -2
+	hwm      []int64 // by partition id: the high watermark of its last fetch; -1 none since assignment
+	outs     []ready.Output
+	spare    []ready.Output
+	markBuf  []watermark.Mark
+	slab     []ready.Repart // Reparts are cut from it, a chunk at a time: one allocation per record was most of the stage's garbage
+}
+
+// slabSize is how many Reparts one allocation holds.
+const slabSize = 256
+
+// repart returns a Repart holding r; it lives as long as an output refers to it.
+func (s *Stage) repart(r ready.Repart) *ready.Repart {
+	if len(s.slab) == 0 {
+		s.slab = make([]ready.Repart, slabSize)
+	}
+	p := &s.slab[0]
+	*p, s.slab = r, s.slab[1:]
+	return p
+}
+
+const unassigned = -2
+
+// New builds a Stage from a validated config; sources is the number of
+// partitions of the input topics (SetSources changes it).
+func New(cfg config.Config, sources int32, schemas *record.Schemas) (*Stage, error) {
+	dec, err := record.NewDecoder(cfg.RecordSpec(), schemas)
+	if err != nil {
+		return nil, fmt.Errorf("decoder: %w", err)
+	}
+	return &Stage{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), announce: watermark.NewAnnouncer(),
+		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), sources: sources}, nil
+}
+
+// Sources is the number of source partitions the markers report.
+func (s *Stage) Sources() int32 { return s.sources }
+
+// SetSources sets the number of source partitions the markers report
+// (the input topics' partitions changed).
+func (s *Stage) SetSources(n int32) { s.sources = n }
+
+// Assign starts a partition with a fresh generator; its records may
+// follow at once. Partition ids are dense: they index a slice.
+func (s *Stage) Assign(partition int32, now int64) {
+	for int(partition) >= len(s.next) {
+		s.next, s.hwm = append(s.next, unassigned), append(s.hwm, -1)
+	}
+	s.next[partition], s.hwm[partition] = -1, -1
+	s.marks.Assign(partition, now)
+}
+
+// Revoke forgets a partition: its next owner announces it.
+func (s *Stage) Revoke(partition int32) {
+	if int(partition) < len(s.next) {
+		s.next[partition] = unassigned
+	}
+	s.marks.Revoke(partition)
+	s.announce.Forget(partition)
+}
+
+// Assigned reports whether the partition is assigned.
+func (s *Stage) Assigned(partition int32) bool {
+	return partition >= 0 && int(partition) < len(s.next) && s.next[partition] != unassigned
+}
+
+// Fetched notes the high watermark of a fetch of the partition: once its
+// position reaches it, the partition is caught up and may become idle.
+func (s *Stage) Fetched(partition int32, hwm, now int64) {
+	if !s.Assigned(partition) {
+		return
+	}
+	s.hwm[partition] = hwm
+	s.marks.SetCaughtUp(partition, s.next[partition] >= hwm, now)
+}
+
+// Unfetched lists the assigned partitions no fetch has returned a record
+// of since their assignment, with their positions (-1: none, the group's
+// offset rules apply), for the shell to ask whether they are at their log
+// end (an empty partition must be able to go idle too).
+func (s *Stage) Unfetched() map[int32]int64 {
+	var out map[int32]int64
+	for id, next := range s.next {
+		if next != unassigned && s.hwm[id] < 0 {
+			if out == nil {
+				out = map[int32]int64{}
+			}
+			out[int32(id)] = next
+		}
+	}
+	return out
+}
+
+// Lag is the records of the partition between its position and the high
+// watermark of its last fetch; ok is false until both are known.
+func (s *Stage) Lag(partition int32) (lag int64, ok bool) {
+	if !s.Assigned(partition) || s.hwm[partition] < 0 || s.next[partition] < 0 {
+		return 0, false
+	}
+	return max(s.hwm[partition]-s.next[partition], 0), true
+}
+
+// SetCaughtUp tells whether the partition's position is at its log end
+// (for a partition no fetch has returned a record of yet).
+func (s *Stage) SetCaughtUp(partition int32, caughtUp bool, now int64) {
+	if s.Assigned(partition) {
+		s.marks.SetCaughtUp(partition, caughtUp, now)
+	}
+}
+
+// Tick re-evaluates idleness with the wall clock.
+func (s *Stage) Tick(now int64) { s.marks.Tick(now) }
+
+// Process decodes one record of an assigned partition and hands it on,
+// in offset order per partition; applied is false for a partition that is
+// not assigned or a record below its position (fetched again).
+func (s *Stage) Process(in *ready.Input, now int64) (out Outcome, applied bool) {
+	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
+		return 0, false
+	}
+	kind, err := s.dec.Decode(in, &s.rec)
+	return s.ProcessDecoded(in, &s.rec, kind, err, now)
+}
+
+// ProcessDecoded is Process for a record decoded elsewhere (kind and
+// decodeErr are what its decoder returned; rec is not kept).
+func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, err error, now int64) (out Outcome, applied bool) {
+	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
+		return 0, false
+	}
+	s.next[in.Partition] = in.Offset + 1
+	if err == nil && kind != record.Filtered {
+		err = s.checkFuture(rec.Time, now)
+	}
+	switch {
+	case err != nil:
+		s.outs = append(s.outs, ready.Output{Kind: ready.DeadLetter, Event: &ready.Event{In: *in, Err: err}})
+		return DeadLetter, true
+	case kind == record.Filtered:
+		return Filtered, true
+	case kind == record.Marker:
+		s.marks.OnMarker(in.Partition, rec.Time, now)
+		return Marker, true
+	}
+	before, _ := s.marks.Partition(in.Partition)
+	s.marks.OnEvent(in.Partition, rec.Time, now)
+	r := s.repart(ready.Repart{In: *in, Key: rec.Key})
+	r.In.Sources, r.In.Before = s.sources, before
+	r.In.After, _ = s.marks.Partition(in.Partition)
+	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})
+	return Forwarded, true
+}
+
+// checkFuture is the future guard of SPEC §3, as pipeline applies it.
+func (s *Stage) checkFuture(eventTime, now int64) error {
+	if s.futureMs == 0 || now > math.MaxInt64-s.futureMs || eventTime <= now+s.futureMs {
+		return nil
+	}
+	return &record.DecodeError{Reason: "future_timestamp", Field: s.cfg.Source.Timestamp.Field,
+		Detail: "event time " + strconv.FormatInt(eventTime, 10) + " is more than " +
+			s.cfg.Watermark.MaxFutureSkew.String() + " ahead of the wall clock " + strconv.FormatInt(now, 10)}
+}
+
+// Ready hands over the outputs since the last Ready and, with commit, the
+// markers due at now (after the data: a stage-2 reader of a repartition
+// partition meets a source's records before the marker that covers them)
+// and the input offsets to commit. After a commit Ready the shell calls
+// Accept once it is durable, or Abort. Its slices are valid until the
+// next call of Ready.
+func (s *Stage) Ready(commit bool, now int64) ready.Ready {
+	rd := ready.Ready{Commit: commit}
+	if commit {
+		s.markBuf = s.announce.Due(s.markBuf[:0], s.marks, s.marks.Partitions(), s.sources, now)
+		for _, m := range s.markBuf {
+			s.outs = append(s.outs, ready.Output{Kind: ready.Marker, Repart: &ready.Repart{Mark: m}})
+		}
+		for id, next := range s.next {
+			if next >= 0 {
+				rd.Offsets = append(rd.Offsets, ready.Offset{Partition: int32(id), Offset: next})
+			}
+		}
+	}
+	if len(s.outs) > 0 {
+		rd.Outputs = s.outs
+		clear(s.spare)
+		s.outs, s.spare = s.spare[:0], s.outs
+	}
+	return rd
+}
+
+// Accept tells the stage the last commit Ready is durable.
+func (s *Stage) Accept() {}
+
+// Abort tells the stage the last commit Ready failed: every assigned
+// partition starts again from its committed offset (the shell rewinds the
+// client) with a fresh generator, and is announced again.
+func (s *Stage) Abort(now int64) {
+	s.marks = watermark.NewMerged(s.cfg.Watermark)
+	s.announce.Reset()
+	clear(s.outs)
+	s.outs = s.outs[:0]
+	for id, next := range s.next {
+		if next != unassigned {
+			s.Assign(int32(id), now)
+		}
+	}
+}
+
+// PartitionWatermark reports a partition's watermark and whether it is idle.
+func (s *Stage) PartitionWatermark(partition int32) (wm int64, idle bool) {
+	return s.marks.Partition(partition)
+}
+
+// Partitions lists the assigned partitions, sorted.
+func (s *Stage) Partitions() []int32 { return s.marks.Partitions() }

@@ -1,0 +1,258 @@
+package repartition_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"aggregator/internal/config"
+	"aggregator/internal/ready"
+	"aggregator/internal/record"
+	"aggregator/internal/repartition"
+	"aggregator/internal/watermark"
+)
+
+const yaml = `
+source: {key: [user], timestamp: {field: t, layout: unix_ms}, filter: [{field: kind, equals: click}]}
+watermark: {max_out_of_orderness: 1s, idle_timeout: 5s, max_future_skew: 1h}
+window: {type: tumbling, size: 2s}
+aggregates: [{name: n, fn: count}]
+`
+
+func newStage(t *testing.T, doc string, sources int32, parts ...int32) *repartition.Stage {
+	t.Helper()
+	cfg, err := config.Parse([]byte(doc), nil)
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	cfg.Source.Partitioning = "repartition" // the mode a Stage runs in
+	s, err := repartition.New(cfg, sources, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	for _, p := range parts {
+		s.Assign(p, 0)
+	}
+	return s
+}
+
+func input(part int32, off int64, key, value string) *ready.Input {
+	return &ready.Input{Topic: "in", Partition: part, KafkaPartition: part, Offset: off, Key: []byte(key), Value: []byte(value), Timestamp: 77}
+}
+
+// describe renders a Ready's outputs as one line each.
+func describe(rd ready.Ready) []string {
+	var out []string
+	for _, o := range rd.Outputs {
+		switch o.Kind {
+		case ready.Repartition:
+			out = append(out, "data "+o.Repart.Key+" "+string(o.Repart.In.Value))
+		case ready.Marker:
+			m := o.Repart.Mark
+			wm := fmt.Sprint(m.Watermark)
+			if m.Watermark == math.MinInt64 {
+				wm = "-inf"
+			}
+			out = append(out, fmt.Sprintf("marker %d/%d %s%s", m.Source, m.Count, wm, map[bool]string{true: " idle"}[m.Idle]))
+		case ready.DeadLetter:
+			var de *record.DecodeError
+			errors.As(o.Event.Err, &de)
+			out = append(out, "dead "+de.Reason+" "+string(o.Event.In.Value))
+		default:
+			out = append(out, "unexpected kind")
+		}
+	}
+	return out
+}
+
+func TestStage(t *testing.T) {
+	const now = 1_000_000
+	s := newStage(t, yaml, 3, 0, 1)
+	steps := []struct {
+		in      *ready.Input
+		want    repartition.Outcome
+		applied bool
+	}{
+		{input(0, 10, "r1", `{"user":"a","t":5000,"kind":"click"}`), repartition.Forwarded, true},
+		{input(0, 11, "r2", `{"user":"b","t":7000,"kind":"view"}`), repartition.Filtered, true},
+		{input(0, 12, "r3", `{"user":"b","t":"x","kind":"click"}`), repartition.DeadLetter, true},
+		{input(0, 13, "r4", `{"user":"b","t":99999999999,"kind":"click"}`), repartition.DeadLetter, true},
+		{input(0, 11, "r2", `{"user":"b","t":7000,"kind":"click"}`), 0, false}, // fetched again
+		{input(1, 4, "r5", `{"user":"b","t":3000,"kind":"click"}`), repartition.Forwarded, true},
+		{input(2, 0, "r6", `{"user":"c","t":3000,"kind":"click"}`), 0, false}, // not assigned
+	}
+	for i, st := range steps {
+		if got, applied := s.Process(st.in, now); got != st.want || applied != st.applied {
+			t.Errorf("%d: Process(%s) = %d, %v, want %d, %v", i, st.in.Value, got, applied, st.want, st.applied)
+		}
+	}
+	if got := describe(s.Ready(false, now)); !slices.Equal(got, []string{
+		`data {"user":"a"} {"user":"a","t":5000,"kind":"click"}`,
+		`dead bad_timestamp {"user":"b","t":"x","kind":"click"}`,
+		`dead future_timestamp {"user":"b","t":99999999999,"kind":"click"}`,
+		`data {"user":"b"} {"user":"b","t":3000,"kind":"click"}`,
+	}) {
+		t.Errorf("Ready(false) outputs =\n%s", strings.Join(got, "\n"))
+	}
+	rd := s.Ready(true, now)
+	if got := describe(rd); !slices.Equal(got, []string{"marker 0/3 3999", "marker 1/3 1999"}) {
+		t.Errorf("the first commit's outputs = %q, want a marker of each partition", got)
+	}
+	if want := []ready.Offset{{Partition: 0, Offset: 14}, {Partition: 1, Offset: 5}}; !slices.Equal(rd.Offsets, want) {
+		t.Errorf("offsets = %+v, want %+v", rd.Offsets, want)
+	}
+	s.Accept()
+	// Nothing moved: no marker until the heartbeat.
+	if got := describe(s.Ready(true, now+watermark.Heartbeat-1)); len(got) != 0 {
+		t.Errorf("nothing changed: outputs = %q, want none", got)
+	}
+	if got := describe(s.Ready(true, now+watermark.Heartbeat)); len(got) != 2 {
+		t.Errorf("heartbeat: outputs = %q, want both markers", got)
+	}
+	// A record moves partition 1: its data, then its marker.
+	s.Process(input(1, 5, "r7", `{"user":"a","t":9000,"kind":"click"}`), now+watermark.Heartbeat)
+	if got := describe(s.Ready(true, now+watermark.Heartbeat+1)); !slices.Equal(got, []string{
+		`data {"user":"a"} {"user":"a","t":9000,"kind":"click"}`, "marker 1/3 7999"}) {
+		t.Errorf("partition 1 moved: outputs = %q", got)
+	}
+}
+
+func TestStageIdleAndSources(t *testing.T) {
+	s := newStage(t, yaml, 2, 0, 1)
+	s.Process(input(0, 0, "", `{"user":"a","t":5000,"kind":"click"}`), 0)
+	s.Fetched(0, 1, 0)
+	s.SetCaughtUp(1, true, 0)
+	s.Ready(true, 0)
+	s.Tick(5_000)
+	if got := describe(s.Ready(true, 5_000)); !slices.Equal(got, []string{"marker 0/2 3999 idle", "marker 1/2 -inf idle"}) {
+		t.Errorf("both caught up for idle_timeout: outputs = %q", got)
+	}
+	if wm, idle := s.PartitionWatermark(0); wm != 3999 || !idle {
+		t.Errorf("PartitionWatermark(0) = %d, %v, want 3999, true", wm, idle)
+	}
+	s.SetSources(4)
+	s.Process(input(1, 0, "", `{"user":"a","t":8000,"kind":"click"}`), 6_000)
+	if got := describe(s.Ready(true, 6_000)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":8000,"kind":"click"}`, "marker 1/4 6999"}) {
+		t.Errorf("partition 1 active again, 4 sources: outputs = %q", got)
+	}
+	s.Revoke(0)
+	if got := s.Partitions(); !slices.Equal(got, []int32{1}) {
+		t.Errorf("Partitions() after Revoke(0) = %v, want [1]", got)
+	}
+	if _, applied := s.Process(input(0, 1, "", `{"user":"a","t":8000,"kind":"click"}`), 6_000); applied {
+		t.Errorf("a record of a revoked partition was applied")
+	}
+	if rd := s.Ready(true, 7_000); len(rd.Offsets) != 1 || rd.Offsets[0].Partition != 1 {
+		t.Errorf("offsets after Revoke(0) = %+v, want partition 1's only", rd.Offsets)
+	}
+}
+
+// TestStageAbort: an abort drops what was not handed over, starts the
+// generators again (the shell rewinds to the committed offsets) and
+// announces every partition again.
+func TestStageAbort(t *testing.T) {
+	s := newStage(t, yaml, 1, 0)
+	s.Process(input(0, 0, "", `{"user":"a","t":5000,"kind":"click"}`), 0)
+	s.Ready(true, 0)
+	s.Accept()
+	s.Process(input(0, 1, "", `{"user":"a","t":9000,"kind":"click"}`), 1)
+	s.Abort(2)
+	if rd := s.Ready(true, 3); len(rd.Outputs) != 1 || rd.Outputs[0].Kind != ready.Marker || len(rd.Offsets) != 0 {
+		t.Errorf("after Abort, before any record: Ready = %q, offsets %+v, want a marker at -inf and no offset", describe(rd), rd.Offsets)
+	}
+	if _, applied := s.Process(input(0, 1, "", `{"user":"a","t":9000,"kind":"click"}`), 4); !applied {
+		t.Fatalf("after Abort the record at the committed offset was not applied")
+	}
+	if got := describe(s.Ready(true, 5)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":9000,"kind":"click"}`, "marker 0/1 7999"}) {
+		t.Errorf("after Abort: outputs = %q", got)
+	}
+}
+
+func TestStagePunctuated(t *testing.T) {
+	s := newStage(t, `
+source: {key: [user], timestamp: {field: t, layout: unix_ms}}
+watermark: {strategy: punctuated, marker_field: wm}
+window: {type: tumbling, size: 2s}
+aggregates: [{name: n, fn: count}]
+`, 1, 0)
+	if got, _ := s.Process(input(0, 0, "", `{"wm":4000}`), 0); got != repartition.Marker {
+		t.Fatalf("a marker record: Process = %d, want Marker", got)
+	}
+	s.Process(input(0, 1, "", `{"user":"a","t":9000}`), 0)
+	if got := describe(s.Ready(true, 0)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":9000}`, "marker 0/1 4000"}) {
+		t.Errorf("outputs = %q: the marker record is not forwarded, and sets the watermark", got)
+	}
+}
+
+func TestCodec(t *testing.T) {
+	ins := map[string]ready.Input{
+		"keyed": {Topic: "orders", Partition: 7, KafkaPartition: 3, Offset: 1 << 40, Key: []byte("req-1"), Timestamp: -5,
+			Sources: 4, Before: math.MinInt64, After: 1_700_000_000_000},
+		"null key": {Topic: "", Partition: 0, KafkaPartition: 0, Offset: 0, Key: nil, Timestamp: math.MaxInt64, Sources: 1, Before: 7, After: 7},
+		"empty key": {Topic: "t", Partition: math.MaxInt32, KafkaPartition: math.MaxInt32, Offset: math.MaxInt64,
+			Key: []byte{}, Timestamp: math.MinInt64, Sources: math.MaxInt32, Before: math.MinInt64, After: math.MaxInt64},
+	}
+	for name, in := range ins {
+		t.Run(name, func(t *testing.T) {
+			var got ready.Input
+			m, marker, err := repartition.Parse(repartition.AppendData(nil, &in), []byte("v"), 2, 99, []string{"orders"}, &got)
+			want := in
+			want.Partition, want.SourceID, want.RepartitionOffset, want.Value = 2, in.Partition, 99, []byte("v")
+			if err != nil || marker || m != (watermark.Mark{}) || got.Topic != want.Topic || got.Partition != 2 ||
+				got.SourceID != want.SourceID || got.KafkaPartition != want.KafkaPartition || got.Offset != want.Offset ||
+				got.Timestamp != want.Timestamp || got.Sources != in.Sources || got.Before != in.Before || got.After != in.After ||
+				got.RepartitionOffset != 99 || string(got.Value) != "v" ||
+				(got.Key == nil) != (in.Key == nil) || string(got.Key) != string(in.Key) {
+				t.Errorf("Parse(AppendData(%+v)) = %+v, %v, %v, want %+v", in, got, marker, err, want)
+			}
+		})
+	}
+	for _, m := range []watermark.Mark{{Source: 0, Count: 1, Watermark: math.MinInt64}, {Source: 63, Count: 64, Watermark: 1_700_000_000_000, Idle: true}} {
+		var in ready.Input
+		if got, marker, err := repartition.Parse(repartition.AppendMarker(nil, m), nil, 0, 0, nil, &in); err != nil || !marker || got != m {
+			t.Errorf("Parse(AppendMarker(%+v)) = %+v, %v, %v", m, got, marker, err)
+		}
+	}
+	data := repartition.AppendData(nil, &ready.Input{Topic: "orders", Key: []byte("k")})
+	mark := repartition.AppendMarker(nil, watermark.Mark{Count: 2})
+	for name, h := range map[string][]byte{
+		"empty": nil, "version 2": append([]byte{2}, data[1:]...), "unknown kind": append([]byte{1, 'x'}, data[2:]...),
+		"short data": data[:6], "short marker": mark[:len(mark)-1], "marker left over": append(mark, 0),
+		"bad idle": append(mark[:len(mark)-1:len(mark)-1], 2),
+	} {
+		var in ready.Input
+		if _, _, err := repartition.Parse(h, nil, 0, 0, nil, &in); !errors.Is(err, repartition.ErrCorrupt) {
+			t.Errorf("Parse(%s %q) = %v, want ErrCorrupt", name, h, err)
+		}
+	}
+}
+
+// TestStageLagAndUnfetched: a partition no fetch has returned a record of
+// is listed for the shell's end-offset check, and its lag is unknown
+// until a fetch says where its log ends.
+func TestStageLagAndUnfetched(t *testing.T) {
+	s := newStage(t, yaml, 2, 0, 1)
+	if got := s.Unfetched(); len(got) != 2 || got[0] != -1 || got[1] != -1 {
+		t.Errorf("fresh: Unfetched() = %v, want both at -1", got)
+	}
+	if _, ok := s.Lag(0); ok {
+		t.Errorf("fresh: Lag(0) is known")
+	}
+	s.Process(input(0, 3, "", `{"user":"a","t":5000,"kind":"click"}`), 0)
+	s.Fetched(0, 10, 0)
+	if got := s.Unfetched(); len(got) != 1 || got[1] != -1 {
+		t.Errorf("partition 0 fetched: Unfetched() = %v, want partition 1 only", got)
+	}
+	if lag, ok := s.Lag(0); !ok || lag != 6 {
+		t.Errorf("Lag(0) = %d, %v, want 6, true (position 4, log end 10)", lag, ok)
+	}
+	if _, ok := s.Lag(7); ok {
+		t.Errorf("Lag of an unassigned partition is known")
+	}
+	if s.Sources() != 2 {
+		t.Errorf("Sources() = %d, want 2", s.Sources())
+	}
+}

@@ -1,0 +1,255 @@
+package watermark
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"aggregator/internal/config"
+)
+
+// A Mark is one source partition's watermark as a repartition stage
+// reports it in a marker record: Source is the partition's dense id
+// (partitions of all input topics numbered one after another), Count the
+// number of source partitions the reporter knew.
+type Mark struct {
+	Source    int32
+	Count     int32
+	Watermark int64
+	Idle      bool
+}
+
+// Source is what the second stage knows of one source partition in one
+// repartition partition: the highest watermark reported, whether the
+// last marker said idle, and the highest source offset applied (-1 none),
+// so that a record a stage-1 retry wrote again is skipped.
+type Source struct {
+	Reported  bool
+	Idle      bool
+	Watermark int64
+	Applied   int64
+}
+
+// Table is one repartition partition's view of the source partitions:
+// Count is the number of source partitions the last marker reported (0:
+// no marker yet); Sources is indexed by source id, and may be longer than
+// Count (a data record from a source no marker has covered yet notes its
+// offset).
+type Table struct {
+	Count   int32
+	Sources []Source
+}
+
+// table is a Table of one repartition partition.
+type table struct {
+	id int32
+	Table
+}
+
+// wm is the partition's watermark: the minimum over its sources that are
+// not idle, math.MinInt64 until every source has reported; idle reports
+// whether every source is idle (then wm is meaningless).
+func (t *table) wm() (wm int64, idle bool) {
+	if t.Count == 0 {
+		return math.MinInt64, false
+	}
+	low, active := int64(math.MaxInt64), false
+	for _, s := range t.Sources[:t.Count] {
+		if !s.Reported {
+			return math.MinInt64, false
+		}
+		if !s.Idle {
+			low, active = min(low, s.Watermark), true
+		}
+	}
+	return low, !active
+}
+
+// grow makes t hold at least n sources, the new ones unreported.
+func (t *table) grow(n int) {
+	for len(t.Sources) < n {
+		t.Sources = append(t.Sources, Source{Watermark: math.MinInt64, Applied: -1})
+	}
+}
+
+// Sources is the watermark of a stage that reads a repartition topic
+// (SPEC §9): per repartition partition, the table of source partitions
+// its markers reported; a partition's watermark is the minimum over its
+// sources that are not idle (minus infinity until all have reported), and
+// W is the minimum over the partitions that are not all idle, never going
+// down. Data records do not move it; markers do. When every source of
+// every partition is idle, idle_advance moves W with the wall clock.
+type Sources struct {
+	ooo, idleTimeout int64
+	idleAdvance      bool
+	parts            []*table // sorted by id
+	w                int64
+}
+
+// NewSources returns a Sources with no partitions and W = math.MinInt64.
+func NewSources(cfg config.Watermark) *Sources {
+	return &Sources{ooo: max(cfg.MaxOutOfOrderness.Milliseconds(), 0),
+		idleTimeout: max(cfg.IdleTimeout.Milliseconds(), 0), idleAdvance: cfg.IdleAdvance, w: math.MinInt64}
+}
+
+func (s *Sources) find(p int32) (int, bool) {
+	return slices.BinarySearchFunc(s.parts, p, func(t *table, p int32) int { return cmp.Compare(t.id, p) })
+}
+
+func (s *Sources) table(p int32) *table {
+	i, ok := s.find(p)
+	if !ok {
+		s.parts = slices.Insert(s.parts, i, &table{id: p})
+	}
+	return s.parts[i]
+}
+
+// Assign adds repartition partition p with an empty table (holding W at
+// minus infinity until its sources report); an assigned p keeps its table.
+func (s *Sources) Assign(p int32) { s.table(p) }
+
+// Revoke forgets p; W may rise.
+func (s *Sources) Revoke(p int32) {
+	if i, ok := s.find(p); ok {
+		s.parts = slices.Delete(s.parts, i, i+1)
+		s.recompute()
+	}
+}
+
+// Mark applies a marker read from p. A source's watermark never goes
+// down; a marker with another source count than the table's starts the
+// table's wait again: none of them is reported (the topics' partitions
+// changed, ids may name other partitions now); the offsets applied are
+// kept, so a repeat is still skipped.
+func (s *Sources) Mark(p int32, m Mark) {
+	if m.Count <= 0 || m.Source < 0 || m.Source >= m.Count {
+		return
+	}
+	t := s.table(p)
+	if m.Count != t.Count {
+		t.grow(int(m.Count))
+		for i := range t.Sources {
+			t.Sources[i].Reported, t.Sources[i].Idle, t.Sources[i].Watermark = false, false, math.MinInt64
+		}
+		t.Count = m.Count
+	}
+	src := &t.Sources[m.Source]
+	if src.Reported && !src.Idle && !m.Idle {
+		// Most marks are a data record's: its source's watermark rose or
+		// stayed. W is recomputed only if the source may have held it
+		// (its watermark was at or below W): else another source does.
+		old := src.Watermark
+		src.Watermark = max(old, m.Watermark)
+		if src.Watermark != old && old <= s.w {
+			s.recompute()
+		}
+		return
+	}
+	if src.Reported {
+		src.Watermark = max(src.Watermark, m.Watermark)
+	} else {
+		src.Watermark = m.Watermark
+	}
+	src.Reported, src.Idle = true, m.Idle
+	s.recompute()
+}
+
+// recompute raises W to the minimum over the partitions that are not all
+// idle and reports whether there was any.
+func (s *Sources) recompute() bool {
+	low, any := int64(math.MaxInt64), false
+	for _, t := range s.parts {
+		if wm, idle := t.wm(); !idle {
+			low, any = min(low, wm), true
+		}
+	}
+	if any {
+		s.w = max(s.w, low)
+	}
+	return any
+}
+
+// Tick applies idle_advance when every source of every partition is idle
+// (or none is assigned): W = max(W, now - max_out_of_orderness -
+// idle_timeout).
+func (s *Sources) Tick(now int64) {
+	if s.recompute() || !s.idleAdvance || s.idleTimeout == 0 {
+		return
+	}
+	s.w = max(s.w, subSat(subSat(now, s.ooo), s.idleTimeout))
+}
+
+// Current returns W.
+func (s *Sources) Current() int64 { return s.w }
+
+// Lower lowers W to wm if it is above: a partition restored with that
+// watermark joined.
+func (s *Sources) Lower(wm int64) { s.w = min(s.w, wm) }
+
+// Partition returns p's watermark and whether every source of it is idle.
+func (s *Sources) Partition(p int32) (wm int64, idle bool) {
+	i, ok := s.find(p)
+	if !ok {
+		return math.MinInt64, false
+	}
+	return s.parts[i].wm()
+}
+
+// Table returns p's table (zero: no marker and no record yet), for its
+// changelog position; its Sources are p's own until the next Mark or Seen.
+func (s *Sources) Table(p int32) Table {
+	if i, ok := s.find(p); ok {
+		return s.parts[i].Table
+	}
+	return Table{}
+}
+
+// Restore replaces p's table with a copy of t (from its changelog
+// position), assigning p if needed.
+func (s *Sources) Restore(p int32, t Table) {
+	s.table(p).Table = Table{Count: t.Count, Sources: slices.Clone(t.Sources)}
+	s.recompute()
+}
+
+// Seen reports whether p already applied source record offset of source
+// src (a stage-1 producer keeps each partition's order, so a repeat has
+// an offset at or below the highest applied), and notes it as applied
+// otherwise.
+func (s *Sources) Seen(p, src int32, offset int64) bool {
+	if src < 0 {
+		return false
+	}
+	t := s.table(p)
+	t.grow(int(src) + 1)
+	a := &t.Sources[src]
+	if offset <= a.Applied {
+		return true
+	}
+	a.Applied = offset
+	return false
+}
+
+// Unreported counts p's sources no marker has reported yet; -1 before
+// the first marker (p does not know how many there are).
+func (s *Sources) Unreported(p int32) int {
+	i, ok := s.find(p)
+	if !ok || s.parts[i].Count == 0 {
+		return -1
+	}
+	n := 0
+	for _, src := range s.parts[i].Sources[:s.parts[i].Count] {
+		if !src.Reported {
+			n++
+		}
+	}
+	return n
+}
+
+// Partitions returns the assigned partitions in ascending order.
+func (s *Sources) Partitions() []int32 {
+	ps := make([]int32, len(s.parts))
+	for i, t := range s.parts {
+		ps[i] = t.id
+	}
+	return ps
+}
