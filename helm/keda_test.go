@@ -55,7 +55,8 @@ func TestKedaScaledObject(t *testing.T) {
 	}
 	tr := so.Spec.Triggers[0]
 	want := map[string]string{
-		"bootstrapServers": "kafka-kafka-bootstrap.kafka.svc:9093", "consumerGroup": releaseName, "topic": "calls",
+		// key [sid] with partitioning auto is the repartition stage: no topic, both stages' lag
+		"bootstrapServers": "kafka-kafka-bootstrap.kafka.svc:9093", "consumerGroup": releaseName,
 		"lagThreshold": "50000", "offsetResetPolicy": "earliest", "allowIdleConsumers": "false",
 		"sasl": "scram_sha512", "tls": "enable",
 	}
@@ -131,22 +132,35 @@ func strictCRD(s map[string]any) {
 	}
 }
 
-// TestKedaRepartition: with source.partitioning repartition the group
-// reads the repartition topic too, so the trigger names no topic and KEDA
-// counts the lag of every topic the group reads.
+// TestKedaRepartition: with the repartition stage (source.partitioning
+// repartition, or auto with a key of fields) the group reads the
+// repartition topic too, so the trigger names no topic and KEDA counts the
+// lag of every topic the group reads; by_key names the input topic.
 func TestKedaRepartition(t *testing.T) {
-	vals := readValues(t, kedaValues)
-	cfg, _ := vals["config"].(map[string]any)
-	src, _ := cfg["source"].(map[string]any)
-	if src == nil {
-		t.Fatalf("%s has no config.source", kedaValues)
-	}
-	src["partitioning"] = "repartition"
-	var so scaledObject
-	if err := json.Unmarshal(find(t, mustRender(t, vals), "ScaledObject").JSON, &so); err != nil {
-		t.Fatal(err)
-	}
-	if topic, ok := so.Spec.Triggers[0].Metadata["topic"]; ok {
-		t.Errorf("kafka trigger topic = %q with repartition, want none (both stages' lag)", topic)
+	for _, tt := range []struct {
+		partitioning string
+		key          []any
+		wantTopic    bool
+	}{
+		{"repartition", []any{"sid"}, false},
+		{"auto", []any{"sid"}, false},
+		{"auto", []any{"sid", "region"}, false},
+		{"auto", []any{"$key"}, true},
+		{"by_key", []any{"sid"}, true},
+	} {
+		vals := readValues(t, kedaValues)
+		cfg, _ := vals["config"].(map[string]any)
+		src, _ := cfg["source"].(map[string]any)
+		if src == nil {
+			t.Fatalf("%s has no config.source", kedaValues)
+		}
+		src["partitioning"], src["key"] = tt.partitioning, tt.key
+		var so scaledObject
+		if err := json.Unmarshal(find(t, mustRender(t, vals), "ScaledObject").JSON, &so); err != nil {
+			t.Fatal(err)
+		}
+		if topic, ok := so.Spec.Triggers[0].Metadata["topic"]; ok != tt.wantTopic {
+			t.Errorf("partitioning %s, key %v: kafka trigger topic = %q (named: %v), want named: %v", tt.partitioning, tt.key, topic, ok, tt.wantTopic)
+		}
 	}
 }

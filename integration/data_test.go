@@ -7,12 +7,15 @@ import (
 
 // callsConfig is a JSON config over calls(sid, t, d): tumbling or sliding
 // windows with lateness, so runs have on-time and late firings and late
-// events.
+// events. It is by_key (the tests that use it produce a key's records to
+// one partition and test the one-stage service); the repartition tests
+// have their own.
 func callsConfig(window string) string {
 	return `
 source:
   format: json
   key: [sid]
+  partitioning: by_key
   timestamp: {field: t, layout: unix_ms}
 watermark:
   strategy: bounded

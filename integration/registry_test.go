@@ -59,6 +59,7 @@ func registryConfig(format, url string) string {
 source:
   format: ` + format + reg + `
   key: [sid, caller.region]
+  partitioning: by_key
   timestamp: {field: t, layout: unix_ms}
 watermark: {strategy: bounded, max_out_of_orderness: 1s}
 window: {type: tumbling, size: 5s, allowed_lateness: 2s}

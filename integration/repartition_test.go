@@ -27,12 +27,13 @@ import (
 // --kcat over the same records (one state per group key, W the minimum
 // over the partitions), and the repartition topic is purged.
 
+// repartitionYaml names no source.partitioning: auto picks repartition
+// for a key of fields.
 const repartitionYaml = `
 source:
   format: json
   key: [sid]
   timestamp: {field: t, layout: unix_ms}
-  partitioning: repartition
 watermark: {max_out_of_orderness: 1s}
 window: {type: tumbling, size: 5s, allowed_lateness: 2s}
 aggregates:

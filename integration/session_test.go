@@ -16,6 +16,7 @@ import (
 const sessionYAML = `
 source:
   key: [sid]
+  partitioning: by_key
   timestamp: {field: t, layout: unix_ms}
 watermark: {max_out_of_orderness: 200ms}
 window: {type: session, gap: 1s, gap_field: g, allowed_lateness: 2s}

@@ -440,6 +440,12 @@ func TestParseAccepts(t *testing.T) {
 			func(c Config) any { return []bool{c.Source.ByKey(), c.Source.KafkaKeyed()} }, []bool{true, false}},
 		"partitioning auto, record key": {map[string]string{"source": "{timestamp: {field: t}, key: [$key]}"},
 			func(c Config) any { return []any{c.Source.Partitioning, c.Source.ByKey(), c.Source.KafkaKeyed()} }, []any{"auto", true, true}},
+		"partitioning auto, key fields": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [user]}"},
+			func(c Config) any { return []any{c.Source.Partitioning, c.Source.ByKey(), c.State.RepartitionTopic} }, []any{"auto", false, "g-repartition"}},
+		"partitioning auto, the global key": {map[string]string{"source": "{timestamp: {field: t}, key: []}"},
+			func(c Config) any { return c.Source.ByKey() }, false},
+		"partitioning repartition, record key": {map[string]string{"source": "{timestamp: {field: t}, key: [$key], partitioning: repartition}"},
+			func(c Config) any { return c.Source.ByKey() }, false},
 		"empty changelog_topic is the default": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "state": "{changelog_topic: ''}"},
 			func(c Config) any { return c.State.ChangelogTopic }, "g-changelog"},
 	}

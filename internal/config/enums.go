@@ -14,11 +14,12 @@ func (s Source) StartAtLatest() bool { return s.StartOffset == "latest" }
 
 // ByKey reports whether windows are computed where records are consumed,
 // trusting the producer to put every record of a group key in one input
-// partition (source.partitioning by_key; auto resolves to it for key
-// ["$key"]), rather than behind the repartition stage. auto with fields in
-// source.key resolves to by_key too in this release: a key seen on two
-// partitions is counted, not merged (set repartition to merge it).
-func (s Source) ByKey() bool { return s.Partitioning != "repartition" }
+// partition (source.partitioning by_key, or auto with key ["$key"], which
+// Kafka's default partitioner keeps in one partition), rather than behind
+// the repartition stage (repartition, or auto with fields in source.key).
+func (s Source) ByKey() bool {
+	return s.Partitioning == "by_key" || s.Partitioning == "auto" && s.KafkaKeyed()
+}
 
 // KafkaKeyed reports whether the group key is the Kafka record key
 // (source.key ["$key"]), the case where the producer's partitioner

@@ -86,9 +86,11 @@ func TestYAMLState(t *testing.T) {
 		want     string
 	}{
 		"exactly_once": {map[string]string{"source": "{group: g, timestamp: {field: t}}"},
-			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 10s\n"},
+			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  commit_interval: 100ms\n  transaction_timeout: 10s\n"},
 		"at_least_once leaves out transaction_timeout": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "delivery": "at_least_once"},
-			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n"},
+			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  commit_interval: 100ms\n"},
+		"by_key leaves out the repartition topic": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [$key]}"},
+			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 10s\n"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -145,7 +147,7 @@ func TestLoadExample(t *testing.T) {
 		"sink topics": {[]string{c.Sink.ResultsTopic, c.Sink.LateTopic, c.Sink.DeadLetterTopic},
 			[]string{"calls-windows", "calls-late", "calls-dlq"}},
 		"delivery":      {c.Delivery, "exactly_once"},
-		"state":         {c.State, State{ChangelogTopic: "calls-aggregator-changelog", CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}},
+		"state":         {c.State, State{ChangelogTopic: "calls-aggregator-changelog", RepartitionTopic: "calls-aggregator-repartition", CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}},
 		"ValidateKafka": {c.ValidateKafka(), nil},
 	}
 	for name, check := range checks {
