@@ -52,7 +52,7 @@ func newTxnHarness(t *testing.T) *txnHarness {
 	}
 	t.Cleanup(kc.Close)
 	yaml := fmt.Sprintf(`
-source: {brokers: [%s], topics: [%s], group: %s, instance_id: i1, format: json, key: [sid], timestamp: {field: t, layout: unix_ms}}
+source: {brokers: [%s], topics: [%s], group: %s, instance_id: i1, format: json, key: [sid], timestamp: {field: t, layout: unix_ms}, partitioning: by_key}
 watermark: {max_out_of_orderness: 1s}
 window: {type: tumbling, size: 5s}
 aggregates: [{name: calls, fn: count}]

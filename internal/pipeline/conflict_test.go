@@ -8,7 +8,7 @@ import (
 )
 
 const spreadJSON = `
-source: {key: [user], timestamp: {field: t, layout: unix_ms}}
+source: {key: [user], timestamp: {field: t, layout: unix_ms}, partitioning: by_key}
 window: {size: 10s}
 aggregates: [{name: n, fn: count}]
 `
