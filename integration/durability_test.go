@@ -1040,6 +1040,45 @@ func durCheckResults(t *testing.T, got, ref []durResult, delivery string) map[st
 	return gotLatest
 }
 
+// durWaitDrained waits until group's stage 2 has committed every record
+// of the repartition topic: what stage 1 committed is aggregated. With
+// exactly_once a partition's last record is a transaction's control
+// record, which a committed offset stays before.
+func durWaitDrained(t testing.TB, brokers []string, group, topic string, exactlyOnce bool) {
+	t.Helper()
+	cl := client(t, brokers)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	slack := int64(0)
+	if exactlyOnce {
+		slack = 1
+	}
+	var last string
+	if !pollUntil(waitTimeout, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false
+		}
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		drained := true
+		ends.Each(func(e kadm.ListedOffset) {
+			o, ok := offs.Lookup(topic, e.Partition)
+			if e.Offset > 0 && (!ok || o.At < e.Offset-slack) {
+				drained = false
+				last = fmt.Sprintf("partition %d: committed %d, end %d", e.Partition, o.At, e.Offset)
+			}
+		})
+		return drained
+	}) {
+		t.Fatalf("group %s did not commit the repartition topic %s to its end: %s", group, topic, last)
+	}
+}
+
 // durWaitMembers waits until group is stable with n members, each
 // assigned parts/n input partitions.
 func durWaitMembers(t testing.TB, brokers []string, group string, n int, parts int) {
@@ -1075,7 +1114,7 @@ func durWaitMembers(t testing.TB, brokers []string, group string, n int, parts i
 // In-process instances over 6 input partitions: one, then three (two join
 // mid-stream), then one again (one drains, one crashes, mid-stream), with
 // input produced throughout, for each delivery mode and allowed_lateness 0
-// and 30s: the checks of TestCrashHarness hold (the latest result per
+// and 30s, by_key, and twice with the repartition stage: the checks of TestCrashHarness hold (the latest result per
 // window is the uninterrupted run's, every input record is accounted for,
 // exactly_once is exact, at_least_once repeats are identical), and no
 // window's result ever goes backwards. -crash.seed picks another schedule.
@@ -1088,13 +1127,25 @@ func TestScaleOneThreeOne(t *testing.T) {
 		for _, lateness := range []int64{0, 30_000} {
 			t.Run(fmt.Sprintf("%s/lateness_%ds", delivery, lateness/1000), func(t *testing.T) {
 				t.Parallel()
-				durScale(t, delivery, lateness, seed)
+				durScale(t, delivery, lateness, seed, false)
 			})
 		}
 	}
+	// The same with the repartition stage (one delivery mode and lateness
+	// each, for CI's time): the group holds the input and the repartition
+	// topic, six partitions each.
+	for _, run := range []struct {
+		delivery string
+		lateness int64
+	}{{"exactly_once", 30_000}, {"at_least_once", 0}} {
+		t.Run(fmt.Sprintf("repartition/%s/lateness_%ds", run.delivery, run.lateness/1000), func(t *testing.T) {
+			t.Parallel()
+			durScale(t, run.delivery, run.lateness, seed, true)
+		})
+	}
 }
 
-func durScale(t *testing.T, delivery string, lateness int64, seed uint64) {
+func durScale(t *testing.T, delivery string, lateness int64, seed uint64, repartition bool) {
 	data := rand.New(rand.NewPCG(seed, 3))
 	sched := rand.New(rand.NewPCG(seed, 4))
 	s := newDurStream(6, 12, lateness)
@@ -1106,6 +1157,11 @@ func durScale(t *testing.T, delivery string, lateness int64, seed uint64) {
 	kc := newCluster(t, s.parts)
 	brokers := kc.ListenAddrs()
 	yaml := durConfig(lateness, delivery)
+	groupParts := int(s.parts) // what the group's members share
+	if repartition {
+		yaml = strings.Replace(yaml, "partitioning: by_key", "partitioning: repartition", 1)
+		groupParts *= 2
+	}
 	cfg := parseConfig(t, yaml, brokers)
 	group := cfg.Source.Group
 	want, emitted := s.reference(t, yaml, brokers)
@@ -1117,8 +1173,8 @@ func durScale(t *testing.T, delivery string, lateness int64, seed uint64) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("seed %d (%s, allowed_lateness %dms): reproduce with\n  go test ./integration -run 'TestScaleOneThreeOne/%s/lateness_%ds$' -crash.seed %d\nschedule:\n  %s",
-				seed, delivery, lateness, delivery, lateness/1000, seed, strings.Join(log, "\n  "))
+			t.Logf("seed %d (%s, allowed_lateness %dms): reproduce with\n  go test ./integration -run '%s$' -crash.seed %d\nschedule:\n  %s",
+				seed, delivery, lateness, t.Name(), seed, strings.Join(log, "\n  "))
 		}
 	})
 	pcl := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -1147,6 +1203,9 @@ func durScale(t *testing.T, delivery string, lateness int64, seed uint64) {
 	}
 	committed := func(r int) {
 		durWaitCommitted(t, brokers, group, s.ends(r))
+		if repartition {
+			durWaitDrained(t, brokers, group, cfg.State.RepartitionTopic, delivery == "exactly_once")
+		}
 		step("chunks 0..%d committed", r)
 	}
 
@@ -1163,8 +1222,8 @@ func durScale(t *testing.T, delivery string, lateness int64, seed uint64) {
 	step("b and c start")
 	produced(c1)
 	c2 := produceChunk(2)
-	durWaitMembers(t, brokers, group, 3, int(s.parts))
-	step("3 members, 2 partitions each")
+	durWaitMembers(t, brokers, group, 3, groupParts)
+	step("3 members, %d partitions each", groupParts/3)
 	produced(c2)
 	committed(2)
 
@@ -1178,8 +1237,8 @@ func durScale(t *testing.T, delivery string, lateness int64, seed uint64) {
 	c.crash()
 	step("c crashes")
 	produced(c4)
-	durWaitMembers(t, brokers, group, 1, int(s.parts))
-	step("1 member, 6 partitions")
+	durWaitMembers(t, brokers, group, 1, groupParts)
+	step("1 member, %d partitions", groupParts)
 	committed(4)
 
 	produced(produceChunk(5))
