@@ -31,6 +31,7 @@ type demoResult struct {
 // create them, feed the pipeline, and leave results, late events and dead
 // letters behind, with keys partitioned by the producer.
 func TestDemoAgainstBrokers(t *testing.T) {
+	t.Parallel() // its own broker; the demo runs for 6 s of wall clock
 	brokers, stdout := runDemo(t)
 	if !regexp.MustCompile(`(?m)^demo: elapsed=\S+ produced=\d+ .* results=[1-9]`).MatchString(stdout.String()) {
 		t.Errorf("stdout (not a terminal) has no summary line with results:\n%s", stdout.String())
@@ -148,6 +149,7 @@ func checkCompacted(t *testing.T, brokers []string, topic string) {
 // topic are read, not errors) and leaves session results whose windows are
 // at least the 500ms gap long and not aligned to fixed windows.
 func TestDemoSessions(t *testing.T) {
+	t.Parallel() // its own broker; the demo runs for 6 s of wall clock
 	brokers, _ := runDemo(t, "--window", "session")
 	results, unaligned := 0, 0
 	for _, rec := range readAll(t, brokers, "calls-windows") {

@@ -174,7 +174,10 @@ func newRegistry(t testing.TB) *switchableRegistry {
 // refused requests (some 4s of backoff) while the new schema is first
 // needed. The results are those of
 // the same records as JSON; nothing is dead-lettered for the outage.
-func TestAvroInputThroughRegistry(t *testing.T) { testRegistryInput(t, avroFormat(), 0) }
+func TestAvroInputThroughRegistry(t *testing.T) {
+	t.Parallel() // its own broker and registry; it mostly waits
+	testRegistryInput(t, avroFormat(), 0)
+}
 
 // TestRegistryOutageLongerThanTransaction: the outage outlasts
 // state.transaction_timeout, so the brokers abort the transaction open
@@ -185,7 +188,10 @@ func TestRegistryOutageLongerThanTransaction(t *testing.T) {
 
 // TestProtobufInputThroughRegistry is the same with Protobuf: the nested
 // record a message, the union a oneof, the time a google.protobuf.Timestamp.
-func TestProtobufInputThroughRegistry(t *testing.T) { testRegistryInput(t, protoFormat(t), 0) }
+func TestProtobufInputThroughRegistry(t *testing.T) {
+	t.Parallel() // its own broker and registry; it mostly waits
+	testRegistryInput(t, protoFormat(t), 0)
+}
 
 // testRegistryInput runs the stream of f; txnTimeout, if set, is
 // state.transaction_timeout.
