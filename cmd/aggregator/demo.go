@@ -163,6 +163,7 @@ source:
   start_offset: earliest
   format: %s
   key: [sid]
+  partitioning: by_key # the generator keys each call by its sid: one stage is enough
   timestamp: {field: callTime, layout: "2006-01-02 15:04:05", timezone: UTC}
   filter: [{field: callType, equals: success}]
 watermark:
