@@ -52,11 +52,14 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // passed (false): the wait for an event of another process or of the
 // broker, which no channel announces. Callers that can say more than
 // waitFor about what is missing fail with it.
-func pollUntil(d time.Duration, cond func() bool) bool {
+func pollUntil(d time.Duration, cond func() bool) bool { return pollEveryUntil(d, pollEvery, cond) }
+
+// pollEveryUntil is pollUntil looking every every.
+func pollEveryUntil(d, every time.Duration, cond func() bool) bool {
 	if cond() {
 		return true
 	}
-	tick := time.NewTicker(pollEvery)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -76,25 +79,8 @@ func pollUntil(d time.Duration, cond func() bool) bool {
 // when it fails (from what cond saw last).
 func waitForf(t testing.TB, d, every time.Duration, cond func() bool, what func() string) {
 	t.Helper()
-	if cond() {
-		return
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		select {
-		case <-tick.C:
-			if cond() {
-				return
-			}
-		case <-deadline.C:
-			if cond() {
-				return
-			}
-			t.Fatalf("%s: not after %v", what(), d)
-		}
+	if !pollEveryUntil(d, every, cond) {
+		t.Fatalf("%s: not after %v", what(), d)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,51 +369,6 @@ func TestCommitTransactionEndTxnFails(t *testing.T) {
 	if off := h.committedOffset(); off != -1 {
 		t.Errorf("committed offset = %d, want none", off)
 	}
-}
-
-// TestCommitTransactionBrokersSilent: EndTxn is not answered before the
-// commit's deadline: the core is told Abort, the transaction is ended
-// locally, the next one begins, and commit returns no error; the records
-// read again then commit once.
-func TestCommitTransactionBrokersSilent(t *testing.T) {
-	h := newTxnHarness(t)
-	h.process()
-	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
-	defer cancel()
-	var answered atomic.Bool // the commit returned: EndTxn is answered again
-	h.kc.ControlKey(kmsg.EndTxn.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		h.kc.KeepControl()
-		if answered.Load() {
-			h.kc.DropControl()
-			return nil, nil, false
-		}
-		if !r.(*kmsg.EndTxnRequest).Commit {
-			return nil, nil, false
-		}
-		// Answered once the client has given up. Should the answer reach
-		// it first, it is one that kgo retries: every try until the
-		// commit returns meets this too, so nothing commits.
-		<-ctx.Done()
-		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.NotCoordinator.Code
-		return resp, nil, true
-	})
-	err := h.commit(ctx)
-	answered.Store(true)
-	if err != nil {
-		t.Fatalf("commit = %v, want nil (brokers out of reach are waited for)", err)
-	}
-	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
-		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
-	}
-	if !h.c.cycle.inTxn {
-		t.Error("no transaction begun after the abort")
-	}
-	h.process() // restored and read again from the last commit
-	if err := h.commit(h.ctx); err != nil {
-		t.Fatalf("commit after the abort = %v, want nil", err)
-	}
-	h.wantResults() // the transaction left open on the broker holds none of it
 }
 
 // TestCommitTransactionOutputFailed: outputs the brokers refuse for good
