@@ -130,6 +130,11 @@ type Watermark struct {
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 	IdleAdvance       bool          `yaml:"idle_advance"`
 	MaxFutureSkew     time.Duration `yaml:"max_future_skew"`
+	// Scope is whose watermark a window follows (SPEC §9): global, the
+	// minimum over every input partition of the group (Flink's), or
+	// partition, the watermark of the partition its records came from
+	// (by_key only).
+	Scope string `yaml:"scope"`
 }
 
 // Window configures the window assigner and firing.
@@ -195,10 +200,14 @@ type State struct {
 	// The repartition topic of source.partitioning repartition (SPEC §9):
 	// default "<source.group>-repartition", and as many partitions as the
 	// input topics have in all (0).
-	RepartitionTopic      string        `yaml:"repartition_topic"`
-	RepartitionPartitions int32         `yaml:"repartition_partitions"`
-	CommitInterval        time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
-	TransactionTimeout    time.Duration `yaml:"transaction_timeout"` // default 10s (as Kafka Streams): exactly_once only; the broker aborts a transaction open longer than this
+	RepartitionTopic      string `yaml:"repartition_topic"`
+	RepartitionPartitions int32  `yaml:"repartition_partitions"`
+	// The compacted topic where by_key instances publish their partitions'
+	// watermarks (watermark.scope global, SPEC §9): default
+	// "<source.group>-watermarks".
+	WatermarkTopic     string        `yaml:"watermark_topic"`
+	CommitInterval     time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"` // default 10s (as Kafka Streams): exactly_once only; the broker aborts a transaction open longer than this
 }
 
 // HTTP is the metrics and probes endpoint.

@@ -26,6 +26,15 @@ func (s Source) ByKey() bool {
 // already keeps a key's records in one partition.
 func (s Source) KafkaKeyed() bool { return len(s.Key) == 1 && s.Key[0] == "$key" }
 
+// GlobalScope reports whether windows follow the watermark of the whole
+// group (watermark.scope global), not their partition's own.
+func (w Watermark) GlobalScope() bool { return w.Scope != "partition" }
+
+// PublishesWatermarks reports whether instances share their partitions'
+// watermarks through state.watermark_topic: by_key with scope global. (The
+// repartition stage carries them in-band, as markers.)
+func (c Config) PublishesWatermarks() bool { return c.Source.ByKey() && c.Watermark.GlobalScope() }
+
 // Punctuated reports whether the watermark comes from marker records.
 func (w Watermark) Punctuated() bool { return w.Strategy == "punctuated" }
 

@@ -57,7 +57,7 @@ func defaults() Config {
 			// Kafka's default (group.consumer.session.timeout.ms, KIP-735).
 			SessionTimeout: 45 * time.Second,
 		},
-		Watermark:  Watermark{Strategy: "bounded"},
+		Watermark:  Watermark{Strategy: "bounded", Scope: "global"},
 		Window:     Window{Type: "tumbling", Emit: "on_watermark"},
 		Aggregates: []Aggregate{},
 		Sink: Sink{
@@ -81,8 +81,12 @@ func defaults() Config {
 const changelogSuffix = "-changelog"
 
 // repartitionSuffix names the default repartition topic, as Kafka Streams
-// names its repartition topics after the application.
-const repartitionSuffix = "-repartition"
+// names its repartition topics after the application; watermarkSuffix the
+// default watermark topic.
+const (
+	repartitionSuffix = "-repartition"
+	watermarkSuffix   = "-watermarks"
+)
 
 // deriveDefaults fills in the defaults that depend on other keys, once the
 // file and the environment have set those: state.changelog_topic, when
@@ -94,6 +98,9 @@ func (c *Config) deriveDefaults() {
 	}
 	if c.State.RepartitionTopic == "" && c.Source.Group != "" && !c.Source.ByKey() {
 		c.State.RepartitionTopic = c.Source.Group + repartitionSuffix
+	}
+	if c.State.WatermarkTopic == "" && c.Source.Group != "" && c.PublishesWatermarks() {
+		c.State.WatermarkTopic = c.Source.Group + watermarkSuffix
 	}
 }
 

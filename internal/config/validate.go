@@ -56,6 +56,8 @@ func (c *Config) inapplicable(key string) string {
 		return "applies only to window.type session"
 	case (key == "state.repartition_topic" || key == "state.repartition_partitions") && c.Source.ByKey():
 		return "applies only to source.partitioning repartition"
+	case key == "state.watermark_topic" && !c.PublishesWatermarks():
+		return "applies only to source.partitioning by_key with watermark.scope global"
 	case key == "state.transaction_timeout" && c.Delivery != "exactly_once":
 		return "applies only to delivery exactly_once"
 	}
@@ -314,6 +316,13 @@ func (c *Config) validateWatermark(src *sources) *KeyError {
 	if err := notNegative("watermark.idle_timeout", wm.IdleTimeout); err != nil {
 		return err
 	}
+	if err := oneOf("watermark.scope", wm.Scope, "global", "partition"); err != nil {
+		return err
+	}
+	if !wm.GlobalScope() && !c.Source.ByKey() {
+		return &KeyError{Key: "watermark.scope", Value: wm.Scope,
+			Reason: "applies only to source.partitioning by_key: behind the repartition stage a key's records come from every input partition, so there is no partition watermark to follow"}
+	}
 	if wm.IdleAdvance && wm.IdleTimeout == 0 {
 		return &KeyError{Key: "watermark.idle_advance", Value: "true", Reason: "needs a positive watermark.idle_timeout: without it no partition is ever idle"}
 	}
@@ -472,7 +481,7 @@ func (c *Config) validateState(src *sources) *KeyError {
 	if err := positive(src, "state.commit_interval", s.CommitInterval); err != nil {
 		return err
 	}
-	if err := c.checkApplies(src, "state.repartition_topic", "state.repartition_partitions"); err != nil {
+	if err := c.checkApplies(src, "state.repartition_topic", "state.repartition_partitions", "state.watermark_topic"); err != nil {
 		return err
 	}
 	if err := c.checkApplies(src, "state.transaction_timeout"); err != nil || c.Delivery != "exactly_once" {
@@ -520,7 +529,38 @@ func (c Config) ValidateKafka() error {
 	if err := c.validateChangelogTopic(); err != nil {
 		return err
 	}
-	return c.validateRepartitionTopic()
+	if err := c.validateRepartitionTopic(); err != nil {
+		return err
+	}
+	return c.validateWatermarkTopic()
+}
+
+// validateWatermarkTopic checks state.watermark_topic, which only by_key
+// with watermark.scope global uses.
+func (c Config) validateWatermarkTopic() error {
+	if !c.PublishesWatermarks() {
+		return nil
+	}
+	const key = "state.watermark_topic"
+	topic := c.State.WatermarkTopic
+	if topic == "" {
+		return required(key, "")
+	}
+	if reason := checkTopicName(topic); reason != "" {
+		return &KeyError{Key: key, Value: topic, Reason: reason}
+	}
+	if slices.Contains(c.Source.Topics, topic) {
+		return &KeyError{Key: key, Value: topic, Reason: "must not be one of source.topics"}
+	}
+	for _, t := range []struct{ key, topic string }{
+		{"sink.results_topic", c.Sink.ResultsTopic}, {"sink.late_topic", c.Sink.LateTopic},
+		{"sink.dead_letter_topic", c.Sink.DeadLetterTopic}, {"state.changelog_topic", c.State.ChangelogTopic},
+	} {
+		if topic == t.topic {
+			return &KeyError{Key: key, Value: topic, Reason: "must differ from " + t.key}
+		}
+	}
+	return nil
 }
 
 // validateRepartitionTopic checks state.repartition_topic and

@@ -89,8 +89,10 @@ func TestYAMLState(t *testing.T) {
 			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  commit_interval: 100ms\n  transaction_timeout: 10s\n"},
 		"at_least_once leaves out transaction_timeout": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "delivery": "at_least_once"},
 			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  commit_interval: 100ms\n"},
-		"by_key leaves out the repartition topic": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [$key]}"},
+		"scope partition leaves out the watermark topic": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [$key]}", "watermark": "{scope: partition}"},
 			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 10s\n"},
+		"by_key leaves out the repartition topic": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [$key]}"},
+			"state:\n  changelog_topic: g-changelog\n  watermark_topic: g-watermarks\n  commit_interval: 100ms\n  transaction_timeout: 10s\n"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -142,7 +144,7 @@ func TestLoadExample(t *testing.T) {
 	checks := map[string]struct{ got, want any }{
 		"source":     {c.Source, want},
 		"window":     {c.Window, Window{Type: "tumbling", Size: 5 * time.Second, AllowedLateness: 2 * time.Second, Emit: "on_watermark"}},
-		"watermark":  {c.Watermark, Watermark{Strategy: "bounded"}},
+		"watermark":  {c.Watermark, Watermark{Strategy: "bounded", Scope: "global"}},
 		"aggregates": {c.Aggregates, []Aggregate{{Name: "total_duration", Fn: "sum", Field: "duration"}}},
 		"sink topics": {[]string{c.Sink.ResultsTopic, c.Sink.LateTopic, c.Sink.DeadLetterTopic},
 			[]string{"calls-windows", "calls-late", "calls-dlq"}},
@@ -195,6 +197,11 @@ func TestValidateKafka(t *testing.T) {
 		"repartition is results":          {repartition(func(c *Config) { c.State.RepartitionTopic = c.Sink.ResultsTopic }), "state.repartition_topic"},
 		"repartition with a space":        {repartition(func(c *Config) { c.State.RepartitionTopic = "calls re" }), "state.repartition_topic"},
 		"negative repartition partitions": {repartition(func(c *Config) { c.State.RepartitionPartitions = -1 }), "state.repartition_partitions"},
+		"no watermark topic":              {byKey(func(c *Config) { c.State.WatermarkTopic = "" }), "state.watermark_topic"},
+		"watermark is an input":           {byKey(func(c *Config) { c.State.WatermarkTopic = "calls" }), "state.watermark_topic"},
+		"watermark is changelog":          {byKey(func(c *Config) { c.State.WatermarkTopic = c.State.ChangelogTopic }), "state.watermark_topic"},
+		"watermark is late":               {byKey(func(c *Config) { c.State.WatermarkTopic = c.Sink.LateTopic }), "state.watermark_topic"},
+		"watermark with a slash":          {byKey(func(c *Config) { c.State.WatermarkTopic = "calls/wm" }), "state.watermark_topic"},
 	}
 	base, err := Load("../../examples/calls.yaml", nil)
 	if err != nil {
@@ -218,6 +225,15 @@ func TestValidateKafka(t *testing.T) {
 func repartition(mutate func(*Config)) func(*Config) {
 	return func(c *Config) {
 		c.Source.Partitioning, c.State.RepartitionTopic = "repartition", c.Source.Group+"-repartition"
+		mutate(c)
+	}
+}
+
+// byKey makes a mutation of a repartition config one of a by_key config
+// with watermark.scope global, which publishes to the watermark topic.
+func byKey(mutate func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.Source.Partitioning, c.State.WatermarkTopic = "by_key", c.Source.Group+"-watermarks"
 		mutate(c)
 	}
 }
