@@ -44,12 +44,13 @@ type Processor struct {
 	// topic (source.partitioning repartition; nil otherwise): the markers'
 	// table of source partitions per repartition partition. Its records
 	// do not move a generator, and stage 1 dead-lettered what had to be.
-	sources  *watermark.Sources
-	engine   windowing.Operator
+	sources *watermark.Sources
+	// ops is the window state: one operator, or one per partition
+	// (watermark.scope partition, and stage 2): see operators.
+	ops      operators
 	spec     windowing.Spec
-	tracking bool      // TrackState was called: the engine notes its changes
+	tracking bool      // TrackState was called: the operators note their changes
 	futureMs int64     // 0 = no future guard
-	merges   int64     // session merges reported by TakeSessionMerges
 	parts    []partPos // by partition id
 	assigned int       // partitions assigned
 
@@ -82,11 +83,12 @@ type partPos struct {
 	next     int64 // offset of the next record to apply: after the last one, or the restored position; -1 none
 	written  int64 // next as of the last checkpoint
 	hwm      int64 // the high watermark of the last fetch with its records; -1 none since assignment
-	// merged is the merged watermark of its last position record: the
-	// windows it dropped are not restored, so a position must be written
-	// again when the watermark moves on, even with no record of its own
-	// (a sliding window dropped by another partition's progress leaves no
-	// changelog record: its slices live on in later windows).
+	// merged is the watermark its windows followed at its last position
+	// record (the merged one, or with one operator per partition its
+	// own): the windows it dropped are not restored, so a position must
+	// be written again when the watermark moves on, even with no record of
+	// its own (a sliding window dropped by another partition's progress
+	// leaves no changelog record: its slices live on in later windows).
 	merged   int64
 	tag      uint64 // the tag of its next checkpoint
 	repairs  []state.Repair
@@ -107,14 +109,23 @@ func New(cfg config.Config) (*Processor, error) {
 	p := &Processor{cfg: cfg, recSpec: recSpec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
 		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}}}
-	if p.engine, err = p.newEngine(); err != nil {
+	// By_key with scope partition: each partition's windows follow its
+	// own watermark, in an operator of its own.
+	perPartition := cfg.Source.ByKey() && !cfg.Watermark.GlobalScope()
+	if p.ops, err = newOperators(p.spec, resultSink{p}, perPartition); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return p, nil
 }
 
-func (p *Processor) newEngine() (windowing.Operator, error) {
-	return windowing.New(p.spec, resultSink{p})
+// setShape switches the window state to one operator per partition or
+// one for all, before the first Assign.
+func (p *Processor) setShape(perPartition bool) {
+	if p.ops.perPartition == perPartition {
+		return
+	}
+	p.ops.perPartition = perPartition
+	p.ops.reset()
 }
 
 // WindowSpec is the engine's part of a validated config, in ms.
@@ -181,17 +192,18 @@ func (p *Processor) Assign(partition int32, now int64) {
 	if p.sources != nil {
 		p.sources.Assign(partition)
 	}
+	p.ops.start(partition)
 }
 
 // Revoke drops a partition's windows and generator without firing them.
 // The partition no longer holds the merged watermark back, so windows of
-// the others may fire.
+// the others may fire (with one operator for all partitions).
 func (p *Processor) Revoke(partition int32) {
 	p.marks.Revoke(partition)
 	if p.sources != nil {
 		p.sources.Revoke(partition)
 	}
-	p.engine.RemovePartition(partition)
+	p.ops.remove(partition)
 	if int(partition) < len(p.parts) {
 		if p.parts[partition].assigned {
 			p.assigned--
@@ -199,19 +211,23 @@ func (p *Processor) Revoke(partition int32) {
 		p.parts[partition] = partPos{}
 	}
 	p.conflicts.forget(partition)
-	p.advance()
+	p.advance(partition)
 }
 
 // Repartitioned makes the processor stage 2 of source.partitioning
 // repartition: its partitions are repartition partitions, its records are
 // repartition records (ready.Input's SourceID and RepartitionOffset set)
 // and its watermark comes from the markers (ApplyMark), not from a
-// generator; stage 1 already dead-lettered what had to be. Call it before
-// the first Assign. Without it a processor is one stage whatever
+// generator; stage 1 already dead-lettered what had to be. Each
+// repartition partition has its own operator, whose windows follow that
+// partition's own watermark (the minimum over its table of sources), so
+// its results do not depend on which others share the instance. Call it
+// before the first Assign. Without it a processor is one stage whatever
 // source.partitioning says (replay of a repartition config: the offline
 // twin of both stages is one state per group key, see OneState).
 func (p *Processor) Repartitioned() {
 	p.sources, p.futureMs, p.checkKeys = watermark.NewSources(p.cfg.Watermark), 0, false
+	p.setShape(true)
 }
 
 // OneState makes the processor keep one window state per group key across
@@ -219,14 +235,19 @@ func (p *Processor) Repartitioned() {
 // the merged watermark is still the minimum over the partitions. This is
 // replay of a dump of every partition (the offline twin of a service that
 // meets a key's records in one place); its state is not checkpointed, so
-// call it before the first record and never with TrackState.
-func (p *Processor) OneState() { p.oneState, p.checkKeys = true, false }
+// call it before the first Assign and never with TrackState. It keeps one
+// operator even with watermark.scope partition (whose replay does not
+// call it: there each partition follows its own watermark).
+func (p *Processor) OneState() {
+	p.oneState, p.checkKeys = true, false
+	p.setShape(false)
+}
 
 // SetCaughtUp tells whether the partition's position is at its log end;
 // only a caught-up partition can become idle.
 func (p *Processor) SetCaughtUp(partition int32, caughtUp bool, now int64) {
 	p.marks.SetCaughtUp(partition, caughtUp, now)
-	p.advance()
+	p.advance(partition)
 }
 
 // Process decodes one record and applies it.
@@ -262,7 +283,7 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 			return DeadLetter
 		}
 		p.marks.OnMarker(in.Partition, rec.Time, now)
-		p.advance()
+		p.advance(in.Partition)
 		return Marker
 	}
 	if err := p.checkFuture(rec.Time, now); err != nil {
@@ -280,16 +301,17 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 		// watermark just before it, which the markers may not have said yet.
 		p.sourceMark(in, in.Before)
 	}
-	res := p.engine.Add(rec)
+	op := p.ops.at(rec.Partition)
+	res := op.Add(rec)
 	if res.Kind == windowing.LateEvent {
-		p.late(in, rec.Time, p.engine.Judged(rec.Partition), res.Missed)
+		p.late(in, rec.Time, op.Judged(rec.Partition), res.Missed)
 	}
 	if p.sources == nil {
 		p.marks.OnEvent(in.Partition, rec.Time, now)
 	} else {
 		p.sourceMark(in, in.After)
 	}
-	p.advance()
+	p.advance(in.Partition)
 	return res.Kind
 }
 
@@ -313,7 +335,7 @@ func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (
 	}
 	pp.next = offset + 1
 	p.sources.Mark(partition, m)
-	p.advance()
+	p.advance(partition)
 	return true
 }
 
@@ -324,7 +346,7 @@ func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (
 func (p *Processor) sourceMark(in *Input, wm int64) {
 	if in.Sources > 0 {
 		p.sources.Mark(in.Partition, watermark.Mark{Source: in.SourceID, Count: in.Sources, Watermark: wm})
-		p.advance()
+		p.advance(in.Partition)
 	}
 }
 
@@ -339,9 +361,85 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 			p.cfg.Watermark.MaxFutureSkew.String() + " ahead of the wall clock " + strconv.FormatInt(now, 10)}
 }
 
-// advance hands the merged watermark to the engine; the engine ignores it
+// advance hands the watermark to the operator of partition, which may
+// have changed it: the merged watermark to the one operator, or the
+// partition's own to its operator (with one per partition, no other
+// partition's watermark moves by it). An operator ignores a watermark
 // unless it went up.
-func (p *Processor) advance() { p.engine.Advance(p.merged()) }
+func (p *Processor) advance(partition int32) {
+	if !p.ops.perPartition {
+		p.ops.one.op.Advance(p.merged())
+		return
+	}
+	if op := p.ops.of(partition); op != nil {
+		op.Advance(p.own(partition))
+	}
+}
+
+// advanceAll is advance for every partition; with one operator per
+// partition, an idle partition's windows move with the wall clock if
+// idle_advance is on (now; math.MinInt64: not a tick).
+func (p *Processor) advanceAll(now int64) {
+	if !p.ops.perPartition {
+		p.ops.one.op.Advance(p.merged())
+		return
+	}
+	for id := range p.parts {
+		if !p.parts[id].assigned {
+			continue
+		}
+		wm := p.own(int32(id))
+		if now != math.MinInt64 && p.idleAdvances(int32(id)) {
+			wm = max(wm, idleWatermark(p.cfg, now))
+		}
+		p.ops.at(int32(id)).Advance(wm)
+	}
+}
+
+// own is a partition's own watermark, which its operator follows with one
+// operator per partition: its generator's, or in stage 2 the minimum over
+// its sources that are not idle (math.MinInt64 when all are: the windows
+// wait, unless idle_advance moves them).
+func (p *Processor) own(partition int32) int64 {
+	if p.sources != nil {
+		if wm, idle := p.sources.Partition(partition); !idle {
+			return wm
+		}
+		return math.MinInt64
+	}
+	wm, _ := p.marks.Partition(partition)
+	return wm
+}
+
+// idleAdvances reports whether idle_advance moves the partition's windows
+// with the wall clock (one operator per partition): it is idle (in stage
+// 2: every source of it is), as every partition must be for the merged
+// watermark to move so.
+func (p *Processor) idleAdvances(partition int32) bool {
+	if !p.cfg.Watermark.IdleAdvance || p.cfg.Watermark.IdleTimeout <= 0 {
+		return false
+	}
+	var idle bool
+	if p.sources != nil {
+		_, idle = p.sources.Partition(partition)
+	} else {
+		_, idle = p.marks.Partition(partition)
+	}
+	return idle
+}
+
+// idleWatermark is where idle_advance takes a watermark at now: now -
+// max_out_of_orderness - idle_timeout, saturating.
+func idleWatermark(cfg config.Config, now int64) int64 {
+	wm := now
+	for _, d := range []int64{max(cfg.Watermark.MaxOutOfOrderness.Milliseconds(), 0), cfg.Watermark.IdleTimeout.Milliseconds()} {
+		if wm < math.MinInt64+d {
+			return math.MinInt64
+		}
+		wm -= d
+	}
+	return wm
+}
 
 // merged is the merged watermark: the generators', or the markers'.
 func (p *Processor) merged() int64 {
@@ -357,25 +455,34 @@ func (p *Processor) Tick(now int64) {
 	if p.sources != nil {
 		p.sources.Tick(now)
 	}
-	p.advance()
-	p.engine.ProcessingTime(now)
+	p.advanceAll(now)
+	p.ops.each(func(op windowing.Operator) { op.ProcessingTime(now) })
 }
 
 // Flush is the end of a bounded input: the watermark goes to the end of
 // time and every open window fires.
-func (p *Processor) Flush() { p.engine.Advance(math.MaxInt64) }
+func (p *Processor) Flush() { p.ops.flush() }
 
-// Watermark is the merged watermark the engine has acted on.
-func (p *Processor) Watermark() int64 { return p.engine.Watermark() }
+// Watermark is the watermark the windows follow: the merged one the
+// operator has acted on, or with one operator per partition the lowest
+// of the partitions' (math.MinInt64 with no partition).
+func (p *Processor) Watermark() int64 { return p.ops.watermark() }
 
 // PartitionWatermark reports a partition's own watermark and whether it
 // is idle (a repartition partition's: the minimum over its sources, idle
-// when all of them are).
+// when all of them are). With one operator per partition it is the
+// watermark the partition's windows follow: its own, never going down,
+// moved by idle_advance while the partition is idle.
 func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
 	if p.sources != nil {
-		return p.sources.Partition(partition)
+		wm, idle = p.sources.Partition(partition)
+	} else {
+		wm, idle = p.marks.Partition(partition)
 	}
-	return p.marks.Partition(partition)
+	if p.ops.perPartition && p.part(partition) != nil {
+		wm = p.ops.at(partition).Watermark()
+	}
+	return wm, idle
 }
 
 // SourceTable returns a repartition partition's table of source
@@ -392,19 +499,11 @@ func (p *Processor) SourceTable(partition int32) watermark.Table {
 func (p *Processor) Partitions() []int32 { return p.marks.Partitions() }
 
 // OpenWindows counts open (key, window) pairs.
-func (p *Processor) OpenWindows() int { return p.engine.OpenWindows() }
+func (p *Processor) OpenWindows() int { return p.ops.openWindows() }
 
 // TakeSessionMerges returns how many records bridged two sessions or more
 // since the last call (0 for other windows).
-func (p *Processor) TakeSessionMerges() int64 {
-	s, ok := p.engine.(*windowing.Sessions)
-	if !ok {
-		return 0
-	}
-	n := s.Merges() - p.merges
-	p.merges += n
-	return n
-}
+func (p *Processor) TakeSessionMerges() int64 { return p.ops.takeMerges() }
 
 // IdleCount counts idle partitions (repartition partitions whose every
 // source is idle).
@@ -426,7 +525,7 @@ func (p *Processor) IdleCount() int {
 // checkpointed.
 func (p *Processor) TrackState() {
 	p.tracking = true
-	p.engine.TrackChanges()
+	p.ops.trackChanges()
 }
 
 // ChangelogRecord is one record for the changelog partition of an input
@@ -460,16 +559,18 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 	p.spareBuf = nil
 	first := len(data)
 	ends := p.entryEnds[:0]
-	p.engine.Changes(func(en *windowing.Entry) {
-		tag := p.parts[en.Partition].tag
-		buf = state.AppendKey(buf, en)
-		keyEnd := len(buf)
-		if !en.Deleted {
-			buf = state.AppendValue(buf, en, tag)
-		}
-		ends = append(ends, [2]int{keyEnd, len(buf)})
-		data = append(data, ChangelogRecord{Partition: en.Partition, Tag: tag})
-		p.parts[en.Partition].written = -2 // its position must be written too
+	p.ops.each(func(op windowing.Operator) {
+		op.Changes(func(en *windowing.Entry) {
+			tag := p.parts[en.Partition].tag
+			buf = state.AppendKey(buf, en)
+			keyEnd := len(buf)
+			if !en.Deleted {
+				buf = state.AppendValue(buf, en, tag)
+			}
+			ends = append(ends, [2]int{keyEnd, len(buf)})
+			data = append(data, ChangelogRecord{Partition: en.Partition, Tag: tag})
+			p.parts[en.Partition].written = -2 // its position must be written too
+		})
 	})
 	start := 0
 	for i, e := range ends {
@@ -481,10 +582,14 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		start = e[1]
 	}
 	p.entryEnds, p.checkpointBytes, p.lastBuf = ends, len(buf), buf
-	w := p.engine.Watermark()
 	for id := range p.parts {
 		pp := &p.parts[id]
-		if !pp.assigned || pp.next < 0 || pp.next == pp.written && pp.merged == w {
+		if !pp.assigned {
+			continue
+		}
+		op := p.ops.at(int32(id))
+		w := op.Watermark() // the merged watermark, or the partition's own
+		if pp.next < 0 || pp.next == pp.written && pp.merged == w {
 			continue
 		}
 		gen := p.marks.Snapshot(int32(id))
@@ -497,7 +602,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp, Sources: table,
 			// The merged watermark is a floor of the partition's own: its
 			// records were judged against it, and its next owner goes on from there.
-			Watermark: max(gen.Watermark, p.engine.Judged(int32(id))), Merged: w, Floor: p.engine.Judged(int32(id))}
+			Watermark: max(gen.Watermark, op.Judged(int32(id))), Merged: w, Floor: op.Judged(int32(id))}
 		positions = append(positions, ChangelogRecord{Partition: int32(id), Key: state.PositionKey(nil, int32(id)),
 			Value: state.AppendPosition(nil, pos, pp.tag), Tag: pp.tag})
 		pp.written, pp.merged = pp.next, w
@@ -511,8 +616,8 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 // its on-time records are judged against the others' watermark. The
 // other partitions' records keep being judged against the one they had.
 func (p *Processor) lowerFor(partition int32, wm int64) {
-	if wm >= p.engine.Watermark() {
-		return
+	if p.ops.perPartition || wm >= p.ops.one.op.Watermark() {
+		return // with one operator per partition, the partition's own starts afresh
 	}
 	var others []int32
 	for id, o := range p.parts {
@@ -524,7 +629,7 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 	if p.sources != nil {
 		p.sources.Lower(wm)
 	}
-	p.engine.Rewind(wm, others)
+	p.ops.one.op.Rewind(wm, others)
 }
 
 // Restore rebuilds an assigned partition from its changelog, read into r,
@@ -543,7 +648,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		// keep being judged against the one they had): else the
 		// partition's windows fire early and its on-time records are
 		// judged against the others' watermark.
-		p.engine.SetFloor(partition, pos.Floor)
+		p.ops.at(partition).SetFloor(partition, pos.Floor)
 		p.lowerFor(partition, pos.Watermark)
 	} else if p.sources != nil {
 		// A repartition partition no one committed yet: no source has
@@ -557,9 +662,9 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		if en.Partition != partition {
 			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
 		}
-		return p.engine.Restore(en, dropped)
+		return p.ops.at(partition).Restore(en, dropped)
 	})
-	p.engine.FinishRestore()
+	p.ops.at(partition).FinishRestore()
 	if err != nil {
 		return res, err
 	}
@@ -573,7 +678,13 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		} else {
 			p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
 		}
+		if p.ops.perPartition {
+			// Its own watermark never goes down: it goes on from where
+			// its windows were (a stage-2 table does not say what
+			// idle_advance did; a generator's watermark is restored).
+			p.ops.at(partition).Advance(res.Position.Merged)
+		}
 	}
-	p.advance()
+	p.advance(partition)
 	return res, nil
 }

@@ -57,15 +57,8 @@ func (p *Processor) Accept() { p.spareBuf, p.lastBuf = p.lastBuf[:0], nil }
 // records are applied again (Unrestored lists them). Outputs not handed
 // over yet are dropped.
 func (p *Processor) Abort(now int64) {
-	eng, err := p.newEngine()
-	if err != nil { // the spec was good when New checked it
-		panic(fmt.Sprintf("pipeline: %v", err))
-	}
-	p.engine = eng
-	if p.tracking {
-		eng.TrackChanges()
-	}
-	p.marks, p.merges = watermark.NewMerged(p.cfg.Watermark), 0
+	p.ops.reset()
+	p.marks = watermark.NewMerged(p.cfg.Watermark)
 	if p.sources != nil {
 		p.sources = watermark.NewSources(p.cfg.Watermark)
 	}

@@ -113,21 +113,27 @@ func TestRepartitionedWatermark(t *testing.T) {
 	if got := s.p.Watermark(); got != math.MinInt64 {
 		t.Fatalf("one of two sources reported: Watermark() = %d, want minus infinity", got)
 	}
-	// Source 1 reports on partition 0 only: partition 1 still holds W.
+	// Source 1 reports on partition 0 only: partition 0's windows follow
+	// its own sources, and fire; partition 1's wait, and the lowest of the
+	// partitions' watermarks stays at minus infinity.
 	s.mark(0, 2, 1, 2, 2_500, false)
 	if got := s.p.Watermark(); got != math.MinInt64 {
 		t.Fatalf("partition 1 has not seen source 1: Watermark() = %d, want minus infinity", got)
 	}
-	if got := s.outputs(); len(got) != 0 {
-		t.Fatalf("outputs before W moved: %q", got)
+	want := []string{`result p0 {"k":"a"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true}] wm 2500`}
+	if got := s.outputs(); !slices.Equal(got, want) {
+		t.Fatalf("partition 0 has heard every source: outputs = %q, want %q", got, want)
+	}
+	if wm, _ := s.p.PartitionWatermark(1); wm != math.MinInt64 {
+		t.Errorf("PartitionWatermark(1) = %d, want minus infinity", wm)
 	}
 	s.mark(1, 2, 1, 2, 2_500, false)
 	if got := s.p.Watermark(); got != 2_500 {
 		t.Fatalf("every source reported on both partitions: Watermark() = %d, want 2500", got)
 	}
-	want := []string{`result p0 {"k":"a"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true}] wm 2500`, `result p1 {"k":"b"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true}] wm 2500`}
+	want = []string{`result p1 {"k":"b"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true}] wm 2500`}
 	if got := s.outputs(); !slices.Equal(got, want) {
-		t.Errorf("W 2500: outputs = %q, want both [0,2000) windows", got)
+		t.Errorf("W 2500: outputs = %q, want partition 1's [0,2000) window", got)
 	}
 	// A record of source 1 judged by W, not by its own partition: late.
 	s.data(0, 3, 1, 21, `{"k":"a","t":100}`)
