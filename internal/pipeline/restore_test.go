@@ -189,7 +189,7 @@ func TestRestoreAtEveryOffset(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 150
 	}
-	for name, yaml := range joinConfigs(crashConfigs, windowKindConfigs) {
+	for name, yaml := range joinConfigs(joinConfigs(crashConfigs, windowKindConfigs), scopeConfigs) {
 		t.Run(name, func(t *testing.T) {
 			const seed = 11
 			ins := crashStream(seed, n, parts, true)
