@@ -112,10 +112,14 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 		// would have them: a partition's first record does not lower W later.
 		// A group key is one state across the partitions, W the minimum over
 		// them: what one instance computes from input partitioned by the key.
+		// With watermark.scope partition, each partition keeps its own state
+		// and its windows follow its own watermark, as in the service.
 		if inputs, err = readKcat(in); err != nil {
 			return err
 		}
-		proc.OneState()
+		if cfg.Watermark.GlobalScope() {
+			proc.OneState()
+		}
 		for _, p := range partitionsOf(inputs) {
 			proc.Assign(p, now)
 		}
