@@ -107,14 +107,17 @@ func produceKeyed(t testing.TB, brokers []string, ins []keyedInput) {
 }
 
 // replayKcat is replay --kcat over the dump: partition by partition, then
-// the second phase, one state per group key.
+// the second phase, one state per group key (with watermark.scope
+// partition, as replay runs it: each partition's own state and watermark).
 func replayKcat(t testing.TB, cfg config.Config, first, second []keyedInput) expected {
 	t.Helper()
 	p, err := pipeline.New(cfg) // one stage, as replay runs a repartition config
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.OneState()
+	if cfg.Watermark.GlobalScope() {
+		p.OneState()
+	}
 	var exp expected
 	out := capture{producer.EncoderFor(cfg), &exp}
 	for id := range int32(4) {
