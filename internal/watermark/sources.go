@@ -44,6 +44,22 @@ type Table struct {
 type table struct {
 	id int32
 	Table
+	// low and allIdle are wm() as of the last time it was computed; fresh
+	// says no marker may have changed it since. Each record of a
+	// repartition partition marks its source twice, and the partition's
+	// watermark is read after each.
+	low     int64
+	allIdle bool
+	fresh   bool
+}
+
+// cached is wm(), computed again only when a marker may have changed it.
+func (t *table) cached() (wm int64, idle bool) {
+	if !t.fresh {
+		t.low, t.allIdle = t.wm()
+		t.fresh = true
+	}
+	return t.low, t.allIdle
 }
 
 // wm is the partition's watermark: the minimum over its sources that are
@@ -140,11 +156,15 @@ func (s *Sources) Mark(p int32, m Mark) {
 		// (its watermark was at or below W): else another source does.
 		old := src.Watermark
 		src.Watermark = max(old, m.Watermark)
+		if src.Watermark != old && (!t.fresh || old <= t.low) {
+			t.fresh = false // the source may have held the partition's watermark
+		}
 		if src.Watermark != old && old <= s.w {
 			s.recompute()
 		}
 		return
 	}
+	t.fresh = false
 	if src.Reported {
 		src.Watermark = max(src.Watermark, m.Watermark)
 	} else {
@@ -159,7 +179,7 @@ func (s *Sources) Mark(p int32, m Mark) {
 func (s *Sources) recompute() bool {
 	low, any := int64(math.MaxInt64), false
 	for _, t := range s.parts {
-		if wm, idle := t.wm(); !idle {
+		if wm, idle := t.cached(); !idle {
 			low, any = min(low, wm), true
 		}
 	}
@@ -192,7 +212,7 @@ func (s *Sources) Partition(p int32) (wm int64, idle bool) {
 	if !ok {
 		return math.MinInt64, false
 	}
-	return s.parts[i].wm()
+	return s.parts[i].cached()
 }
 
 // Table returns p's table (zero: no marker and no record yet), for its
@@ -207,7 +227,8 @@ func (s *Sources) Table(p int32) Table {
 // Restore replaces p's table with a copy of t (from its changelog
 // position), assigning p if needed.
 func (s *Sources) Restore(p int32, t Table) {
-	s.table(p).Table = Table{Count: t.Count, Sources: slices.Clone(t.Sources)}
+	tb := s.table(p)
+	tb.Table, tb.fresh = Table{Count: t.Count, Sources: slices.Clone(t.Sources)}, false
 	s.recompute()
 }
 
