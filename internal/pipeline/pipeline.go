@@ -376,9 +376,9 @@ func (p *Processor) advance(partition int32) {
 	}
 }
 
-// advanceAll is advance for every partition; with one operator per
-// partition, an idle partition's windows move with the wall clock if
-// idle_advance is on (now; math.MinInt64: not a tick).
+// advanceAll is advance for every partition at a tick of the wall clock
+// now: with one operator per partition, an idle partition's windows move
+// with it if idle_advance is on.
 func (p *Processor) advanceAll(now int64) {
 	if !p.ops.perPartition {
 		p.ops.one.op.Advance(p.merged())
@@ -389,7 +389,7 @@ func (p *Processor) advanceAll(now int64) {
 			continue
 		}
 		wm := p.own(int32(id))
-		if now != math.MinInt64 && p.idleAdvances(int32(id)) {
+		if p.idleAdvances(int32(id)) {
 			wm = max(wm, idleWatermark(p.cfg, now))
 		}
 		p.ops.at(int32(id)).Advance(wm)

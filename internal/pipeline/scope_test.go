@@ -263,3 +263,31 @@ func TestStage2PartitionsAlone(t *testing.T) {
 		}
 	}
 }
+
+// Changing watermark.scope between runs: a changelog written with one
+// scope restores into the other (the position's watermark is the merged
+// one, or the partition's own), and every window's results go on with
+// rising revisions, none twice; the records after the change are judged
+// by the new scope.
+func TestScopeChangeRestores(t *testing.T) {
+	const parts = 3
+	ins := laggingStream(21, 200, parts)
+	yaml := scopeConfigs["scope_tumbling"]
+	for _, from := range []string{"global", "partition"} {
+		to := map[string]string{"global": "partition", "partition": "global"}[from]
+		t.Run(from+"_to_"+to, func(t *testing.T) {
+			c := newCluster()
+			a := newShell(t, withScope(yaml, from), true, c, allParts(parts)...)
+			if a.run(ins[:len(ins)/2], -1, noCrash) {
+				t.Fatal("crashed")
+			}
+			before := len(c.outputs)
+			b := newShell(t, withScope(yaml, to), true, c, allParts(parts)...)
+			b.run(ins, -1, noCrash)
+			if len(c.outputs) == before {
+				t.Fatal("nothing after the change: the test tests nothing")
+			}
+			checkRevisions(t, c.outputs)
+		})
+	}
+}
