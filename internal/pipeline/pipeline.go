@@ -559,19 +559,18 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 	p.spareBuf = nil
 	first := len(data)
 	ends := p.entryEnds[:0]
-	p.ops.each(func(op windowing.Operator) {
-		op.Changes(func(en *windowing.Entry) {
-			tag := p.parts[en.Partition].tag
-			buf = state.AppendKey(buf, en)
-			keyEnd := len(buf)
-			if !en.Deleted {
-				buf = state.AppendValue(buf, en, tag)
-			}
-			ends = append(ends, [2]int{keyEnd, len(buf)})
-			data = append(data, ChangelogRecord{Partition: en.Partition, Tag: tag})
-			p.parts[en.Partition].written = -2 // its position must be written too
-		})
-	})
+	entry := func(en *windowing.Entry) { // one closure for every operator's changes
+		tag := p.parts[en.Partition].tag
+		buf = state.AppendKey(buf, en)
+		keyEnd := len(buf)
+		if !en.Deleted {
+			buf = state.AppendValue(buf, en, tag)
+		}
+		ends = append(ends, [2]int{keyEnd, len(buf)})
+		data = append(data, ChangelogRecord{Partition: en.Partition, Tag: tag})
+		p.parts[en.Partition].written = -2 // its position must be written too
+	}
+	p.ops.each(func(op windowing.Operator) { op.Changes(entry) })
 	start := 0
 	for i, e := range ends {
 		r := &data[first+i]
