@@ -90,8 +90,10 @@ func TestScopePartitionInstances(t *testing.T) {
 			if instances == 2 {
 				waitEven(t, brokers, cfg.Source.Group, 2, 2)
 			}
-			produceKeyed(t, brokers, first) // one burst: the outcome depends on no interleaving
-			waitCount(t, brokers, resultsTopic, int64(len(want.results))) // the second phase is late: no result
+			// One burst: the outcome depends on no interleaving. The
+			// second phase is late: it adds no result.
+			produceKeyed(t, brokers, first)
+			waitCount(t, brokers, resultsTopic, int64(len(want.results)))
 			produceKeyed(t, brokers, second)
 			waitCount(t, brokers, lateTopic, int64(len(want.late)))
 			for _, s := range svcs {
