@@ -11,9 +11,11 @@ import (
 // and records of every partition 4–10 s behind their own partition (late
 // against their own partition's watermark). Each partition's windows follow
 // its own watermark, so its outputs depend on its records alone: 1 and 2
-// instances, fed the whole stream in one burst, give the results, late
-// events and dead letters of replay --kcat with the same config, and the
-// lagging partition holds no other partition's windows back.
+// instances, fed the whole stream in one burst, and 1 instance joined by a
+// second half-way (two partitions move with their changelog), give the
+// results, late events and dead letters of replay --kcat with the same
+// config, and the lagging partition holds no other partition's windows
+// back.
 
 const scopeYaml = `
 source:
@@ -68,8 +70,12 @@ func TestScopePartitionInstances(t *testing.T) {
 	if g, p := replayKcat(t, global, first, second), replayKcat(t, parseConfig(t, scopeYaml, []string{"127.0.0.1:9"}), first, second); len(g.late) >= len(p.late) {
 		t.Fatalf("scope global: %d late events, scope partition %d; want fewer with global", len(g.late), len(p.late))
 	}
-	for _, instances := range []int{1, 2} {
-		t.Run(fmt.Sprint(instances), func(t *testing.T) {
+	for _, run := range []struct {
+		name      string
+		instances int
+		rescale   bool // one instance for the first half of the stream, then a second joins
+	}{{"1", 1, false}, {"2", 2, false}, {"1_then_2", 1, true}} {
+		t.Run(run.name, func(t *testing.T) {
 			t.Parallel() // its own broker
 			kc := newCluster(t, 4)
 			brokers := kc.ListenAddrs()
@@ -84,15 +90,28 @@ func TestScopePartitionInstances(t *testing.T) {
 					len(want.results), stragglers, len(want.dead))
 			}
 			var svcs []*service
-			for range instances {
+			for range run.instances {
 				svcs = append(svcs, start(t, cfg, nil))
 			}
-			if instances == 2 {
+			if run.instances == 2 {
 				waitEven(t, brokers, cfg.Source.Group, 2, 2)
 			}
-			// One burst: the outcome depends on no interleaving. The
+			// In bursts: the outcome depends on no interleaving. The
 			// second phase is late: it adds no result.
-			produceKeyed(t, brokers, first)
+			rest := first
+			if run.rescale {
+				half := first[:len(first)/2]
+				produceKeyed(t, brokers, half)
+				ends := map[int32]int64{}
+				for _, in := range half {
+					ends[in.partition]++
+				}
+				durWaitCommitted(t, brokers, cfg.Source.Group, ends)
+				svcs = append(svcs, start(t, cfg, nil)) // two partitions move, with their changelog
+				waitEven(t, brokers, cfg.Source.Group, 2, 2)
+				rest = first[len(half):]
+			}
+			produceKeyed(t, brokers, rest)
 			waitCount(t, brokers, resultsTopic, int64(len(want.results)))
 			produceKeyed(t, brokers, second)
 			waitCount(t, brokers, lateTopic, int64(len(want.late)))
