@@ -104,7 +104,9 @@ func (o *operators) start(p int32) {
 	if !o.perPartition {
 		return
 	}
-	o.at(p)
+	for int(p) >= len(o.per) {
+		o.per = append(o.per, slot{})
+	}
 	o.per[p] = slot{op: o.make()}
 }
 
