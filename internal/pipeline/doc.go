@@ -1,5 +1,7 @@
 // Package pipeline is the pure core shared by `replay`, `run` and `demo`:
-// decode, future guard, window assignment against the merged watermark,
+// decode, future guard, window assignment against the merged watermark
+// (with watermark.scope partition, and in stage 2 of the repartition
+// stage, each partition's own: one window operator per partition),
 // watermark update, firings (SPEC §3), and each partition's progress (its
 // position, whether it is restored, the changelog's tags).
 //
