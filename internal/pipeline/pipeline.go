@@ -45,6 +45,7 @@ type Processor struct {
 	// table of source partitions per repartition partition. Its records
 	// do not move a generator, and stage 1 dead-lettered what had to be.
 	sources  *watermark.Sources
+	share    *sharing // by_key with watermark.scope global in the service (see ShareWatermarks); nil otherwise
 	engine   windowing.Operator
 	spec     windowing.Spec
 	tracking bool      // TrackState was called: the engine notes its changes
@@ -199,6 +200,7 @@ func (p *Processor) Revoke(partition int32) {
 		p.parts[partition] = partPos{}
 	}
 	p.conflicts.forget(partition)
+	p.sharedRevoke(partition)
 	p.advance()
 }
 
