@@ -1,6 +1,7 @@
 package watermark
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -142,5 +143,43 @@ func TestChangeAnnouncer(t *testing.T) {
 	m.OnEvent(0, 5_000, 0)
 	if got := due(10*Heartbeat + 1); len(got) != 1 || got[0].Watermark != 4_999 {
 		t.Errorf("partition 0 moved: Due = %+v, want it at 4999", got)
+	}
+}
+
+func TestPublishedCodec(t *testing.T) {
+	tests := map[string]struct {
+		wm    int64
+		idle  bool
+		value string
+	}{
+		"a watermark":       {1_700_000_012_345, false, `{"version":1,"watermark":1700000012345,"idle":false}`},
+		"idle":              {5, true, `{"version":1,"watermark":5,"idle":true}`},
+		"before any record": {minusInf, false, `{"version":1,"watermark":null,"idle":false}`},
+		"before the epoch":  {-3, false, `{"version":1,"watermark":-3,"idle":false}`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			key := AppendPublishedKey(nil, "calls.v2", 12)
+			value := AppendPublished(nil, tt.wm, tt.idle)
+			if string(key) != "calls.v2/12" || string(value) != tt.value {
+				t.Fatalf("AppendPublishedKey, AppendPublished = %s, %s; want calls.v2/12, %s", key, value, tt.value)
+			}
+			topic, p, wm, idle, err := ParsePublished(key, value)
+			if err != nil || topic != "calls.v2" || p != 12 || wm != tt.wm || idle != tt.idle {
+				t.Errorf("ParsePublished = %q, %d, %d, %v, %v; want calls.v2, 12, %d, %v, nil", topic, p, wm, idle, err, tt.wm, tt.idle)
+			}
+		})
+	}
+	for name, rec := range map[string][2]string{
+		"no slash":      {"calls", `{"version":1,"watermark":1,"idle":false}`},
+		"no topic":      {"/1", `{"version":1,"watermark":1,"idle":false}`},
+		"bad partition": {"calls/x", `{"version":1,"watermark":1,"idle":false}`},
+		"later version": {"calls/1", `{"version":2,"watermark":1,"idle":false}`},
+		"not json":      {"calls/1", `wm=1`},
+		"a tombstone":   {"calls/1", ``},
+	} {
+		if _, _, _, _, err := ParsePublished([]byte(rec[0]), []byte(rec[1])); !errors.Is(err, ErrPublished) {
+			t.Errorf("%s: ParsePublished(%q, %q) = %v, want ErrPublished", name, rec[0], rec[1], err)
+		}
 	}
 }
