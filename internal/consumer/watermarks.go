@@ -17,14 +17,17 @@ import (
 
 // peerReader reads the watermark topic of source.partitioning by_key with
 // watermark.scope global: every instance's published partition
-// watermarks, its own included, queued for the engine goroutine (which
+// watermarks, its own included, kept for the engine goroutine (which
 // hands them to the core: applyPeers). Safe for concurrent use.
 type peerReader struct {
 	topic string
 
-	mu    sync.Mutex // guards what follows
-	queue []peerValue
-	fatal error // a fetch error that retrying cannot fix
+	mu sync.Mutex // guards what follows
+	// pending is the latest value read of each partition since the
+	// engine goroutine last took them: only the latest counts, so a
+	// backlog (a long topic read at start) is one value per partition.
+	pending map[int32]peerValue
+	fatal   error // a fetch error that retrying cannot fix
 }
 
 // peerValue is one published value: an input partition's dense id, its
@@ -35,12 +38,13 @@ type peerValue struct {
 	idle bool
 }
 
-// take returns the values read since the last call and forgets them.
-func (r *peerReader) take() []peerValue {
+// take returns the latest value of each partition read since the last
+// call (nil if none) and forgets them.
+func (r *peerReader) take() map[int32]peerValue {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queue
-	r.queue = nil
+	q := r.pending
+	r.pending = nil
 	return q
 }
 
@@ -105,7 +109,12 @@ func (c *Consumer) readPeers(ctx context.Context) {
 		})
 		if len(vals) > 0 {
 			r.mu.Lock()
-			r.queue = append(r.queue, vals...)
+			if r.pending == nil {
+				r.pending = map[int32]peerValue{}
+			}
+			for _, v := range vals { // in offset order: the latest stays
+				r.pending[v.id] = v
+			}
 			r.mu.Unlock()
 		}
 	}
