@@ -456,7 +456,13 @@ func TestNotesListStateAndACLs(t *testing.T) {
 			"principal User:aggregator needs (delivery: exactly_once):",
 			"Topic calls-aggregator-state: Read, Write, Describe, DescribeConfigs\n",
 			"TransactionalId prefix calls-aggregator-",
-		}, []string{"Create\n", "Created at start"}},
+		}, []string{"Create\n", "Created at start", "watermarks"}},
+		"by_key": {parseValues(t, "config: {source: {partitioning: by_key}}"), []string{
+			"Watermark topic (each input partition's watermark, read by every pod): aggregator-watermarks,\ncompacted, with one partition. Created at start when missing.",
+			"Topic aggregator-watermarks: Read, Write, Describe, DescribeConfigs, Create\n",
+		}, nil},
+		"by_key, scope partition": {parseValues(t, "config: {source: {partitioning: by_key}, watermark: {scope: partition}}"), nil,
+			[]string{"watermarks"}},
 		"at_least_once": {parseValues(t, "config: {delivery: at_least_once}"), []string{
 			"needs (delivery: at_least_once):",
 			"Topic aggregator-changelog: Read, Write, Describe, DescribeConfigs, Create\n",

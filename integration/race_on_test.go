@@ -2,4 +2,6 @@
 
 package integration
 
+// raceEnabled reports whether the race detector is on: tests that take
+// long under it run fewer cases.
 const raceEnabled = true

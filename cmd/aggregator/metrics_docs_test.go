@@ -22,8 +22,9 @@ import (
 // documented. Rows marked "`at_least_once` only" are left out of the
 // exactly_once run, and rows marked "Schema Registry formats only" out of
 // both (the run reads JSON; internal/registry's tests cover its metric),
-// rows of "series only with `source.partitioning: repartition`" out of
-// the by_key run.
+// and rows of "series per source partition, once known" may be there or
+// not yet (their series appear once a source partition is known: a
+// marker read, a by_key partition assigned or published).
 func TestMetricsDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -39,17 +40,15 @@ func TestMetricsDocumented(t *testing.T) {
 				t.Fatalf("docs/operations.md documents %d metrics for %s, want its whole table", len(want), r.delivery)
 			}
 			got := metricsWhenReady(t, "AGGREGATOR_DELIVERY="+r.delivery, "AGGREGATOR_SOURCE_PARTITIONING="+r.partitioning)
-			if r.partitioning == "repartition" {
-				// Stage 1's first markers are produced and fetched around
-				// the ready line: the Kafka clients' families of that work
-				// (documented as appearing once a client has done it), and
-				// the families whose series are the sources those markers
-				// name, may be there or not yet.
-				later := perSourceMetrics(string(doc))
-				got = slices.DeleteFunc(got, func(name string) bool {
-					return strings.HasPrefix(name, "aggregator_kafka_") && !slices.Contains(want, name) || slices.Contains(later, name)
-				})
-			}
+			// Stage 1's first markers, and by_key's first published
+			// watermarks, are produced and fetched around the ready line:
+			// the Kafka clients' families of that work (documented as
+			// appearing once a client has done it), and the families whose
+			// series are the source partitions, may be there or not yet.
+			later := perSourceMetrics(string(doc))
+			got = slices.DeleteFunc(got, func(name string) bool {
+				return strings.HasPrefix(name, "aggregator_kafka_") && !slices.Contains(want, name) || slices.Contains(later, name)
+			})
 			if !slices.Equal(got, want) {
 				t.Errorf("/metrics before any record has\n%s\ndocs/operations.md documents\n%s",
 					strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -61,9 +60,10 @@ func TestMetricsDocumented(t *testing.T) {
 var metricRowRE = regexp.MustCompile("(?m)^\\| `(aggregator_[a-z_]+)` \\|([^\\n]*)$")
 
 // perSourceRow marks the rows of families whose series are source
-// partitions: they appear once stage 2 has read a marker, around the
-// ready line or after it.
-const perSourceRow = "series only with `source.partitioning: repartition`"
+// partitions: they appear once one is known (stage 2 read a marker, a
+// by_key partition was assigned or published), around the ready line or
+// after it.
+const perSourceRow = "series per source partition, once known"
 
 // perSourceMetrics returns the names of the rows marked perSourceRow.
 func perSourceMetrics(doc string) []string {

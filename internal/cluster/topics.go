@@ -129,6 +129,39 @@ func EnsureRepartition(ctx context.Context, adm *kadm.Client, topic string, part
 	return nil
 }
 
+// EnsureWatermarks checks the watermark topic of source.partitioning
+// by_key with watermark.scope global (state.watermark_topic), or creates
+// it compacted with one partition when sink.create_topics allows: every
+// instance reads all of it from its start, and compaction keeps the
+// latest value of each input partition. Another partition count or a
+// cleanup.policy without compact is ErrChangelogMismatch.
+func EnsureWatermarks(ctx context.Context, adm *kadm.Client, topic string, sink config.Sink) error {
+	details, missing, err := describeTopics(ctx, adm, []string{topic})
+	if err != nil {
+		return fmt.Errorf("check watermark topic: %w", err)
+	}
+	if len(missing) > 0 {
+		if !sink.CreateTopics {
+			return fmt.Errorf("%w: watermark topic %s (state.watermark_topic) does not exist and sink.create_topics is false: create it compacted with 1 partition",
+				ErrTopicsNotPermitted, topic)
+		}
+		return createTopic(ctx, adm, topic, 1, sink.ReplicationFactor, ChangelogTopicConfigs())
+	}
+	if got := len(details[topic].Partitions); got != 1 {
+		return fmt.Errorf("%w: watermark topic %s (state.watermark_topic) has %d partitions, it needs 1: delete it (the service creates it again) or name another one",
+			ErrChangelogMismatch, topic, got)
+	}
+	policy, err := cleanupPolicy(ctx, adm, topic)
+	if err != nil {
+		return fmt.Errorf("check watermark topic: %w", err)
+	}
+	if !slices.Contains(policy, "compact") {
+		return fmt.Errorf("%w: watermark topic %s (state.watermark_topic) has cleanup.policy=%s, which deletes the watermarks a new instance needs: set cleanup.policy=compact",
+			ErrChangelogMismatch, topic, strings.Join(policy, ","))
+	}
+	return nil
+}
+
 // ChangelogTopicConfigs are the configs EnsureChangelog gives a changelog
 // topic it creates: compacted, as a changelog holds the latest state per key.
 func ChangelogTopicConfigs() map[string]*string {

@@ -306,3 +306,49 @@ func TestEnsureRepartition(t *testing.T) {
 		t.Errorf("EnsureRepartition(missing, create_topics false) = %v, want ErrTopicsNotPermitted", err)
 	}
 }
+
+// TestEnsureWatermarks creates the watermark topic compacted with one
+// partition, finds it right the second time, and refuses one with more
+// partitions or without compaction (exit 2), saying what to do; without
+// sink.create_topics a missing one is an error.
+func TestEnsureWatermarks(t *testing.T) {
+	kc := kfake.MustCluster(kfake.NumBrokers(1))
+	defer kc.Close()
+	adm := newAdmin(t, kc)
+	sink := config.Sink{CreateTopics: true, Partitions: 3, ReplicationFactor: 1}
+	for range 2 {
+		if err := cluster.EnsureWatermarks(ctxTimeout(t), adm, "g-watermarks", sink); err != nil {
+			t.Fatalf("EnsureWatermarks(g-watermarks) = %v", err)
+		}
+	}
+	fresh := newAdmin(t, kc)
+	details, err := fresh.ListTopics(ctxTimeout(t), "g-watermarks")
+	if err != nil || len(details["g-watermarks"].Partitions) != 1 {
+		t.Fatalf("ListTopics() = %v, %v: want 1 partition (not sink.partitions)", details, err)
+	}
+	configs, err := fresh.DescribeTopicConfigs(ctxTimeout(t), "g-watermarks")
+	if err != nil || len(configs) != 1 || cleanupPolicy(configs[0]) != "compact" {
+		t.Errorf("DescribeTopicConfigs() = %v, %v: want cleanup.policy compact", configs, err)
+	}
+	for name, tt := range map[string]struct {
+		partitions int32
+		configs    map[string]string
+		want       string
+	}{
+		"two partitions": {2, map[string]string{"cleanup.policy": "compact"}, "watermark topic wm2 (state.watermark_topic) has 2 partitions, it needs 1"},
+		"not compacted":  {1, map[string]string{"cleanup.policy": "delete"}, "watermark topic wm1 (state.watermark_topic) has cleanup.policy=delete"},
+	} {
+		topic := fmt.Sprintf("wm%d", tt.partitions)
+		if err := kc.CreateTopic(topic, tt.partitions, tt.configs); err != nil {
+			t.Fatal(err)
+		}
+		err := cluster.EnsureWatermarks(ctxTimeout(t), adm, topic, sink)
+		if !errors.Is(err, cluster.ErrChangelogMismatch) || !strings.Contains(fmt.Sprint(err), tt.want) {
+			t.Errorf("%s: EnsureWatermarks = %v, want ErrChangelogMismatch with %q", name, err, tt.want)
+		}
+	}
+	err = cluster.EnsureWatermarks(ctxTimeout(t), adm, "other-watermarks", config.Sink{})
+	if !errors.Is(err, cluster.ErrTopicsNotPermitted) || !strings.Contains(fmt.Sprint(err), "other-watermarks") {
+		t.Errorf("EnsureWatermarks(missing, create_topics false) = %v, want ErrTopicsNotPermitted naming it", err)
+	}
+}

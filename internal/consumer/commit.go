@@ -55,6 +55,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 		return err
 	}
 	c.writer.Changelog(ctx, rd.Positions)
+	c.publish(ctx, rd.Watermarks) // with the positions: the state they describe is durable first
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
@@ -157,7 +158,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	rd := c.proc.Ready(true)
 	c.writer.Write(rd.Outputs)
 	offsets := c.offsets(rd.Offsets, rd1.Offsets)
-	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 && len(rd1.Outputs) == 0 {
+	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 && len(rd.Watermarks) == 0 && len(rd1.Outputs) == 0 {
 		// Nothing processed and nothing restored: the transaction holds
 		// no state change (outputs come from processed records or
 		// restored state, and both have a position). Ending it would cost
@@ -168,6 +169,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	}
 	c.writer.Changelog(ctx, rd.Changelog)
 	c.writer.Changelog(ctx, rd.Positions)
+	c.publish(ctx, rd.Watermarks) // in the transaction: a fenced instance publishes nothing
 	c.writer.Sync()
 	// A failed output ends the service unless the transaction can abort
 	// and the records be processed again: an output refused for itself

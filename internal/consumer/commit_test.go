@@ -201,6 +201,19 @@ func (h *txnHarness) wantResults() {
 	}
 }
 
+// wantPublished checks that a read_committed reader of the watermark
+// topic sees want (values, in order).
+func (h *txnHarness) wantPublished(want ...string) {
+	h.t.Helper()
+	if got := h.visible(h.c.cfg.State.WatermarkTopic); !slices.Equal(got, want) {
+		h.t.Errorf("read_committed reader of the watermark topic sees %q, want %q", got, want)
+	}
+}
+
+// published is the value of the watermark-topic record of the input
+// partition once every input record is applied.
+const published = `{"version":1,"watermark":10999,"idle":false}`
+
 // answer makes the broker answer the next request of kind key with the
 // response fill makes of it, instead of handling it.
 func (h *txnHarness) answer(key int16, fill func(req kmsg.Request) kmsg.Response) {
@@ -225,6 +238,11 @@ func TestCommitTransactionCommits(t *testing.T) {
 		t.Error("no transaction open after the commit")
 	}
 	h.wantResults()
+	h.wantPublished(published) // by_key, scope global: in the transaction, once
+	if err := h.commit(h.ctx); err != nil {
+		t.Fatalf("second commit = %v, want nil", err)
+	}
+	h.wantPublished(published) // nothing changed: nothing more
 }
 
 // TestCommitTransactionAborts: the brokers answer so that the transaction
@@ -292,6 +310,7 @@ func TestCommitTransactionAborts(t *testing.T) {
 			if got := h.visible(txnResults); len(got) != 0 {
 				t.Errorf("read_committed reader sees %q of the aborted transaction, want nothing", got)
 			}
+			h.wantPublished() // the watermark went with the aborted transaction
 			if off := h.committedOffset(); off != -1 {
 				t.Errorf("committed offset = %d after the abort, want none", off)
 			}
@@ -303,6 +322,7 @@ func TestCommitTransactionAborts(t *testing.T) {
 				t.Errorf("after the second commit: %v committed, restoring %v; want 1, false", committed, restoring)
 			}
 			h.wantResults()
+			h.wantPublished(published) // published again after the abort
 		})
 	}
 }
@@ -343,6 +363,7 @@ func TestCommitTransactionFenced(t *testing.T) {
 	if got := h.visible(txnResults); len(got) != 0 {
 		t.Errorf("read_committed reader sees %q of the fenced transaction, want nothing", got)
 	}
+	h.wantPublished() // a fenced instance publishes nothing
 	if off := h.committedOffset(); off != -1 {
 		t.Errorf("committed offset = %d, want none", off)
 	}

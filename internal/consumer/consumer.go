@@ -55,6 +55,9 @@ type Consumer struct {
 	writer  *producer.Writer
 	fetch   *fetcher
 	schemas schemaSource
+	// peers reads the watermark topic (by_key with watermark.scope
+	// global; nil otherwise).
+	peers *peerReader
 
 	mu    sync.Mutex // guards what follows; the engine goroutine holds it while processing
 	proc  *pipeline.Processor
@@ -128,6 +131,9 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 			return nil, fmt.Errorf("repartition: %w", err)
 		}
 		c.parts.input = &stage1{core: core, byID: map[int32]*partition{}, topic: cfg.State.RepartitionTopic}
+	}
+	if cfg.PublishesWatermarks() {
+		c.peers = &peerReader{topic: cfg.State.WatermarkTopic}
 	}
 	if cfg.UsesRegistry() {
 		if c.schemas.registry, err = registry.New(cfg.Source.SchemaRegistry, log, reg); err != nil {
@@ -208,6 +214,9 @@ func (c *Consumer) outputTopics() []string {
 		topics = append(topics, c.cfg.Sink.DeadLetterTopic)
 	}
 	topics = append(topics, c.cfg.State.ChangelogTopic)
+	if c.peers != nil {
+		topics = append(topics, c.peers.topic)
+	}
 	if c.parts.input != nil {
 		topics = append(topics, c.cfg.State.RepartitionTopic)
 	}
@@ -229,8 +238,17 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 		c.parts.base[t] = total
 		total += counts[i]
 	}
+	c.parts.group = total
 	if err := cluster.EnsureOutputs(ctx, adm, c.cfg.Sink); err != nil {
 		return err
+	}
+	if c.peers != nil {
+		if err := cluster.EnsureWatermarks(ctx, adm, c.peers.topic, c.cfg.Sink); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.proc.ShareWatermarks(total)
+		c.mu.Unlock()
 	}
 	s := c.parts.input
 	if s == nil {
@@ -262,7 +280,7 @@ func (c *Consumer) newClients(limits map[string]int32) error {
 	if err != nil {
 		return err
 	}
-	manual := changelogPartitioner{changelog: c.cfg.State.ChangelogTopic, outputs: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
+	manual := changelogPartitioner{changelog: c.cfg.State.ChangelogTopic, watermarks: c.cfg.State.WatermarkTopic, outputs: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
 	if c.parts.input != nil {
 		manual.repartition = c.parts.input.topic // the writer picks the partition: murmur2 of the group key, or every one for a marker
 	}
@@ -296,12 +314,12 @@ func (c *Consumer) newClients(limits map[string]int32) error {
 // names (its input partition's dense id) and the outputs as kgo's default
 // partitioner does (by key: a result's revisions stay in one partition).
 type changelogPartitioner struct {
-	changelog, repartition string
-	outputs                kgo.Partitioner
+	changelog, repartition, watermarks string
+	outputs                            kgo.Partitioner
 }
 
 func (p changelogPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	if topic == p.changelog || topic == p.repartition && p.repartition != "" {
+	if topic == p.changelog || topic == p.repartition && p.repartition != "" || topic == p.watermarks && p.watermarks != "" {
 		return kgo.ManualPartitioner().ForTopic(topic)
 	}
 	return p.outputs.ForTopic(topic)

@@ -12,9 +12,10 @@ type topicPartition struct {
 // and the dense id of each input topic's partition 0 (base: set once, by
 // connect, before the fetcher reads it).
 type partitions struct {
-	base map[string]int32
-	byTP map[topicPartition]*partition // of both stages
-	byID map[int32]*partition          // the pipeline's (with repartition: the repartition partitions)
+	base  map[string]int32
+	group int32                         // the input topics' partitions in all (set by connect, with base)
+	byTP  map[topicPartition]*partition // of both stages
+	byID  map[int32]*partition          // the pipeline's (with repartition: the repartition partitions)
 	// input is stage 1 of source.partitioning repartition, which owns the
 	// input partitions then; nil for by_key.
 	input *stage1

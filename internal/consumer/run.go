@@ -40,6 +40,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	fctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { f.run(fctx) })
+	if c.peers != nil {
+		wg.Go(func() { c.readPeers(fctx) })
+	}
 	err := c.consume(ctx, f)
 	stop()
 	for p := range f.ready {
@@ -59,7 +62,7 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 			f.free <- p
 			return nil
 		}
-		if err := errors.Join(p.fatal, c.kafka.auth.Err()); err != nil {
+		if err := errors.Join(p.fatal, c.kafka.auth.Err(), c.peers.err()); err != nil {
 			f.free <- p
 			return err
 		}
@@ -182,6 +185,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 		return false, err
 	}
 	c.writer.SetFetched(p.fetchedAt)
+	c.applyPeers()
 	if p.epoch == c.fetch.epoch.Load() {
 		c.apply(p)
 	}
@@ -283,6 +287,7 @@ func (c *Consumer) updateMetrics(now int64) {
 		}
 	}
 	c.sourceMetrics()
+	c.peerMetrics()
 }
 
 // checkUnfetched tells the pipeline (and stage 1) which partitions that

@@ -45,6 +45,7 @@ type Processor struct {
 	// table of source partitions per repartition partition. Its records
 	// do not move a generator, and stage 1 dead-lettered what had to be.
 	sources *watermark.Sources
+	share   *sharing // by_key with watermark.scope global in the service (see ShareWatermarks); nil otherwise
 	// ops is the window state: one operator, or one per partition
 	// (watermark.scope partition, and stage 2): see operators.
 	ops      operators
@@ -211,6 +212,7 @@ func (p *Processor) Revoke(partition int32) {
 		p.parts[partition] = partPos{}
 	}
 	p.conflicts.forget(partition)
+	p.sharedRevoke(partition)
 	p.advance(partition)
 }
 

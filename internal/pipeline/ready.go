@@ -38,6 +38,7 @@ func (p *Processor) ready(commit bool) ready.Ready {
 	if p.tracking {
 		rd.Changelog, rd.Positions = p.Checkpoint()
 	}
+	rd.Watermarks = p.published()
 	for id := range p.parts {
 		if pp := &p.parts[id]; pp.assigned && pp.restored && pp.next >= 0 {
 			rd.Offsets = append(rd.Offsets, ready.Offset{Partition: int32(id), Offset: pp.next})
@@ -58,7 +59,9 @@ func (p *Processor) Accept() { p.spareBuf, p.lastBuf = p.lastBuf[:0], nil }
 // over yet are dropped.
 func (p *Processor) Abort(now int64) {
 	p.ops.reset()
+	old := p.marks
 	p.marks = watermark.NewMerged(p.cfg.Watermark)
+	p.sharedAbort(old)
 	if p.sources != nil {
 		p.sources = watermark.NewSources(p.cfg.Watermark)
 	}

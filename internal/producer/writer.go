@@ -69,6 +69,9 @@ type Writer struct {
 	changelogDone    func(*kgo.Record, error) // its records' promise
 	changelogRecords prometheus.Counter
 
+	published   topicMetrics             // the watermark topic's (by_key with watermark.scope global)
+	publishDone func(*kgo.Record, error) // its records' promise
+
 	mu           sync.Mutex // guards what follows
 	err          error
 	otherFailure bool               // a failure since the last Discard or RewriteRefused was not per record
@@ -171,6 +174,18 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 			}
 			w.fail(fmt.Errorf("produce to repartition topic %s[%d]: %w", rec.Topic, rec.Partition, err))
 		}
+	}
+	if cfg.PublishesWatermarks() {
+		name := cfg.State.WatermarkTopic
+		w.published = topicMetrics{m.Produced.WithLabelValues(name), m.ProduceErrors.WithLabelValues(name)}
+	}
+	w.publishDone = func(r *kgo.Record, err error) {
+		if err == nil {
+			w.published.produced.Inc()
+			return
+		}
+		w.published.failed.Inc()
+		w.fail(fmt.Errorf("produce to watermark topic %s: %w", r.Topic, err))
 	}
 	w.changelogDone = func(r *kgo.Record, err error) {
 		if err != nil {
@@ -452,6 +467,16 @@ func (w *Writer) Changelog(ctx context.Context, recs []ready.Changelog) {
 		w.cl.Produce(ctx, kr, w.changelogDone)
 	}
 	w.changelogRecords.Add(float64(len(recs)))
+}
+
+// Publish produces records of the watermark topic, each to the partition
+// it names; a failure is the Writer's (Err), as Changelog's are. Called
+// from the engine goroutine; the client holds recs until it acknowledges
+// them.
+func (w *Writer) Publish(ctx context.Context, recs []kgo.Record) {
+	for i := range recs {
+		w.cl.Produce(ctx, &recs[i], w.publishDone)
+	}
 }
 
 // repartitionTopic is where stage 1 of source.partitioning repartition

@@ -13,7 +13,7 @@ import (
 )
 
 // A Ready is what the shell must make durable, in this order: Outputs,
-// then Changelog, then Positions; Offsets are committed last (with
+// then Changelog, then Positions and Watermarks; Offsets are committed last (with
 // exactly_once all of it is one transaction). A Ready without Commit set
 // holds Outputs only: they belong to the commit that follows. Its Outputs
 // are valid until the core's next Ready; the bytes of its changelog
@@ -25,12 +25,17 @@ type Ready struct {
 	Commit    bool        // the Ready ends a commit: the shell writes it all, then Accept or Abort
 	Changelog []Changelog // window state changed since the last commit
 	Positions []Changelog // per partition: input offset and watermark generator, after Changelog
-	Offsets   []Offset    // input offsets to commit, last
+	// Watermarks are, for the watermark topic (by_key with
+	// watermark.scope global), the owned partitions whose watermark or
+	// idleness changed since they were last published: Source is the
+	// partition's dense id, Count the group's partitions in all.
+	Watermarks []watermark.Mark
+	Offsets    []Offset // input offsets to commit, last
 }
 
 // Empty reports whether the Ready has nothing to write.
 func (r *Ready) Empty() bool {
-	return len(r.Outputs) == 0 && len(r.Changelog) == 0 && len(r.Positions) == 0 && len(r.Offsets) == 0
+	return len(r.Outputs) == 0 && len(r.Changelog) == 0 && len(r.Positions) == 0 && len(r.Watermarks) == 0 && len(r.Offsets) == 0
 }
 
 // Kind is what an output is.

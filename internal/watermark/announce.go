@@ -11,7 +11,8 @@ const Heartbeat = 10_000
 // idleness changed since its last marker, or whose last marker is
 // Heartbeat old (by the caller's clock). It is not safe for concurrent use.
 type Announcer struct {
-	last map[int32]announced
+	last  map[int32]announced
+	every int64 // the heartbeat, ms; 0: on change only
 }
 
 type announced struct {
@@ -21,7 +22,13 @@ type announced struct {
 }
 
 // NewAnnouncer returns an Announcer that has announced nothing.
-func NewAnnouncer() *Announcer { return &Announcer{last: map[int32]announced{}} }
+func NewAnnouncer() *Announcer { return &Announcer{last: map[int32]announced{}, every: Heartbeat} }
+
+// NewChangeAnnouncer returns an Announcer without a heartbeat: a partition
+// is announced only when its watermark or idleness changed since its last
+// announcement (the watermark topic is compacted and read from its start,
+// so a reader learns every partition without one).
+func NewChangeAnnouncer() *Announcer { return &Announcer{last: map[int32]announced{}} }
 
 // Due appends to dst the markers due at now for the partitions parts of
 // m (each with count, the number of source partitions), and takes them as
@@ -31,7 +38,7 @@ func (a *Announcer) Due(dst []Mark, m *Merged, parts []int32, count int32, now i
 	for _, p := range parts {
 		wm, idle := m.Partition(p)
 		last, ok := a.last[p]
-		if ok && last.wm == wm && last.idle == idle && now-last.at < Heartbeat {
+		if ok && last.wm == wm && last.idle == idle && (a.every == 0 || now-last.at < a.every) {
 			continue
 		}
 		a.last[p] = announced{wm: wm, idle: idle, at: now}

@@ -17,6 +17,7 @@ type Merged struct {
 	idleTimeout int64 // ms; 0 = partitions never go idle
 	idleAdvance bool
 	parts       []*partition // sorted by id; few enough that a scan beats a map
+	peers       *peers       // the group's other partitions (SharePeers); nil: W is over parts alone
 	w           int64
 }
 
@@ -66,6 +67,7 @@ func (m *Merged) partition(p int32, now int64) *partition {
 	i, ok := m.find(p)
 	if !ok {
 		m.parts = slices.Insert(m.parts, i, &partition{id: p, gen: m.newGenerator(), active: now})
+		m.peersChanged()
 	}
 	return m.parts[i]
 }
@@ -79,7 +81,15 @@ func (m *Merged) find(p int32) (int, bool) {
 func (m *Merged) Revoke(p int32) {
 	if i, ok := m.find(p); ok {
 		m.parts = slices.Delete(m.parts, i, i+1)
+		m.peersChanged()
 		m.recompute()
+	}
+}
+
+// peersChanged notes that the partitions that count as peers changed.
+func (m *Merged) peersChanged() {
+	if m.peers != nil {
+		m.peers.stale = true
 	}
 }
 
@@ -128,7 +138,8 @@ func (m *Merged) SetCaughtUp(p int32, caughtUp bool, now int64) {
 
 // Tick marks as idle every caught-up partition without activity for
 // idle_timeout, recomputes W, and when every partition is idle (or none is
-// assigned) applies idle_advance: W = max(W, now - max_out_of_orderness -
+// assigned; with SharePeers, every partition of the group, the published
+// ones by their last value) applies idle_advance: W = max(W, now - max_out_of_orderness -
 // idle_timeout).
 func (m *Merged) Tick(now int64) {
 	for _, part := range m.parts {
@@ -145,13 +156,18 @@ func (m *Merged) isIdle(part *partition, now int64) bool {
 	return m.idleTimeout > 0 && part.caughtUp && now-part.active >= m.idleTimeout
 }
 
-// recompute raises W to the minimum over active partitions and reports
-// whether there was any.
+// recompute raises W to the minimum over active partitions (the group's,
+// with SharePeers) and reports whether there was any.
 func (m *Merged) recompute() bool {
 	low, any := int64(math.MaxInt64), false
 	for _, part := range m.parts {
 		if !part.idle {
 			low, any = min(low, part.gen.Current()), true
+		}
+	}
+	if m.peers != nil {
+		if pl, active := m.peerLow(); active {
+			low, any = min(low, pl), true
 		}
 	}
 	if any {

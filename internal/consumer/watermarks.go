@@ -1,0 +1,205 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/cluster"
+	"aggregator/internal/metrics"
+	"aggregator/internal/watermark"
+)
+
+// peerReader reads the watermark topic of source.partitioning by_key with
+// watermark.scope global: every instance's published partition
+// watermarks, its own included, kept for the engine goroutine (which
+// hands them to the core: applyPeers). Safe for concurrent use.
+type peerReader struct {
+	topic string
+
+	mu sync.Mutex // guards what follows
+	// pending is the latest value read of each partition since the
+	// engine goroutine last took them: only the latest counts, so a
+	// backlog (a long topic read at start) is one value per partition.
+	pending map[int32]peerValue
+	fatal   error // a fetch error that retrying cannot fix
+}
+
+// peerValue is one published value: an input partition's dense id, its
+// watermark and idleness.
+type peerValue struct {
+	id   int32
+	wm   int64
+	idle bool
+}
+
+// take returns the latest value of each partition read since the last
+// call (nil if none) and forgets them.
+func (r *peerReader) take() map[int32]peerValue {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.pending
+	r.pending = nil
+	return q
+}
+
+// err is the fetch error that ends the service, if any.
+func (r *peerReader) err() error {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fatal
+}
+
+// readPeers reads the whole watermark topic from its start until ctx
+// ends, with a client of its own (no group, read_committed: a value is
+// seen once the commit that wrote it is).
+func (c *Consumer) readPeers(ctx context.Context) {
+	r := c.peers
+	opts := append(c.kafka.readOpts[:len(c.kafka.readOpts):len(c.kafka.readOpts)],
+		kgo.WithLogger(cluster.NewLogger(c.kafka.root, "kafka_watermarks")),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.topic: {0: kgo.NewOffset().AtStart()}}))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		r.mu.Lock()
+		r.fatal = fmt.Errorf("watermark topic %s: kafka client: %w", r.topic, err)
+		r.mu.Unlock()
+		return
+	}
+	defer cl.Close()
+	var lastWarn time.Time
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			if perm := cluster.Permanent(err); perm != nil {
+				r.mu.Lock()
+				if r.fatal == nil {
+					r.fatal = fmt.Errorf("read watermark topic %s: %w", topic, perm)
+				}
+				r.mu.Unlock()
+				return
+			}
+			if time.Since(lastWarn) >= time.Minute {
+				lastWarn = time.Now()
+				c.log.Warn().Err(err).Str("topic", topic).Int32("partition", partition).Msg("read the watermark topic; the client keeps retrying (the other instances' partitions hold the watermark where it is meanwhile)")
+			}
+		})
+		var vals []peerValue
+		fs.EachRecord(func(rec *kgo.Record) {
+			topic, n, wm, idle, err := watermark.ParsePublished(rec.Key, rec.Value)
+			id, ok := c.denseID(topic, n)
+			if err != nil || !ok {
+				// Another release's, or an input topic's partition this
+				// instance does not know (the topics changed): skipped.
+				c.log.Debug().Err(err).Str("topic", rec.Topic).Int64("offset", rec.Offset).Bytes("key", rec.Key).Msg("skip a record of the watermark topic")
+				return
+			}
+			vals = append(vals, peerValue{id: id, wm: wm, idle: idle})
+		})
+		if len(vals) > 0 {
+			r.mu.Lock()
+			if r.pending == nil {
+				r.pending = map[int32]peerValue{}
+			}
+			for _, v := range vals { // in offset order: the latest stays
+				r.pending[v.id] = v
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// denseID is the dense id of partition n of input topic topic; ok is
+// false for a topic that is not an input or a partition it does not have.
+func (c *Consumer) denseID(topic string, n int32) (id int32, ok bool) {
+	for i, t := range c.cfg.Source.Topics {
+		if t == topic {
+			id = c.parts.base[t] + n
+			return id, n >= 0 && id < c.inputEnd(i)
+		}
+	}
+	return 0, false
+}
+
+// inputEnd is the dense id after the last partition of the i-th input topic.
+func (c *Consumer) inputEnd(i int) int32 {
+	if i+1 < len(c.cfg.Source.Topics) {
+		return c.parts.base[c.cfg.Source.Topics[i+1]]
+	}
+	return c.parts.group
+}
+
+// applyPeers hands the published values read since the last call to the
+// core. c.mu is held.
+func (c *Consumer) applyPeers() {
+	if c.peers == nil {
+		return
+	}
+	for _, v := range c.peers.take() {
+		c.proc.Peer(v.id, v.wm, v.idle)
+	}
+}
+
+// publish produces the watermark topic's records of a commit Ready's
+// Watermarks (in the commit's transaction with exactly_once). c.mu is held.
+func (c *Consumer) publish(ctx context.Context, marks []watermark.Mark) {
+	if len(marks) == 0 || c.peers == nil {
+		return
+	}
+	recs := make([]kgo.Record, 0, len(marks))
+	for _, m := range marks {
+		topic, n, ok := c.topicPartition(m.Source)
+		if !ok {
+			continue
+		}
+		recs = append(recs, kgo.Record{Topic: c.peers.topic, Partition: 0,
+			Key: watermark.AppendPublishedKey(nil, topic, n), Value: watermark.AppendPublished(nil, m.Watermark, m.Idle)})
+	}
+	c.writer.Publish(ctx, recs)
+}
+
+// topicPartition is the input topic and partition of a dense id.
+func (c *Consumer) topicPartition(id int32) (topic string, n int32, ok bool) {
+	for i, t := range c.cfg.Source.Topics {
+		if b := c.parts.base[t]; b <= id && id < c.inputEnd(i) {
+			return t, id - b, true
+		}
+	}
+	return "", 0, false
+}
+
+// peerMetrics sets what this instance knows of the group's partitions
+// (by_key with watermark.scope global): each one's watermark (its own
+// partitions' live ones, the others' latest published), which one holds
+// the merged watermark, and how many have not been published yet.
+func (c *Consumer) peerMetrics() {
+	n := c.proc.Group()
+	if n == 0 {
+		return
+	}
+	holder, holderWm, unreported := -1, int64(1<<63-1), 0
+	for id := range n {
+		wm, idle, reported := c.proc.GroupPartition(id)
+		if !reported {
+			unreported++
+			continue
+		}
+		c.m.SourceWatermark.WithLabelValues(strconv.Itoa(int(id))).Set(metrics.Seconds(wm))
+		if !idle && wm < holderWm {
+			holder, holderWm = int(id), wm
+		}
+	}
+	c.m.SourcesUnreported.Set(float64(unreported))
+	c.m.WatermarkSource.Set(float64(holder))
+}

@@ -1,0 +1,100 @@
+package pipeline
+
+import "aggregator/internal/watermark"
+
+// sharing is what a processor of source.partitioning by_key with
+// watermark.scope global needs to share its partitions' watermarks with
+// the group's other instances through the watermark topic: which
+// partitions' values it published, so that each commit Ready carries the
+// ones that changed since, and the buffer those go in.
+type sharing struct {
+	announce *watermark.Announcer
+	buf      []watermark.Mark
+}
+
+// ShareWatermarks makes the processor one instance of a group whose input
+// has n partitions in all (dense ids 0 to n-1), sharing watermarks
+// through the watermark topic: its merged watermark is the minimum over
+// every partition of the group that is not idle, its own by their
+// generators and the others by the latest value Peer gave (minus infinity
+// until one did); each commit Ready's Watermarks hold its restored
+// partitions whose watermark or idleness changed since they were last
+// published. Call it before the first record; again if n changes.
+func (p *Processor) ShareWatermarks(n int32) {
+	p.marks.SharePeers(n)
+	if p.share == nil {
+		p.share = &sharing{announce: watermark.NewChangeAnnouncer()}
+	}
+	p.advanceMerged()
+}
+
+// Peer applies the latest published watermark and idleness of a
+// partition of the group (read from the watermark topic); it counts while
+// the partition is not assigned here. Windows may fire. A processor that
+// does not share watermarks ignores it.
+func (p *Processor) Peer(partition int32, wm int64, idle bool) {
+	if p.share == nil {
+		return
+	}
+	p.marks.Peer(partition, wm, idle)
+	p.advanceMerged()
+}
+
+// GroupPartition returns what the processor knows of a partition of the
+// group: an assigned partition's own watermark and idleness, else its
+// latest published value; reported is false for one neither assigned nor
+// published yet (it holds the watermark at minus infinity). Group is the
+// number of partitions (0 unless ShareWatermarks was called).
+func (p *Processor) GroupPartition(partition int32) (wm int64, idle, reported bool) {
+	return p.marks.GroupPartition(partition)
+}
+
+// Group is the number of partitions of the group sharing watermarks (0
+// unless ShareWatermarks was called).
+func (p *Processor) Group() int32 { return p.marks.Group() }
+
+// published is a commit Ready's Watermarks: the restored partitions
+// whose watermark or idleness changed since they were last published
+// (taken as published: Abort publishes them all again).
+func (p *Processor) published() []watermark.Mark {
+	if p.share == nil {
+		return nil
+	}
+	var ids []int32
+	for id := range p.parts {
+		if pp := &p.parts[id]; pp.assigned && pp.restored {
+			ids = append(ids, int32(id))
+		}
+	}
+	s := p.share
+	s.buf = s.announce.Due(s.buf[:0], p.marks, ids, p.marks.Group(), 0)
+	return s.buf
+}
+
+// sharedAbort carries what the other instances published over to the
+// fresh generators of an aborted commit, and publishes every partition
+// again at the next commit.
+func (p *Processor) sharedAbort(old *watermark.Merged) {
+	if p.share == nil {
+		return
+	}
+	p.marks.TakePeers(old)
+	p.share.announce.Reset()
+}
+
+// advanceMerged hands the merged watermark to the one operator, which
+// sharing watermarks implies (scope global): a peer's value moves every
+// partition's windows.
+func (p *Processor) advanceMerged() {
+	if !p.ops.perPartition {
+		p.ops.one.op.Advance(p.merged())
+	}
+}
+
+// sharedRevoke forgets what was published for a revoked partition: its
+// next owner publishes it, and this instance again if it comes back.
+func (p *Processor) sharedRevoke(partition int32) {
+	if p.share != nil {
+		p.share.announce.Forget(partition)
+	}
+}
