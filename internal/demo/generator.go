@@ -45,7 +45,15 @@ type GeneratorConfig struct {
 	MaxDisorder time.Duration
 	// The pipeline's settings, to place Stragglers and TooLate records.
 	OutOfOrderness, Lateness, WindowSize time.Duration
-	Seed                                 uint64
+	// LateMargin puts TooLate records this much further back (event
+	// time), and LateAfter makes none until the event clock has run that
+	// long (the first records are OnTime instead): a TooLate record is
+	// then late whatever order a consumer reads the partitions in, as
+	// long as it reads none of them more than LateMargin behind the
+	// others, and every partition has a record before the first one.
+	// Zero: a lateness and two windows back, from the first record.
+	LateMargin, LateAfter time.Duration
+	Seed                  uint64
 	// AvroSchemaID, when not 0, makes values Avro in the wire format with
 	// this schema id (AvroSchema in the registry) instead of JSON.
 	AvroSchemaID uint32
@@ -85,6 +93,9 @@ func (g *Generator) EventClock(now time.Time) time.Time {
 func (g *Generator) Next(now time.Time) Record {
 	sid := "sid_" + strconv.Itoa(g.rng.IntN(max(g.cfg.Keys, 1)))
 	class := g.class()
+	if class == TooLate && float64(now.Sub(g.start))*g.cfg.Speed < float64(g.cfg.LateAfter) {
+		class = OnTime
+	}
 	at := g.eventTime(g.EventClock(now), class)
 	callType := "success"
 	if class == Filtered {
@@ -129,14 +140,15 @@ func (g *Generator) class() Class {
 // eventTime places a record relative to the event clock. The watermark
 // trails the clock by OutOfOrderness and 1ms. A TooLate record (a lateness
 // and two windows further back) is past the cleanup of every window it
-// belongs to; a Straggler is behind the watermark but within lateness.
+// belongs to (LateMargin further back); a Straggler is behind the
+// watermark but within lateness.
 func (g *Generator) eventTime(clock time.Time, class Class) time.Time {
 	clock = clock.Truncate(time.Millisecond)
 	switch class {
 	case Straggler:
 		return time.UnixMilli(g.straggler(clock.UnixMilli() - g.cfg.OutOfOrderness.Milliseconds() - 1))
 	case TooLate:
-		return clock.Add(-g.cfg.OutOfOrderness - g.cfg.Lateness - 2*g.cfg.WindowSize)
+		return clock.Add(-g.cfg.OutOfOrderness - g.cfg.Lateness - 2*g.cfg.WindowSize - g.cfg.LateMargin)
 	}
 	if ms := g.cfg.MaxDisorder.Milliseconds(); ms > 0 {
 		return clock.Add(-time.Duration(g.rng.Int64N(ms)) * time.Millisecond)

@@ -217,3 +217,31 @@ func BenchmarkGeneratorNext(b *testing.B) {
 		g.Next(now)
 	}
 }
+
+// TestGeneratorLateMargin: with LateAfter no record is TooLate before the
+// event clock has run that long, and with LateMargin each is that much
+// further back than a lateness and two windows.
+func TestGeneratorLateMargin(t *testing.T) {
+	cfg := testConfig()
+	cfg.LateAfter, cfg.LateMargin = 3*time.Second, 40*time.Second
+	g := demo.NewGenerator(cfg, start)
+	back := cfg.OutOfOrderness + cfg.Lateness + 2*cfg.WindowSize + cfg.LateMargin
+	late := 0
+	for i := range 2000 {
+		now := start.Add(time.Duration(i) * 10 * time.Millisecond)
+		r := g.Next(now)
+		if r.Class != demo.TooLate {
+			continue
+		}
+		late++
+		if elapsed := now.Sub(start); elapsed < cfg.LateAfter {
+			t.Fatalf("too-late record %s %v after the start, want none before %v", r.Value, elapsed, cfg.LateAfter)
+		}
+		if lag := g.EventClock(now).Truncate(time.Millisecond).Sub(r.EventTime); lag != back {
+			t.Fatalf("too-late record %s is %v behind the event clock, want %v", r.Value, lag, back)
+		}
+	}
+	if late == 0 {
+		t.Error("no too-late record in 20s, want about 5%")
+	}
+}

@@ -3,7 +3,10 @@ package demo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,7 +106,9 @@ func Watch(ctx context.Context, cl *kgo.Client, b *Board) error {
 // Pipeline is what the view shows from the service's own metrics.
 type Pipeline struct {
 	Processed float64 // aggregator_records_total, every outcome
-	Watermark int64   // aggregator_watermark_seconds in ms; math.MinInt64 if none yet
+	// Watermark is aggregator_watermark_seconds in ms, the lowest over the
+	// instances that have one; math.MinInt64 if none has one yet.
+	Watermark int64
 }
 
 // ReadPipeline reads the service's metrics from g, so the view shows what
@@ -122,11 +127,67 @@ func ReadPipeline(g prometheus.Gatherer) (Pipeline, error) {
 			}
 		case "aggregator_watermark_seconds":
 			for _, m := range f.GetMetric() {
-				p.Watermark = watermarkMillis(m.GetGauge().GetValue())
+				if wm := watermarkMillis(m.GetGauge().GetValue()); wm != math.MinInt64 && (p.Watermark == math.MinInt64 || wm < p.Watermark) {
+					p.Watermark = wm
+				}
 			}
 		}
 	}
 	return p, nil
+}
+
+// InstanceLabel is the label that tells apart the metrics of the service
+// instances `demo --instances N` runs in one process: 1 to N.
+const InstanceLabel = "demo_instance"
+
+// Instance is one service instance as its metrics show it.
+type Instance struct {
+	Name       string  // its InstanceLabel value
+	Partitions []int32 // the partitions of the input topic it holds, ascending
+}
+
+// ReadInstances returns, for each value of InstanceLabel in g (by name,
+// numbers in order), the partitions of topic that instance holds: those
+// with an aggregator_partition_watermark_seconds series, which an
+// instance keeps for each partition it is assigned.
+func ReadInstances(g prometheus.Gatherer, topic string) ([]Instance, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	byName := map[string]*Instance{}
+	note := func(name string) *Instance {
+		if byName[name] == nil {
+			byName[name] = &Instance{Name: name}
+		}
+		return byName[name]
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			name, ok := labels[InstanceLabel]
+			if !ok {
+				continue
+			}
+			in := note(name)
+			if f.GetName() != "aggregator_partition_watermark_seconds" || labels["topic"] != topic {
+				continue
+			}
+			if p, err := strconv.ParseInt(labels["partition"], 10, 32); err == nil {
+				in.Partitions = append(in.Partitions, int32(p))
+			}
+		}
+	}
+	out := make([]Instance, 0, len(byName))
+	for _, name := range slices.SortedFunc(maps.Keys(byName), naturalCompare) {
+		in := byName[name]
+		slices.Sort(in.Partitions)
+		out = append(out, *in)
+	}
+	return out, nil
 }
 
 // watermarkMillis turns the gauge back into ms. The gauge starts at 0 and
