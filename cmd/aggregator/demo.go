@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,7 @@ type demoFlags struct {
 	rate         float64
 	keys         int
 	partitions   int
+	instances    int
 	duration     time.Duration
 	lateFraction float64
 	speed        float64
@@ -55,6 +57,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.Float64Var(&f.rate, "rate", 50, "records per second to generate")
 	fs.IntVar(&f.keys, "keys", 8, "distinct keys (sid_0, sid_1, ...)")
 	fs.IntVar(&f.partitions, "partitions", 3, "partitions of the input and output topics")
+	fs.IntVar(&f.instances, "instances", 1, "service instances to run in one group, sharing the input's partitions (at most --partitions)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
 	fs.Float64Var(&f.lateFraction, "late-fraction", 0.02, "share of records generated too late for their windows (late events, in the late topic; with --window session only those that join no open session of their key), and as many stragglers (late firings)")
 	fs.Float64Var(&f.speed, "speed", 1, "event-time seconds per wall-clock second")
@@ -72,6 +75,8 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 		return f, fmt.Errorf("%w: demo: --rate %v: must be positive", errUsage, f.rate)
 	case f.keys < 1 || f.partitions < 1:
 		return f, fmt.Errorf("%w: demo: --keys and --partitions must be at least 1", errUsage)
+	case f.instances < 1 || f.instances > f.partitions:
+		return f, fmt.Errorf("%w: demo: --instances %d: must be from 1 to --partitions (%d): an instance without a partition does no work", errUsage, f.instances, f.partitions)
 	case f.lateFraction < 0 || f.lateFraction > 0.5:
 		return f, fmt.Errorf("%w: demo: --late-fraction %v: must be in [0, 0.5]", errUsage, f.lateFraction)
 	case f.speed <= 0:
@@ -96,6 +101,13 @@ const (
 	demoLateness   = 2 * time.Second
 	demoIdle       = 3 * time.Second
 	demoInputTopic = "calls"
+	// demoReadSkew is how far (wall clock) a consumer may read one
+	// partition behind another without a too-late record being judged
+	// against a watermark held back that far: a loaded machine (CI) stalls
+	// a consumer for seconds, and it then reads the backlog partition by
+	// partition. demoLateAfter is when too-late records start.
+	demoReadSkew  = 10 * time.Second
+	demoLateAfter = 3 * time.Second
 )
 
 // demoWindows is the window block of each --window type (allowed
@@ -238,10 +250,15 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		kafka.where += " · in-process Schema Registry (srfake) at " + registry.url
 	}
 	log := newLogger(cfg.Log, stderr)
-	if err := createInput(ctx, cfg, int32(f.partitions), kafka.replication, log); err != nil {
+	created, err := createInput(ctx, cfg, int32(f.partitions), kafka.replication, log)
+	if err != nil {
 		return err
 	}
-	return runDemo(ctx, stop, f, cfg, kafka.where, registry.schemaID, log, stdout)
+	checkNote := demoCheckNote(f)
+	if !created && checkNote == "" {
+		checkNote = "none: topic " + demoInputTopic + " was there before, with what an earlier run left in it"
+	}
+	return runDemo(ctx, stop, f, cfg, kafka.where, registry.schemaID, checkNote, log, stdout)
 }
 
 // demoRegistry is the Schema Registry of --format avro: srfake, an
@@ -287,22 +304,26 @@ func startKafka(f demoFlags) (demoKafka, error) {
 	return demoKafka{brokers: addrs, where: "in-process kfake at " + strings.Join(addrs, ","), replication: 1, close: kc.Close}, nil
 }
 
-// createInput creates the input topic unless it exists; the pipeline
-// creates its output topics itself (sink.create_topics).
-func createInput(ctx context.Context, cfg config.Config, partitions int32, replication int16, log zerolog.Logger) error {
+// createInput creates the input topic unless it exists, and reports
+// whether it did; the pipeline creates its output topics itself
+// (sink.create_topics).
+func createInput(ctx context.Context, cfg config.Config, partitions int32, replication int16, log zerolog.Logger) (bool, error) {
 	cl, err := newDemoClient(cfg, log, "kafka_demo_admin")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer cl.Close()
 	resp, err := kadm.AnyE(kadm.NewClient(cl).CreateTopics(ctx, partitions, replication, nil, demoInputTopic))
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", demoInputTopic, err)
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("create topic %s: %w", demoInputTopic, err)
 	}
-	return nil
+	return true, nil
 }
 
 func newDemoClient(cfg config.Config, log zerolog.Logger, component string, opts ...kgo.Opt) (*kgo.Client, error) {
@@ -317,37 +338,107 @@ func newDemoClient(cfg config.Config, log zerolog.Logger, component string, opts
 	return cl, nil
 }
 
+// demoInstances are the service instances of one demo, all in one group.
+type demoInstances []*consumer.Consumer
+
+// newDemoInstances makes f.instances consumers of cfg. With several, each
+// reports its metrics to reg with its own demopkg.InstanceLabel (1 to N)
+// and logs with a demo_instance field.
+func newDemoInstances(f demoFlags, cfg config.Config, log zerolog.Logger, reg prometheus.Registerer) (demoInstances, error) {
+	pipes := make(demoInstances, 0, f.instances)
+	for i := range f.instances {
+		r, l := reg, log
+		if f.instances > 1 {
+			name := strconv.Itoa(i + 1)
+			r = prometheus.WrapRegistererWith(prometheus.Labels{demopkg.InstanceLabel: name}, reg)
+			l = log.With().Str(demopkg.InstanceLabel, name).Logger()
+		}
+		pipe, err := consumer.New(cfg, l, r)
+		if err != nil {
+			pipes.close()
+			return nil, fmt.Errorf("consumer: %w", err)
+		}
+		pipes = append(pipes, pipe)
+	}
+	return pipes, nil
+}
+
+// ready reports whether every instance is ready (/readyz).
+func (ps demoInstances) ready() bool {
+	for _, p := range ps {
+		if !p.Ready() {
+			return false
+		}
+	}
+	return true
+}
+
+func (ps demoInstances) close() {
+	for _, p := range ps {
+		p.Close()
+	}
+}
+
+// run runs every instance until ctx is done; fail is told each error.
+func (ps demoInstances) run(ctx context.Context, fail func(error)) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			if errs[i] = p.Run(ctx); errs[i] != nil {
+				fail(errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// drain drains every instance at once: one that left the group first
+// would hand its partitions to the others while they drain.
+func (ps demoInstances) drain(ctx context.Context) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { errs[i] = p.Drain(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // runDemo runs the pipeline exactly as serve does (consumer.New, Run,
-// Drain), with the generator feeding it and the view reading its output.
-func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, schemaID uint32, log zerolog.Logger, stdout io.Writer) error {
+// Drain), --instances times in one group, with the generator feeding it,
+// the view reading its output and, unless checkNote says why not, the
+// one-instance reference run beside it.
+func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, schemaID uint32, checkNote string, log zerolog.Logger, stdout io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	reg := newRegistry()
-	pipe, err := consumer.New(cfg, log, reg)
+	pipes, err := newDemoInstances(f, cfg, log, reg)
 	if err != nil {
-		return fmt.Errorf("consumer: %w", err)
+		return err
 	}
-	srv, err := serveHTTP(f.listen, reg, pipe.Ready)
+	srv, err := serveHTTP(f.listen, reg, pipes.ready)
 	if err != nil {
-		pipe.Close()
+		pipes.close()
 		return busyHint(err, f.listen)
 	}
 	source, watcher, err := demoClients(cfg, log, f, schemaID)
 	if err != nil {
-		pipe.Close()
+		pipes.close()
 		return errors.Join(err, srv.Shutdown(context.Background()))
 	}
 	defer source.Client.Close()
 	defer watcher.Close()
 
 	board := demopkg.NewBoard(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic)
+	var check *demopkg.Check
+	if checkNote == "" {
+		check = demopkg.NewCheck(cfg.Window.AllowedLateness.Milliseconds())
+	}
 	var work, watching sync.WaitGroup
-	var runErr, sourceErr, watchErr error
-	work.Go(func() {
-		if runErr = pipe.Run(ctx); runErr != nil {
-			cancel(runErr)
-		}
-	})
+	var runErr, sourceErr, watchErr, refErr error
+	work.Go(func() { runErr = pipes.run(ctx, cancel) })
 	work.Go(func() {
 		if sourceErr = source.Run(ctx); sourceErr != nil {
 			cancel(sourceErr)
@@ -355,22 +446,30 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 	})
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	watching.Go(func() {
-		if watchErr = demopkg.Watch(watchCtx, watcher, board); watchErr != nil {
+		if watchErr = demopkg.Watch(watchCtx, watcher, board, check); watchErr != nil {
 			cancel(watchErr)
 		}
 	})
+	if check != nil { // it reads the input to its end: it stops with the watcher
+		watching.Go(func() {
+			if refErr = runReference(watchCtx, cfg, log, check); refErr != nil {
+				cancel(refErr)
+			}
+		})
+	}
 
 	v := newView(stdout, f, where, metricsURL(srv.Addr), cfg, source, board, reg)
+	v.check, v.state.CheckNote = check, checkNote
 	v.loop(ctx)
 	work.Wait()
 	stop() // from here a second Ctrl-C kills the process at once
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer dcancel()
-	drainErr := pipe.Drain(dctx)
+	drainErr := pipes.drain(dctx)
 	stopWatch()
 	watching.Wait()
 	v.draw(true)
-	return errors.Join(runErr, sourceErr, watchErr, drainErr, srv.Shutdown(dctx))
+	return errors.Join(runErr, sourceErr, watchErr, refErr, drainErr, srv.Shutdown(dctx))
 }
 
 // demoClients makes the generator's producer and the output reader.
@@ -393,14 +492,25 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 	}
 	start := time.Now()
 	windowSize := demoWindow // stragglers land in the latest window that fired
-	if f.window == "session" {
+	switch f.window {
+	case "session":
 		windowSize = demoGap // a straggler's own window then reaches a fired session: a merge after firing
+	case "sliding":
+		// In the latest slide that fired: every window holding it is then
+		// within its lateness, whatever the watermark is by then (the
+		// earliest of them ends with that slide), so none of them is late
+		// on one instance and open on another.
+		windowSize = time.Second
 	}
 	gcfg := demopkg.GeneratorConfig{
 		Keys: f.keys, LateFraction: f.lateFraction, StragglerFraction: f.lateFraction,
 		MalformedFraction: 0.01, FilteredFraction: 0.05, Speed: f.speed,
 		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: windowSize,
 		Seed: f.seed, AvroSchemaID: schemaID,
+		// Too-late records are late whatever order the instances (and the
+		// reference run) read the partitions in, with up to demoReadSkew
+		// between them, and start once every partition has records.
+		LateMargin: time.Duration(float64(demoReadSkew) * f.speed), LateAfter: time.Duration(float64(demoLateAfter) * f.speed),
 	}
 	if f.window == "calendar" {
 		// Too late records go back two days and a lateness, past any
@@ -408,6 +518,7 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 		// windows, not local days: none.
 		gcfg.Speed, gcfg.Origin = f.speed*demoDaySpeed, demoOrigin()
 		gcfg.Lateness, gcfg.WindowSize, gcfg.StragglerFraction = demoDayLateness, 24*time.Hour, 0
+		gcfg.LateMargin, gcfg.LateAfter = 0, time.Duration(float64(demoLateAfter)*gcfg.Speed) // two days back are 48s of wall clock
 	}
 	gen := demopkg.NewGenerator(gcfg, start)
 	src := &demopkg.Source{Client: producer, Topic: demoInputTopic, Gen: gen, Rate: f.rate, Clock: time.Now}
@@ -445,6 +556,7 @@ type view struct {
 	source   *demopkg.Source
 	board    *demopkg.Board
 	reg      prometheus.Gatherer
+	check    *demopkg.Check // nil: no one-instance check
 	lastTick time.Time
 }
 
@@ -506,6 +618,16 @@ func (v *view) draw(final bool) {
 		s.Processed, s.Watermark = p.Processed, p.Watermark
 	}
 	s.Tally = v.board.Snapshot()
+	// The last frame keeps the partitions as they were before the drain:
+	// the instance that leaves the group first hands its partitions to
+	// those still draining.
+	if ins, err := demopkg.ReadInstances(v.reg, demoInputTopic); err == nil && !final {
+		s.Instances = ins
+	}
+	if v.check != nil {
+		t := v.check.Tally()
+		s.Check = &t
+	}
 	s.Width, s.Lines = v.size()
 	if dt := now.Sub(v.lastTick).Seconds(); dt > 0 {
 		s.SentRate = float64(s.Sent.Total()-prevSent) / dt

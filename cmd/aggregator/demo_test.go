@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,17 +72,20 @@ func TestDemoWindowConfigs(t *testing.T) {
 
 func TestParseDemoFlagsErrors(t *testing.T) {
 	tests := map[string][]string{
-		"negative rate":       {"--rate", "-1"},
-		"no keys":             {"--keys", "0"},
-		"late fraction > 0.5": {"--late-fraction", "0.9"},
-		"zero speed":          {"--speed", "0"},
-		"unknown flag":        {"--nope"},
-		"unknown window":      {"--window", "hopping"},
-		"count, early":        {"--window", "count", "--early", "1s"},
-		"negative early":      {"--early", "-1s"},
-		"early below a ms":    {"--early", "1500us"},
-		"argument":            {"extra"},
-		"unknown format":      {"--format", "protobuf"},
+		"negative rate":                  {"--rate", "-1"},
+		"no keys":                        {"--keys", "0"},
+		"late fraction > 0.5":            {"--late-fraction", "0.9"},
+		"zero speed":                     {"--speed", "0"},
+		"unknown flag":                   {"--nope"},
+		"unknown window":                 {"--window", "hopping"},
+		"count, early":                   {"--window", "count", "--early", "1s"},
+		"negative early":                 {"--early", "-1s"},
+		"early below a ms":               {"--early", "1500us"},
+		"argument":                       {"extra"},
+		"unknown format":                 {"--format", "protobuf"},
+		"no instances":                   {"--instances", "0"},
+		"more instances than partitions": {"--instances", "4"},
+		"instances above --partitions":   {"--partitions", "2", "--instances", "3"},
 	}
 	for name, args := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -166,4 +170,98 @@ func summaryField(t *testing.T, line, name string) int {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n
+}
+
+// TestDemoInstances runs `aggregator demo --instances N` in-process: N
+// service instances in one group share the input's 3 partitions, and the
+// view's check finds their results equal to the one-instance reference
+// run's, window by window. It waits (with a deadline) until every instance
+// holds a partition and two windows of every key have been compared, then
+// stops the demo as Ctrl-C would and reads the last summary line: a
+// loaded machine makes the run longer, not the check weaker. Sliding
+// windows with 3 instances: a straggler is in 5 windows at once.
+func TestDemoInstances(t *testing.T) {
+	for _, tt := range []struct {
+		instances int
+		window    string
+	}{{2, "tumbling"}, {3, "sliding"}} {
+		t.Run(fmt.Sprintf("%d %s", tt.instances, tt.window), func(t *testing.T) {
+			t.Parallel() // its own broker; mostly waits on the wall clock
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var stdout, stderr syncBuffer
+			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window,
+				"--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, args, nil, nil, &stdout, &stderr) }()
+
+			// Two windows of each of the 8 keys compared after the first
+			// late events (they start 3 s in), every instance holding a
+			// partition.
+			const windows = 16
+			spread := regexp.MustCompile(`\binstances=` + strconv.Itoa(tt.instances) + ` partitions=(\d+:[\d,]+;?)+ `)
+			deadline := time.Now().Add(2 * time.Minute)
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			want := -1 // windows compared to wait for, once late events came
+			for last := ""; ; {
+				if last = stdout.lastLine(); strings.Contains(last, " compared=") {
+					compared := summaryField(t, last, "compared")
+					if want < 0 && summaryField(t, last, "late") > 0 {
+						want = compared + windows
+					}
+					if want >= 0 && compared >= want && spread.MatchString(last) {
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after 2 minutes, want every instance holding a partition and %d windows compared after the first late events; last summary:\n%s\nstderr:\n%s", windows, last, stderr.String())
+				}
+				select {
+				case err := <-done:
+					t.Fatalf("run(%q) ended early: %v; stdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+				case <-tick.C:
+				}
+			}
+			cancel() // as Ctrl-C: the instances drain, the last frame is drawn
+			if err := <-done; err != nil {
+				t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
+			}
+			last := stdout.lastLine()
+			if n := summaryField(t, last, "compared"); n < want || summaryField(t, last, "differ") != 0 {
+				t.Errorf("last summary %q: want %d windows or more compared, none differing", last, want)
+			}
+			for _, field := range []string{"late", "dead_letters", "late_firings"} {
+				if summaryField(t, last, field) < 1 {
+					t.Errorf("last summary %q: %s = 0, want the input's late records, stragglers and malformed records seen", last, field)
+				}
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer the demo writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lastLine is the last complete line written, "" before the first.
+func (s *syncBuffer) lastLine() string {
+	text := s.String()
+	text = text[:strings.LastIndexByte(text, '\n')+1]
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	return lines[len(lines)-1]
 }

@@ -83,9 +83,10 @@ func (s *Source) produce(ctx context.Context, r Record, fail func(error)) {
 }
 
 // Watch reads the output topics with cl (a read_committed consumer of
-// them) into b until ctx is done. It returns the first value the Board
-// rejects, or nil once ctx is done.
-func Watch(ctx context.Context, cl *kgo.Client, b *Board) error {
+// them) into b, and the results topic's records into c as the Service's
+// unless c is nil, until ctx is done. It returns the first record the
+// Board or the Check rejects, or nil once ctx is done.
+func Watch(ctx context.Context, cl *kgo.Client, b *Board, c *Check) error {
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -93,7 +94,11 @@ func Watch(ctx context.Context, cl *kgo.Client, b *Board) error {
 		}
 		var err error
 		fetches.EachRecord(func(r *kgo.Record) {
-			if e := b.Observe(r.Topic, r.Value); e != nil && err == nil {
+			e := b.Observe(r.Topic, r.Value)
+			if c != nil && r.Topic == b.results && e == nil {
+				e = c.Observe(Service, r.Key, r.Value)
+			}
+			if e != nil && err == nil {
 				err = e
 			}
 		})

@@ -300,6 +300,9 @@ func Summary(s State) string {
 	}
 	if c := s.Check; c != nil {
 		line += fmt.Sprintf(" compared=%d differ=%d", c.Compared, c.Differ)
+		if c.Differ > 0 {
+			line += fmt.Sprintf(" first_diff=%q", c.FirstDiff)
+		}
 	}
 	return line + fmt.Sprintf(" kafka=%q metrics=%s", s.Brokers, s.MetricsURL)
 }
