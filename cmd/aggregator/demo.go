@@ -107,7 +107,7 @@ const (
 	// a consumer for seconds, and it then reads the backlog partition by
 	// partition. demoLateAfter is when too-late records start.
 	demoReadSkew  = 10 * time.Second
-	demoLateAfter = 3 * time.Second
+	demoLateAfter = time.Second
 )
 
 // demoWindows is the window block of each --window type (allowed
@@ -363,6 +363,50 @@ func newDemoInstances(f demoFlags, cfg config.Config, log zerolog.Logger, reg pr
 	return pipes, nil
 }
 
+// waitForInstances waits until every instance is ready and, with
+// several, each holds a partition and none is held twice: the generator
+// starts then, so that no instance meets a backlog in which some
+// partitions' records come before any of another's (its watermark then
+// holds nothing of the other partition, and too-late records would be
+// aggregated). It reports false if ctx ended first.
+func waitForInstances(ctx context.Context, pipes demoInstances, g prometheus.Gatherer) bool {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !pipes.ready() || !spread(pipes, g) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// spread reports whether, with several instances, each holds a partition
+// of the input topic and none is held by two.
+func spread(pipes demoInstances, g prometheus.Gatherer) bool {
+	if len(pipes) == 1 {
+		return true
+	}
+	ins, err := demopkg.ReadInstances(g, demoInputTopic)
+	if err != nil || len(ins) != len(pipes) {
+		return false
+	}
+	held := map[int32]bool{}
+	for _, in := range ins {
+		if len(in.Partitions) == 0 {
+			return false
+		}
+		for _, p := range in.Partitions {
+			if held[p] {
+				return false
+			}
+			held[p] = true
+		}
+	}
+	return true
+}
+
 // ready reports whether every instance is ready (/readyz).
 func (ps demoInstances) ready() bool {
 	for _, p := range ps {
@@ -423,7 +467,7 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 		pipes.close()
 		return busyHint(err, f.listen)
 	}
-	source, watcher, err := demoClients(cfg, log, f, schemaID)
+	source, newGen, watcher, err := demoClients(cfg, log, f, schemaID)
 	if err != nil {
 		pipes.close()
 		return errors.Join(err, srv.Shutdown(context.Background()))
@@ -440,6 +484,10 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 	var runErr, sourceErr, watchErr, refErr error
 	work.Go(func() { runErr = pipes.run(ctx, cancel) })
 	work.Go(func() {
+		if !waitForInstances(ctx, pipes, reg) {
+			return
+		}
+		source.Gen = newGen(time.Now())
 		if sourceErr = source.Run(ctx); sourceErr != nil {
 			cancel(sourceErr)
 		}
@@ -472,15 +520,16 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 	return errors.Join(runErr, sourceErr, watchErr, refErr, drainErr, srv.Shutdown(dctx))
 }
 
-// demoClients makes the generator's producer and the output reader.
-// demoClients makes the generator's producer and the output reader; a
-// schemaID other than 0 makes the generator write Avro with it.
-func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID uint32) (*demopkg.Source, *kgo.Client, error) {
+// demoClients makes the generator's producer (a Source without its
+// Generator yet: newGen makes the one that starts at a given time) and
+// the output reader; a schemaID other than 0 makes the generator write
+// Avro with it.
+func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID uint32) (src *demopkg.Source, newGen func(time.Time) *demopkg.Generator, watcher *kgo.Client, err error) {
 	producer, err := newDemoClient(cfg, log, "kafka_demo_producer", kgo.ProducerLinger(10*time.Millisecond))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	watcher, err := newDemoClient(cfg, log, "kafka_demo_reader",
+	watcher, err = newDemoClient(cfg, log, "kafka_demo_reader",
 		kgo.ConsumeTopics(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -488,9 +537,8 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 	)
 	if err != nil {
 		producer.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	start := time.Now()
 	windowSize := demoWindow // stragglers land in the latest window that fired
 	switch f.window {
 	case "session":
@@ -520,9 +568,8 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 		gcfg.Lateness, gcfg.WindowSize, gcfg.StragglerFraction = demoDayLateness, 24*time.Hour, 0
 		gcfg.LateMargin, gcfg.LateAfter = 0, time.Duration(float64(demoLateAfter)*gcfg.Speed) // two days back are 48s of wall clock
 	}
-	gen := demopkg.NewGenerator(gcfg, start)
-	src := &demopkg.Source{Client: producer, Topic: demoInputTopic, Gen: gen, Rate: f.rate, Clock: time.Now}
-	return src, watcher, nil
+	src = &demopkg.Source{Client: producer, Topic: demoInputTopic, Rate: f.rate, Clock: time.Now}
+	return src, func(start time.Time) *demopkg.Generator { return demopkg.NewGenerator(gcfg, start) }, watcher, nil
 }
 
 // busyHint explains a busy --listen address, the one likely failure of

@@ -37,8 +37,11 @@ func demoCheckNote(f demoFlags) string {
 // results with: replay --kcat's engine (one state per group key across
 // the partitions, the watermark the minimum over all of them) over the
 // input topic as it grows, read by a plain consumer of every partition.
-// It hands every result it computes, encoded as the service encodes it,
-// to check, until ctx is done.
+// It processes the records in the order the generator produced them
+// (demopkg.SeqHeader), holding back those that come early: what one
+// instance that kept up would have read, however far behind this reader
+// falls. It hands every result it computes, encoded as the service
+// encodes it, to check, until ctx is done.
 func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, check *demopkg.Check) error {
 	proc, err := pipeline.New(cfg)
 	if err != nil {
@@ -92,6 +95,8 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 		}
 		return nil
 	}
+	var next int64                   // the sequence number to process next
+	early := map[int64]*kgo.Record{} // read before next
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -112,6 +117,15 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 			}
 		}
 		for _, r := range recs {
+			seq, ok := demopkg.Seq(r)
+			if !ok {
+				continue // not the generator's: the check is off for an input topic used before
+			}
+			early[seq] = r
+		}
+		for r := early[next]; r != nil; r = early[next] {
+			delete(early, next)
+			next++
 			in := pipeline.Input{Topic: r.Topic, Partition: r.Partition, KafkaPartition: r.Partition, Offset: r.Offset,
 				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
 			proc.Process(&in, now)

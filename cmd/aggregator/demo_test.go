@@ -191,13 +191,13 @@ func TestDemoInstances(t *testing.T) {
 			defer cancel()
 			var stdout, stderr syncBuffer
 			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window,
-				"--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
+				"--speed", "4", "--rate", "100", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
 			done := make(chan error, 1)
 			go func() { done <- run(ctx, args, nil, nil, &stdout, &stderr) }()
 
 			// Two windows of each of the 8 keys compared after the first
-			// late events (they start 3 s in), every instance holding a
-			// partition.
+			// late events (they start 1 s after the instances hold their
+			// partitions), every instance holding a partition.
 			const windows = 16
 			spread := regexp.MustCompile(`\binstances=` + strconv.Itoa(tt.instances) + ` partitions=(\d+:[\d,]+;?)+ `)
 			deadline := time.Now().Add(2 * time.Minute)

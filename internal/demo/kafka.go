@@ -26,6 +26,23 @@ type Source struct {
 	Clock  func() time.Time // the wall clock; the generator's event clock follows it
 
 	sent [Filtered + 1]atomic.Int64
+	seq  int64 // of the next record (Run's goroutine only)
+}
+
+// SeqHeader is the header in which Source numbers its records from 0, in
+// the order it produces them across partitions: a reader that processes
+// them in that order reads them as one consumer that kept up would.
+const SeqHeader = "demo.seq"
+
+// Seq returns the SeqHeader number of r, and whether it has one.
+func Seq(r *kgo.Record) (int64, bool) {
+	for _, h := range r.Headers {
+		if h.Key == SeqHeader {
+			n, err := strconv.ParseInt(string(h.Value), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // Sent returns how many records of each class were acknowledged.
@@ -72,7 +89,9 @@ func (s *Source) Run(ctx context.Context) error {
 }
 
 func (s *Source) produce(ctx context.Context, r Record, fail func(error)) {
-	rec := &kgo.Record{Topic: s.Topic, Key: r.Key, Value: r.Value, Timestamp: r.EventTime}
+	rec := &kgo.Record{Topic: s.Topic, Key: r.Key, Value: r.Value, Timestamp: r.EventTime,
+		Headers: []kgo.RecordHeader{{Key: SeqHeader, Value: strconv.AppendInt(nil, s.seq, 10)}}}
+	s.seq++
 	s.Client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			fail(fmt.Errorf("produce to %s: %w", s.Topic, err))
