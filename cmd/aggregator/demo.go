@@ -40,6 +40,7 @@ type demoFlags struct {
 	keys         int
 	partitions   int
 	instances    int
+	partitioning string
 	duration     time.Duration
 	lateFraction float64
 	speed        float64
@@ -58,6 +59,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.IntVar(&f.keys, "keys", 8, "distinct keys (sid_0, sid_1, ...)")
 	fs.IntVar(&f.partitions, "partitions", 3, "partitions of the input and output topics")
 	fs.IntVar(&f.instances, "instances", 1, "service instances to run in one group, sharing the input's partitions (at most --partitions)")
+	fs.StringVar(&f.partitioning, "partitioning", partitionByKey, "source.partitioning: by_key (calls keyed by their sid, one stage), or repartition (calls keyed by a call id, so every sid is on every partition; the repartition stage brings each sid's calls together)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
 	fs.Float64Var(&f.lateFraction, "late-fraction", 0.02, "share of records generated too late for their windows (late events, in the late topic; with --window session only those that join no open session of their key), and as many stragglers (late firings)")
 	fs.Float64Var(&f.speed, "speed", 1, "event-time seconds per wall-clock second")
@@ -75,6 +77,8 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 		return f, fmt.Errorf("%w: demo: --rate %v: must be positive", errUsage, f.rate)
 	case f.keys < 1 || f.partitions < 1:
 		return f, fmt.Errorf("%w: demo: --keys and --partitions must be at least 1", errUsage)
+	case f.partitioning != partitionByKey && f.partitioning != partitionRepartition:
+		return f, fmt.Errorf("%w: demo: --partitioning %q: want by_key or repartition", errUsage, f.partitioning)
 	case f.instances < 1 || f.instances > f.partitions:
 		return f, fmt.Errorf("%w: demo: --instances %d: must be from 1 to --partitions (%d): an instance without a partition does no work", errUsage, f.instances, f.partitions)
 	case f.lateFraction < 0 || f.lateFraction > 0.5:
@@ -101,6 +105,9 @@ const (
 	demoLateness   = 2 * time.Second
 	demoIdle       = 3 * time.Second
 	demoInputTopic = "calls"
+	// The --partitioning values (source.partitioning's names).
+	partitionByKey       = "by_key"
+	partitionRepartition = "repartition"
 	// demoReadSkew is how far (wall clock) a consumer may read one
 	// partition behind another without a too-late record being judged
 	// against a watermark held back that far: a loaded machine (CI) stalls
@@ -175,7 +182,7 @@ source:
   start_offset: earliest
   format: %s
   key: [sid]
-  partitioning: by_key # the generator keys each call by its sid: one stage is enough
+  partitioning: %s
   timestamp: {field: callTime, layout: "2006-01-02 15:04:05", timezone: UTC}
   filter: [{field: callType, equals: success}]
 watermark:
@@ -212,7 +219,11 @@ func demoConfig(f demoFlags, brokers []string, replication int16, registryURL st
 	if format == config.FormatAvro { // callTime is an Avro timestamp-millis: the layout does not apply to it
 		format += fmt.Sprintf("\n  schema_registry: {url: %q}", registryURL)
 	}
-	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, demoOOO, demoIdle, demoWindowBlock(f),
+	partitioning := "by_key # the generator keys each call by its sid: one stage is enough"
+	if f.partitioning == partitionRepartition {
+		partitioning = "repartition # the generator keys each call by a call id: a sid is on every partition"
+	}
+	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, partitioning, demoOOO, demoIdle, demoWindowBlock(f),
 		f.partitions, replication, f.listen)
 	// No AGGREGATOR_* overrides: the demo is the same on every machine.
 	return config.Parse([]byte(text), func(string) string { return "" })
@@ -554,7 +565,7 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 		Keys: f.keys, LateFraction: f.lateFraction, StragglerFraction: f.lateFraction,
 		MalformedFraction: 0.01, FilteredFraction: 0.05, Speed: f.speed,
 		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: windowSize,
-		Seed: f.seed, AvroSchemaID: schemaID,
+		Seed: f.seed, AvroSchemaID: schemaID, KeyByCall: f.partitioning == partitionRepartition,
 		// Too-late records are late whatever order the instances (and the
 		// reference run) read the partitions in, with up to demoReadSkew
 		// between them, and start once every partition has records.
@@ -634,6 +645,9 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 	}
 	settings := fmt.Sprintf("%s · max_out_of_orderness %s · allowed_lateness %s · %d keys, %g records/s",
 		windows, cfg.Watermark.MaxOutOfOrderness, cfg.Window.AllowedLateness, f.keys, f.rate)
+	if !cfg.Source.ByKey() {
+		settings += " · repartition stage (calls keyed by call id)"
+	}
 	now := time.Now()
 	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
 		state: demopkg.State{Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,

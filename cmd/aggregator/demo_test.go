@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ func TestDemoWindowConfigs(t *testing.T) {
 		"global, early 3s": {[]string{"--window", "global", "--early", "3s"}, "global", 3 * time.Second},
 		"count":            {[]string{"--window", "count"}, "count", 0},
 		"calendar":         {[]string{"--window", "calendar"}, "tumbling", time.Second},
+		"repartition":      {[]string{"--partitioning", "repartition"}, "tumbling", 0},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -62,6 +64,9 @@ func TestDemoWindowConfigs(t *testing.T) {
 			}
 			if cfg.Window.Type != tt.typ || cfg.Window.EarlyFirings.Every != tt.early {
 				t.Errorf("demoConfig(%q).Window = %+v, want type %s, early every %v", tt.args, cfg.Window, tt.typ, tt.early)
+			}
+			if byKey := !slices.Contains(tt.args, "repartition"); cfg.Source.ByKey() != byKey {
+				t.Errorf("demoConfig(%q).Source.ByKey() = %v, want %v", tt.args, cfg.Source.ByKey(), byKey)
 			}
 			if zone := cfg.Window.Zone(); (name == "calendar") != (zone != nil) || zone != nil && zone.String() != demoZone {
 				t.Errorf("demoConfig(%q).Window = %+v: zone %v, want days in %s only with --window calendar", tt.args, cfg.Window, zone, demoZone)
@@ -84,6 +89,7 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 		"argument":                       {"extra"},
 		"unknown format":                 {"--format", "protobuf"},
 		"no instances":                   {"--instances", "0"},
+		"unknown partitioning":           {"--partitioning", "auto"},
 		"more instances than partitions": {"--instances", "4"},
 		"instances above --partitions":   {"--partitions", "2", "--instances", "3"},
 	}
@@ -179,18 +185,21 @@ func summaryField(t *testing.T, line, name string) int {
 // holds a partition and two windows of every key have been compared, then
 // stops the demo as Ctrl-C would and reads the last summary line: a
 // loaded machine makes the run longer, not the check weaker. Sliding
-// windows with 3 instances: a straggler is in 5 windows at once.
+// windows with 3 instances: a straggler is in 5 windows at once. With
+// the repartition stage, every sid is on every partition (calls keyed by
+// call id), and two instances still give one instance's results.
 func TestDemoInstances(t *testing.T) {
 	for _, tt := range []struct {
-		instances int
-		window    string
-	}{{2, "tumbling"}, {3, "sliding"}} {
-		t.Run(fmt.Sprintf("%d %s", tt.instances, tt.window), func(t *testing.T) {
+		instances    int
+		window       string
+		partitioning string
+	}{{2, "tumbling", "by_key"}, {3, "sliding", "by_key"}, {2, "tumbling", "repartition"}} {
+		t.Run(fmt.Sprintf("%d %s %s", tt.instances, tt.window, tt.partitioning), func(t *testing.T) {
 			t.Parallel() // its own broker; mostly waits on the wall clock
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			var stdout, stderr syncBuffer
-			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window,
+			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window, "--partitioning", tt.partitioning,
 				"--speed", "4", "--rate", "100", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
 			done := make(chan error, 1)
 			go func() { done <- run(ctx, args, nil, nil, &stdout, &stderr) }()

@@ -57,6 +57,10 @@ type GeneratorConfig struct {
 	// AvroSchemaID, when not 0, makes values Avro in the wire format with
 	// this schema id (AvroSchema in the registry) instead of JSON.
 	AvroSchemaID uint32
+	// KeyByCall makes each record's Kafka key a call id (call_0, call_1,
+	// ...) instead of its sid: the producer's partitioner then spreads
+	// every sid over every partition.
+	KeyByCall bool
 }
 
 // Record is one generated Kafka record.
@@ -72,6 +76,7 @@ type Generator struct {
 	cfg   GeneratorConfig
 	rng   *rand.Rand
 	start time.Time
+	calls int64 // records made, for KeyByCall
 }
 
 // NewGenerator returns a Generator whose event clock reads start when the
@@ -92,6 +97,11 @@ func (g *Generator) EventClock(now time.Time) time.Time {
 // Next returns the record generated at wall-clock now.
 func (g *Generator) Next(now time.Time) Record {
 	sid := "sid_" + strconv.Itoa(g.rng.IntN(max(g.cfg.Keys, 1)))
+	key := []byte(sid)
+	if g.cfg.KeyByCall {
+		key = strconv.AppendInt([]byte("call_"), g.calls, 10)
+	}
+	g.calls++
 	class := g.class()
 	if class == TooLate && float64(now.Sub(g.start))*g.cfg.Speed < float64(g.cfg.LateAfter) {
 		class = OnTime
@@ -107,7 +117,7 @@ func (g *Generator) Next(now time.Time) Record {
 		if class == Malformed {
 			value = g.malformedAvro(sid, at, int64(d))
 		}
-		return Record{Key: []byte(sid), Value: value, EventTime: at, Class: class}
+		return Record{Key: key, Value: value, EventTime: at, Class: class}
 	}
 	duration := strconv.Itoa(d)
 	value := fmt.Sprintf(`{"sid":%q,"callType":%q,"callTime":%q,"duration":%s}`,
@@ -115,7 +125,7 @@ func (g *Generator) Next(now time.Time) Record {
 	if class == Malformed {
 		value = g.malformed(sid, at, duration)
 	}
-	return Record{Key: []byte(sid), Value: []byte(value), EventTime: at, Class: class}
+	return Record{Key: key, Value: []byte(value), EventTime: at, Class: class}
 }
 
 func (g *Generator) class() Class {

@@ -3,6 +3,7 @@ package demo_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -243,5 +244,18 @@ func TestGeneratorLateMargin(t *testing.T) {
 	}
 	if late == 0 {
 		t.Error("no too-late record in 20s, want about 5%")
+	}
+}
+
+// TestGeneratorKeyByCall: with KeyByCall each record's Kafka key is its
+// own call id, and the values are those of the sid-keyed stream.
+func TestGeneratorKeyByCall(t *testing.T) {
+	cfg := testConfig()
+	bySid := generate(cfg, 100)
+	cfg.KeyByCall = true
+	for i, r := range generate(cfg, 100) {
+		if want := fmt.Sprintf("call_%d", i); string(r.Key) != want || !bytes.Equal(r.Value, bySid[i].Value) {
+			t.Fatalf("record %d = key %s, value %s; want key %s, value %s", i, r.Key, r.Value, want, bySid[i].Value)
+		}
 	}
 }
