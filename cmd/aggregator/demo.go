@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,11 +100,15 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 
 // The demo's stream and pipeline settings (SPEC §2 names).
 const (
-	demoWindow     = 5 * time.Second
-	demoGap        = 500 * time.Millisecond // a key at the default rate pauses that long every 20 records or so
-	demoOOO        = time.Second
-	demoLateness   = 2 * time.Second
-	demoIdle       = 3 * time.Second
+	demoWindow   = 5 * time.Second
+	demoGap      = 500 * time.Millisecond // a key at the default rate pauses that long every 20 records or so
+	demoOOO      = time.Second
+	demoLateness = 2 * time.Second
+	// demoIdle is the idle timeout: a partition of a loaded machine's
+	// generator may get no record for seconds, and an idle partition does
+	// not hold the watermark back, so the others' records could make its
+	// next ones late: no shorter than demoReadSkew.
+	demoIdle       = demoReadSkew
 	demoInputTopic = "calls"
 	// The --partitioning values (source.partitioning's names).
 	partitionByKey       = "by_key"
@@ -112,7 +117,10 @@ const (
 	// partition behind another without a too-late record being judged
 	// against a watermark held back that far: a loaded machine (CI) stalls
 	// a consumer for seconds, and it then reads the backlog partition by
-	// partition. demoLateAfter is when too-late records start.
+	// partition. Too-late records start demoLateAfter in, and not before
+	// every instance has a watermark (until a record of each partition it
+	// holds is read, or with the repartition stage one of every source,
+	// it is minus infinity: nothing is late).
 	demoReadSkew  = 10 * time.Second
 	demoLateAfter = time.Second
 )
@@ -393,6 +401,42 @@ func waitForInstances(ctx context.Context, pipes demoInstances, g prometheus.Gat
 	return true
 }
 
+// watchWatermarks sets ok once every instance has a watermark (every
+// partition it holds had a record read; with the repartition stage, every
+// source partition reported), or ctx ends.
+func watchWatermarks(ctx context.Context, pipes demoInstances, g prometheus.Gatherer, ok *atomic.Bool) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if haveWatermarks(pipes, g) {
+			ok.Store(true)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func haveWatermarks(pipes demoInstances, g prometheus.Gatherer) bool {
+	if len(pipes) == 1 {
+		p, err := demopkg.ReadPipeline(g)
+		return err == nil && p.Watermark != math.MinInt64
+	}
+	ins, err := demopkg.ReadInstances(g, demoInputTopic)
+	if err != nil || len(ins) != len(pipes) {
+		return false
+	}
+	for _, in := range ins {
+		if in.Watermark == math.MinInt64 {
+			return false
+		}
+	}
+	return true
+}
+
 // spread reports whether, with several instances, each holds a partition
 // of the input topic and none is held by two.
 func spread(pipes demoInstances, g prometheus.Gatherer) bool {
@@ -489,16 +533,18 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 	board := demopkg.NewBoard(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic)
 	var check *demopkg.Check
 	if checkNote == "" {
-		check = demopkg.NewCheck(cfg.Window.AllowedLateness.Milliseconds())
+		check = demopkg.NewCheck(cfg.Window.AllowedLateness.Milliseconds(), int(cfg.Sink.Partitions))
 	}
 	var work, watching sync.WaitGroup
 	var runErr, sourceErr, watchErr, refErr error
 	work.Go(func() { runErr = pipes.run(ctx, cancel) })
+	var watermarks atomic.Bool // every instance has one: too-late records may start
 	work.Go(func() {
 		if !waitForInstances(ctx, pipes, reg) {
 			return
 		}
-		source.Gen = newGen(time.Now())
+		go watchWatermarks(ctx, pipes, reg, &watermarks)
+		source.Gen = newGen(time.Now(), watermarks.Load)
 		if sourceErr = source.Run(ctx); sourceErr != nil {
 			cancel(sourceErr)
 		}
@@ -532,10 +578,11 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 }
 
 // demoClients makes the generator's producer (a Source without its
-// Generator yet: newGen makes the one that starts at a given time) and
+// Generator yet: newGen makes the one that starts at a given time, with
+// too-late records held back until late reports true) and
 // the output reader; a schemaID other than 0 makes the generator write
 // Avro with it.
-func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID uint32) (src *demopkg.Source, newGen func(time.Time) *demopkg.Generator, watcher *kgo.Client, err error) {
+func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID uint32) (src *demopkg.Source, newGen func(start time.Time, late func() bool) *demopkg.Generator, watcher *kgo.Client, err error) {
 	producer, err := newDemoClient(cfg, log, "kafka_demo_producer", kgo.ProducerLinger(10*time.Millisecond))
 	if err != nil {
 		return nil, nil, nil, err
@@ -580,7 +627,10 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 		gcfg.LateMargin, gcfg.LateAfter = 0, time.Duration(float64(demoLateAfter)*gcfg.Speed) // two days back are 48s of wall clock
 	}
 	src = &demopkg.Source{Client: producer, Topic: demoInputTopic, Rate: f.rate, Clock: time.Now}
-	return src, func(start time.Time) *demopkg.Generator { return demopkg.NewGenerator(gcfg, start) }, watcher, nil
+	return src, func(start time.Time, late func() bool) *demopkg.Generator {
+		gcfg.LateGate = late
+		return demopkg.NewGenerator(gcfg, start)
+	}, watcher, nil
 }
 
 // busyHint explains a busy --listen address, the one likely failure of

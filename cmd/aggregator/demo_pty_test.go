@@ -100,7 +100,7 @@ func drawOnPty(t *testing.T, size pty.Winsize, instances int) string {
 		t.Fatal(err)
 	}
 	board := demopkg.NewBoard(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic)
-	check := demopkg.NewCheck(cfg.Window.AllowedLateness.Milliseconds())
+	check := demopkg.NewCheck(cfg.Window.AllowedLateness.Milliseconds(), int(cfg.Sink.Partitions))
 	for i := range 8 {
 		key := fmt.Sprintf(`{"key":{"sid":"sid_%d"},"window_start":1922350200000,"window_end":1922350205000}`, i)
 		value := fmt.Sprintf(`{"key":{"sid":"sid_%d"},"window_start":1922350200000,"window_end":1922350205000,"count":12,`+

@@ -189,25 +189,35 @@ func summaryField(t *testing.T, line, name string) int {
 // the repartition stage, every sid is on every partition (calls keyed by
 // call id), and two instances still give one instance's results.
 func TestDemoInstances(t *testing.T) {
-	for _, tt := range []struct {
+	t.Parallel() // mostly waits on the wall clock, beside the package's other tests
+	cases := []struct {
 		instances    int
 		window       string
 		partitioning string
-	}{{2, "tumbling", "by_key"}, {3, "sliding", "by_key"}, {2, "tumbling", "repartition"}} {
+	}{{2, "tumbling", "by_key"}, {2, "tumbling", "repartition"}, {3, "sliding", "by_key"}}
+	rate := "100"
+	if raceEnabled { // the instances run several times slower: half the rate, and no sliding windows' five results per record
+		cases, rate = cases[:2], "50"
+	}
+	for _, tt := range cases {
 		t.Run(fmt.Sprintf("%d %s %s", tt.instances, tt.window, tt.partitioning), func(t *testing.T) {
 			t.Parallel() // its own broker; mostly waits on the wall clock
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			var stdout, stderr syncBuffer
 			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window, "--partitioning", tt.partitioning,
-				"--speed", "4", "--rate", "100", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
+				"--speed", "4", "--rate", rate, "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
 			done := make(chan error, 1)
 			go func() { done <- run(ctx, args, nil, nil, &stdout, &stderr) }()
 
-			// Two windows of each of the 8 keys compared after the first
+			// Two windows of each of the 8 keys (one under race) compared after the first
 			// late events (they start 1 s after the instances hold their
-			// partitions), every instance holding a partition.
-			const windows = 16
+			// partitions, once each has a watermark), every instance
+			// holding a partition.
+			windows := 16
+			if raceEnabled {
+				windows = 8
+			}
 			spread := regexp.MustCompile(`\binstances=` + strconv.Itoa(tt.instances) + ` partitions=(\d+:[\d,]+;?)+ `)
 			deadline := time.Now().Add(2 * time.Minute)
 			tick := time.NewTicker(200 * time.Millisecond)
@@ -240,9 +250,11 @@ func TestDemoInstances(t *testing.T) {
 			if n := summaryField(t, last, "compared"); n < want || summaryField(t, last, "differ") != 0 {
 				t.Errorf("last summary %q: want %d windows or more compared, none differing", last, want)
 			}
-			for _, field := range []string{"late", "dead_letters", "late_firings"} {
+			// Not late firings: an instance behind the stream meets a
+			// straggler before its window fired.
+			for _, field := range []string{"late", "dead_letters"} {
 				if summaryField(t, last, field) < 1 {
-					t.Errorf("last summary %q: %s = 0, want the input's late records, stragglers and malformed records seen", last, field)
+					t.Errorf("last summary %q: %s = 0, want the input's late and malformed records seen", last, field)
 				}
 			}
 		})

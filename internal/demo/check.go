@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Side names the two runs a Check compares.
@@ -22,15 +24,21 @@ const (
 // by window, once both have settled the window: a window of a key is
 // settled on a side once that side has written a result for the key
 // whose watermark is at or past the window's cleanup time (its end - 1 +
-// allowed lateness). A key's results are written in order, so by then
-// the side has written every result of the window, late firings
-// included, and will write no other. Only the latest result of each
+// allowed lateness), after the window's own results. The reference
+// writes its results in order. The service writes a key's results in
+// order too, but each window's to the results partition of its record
+// key (group key and window): there only a later result of the key in
+// the same partition settles the window, as a reader may read one
+// partition ahead of another. By then the side has written every result
+// of the window, late firings included, and will write no other. Only the latest result of each
 // window is compared, by count and aggregates (firing and revision may
 // differ: the runs' watermarks move at other moments). Windows without a
 // time (global and count windows) are not compared. A Check is safe for
 // concurrent use.
 type Check struct {
-	lateness int64 // ms
+	lateness   int64 // ms
+	partitions int   // of the service's results topic
+	partition  kgo.TopicPartitioner
 
 	mu      sync.Mutex
 	sides   [2]checkSide
@@ -39,13 +47,21 @@ type Check struct {
 
 type checkSide struct {
 	windows map[string]checkWindow // by record key: group key and window
-	settled map[string]int64       // group key (its JSON) → highest watermark of its results
+	// settled is the highest watermark of the results of a group key
+	// (its JSON) in a results partition (-1 for the reference's).
+	settled map[settledKey]int64
+}
+
+type settledKey struct {
+	group     string
+	partition int32
 }
 
 type checkWindow struct {
-	group  string // the group key's JSON
-	end    int64
-	result string // count and aggregates, as compared
+	group     string // the group key's JSON
+	partition int32  // of its record key in the service's results topic
+	end       int64
+	result    string // count and aggregates, as compared
 }
 
 // CheckTally is what a Check found so far.
@@ -57,13 +73,20 @@ type CheckTally struct {
 	FirstDiff string
 }
 
-// NewCheck returns a Check for windows with this allowed lateness (ms).
-func NewCheck(lateness int64) *Check {
-	c := &Check{lateness: lateness}
+// NewCheck returns a Check for windows with this allowed lateness (ms)
+// and a results topic of that many partitions.
+func NewCheck(lateness int64, partitions int) *Check {
+	c := &Check{lateness: lateness, partitions: partitions, partition: kgo.StickyKeyPartitioner(nil).ForTopic("")}
 	for i := range c.sides {
-		c.sides[i] = checkSide{windows: map[string]checkWindow{}, settled: map[string]int64{}}
+		c.sides[i] = checkSide{windows: map[string]checkWindow{}, settled: map[settledKey]int64{}}
 	}
 	return c
+}
+
+// resultsPartition is the results partition of a record key, as the
+// service's producer picks it (murmur2 of the key, as Kafka's).
+func (c *Check) resultsPartition(key []byte) int32 {
+	return int32(c.partition.Partition(&kgo.Record{Key: key}, c.partitions))
 }
 
 // checkKey is the results-topic record key (SPEC §4).
@@ -90,8 +113,12 @@ func (c *Check) Observe(side Side, key, value []byte) error {
 	if err := json.Unmarshal(value, &r); err != nil {
 		return fmt.Errorf("results topic value %q: %w", value, err)
 	}
-	group := string(compact(k.Key))
-	s.settled[group] = max(s.settled[group], r.Watermark)
+	group, part := string(compact(k.Key)), c.resultsPartition(key)
+	sk := settledKey{group, part}
+	if side == Reference {
+		sk.partition = -1
+	}
+	s.settled[sk] = max(s.settled[sk], r.Watermark)
 	if r.WindowEnd == nil || r.Seq != nil { // global and count windows have no cleanup time
 		return nil
 	}
@@ -101,7 +128,7 @@ func (c *Check) Observe(side Side, key, value []byte) error {
 	for _, n := range names {
 		fmt.Fprintf(&b, ", %s %s", n, r.Aggregates[n])
 	}
-	s.windows[string(key)] = checkWindow{group: group, end: *r.WindowEnd, result: b.String()}
+	s.windows[string(key)] = checkWindow{group: group, partition: part, end: *r.WindowEnd, result: b.String()}
 	return nil
 }
 
@@ -121,7 +148,7 @@ func (c *Check) Tally() CheckTally {
 	svc, ref := &c.sides[Service], &c.sides[Reference]
 	settled := func(w checkWindow) bool {
 		cleanup := w.end - 1 + c.lateness
-		return svc.settled[w.group] >= cleanup && ref.settled[w.group] >= cleanup
+		return svc.settled[settledKey{w.group, w.partition}] >= cleanup && ref.settled[settledKey{w.group, -1}] >= cleanup
 	}
 	for _, key := range slices.Sorted(maps.Keys(svc.windows)) {
 		w := svc.windows[key]

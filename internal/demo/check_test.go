@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"aggregator/internal/demo"
 )
 
@@ -30,7 +32,7 @@ func observe(t *testing.T, c *demo.Check, side demo.Side, sid string, start, n, 
 // have a result of its key at or past its cleanup (end - 1 + lateness),
 // by its latest result; a window missing on one side differs.
 func TestCheckComparesSettledWindows(t *testing.T) {
-	c := demo.NewCheck(2000)
+	c := demo.NewCheck(2000, 1)
 	observe(t, c, demo.Service, "sid_1", 0, 3, 4999)
 	observe(t, c, demo.Reference, "sid_1", 0, 3, 4999)
 	observe(t, c, demo.Reference, "sid_1", 0, 4, 5500) // a late firing on one side only, so far
@@ -63,7 +65,7 @@ func TestCheckComparesSettledWindows(t *testing.T) {
 // TestCheckRetraction: a tombstone withdraws a window's result on its
 // side; global and count windows are not compared.
 func TestCheckRetraction(t *testing.T) {
-	c := demo.NewCheck(0)
+	c := demo.NewCheck(0, 1)
 	k, _ := checkRecord("sid_1", 0, 1, 4999)
 	observe(t, c, demo.Service, "sid_1", 0, 1, 4999)
 	if err := c.Observe(demo.Service, k, nil); err != nil {
@@ -81,5 +83,42 @@ func TestCheckRetraction(t *testing.T) {
 	}
 	if err := c.Observe(demo.Service, []byte("nope"), nil); err == nil {
 		t.Error("Observe(a key that is not JSON) = nil, want an error")
+	}
+}
+
+// TestCheckPartitions: the service writes each window's results to the
+// partition of its record key, and a reader may read one partition ahead
+// of another; so only a later result of the key in the same partition
+// settles a window on the service's side.
+func TestCheckPartitions(t *testing.T) {
+	const partitions = 3
+	part := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	partitionOf := func(start int64) int {
+		k, _ := checkRecord("sid_1", start, 1, 0)
+		return part.Partition(&kgo.Record{Key: k}, partitions)
+	}
+	// Windows after the first: one in another partition, one in the same.
+	other, same := int64(-1), int64(-1)
+	for s := int64(5); other < 0 || same < 0; s += 5 {
+		switch p := partitionOf(s); {
+		case p != partitionOf(0) && other < 0:
+			other = s
+		case p == partitionOf(0) && same < 0:
+			same = s
+		}
+	}
+	c := demo.NewCheck(2000, partitions)
+	for _, w := range [][3]int64{{0, 3, 4999}, {0, 4, 5500}, {other, 1, other*1000 + 4999}, {same, 1, same*1000 + 4999}, {100, 1, 104999}} {
+		observe(t, c, demo.Reference, "sid_1", w[0], w[1], w[2])
+	}
+	observe(t, c, demo.Service, "sid_1", 0, 3, 4999) // its late firing (count 4) not read yet
+	observe(t, c, demo.Service, "sid_1", other, 1, other*1000+4999)
+	if got := c.Tally(); got.Compared != 0 {
+		t.Fatalf("Tally() = %+v: a result in partition %d settled window 0 of partition %d", got, partitionOf(other), partitionOf(0))
+	}
+	observe(t, c, demo.Service, "sid_1", 0, 4, 5500)
+	observe(t, c, demo.Service, "sid_1", same, 1, same*1000+4999)
+	if got := c.Tally(); got.Compared != 1 || got.Differ != 0 {
+		t.Errorf("Tally() = %+v, want window 0 compared equal once a later result of its partition was read", got)
 	}
 }

@@ -57,6 +57,11 @@ type GeneratorConfig struct {
 	// AvroSchemaID, when not 0, makes values Avro in the wire format with
 	// this schema id (AvroSchema in the registry) instead of JSON.
 	AvroSchemaID uint32
+	// LateGate, when not nil, holds TooLate records back (they are OnTime
+	// instead) until it returns true: the demo opens it once every
+	// instance has a watermark, which a record judged earlier would meet
+	// at minus infinity.
+	LateGate func() bool
 	// KeyByCall makes each record's Kafka key a call id (call_0, call_1,
 	// ...) instead of its sid: the producer's partitioner then spreads
 	// every sid over every partition.
@@ -103,7 +108,7 @@ func (g *Generator) Next(now time.Time) Record {
 	}
 	g.calls++
 	class := g.class()
-	if class == TooLate && float64(now.Sub(g.start))*g.cfg.Speed < float64(g.cfg.LateAfter) {
+	if class == TooLate && (float64(now.Sub(g.start))*g.cfg.Speed < float64(g.cfg.LateAfter) || g.cfg.LateGate != nil && !g.cfg.LateGate()) {
 		class = OnTime
 	}
 	at := g.eventTime(g.EventClock(now), class)

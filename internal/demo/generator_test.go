@@ -259,3 +259,26 @@ func TestGeneratorKeyByCall(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratorLateGate: no record is TooLate while the gate is shut.
+func TestGeneratorLateGate(t *testing.T) {
+	cfg := testConfig()
+	open := false
+	cfg.LateGate = func() bool { return open }
+	g := demo.NewGenerator(cfg, start)
+	late := 0
+	for i := range 2000 {
+		if i == 1000 {
+			open = true
+		}
+		if r := g.Next(start.Add(time.Duration(i) * 10 * time.Millisecond)); r.Class == demo.TooLate {
+			if !open {
+				t.Fatalf("record %d (%s) is too late with the gate shut", i, r.Value)
+			}
+			late++
+		}
+	}
+	if late == 0 {
+		t.Error("no too-late record once the gate opened, want about 5%")
+	}
+}

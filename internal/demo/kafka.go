@@ -168,6 +168,7 @@ const InstanceLabel = "demo_instance"
 type Instance struct {
 	Name       string  // its InstanceLabel value
 	Partitions []int32 // the partitions of the input topic it holds, ascending
+	Watermark  int64   // its merged watermark in ms; math.MinInt64 if none yet
 }
 
 // ReadInstances returns, for each value of InstanceLabel in g (by name,
@@ -182,7 +183,7 @@ func ReadInstances(g prometheus.Gatherer, topic string) ([]Instance, error) {
 	byName := map[string]*Instance{}
 	note := func(name string) *Instance {
 		if byName[name] == nil {
-			byName[name] = &Instance{Name: name}
+			byName[name] = &Instance{Name: name, Watermark: math.MinInt64}
 		}
 		return byName[name]
 	}
@@ -197,6 +198,9 @@ func ReadInstances(g prometheus.Gatherer, topic string) ([]Instance, error) {
 				continue
 			}
 			in := note(name)
+			if f.GetName() == "aggregator_watermark_seconds" {
+				in.Watermark = watermarkMillis(m.GetGauge().GetValue())
+			}
 			if f.GetName() != "aggregator_partition_watermark_seconds" || labels["topic"] != topic {
 				continue
 			}

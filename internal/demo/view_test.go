@@ -330,13 +330,16 @@ func TestReadInstances(t *testing.T) {
 		for _, p := range parts {
 			m.PartitionWatermark.WithLabelValues("calls", p).Set(1)
 		}
+		if len(parts) > 0 {
+			m.Watermark.Set(1)
+		}
 		m.PartitionWatermark.WithLabelValues("calls-repartition", "7").Set(1) // another topic
 	}
 	got, err := demo.ReadInstances(reg, "calls")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := fmt.Sprint(got); s != "[{1 [0 2]} {2 [1]} {10 []}]" {
-		t.Errorf("ReadInstances() = %s, want [{1 [0 2]} {2 [1]} {10 []}]", s)
+	if s := fmt.Sprint(got); s != "[{1 [0 2] 1000} {2 [1] 1000} {10 [] -9223372036854775808}]" {
+		t.Errorf("ReadInstances() = %s, want [{1 [0 2] 1000} {2 [1] 1000} {10 [] -9223372036854775808}]: partitions and watermarks", s)
 	}
 }
