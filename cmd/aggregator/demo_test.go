@@ -128,44 +128,78 @@ func TestBusyHint(t *testing.T) {
 }
 
 // TestDemoRuns runs `aggregator demo` in-process against its own kfake,
-// with the event clock at 4x so windows fire within the run, and checks
-// the last summary line: results, late events and dead letters came back
-// from the output topics.
+// with the event clock at 4x so windows fire within the run, until a
+// summary line shows results, late events and dead letters come back from
+// the output topics; then it stops the demo as Ctrl-C would.
 func TestDemoRuns(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	args := []string{"demo", "--duration", "6s", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
-	if err := run(ctx, args, nil, nil, &stdout, &stderr); err != nil {
-		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	last := lines[len(lines)-1]
-	for _, field := range []string{"results", "late", "dead_letters", "keys"} {
-		if n := summaryField(t, last, field); n < 1 {
-			t.Errorf("last summary %q: %s = %d, want > 0", last, field, n)
-		}
-	}
+	demoUntilOutputs(t, "demo", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0")
 }
 
 // TestDemoRunsAvro is TestDemoRuns with --format avro: the generator
 // writes Avro through the in-process registry, and malformed values are
 // the registry formats' dead letters.
 func TestDemoRunsAvro(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	args := []string{"demo", "--format", "avro", "--duration", "6s", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
-	if err := run(ctx, args, nil, nil, &stdout, &stderr); err != nil {
-		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
+	demoUntilOutputs(t, "demo", "--format", "avro", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0")
+}
+
+// demoUntilOutputs runs the demo with args until its summary shows
+// results, late events, dead letters and keys, and checks its last line.
+func demoUntilOutputs(t *testing.T, args ...string) {
+	t.Helper()
+	seen := func(line string) bool {
+		for _, field := range []string{"results", "late", "dead_letters", "keys"} {
+			if !regexp.MustCompile(`\b` + field + `=[1-9]`).MatchString(line) {
+				return false
+			}
+		}
+		return true
 	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	last := lines[len(lines)-1]
-	for _, field := range []string{"results", "late", "dead_letters", "keys"} {
-		if n := summaryField(t, last, field); n < 1 {
-			t.Errorf("last summary %q: %s = %d, want > 0", last, field, n)
+	last := runDemoUntil(t, args, seen)
+	if !seen(last) {
+		t.Errorf("last summary %q: want results, late, dead_letters and keys above 0", last)
+	}
+}
+
+// runDemoUntil runs `aggregator` with args in-process until done holds
+// for its last summary line (or 2 minutes pass: it fails then), stops it
+// as Ctrl-C would, and returns the summary line of its last frame.
+func runDemoUntil(t *testing.T, args []string, done func(last string) bool) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	ended := make(chan error, 1)
+	go func() { ended <- run(ctx, args, nil, nil, &stdout, &stderr) }()
+	waited := false
+	defer func() { // on a failure too, the demo stops before the test ends
+		cancel()
+		if !waited {
+			<-ended
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for last := ""; ; {
+		if last = stdout.lastLine(); done(last) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run(%q): after 2 minutes, last summary:\n%s\nstderr:\n%s", args, last, stderr.String())
+		}
+		select {
+		case err := <-ended:
+			waited = true
+			t.Fatalf("run(%q) ended early: %v; stdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+		case <-tick.C:
 		}
 	}
+	cancel() // as Ctrl-C: the instances drain, the last frame is drawn
+	err := <-ended
+	waited = true
+	if err != nil {
+		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
+	}
+	return stdout.lastLine()
 }
 
 func summaryField(t *testing.T, line, name string) int {
@@ -202,51 +236,28 @@ func TestDemoInstances(t *testing.T) {
 	for _, tt := range cases {
 		t.Run(fmt.Sprintf("%d %s %s", tt.instances, tt.window, tt.partitioning), func(t *testing.T) {
 			t.Parallel() // its own broker; mostly waits on the wall clock
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			var stdout, stderr syncBuffer
 			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window, "--partitioning", tt.partitioning,
 				"--speed", "4", "--rate", rate, "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
-			done := make(chan error, 1)
-			go func() { done <- run(ctx, args, nil, nil, &stdout, &stderr) }()
-
-			// Two windows of each of the 8 keys (one under race) compared after the first
-			// late events (they start 1 s after the instances hold their
-			// partitions, once each has a watermark), every instance
-			// holding a partition.
+			// Two windows of each of the 8 keys (one under race) compared
+			// after the first late events (they start 1 s after the
+			// instances hold their partitions, once each has a watermark),
+			// every instance holding a partition.
 			windows := 16
 			if raceEnabled {
 				windows = 8
 			}
 			spread := regexp.MustCompile(`\binstances=` + strconv.Itoa(tt.instances) + ` partitions=(\d+:[\d,]+;?)+ `)
-			deadline := time.Now().Add(2 * time.Minute)
-			tick := time.NewTicker(200 * time.Millisecond)
-			defer tick.Stop()
 			want := -1 // windows compared to wait for, once late events came
-			for last := ""; ; {
-				if last = stdout.lastLine(); strings.Contains(last, " compared=") {
-					compared := summaryField(t, last, "compared")
-					if want < 0 && summaryField(t, last, "late") > 0 {
-						want = compared + windows
-					}
-					if want >= 0 && compared >= want && spread.MatchString(last) {
-						break
-					}
+			last := runDemoUntil(t, args, func(last string) bool {
+				if !strings.Contains(last, " compared=") {
+					return false
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after 2 minutes, want every instance holding a partition and %d windows compared after the first late events; last summary:\n%s\nstderr:\n%s", windows, last, stderr.String())
+				compared := summaryField(t, last, "compared")
+				if want < 0 && summaryField(t, last, "late") > 0 {
+					want = compared + windows
 				}
-				select {
-				case err := <-done:
-					t.Fatalf("run(%q) ended early: %v; stdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
-				case <-tick.C:
-				}
-			}
-			cancel() // as Ctrl-C: the instances drain, the last frame is drawn
-			if err := <-done; err != nil {
-				t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
-			}
-			last := stdout.lastLine()
+				return want >= 0 && compared >= want && spread.MatchString(last)
+			})
 			if n := summaryField(t, last, "compared"); n < want || summaryField(t, last, "differ") != 0 {
 				t.Errorf("last summary %q: want %d windows or more compared, none differing", last, want)
 			}
