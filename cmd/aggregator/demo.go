@@ -11,8 +11,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +40,8 @@ type demoFlags struct {
 	rate         float64
 	keys         int
 	partitions   int
+	instances    int
+	partitioning string
 	duration     time.Duration
 	lateFraction float64
 	speed        float64
@@ -55,6 +59,8 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.Float64Var(&f.rate, "rate", 50, "records per second to generate")
 	fs.IntVar(&f.keys, "keys", 8, "distinct keys (sid_0, sid_1, ...)")
 	fs.IntVar(&f.partitions, "partitions", 3, "partitions of the input and output topics")
+	fs.IntVar(&f.instances, "instances", 1, "service instances to run in one group, sharing the input's partitions (at most --partitions)")
+	fs.StringVar(&f.partitioning, "partitioning", partitionByKey, "source.partitioning: by_key (calls keyed by their sid, one stage), or repartition (calls keyed by a call id, so every sid is on every partition; the repartition stage brings each sid's calls together)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
 	fs.Float64Var(&f.lateFraction, "late-fraction", 0.02, "share of records generated too late for their windows (late events, in the late topic; with --window session only those that join no open session of their key), and as many stragglers (late firings)")
 	fs.Float64Var(&f.speed, "speed", 1, "event-time seconds per wall-clock second")
@@ -72,6 +78,10 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 		return f, fmt.Errorf("%w: demo: --rate %v: must be positive", errUsage, f.rate)
 	case f.keys < 1 || f.partitions < 1:
 		return f, fmt.Errorf("%w: demo: --keys and --partitions must be at least 1", errUsage)
+	case f.partitioning != partitionByKey && f.partitioning != partitionRepartition:
+		return f, fmt.Errorf("%w: demo: --partitioning %q: want by_key or repartition", errUsage, f.partitioning)
+	case f.instances < 1 || f.instances > f.partitions:
+		return f, fmt.Errorf("%w: demo: --instances %d: must be from 1 to --partitions (%d): an instance without a partition does no work", errUsage, f.instances, f.partitions)
 	case f.lateFraction < 0 || f.lateFraction > 0.5:
 		return f, fmt.Errorf("%w: demo: --late-fraction %v: must be in [0, 0.5]", errUsage, f.lateFraction)
 	case f.speed <= 0:
@@ -90,12 +100,29 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 
 // The demo's stream and pipeline settings (SPEC §2 names).
 const (
-	demoWindow     = 5 * time.Second
-	demoGap        = 500 * time.Millisecond // a key at the default rate pauses that long every 20 records or so
-	demoOOO        = time.Second
-	demoLateness   = 2 * time.Second
-	demoIdle       = 3 * time.Second
+	demoWindow   = 5 * time.Second
+	demoGap      = 500 * time.Millisecond // a key at the default rate pauses that long every 20 records or so
+	demoOOO      = time.Second
+	demoLateness = 2 * time.Second
+	// demoIdle is the idle timeout: a partition of a loaded machine's
+	// generator may get no record for seconds, and an idle partition does
+	// not hold the watermark back, so the others' records could make its
+	// next ones late: no shorter than demoReadSkew.
+	demoIdle       = demoReadSkew
 	demoInputTopic = "calls"
+	// The --partitioning values (source.partitioning's names).
+	partitionByKey       = "by_key"
+	partitionRepartition = "repartition"
+	// demoReadSkew is how far (wall clock) a consumer may read one
+	// partition behind another without a too-late record being judged
+	// against a watermark held back that far: a loaded machine (CI) stalls
+	// a consumer for seconds, and it then reads the backlog partition by
+	// partition. Too-late records start demoLateAfter in, and not before
+	// every instance has a watermark (until a record of each partition it
+	// holds is read, or with the repartition stage one of every source,
+	// it is minus infinity: nothing is late).
+	demoReadSkew  = 10 * time.Second
+	demoLateAfter = time.Second
 )
 
 // demoWindows is the window block of each --window type (allowed
@@ -163,7 +190,7 @@ source:
   start_offset: earliest
   format: %s
   key: [sid]
-  partitioning: by_key # the generator keys each call by its sid: one stage is enough
+  partitioning: %s
   timestamp: {field: callTime, layout: "2006-01-02 15:04:05", timezone: UTC}
   filter: [{field: callType, equals: success}]
 watermark:
@@ -200,7 +227,11 @@ func demoConfig(f demoFlags, brokers []string, replication int16, registryURL st
 	if format == config.FormatAvro { // callTime is an Avro timestamp-millis: the layout does not apply to it
 		format += fmt.Sprintf("\n  schema_registry: {url: %q}", registryURL)
 	}
-	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, demoOOO, demoIdle, demoWindowBlock(f),
+	partitioning := "by_key # the generator keys each call by its sid: one stage is enough"
+	if f.partitioning == partitionRepartition {
+		partitioning = "repartition # the generator keys each call by a call id: a sid is on every partition"
+	}
+	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, partitioning, demoOOO, demoIdle, demoWindowBlock(f),
 		f.partitions, replication, f.listen)
 	// No AGGREGATOR_* overrides: the demo is the same on every machine.
 	return config.Parse([]byte(text), func(string) string { return "" })
@@ -238,10 +269,15 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		kafka.where += " · in-process Schema Registry (srfake) at " + registry.url
 	}
 	log := newLogger(cfg.Log, stderr)
-	if err := createInput(ctx, cfg, int32(f.partitions), kafka.replication, log); err != nil {
+	created, err := createInput(ctx, cfg, int32(f.partitions), kafka.replication, log)
+	if err != nil {
 		return err
 	}
-	return runDemo(ctx, stop, f, cfg, kafka.where, registry.schemaID, log, stdout)
+	checkNote := demoCheckNote(f)
+	if !created && checkNote == "" {
+		checkNote = "none: topic " + demoInputTopic + " was there before, with what an earlier run left in it"
+	}
+	return runDemo(ctx, stop, f, cfg, kafka.where, registry.schemaID, checkNote, log, stdout)
 }
 
 // demoRegistry is the Schema Registry of --format avro: srfake, an
@@ -287,22 +323,26 @@ func startKafka(f demoFlags) (demoKafka, error) {
 	return demoKafka{brokers: addrs, where: "in-process kfake at " + strings.Join(addrs, ","), replication: 1, close: kc.Close}, nil
 }
 
-// createInput creates the input topic unless it exists; the pipeline
-// creates its output topics itself (sink.create_topics).
-func createInput(ctx context.Context, cfg config.Config, partitions int32, replication int16, log zerolog.Logger) error {
+// createInput creates the input topic unless it exists, and reports
+// whether it did; the pipeline creates its output topics itself
+// (sink.create_topics).
+func createInput(ctx context.Context, cfg config.Config, partitions int32, replication int16, log zerolog.Logger) (bool, error) {
 	cl, err := newDemoClient(cfg, log, "kafka_demo_admin")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer cl.Close()
 	resp, err := kadm.AnyE(kadm.NewClient(cl).CreateTopics(ctx, partitions, replication, nil, demoInputTopic))
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", demoInputTopic, err)
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("create topic %s: %w", demoInputTopic, err)
 	}
-	return nil
+	return true, nil
 }
 
 func newDemoClient(cfg config.Config, log zerolog.Logger, component string, opts ...kgo.Opt) (*kgo.Client, error) {
@@ -317,71 +357,237 @@ func newDemoClient(cfg config.Config, log zerolog.Logger, component string, opts
 	return cl, nil
 }
 
+// demoInstances are the service instances of one demo, all in one group.
+type demoInstances []*consumer.Consumer
+
+// newDemoInstances makes f.instances consumers of cfg. With several, each
+// reports its metrics to reg with its own demopkg.InstanceLabel (1 to N)
+// and logs with a demo_instance field.
+func newDemoInstances(f demoFlags, cfg config.Config, log zerolog.Logger, reg prometheus.Registerer) (demoInstances, error) {
+	pipes := make(demoInstances, 0, f.instances)
+	for i := range f.instances {
+		r, l := reg, log
+		if f.instances > 1 {
+			name := strconv.Itoa(i + 1)
+			r = prometheus.WrapRegistererWith(prometheus.Labels{demopkg.InstanceLabel: name}, reg)
+			l = log.With().Str(demopkg.InstanceLabel, name).Logger()
+		}
+		pipe, err := consumer.New(cfg, l, r)
+		if err != nil {
+			pipes.close()
+			return nil, fmt.Errorf("consumer: %w", err)
+		}
+		pipes = append(pipes, pipe)
+	}
+	return pipes, nil
+}
+
+// waitForInstances waits until every instance is ready and, with
+// several, each holds a partition and none is held twice: the generator
+// starts then, so that no instance meets a backlog in which some
+// partitions' records come before any of another's (its watermark then
+// holds nothing of the other partition, and too-late records would be
+// aggregated). It reports false if ctx ended first.
+func waitForInstances(ctx context.Context, pipes demoInstances, g prometheus.Gatherer) bool {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !pipes.ready() || !spread(pipes, g) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// watchWatermarks sets ok once every instance has a watermark (every
+// partition it holds had a record read; with the repartition stage, every
+// source partition reported), or ctx ends.
+func watchWatermarks(ctx context.Context, pipes demoInstances, g prometheus.Gatherer, ok *atomic.Bool) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if haveWatermarks(pipes, g) {
+			ok.Store(true)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func haveWatermarks(pipes demoInstances, g prometheus.Gatherer) bool {
+	if len(pipes) == 1 {
+		p, err := demopkg.ReadPipeline(g)
+		return err == nil && p.Watermark != math.MinInt64
+	}
+	ins, err := demopkg.ReadInstances(g, demoInputTopic)
+	if err != nil || len(ins) != len(pipes) {
+		return false
+	}
+	for _, in := range ins {
+		if in.Watermark == math.MinInt64 {
+			return false
+		}
+	}
+	return true
+}
+
+// spread reports whether, with several instances, each holds a partition
+// of the input topic and none is held by two.
+func spread(pipes demoInstances, g prometheus.Gatherer) bool {
+	if len(pipes) == 1 {
+		return true
+	}
+	ins, err := demopkg.ReadInstances(g, demoInputTopic)
+	if err != nil || len(ins) != len(pipes) {
+		return false
+	}
+	held := map[int32]bool{}
+	for _, in := range ins {
+		if len(in.Partitions) == 0 {
+			return false
+		}
+		for _, p := range in.Partitions {
+			if held[p] {
+				return false
+			}
+			held[p] = true
+		}
+	}
+	return true
+}
+
+// ready reports whether every instance is ready (/readyz).
+func (ps demoInstances) ready() bool {
+	for _, p := range ps {
+		if !p.Ready() {
+			return false
+		}
+	}
+	return true
+}
+
+func (ps demoInstances) close() {
+	for _, p := range ps {
+		p.Close()
+	}
+}
+
+// run runs every instance until ctx is done; fail is told each error.
+func (ps demoInstances) run(ctx context.Context, fail func(error)) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			if errs[i] = p.Run(ctx); errs[i] != nil {
+				fail(errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// drain drains every instance at once: one that left the group first
+// would hand its partitions to the others while they drain.
+func (ps demoInstances) drain(ctx context.Context) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { errs[i] = p.Drain(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // runDemo runs the pipeline exactly as serve does (consumer.New, Run,
-// Drain), with the generator feeding it and the view reading its output.
-func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, schemaID uint32, log zerolog.Logger, stdout io.Writer) error {
+// Drain), --instances times in one group, with the generator feeding it,
+// the view reading its output and, unless checkNote says why not, the
+// one-instance reference run beside it.
+func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, schemaID uint32, checkNote string, log zerolog.Logger, stdout io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	reg := newRegistry()
-	pipe, err := consumer.New(cfg, log, reg)
+	pipes, err := newDemoInstances(f, cfg, log, reg)
 	if err != nil {
-		return fmt.Errorf("consumer: %w", err)
+		return err
 	}
-	srv, err := serveHTTP(f.listen, reg, pipe.Ready)
+	srv, err := serveHTTP(f.listen, reg, pipes.ready)
 	if err != nil {
-		pipe.Close()
+		pipes.close()
 		return busyHint(err, f.listen)
 	}
-	source, watcher, err := demoClients(cfg, log, f, schemaID)
+	source, newGen, watcher, err := demoClients(cfg, log, f, schemaID)
 	if err != nil {
-		pipe.Close()
+		pipes.close()
 		return errors.Join(err, srv.Shutdown(context.Background()))
 	}
 	defer source.Client.Close()
 	defer watcher.Close()
 
 	board := demopkg.NewBoard(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic)
+	var check *demopkg.Check
+	if checkNote == "" {
+		check = demopkg.NewCheck(cfg.Window.AllowedLateness.Milliseconds(), int(cfg.Sink.Partitions))
+	}
 	var work, watching sync.WaitGroup
-	var runErr, sourceErr, watchErr error
+	var runErr, sourceErr, watchErr, refErr error
+	work.Go(func() { runErr = pipes.run(ctx, cancel) })
+	var watermarks atomic.Bool // every instance has one: too-late records may start
 	work.Go(func() {
-		if runErr = pipe.Run(ctx); runErr != nil {
-			cancel(runErr)
+		if !waitForInstances(ctx, pipes, reg) {
+			return
 		}
-	})
-	work.Go(func() {
+		go watchWatermarks(ctx, pipes, reg, &watermarks)
+		source.Gen = newGen(time.Now(), watermarks.Load)
 		if sourceErr = source.Run(ctx); sourceErr != nil {
 			cancel(sourceErr)
 		}
 	})
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	watching.Go(func() {
-		if watchErr = demopkg.Watch(watchCtx, watcher, board); watchErr != nil {
+		if watchErr = demopkg.Watch(watchCtx, watcher, board, check); watchErr != nil {
 			cancel(watchErr)
 		}
 	})
+	if check != nil { // it reads the input to its end: it stops with the watcher
+		watching.Go(func() {
+			if refErr = runReference(watchCtx, cfg, log, check); refErr != nil {
+				cancel(refErr)
+			}
+		})
+	}
 
 	v := newView(stdout, f, where, metricsURL(srv.Addr), cfg, source, board, reg)
+	v.check, v.state.CheckNote = check, checkNote
 	v.loop(ctx)
 	work.Wait()
 	stop() // from here a second Ctrl-C kills the process at once
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer dcancel()
-	drainErr := pipe.Drain(dctx)
+	drainErr := pipes.drain(dctx)
 	stopWatch()
 	watching.Wait()
 	v.draw(true)
-	return errors.Join(runErr, sourceErr, watchErr, drainErr, srv.Shutdown(dctx))
+	return errors.Join(runErr, sourceErr, watchErr, refErr, drainErr, srv.Shutdown(dctx))
 }
 
-// demoClients makes the generator's producer and the output reader.
-// demoClients makes the generator's producer and the output reader; a
-// schemaID other than 0 makes the generator write Avro with it.
-func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID uint32) (*demopkg.Source, *kgo.Client, error) {
+// demoClients makes the generator's producer (a Source without its
+// Generator yet: newGen makes the one that starts at a given time, with
+// too-late records held back until late reports true) and
+// the output reader; a schemaID other than 0 makes the generator write
+// Avro with it.
+func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID uint32) (src *demopkg.Source, newGen func(start time.Time, late func() bool) *demopkg.Generator, watcher *kgo.Client, err error) {
 	producer, err := newDemoClient(cfg, log, "kafka_demo_producer", kgo.ProducerLinger(10*time.Millisecond))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	watcher, err := newDemoClient(cfg, log, "kafka_demo_reader",
+	watcher, err = newDemoClient(cfg, log, "kafka_demo_reader",
 		kgo.ConsumeTopics(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -389,18 +595,28 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 	)
 	if err != nil {
 		producer.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	start := time.Now()
 	windowSize := demoWindow // stragglers land in the latest window that fired
-	if f.window == "session" {
+	switch f.window {
+	case "session":
 		windowSize = demoGap // a straggler's own window then reaches a fired session: a merge after firing
+	case "sliding":
+		// In the latest slide that fired: every window holding it is then
+		// within its lateness, whatever the watermark is by then (the
+		// earliest of them ends with that slide), so none of them is late
+		// on one instance and open on another.
+		windowSize = time.Second
 	}
 	gcfg := demopkg.GeneratorConfig{
 		Keys: f.keys, LateFraction: f.lateFraction, StragglerFraction: f.lateFraction,
 		MalformedFraction: 0.01, FilteredFraction: 0.05, Speed: f.speed,
 		MaxDisorder: demoOOO * 4 / 5, OutOfOrderness: demoOOO, Lateness: demoLateness, WindowSize: windowSize,
-		Seed: f.seed, AvroSchemaID: schemaID,
+		Seed: f.seed, AvroSchemaID: schemaID, KeyByCall: f.partitioning == partitionRepartition,
+		// Too-late records are late whatever order the instances (and the
+		// reference run) read the partitions in, with up to demoReadSkew
+		// between them, and start once every partition has records.
+		LateMargin: time.Duration(float64(demoReadSkew) * f.speed), LateAfter: time.Duration(float64(demoLateAfter) * f.speed),
 	}
 	if f.window == "calendar" {
 		// Too late records go back two days and a lateness, past any
@@ -408,10 +624,13 @@ func demoClients(cfg config.Config, log zerolog.Logger, f demoFlags, schemaID ui
 		// windows, not local days: none.
 		gcfg.Speed, gcfg.Origin = f.speed*demoDaySpeed, demoOrigin()
 		gcfg.Lateness, gcfg.WindowSize, gcfg.StragglerFraction = demoDayLateness, 24*time.Hour, 0
+		gcfg.LateMargin, gcfg.LateAfter = 0, time.Duration(float64(demoLateAfter)*gcfg.Speed) // two days back are 48s of wall clock
 	}
-	gen := demopkg.NewGenerator(gcfg, start)
-	src := &demopkg.Source{Client: producer, Topic: demoInputTopic, Gen: gen, Rate: f.rate, Clock: time.Now}
-	return src, watcher, nil
+	src = &demopkg.Source{Client: producer, Topic: demoInputTopic, Rate: f.rate, Clock: time.Now}
+	return src, func(start time.Time, late func() bool) *demopkg.Generator {
+		gcfg.LateGate = late
+		return demopkg.NewGenerator(gcfg, start)
+	}, watcher, nil
 }
 
 // busyHint explains a busy --listen address, the one likely failure of
@@ -445,6 +664,7 @@ type view struct {
 	source   *demopkg.Source
 	board    *demopkg.Board
 	reg      prometheus.Gatherer
+	check    *demopkg.Check // nil: no one-instance check
 	lastTick time.Time
 }
 
@@ -475,6 +695,9 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 	}
 	settings := fmt.Sprintf("%s · max_out_of_orderness %s · allowed_lateness %s · %d keys, %g records/s",
 		windows, cfg.Watermark.MaxOutOfOrderness, cfg.Window.AllowedLateness, f.keys, f.rate)
+	if !cfg.Source.ByKey() {
+		settings += " · repartition stage (calls keyed by call id)"
+	}
 	now := time.Now()
 	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
 		state: demopkg.State{Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
@@ -506,6 +729,16 @@ func (v *view) draw(final bool) {
 		s.Processed, s.Watermark = p.Processed, p.Watermark
 	}
 	s.Tally = v.board.Snapshot()
+	// The last frame keeps the partitions as they were before the drain:
+	// the instance that leaves the group first hands its partitions to
+	// those still draining.
+	if ins, err := demopkg.ReadInstances(v.reg, demoInputTopic); err == nil && !final {
+		s.Instances = ins
+	}
+	if v.check != nil {
+		t := v.check.Tally()
+		s.Check = &t
+	}
 	s.Width, s.Lines = v.size()
 	if dt := now.Sub(v.lastTick).Seconds(); dt > 0 {
 		s.SentRate = float64(s.Sent.Total()-prevSent) / dt

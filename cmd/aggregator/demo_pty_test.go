@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/creack/pty"
+	"github.com/prometheus/client_golang/prometheus"
 
 	demopkg "aggregator/internal/demo"
+	"aggregator/internal/metrics"
 )
 
 // ansiRE matches the control sequences the view writes: cursor home,
@@ -28,7 +31,7 @@ var ansiRE = regexp.MustCompile(`\x1b\[[0-9;]*[HKJ]`)
 func TestDemoViewInATerminal(t *testing.T) {
 	for _, size := range []pty.Winsize{{Cols: 80, Rows: 24}, {Cols: 160, Rows: 45}} {
 		t.Run(fmt.Sprintf("%dx%d", size.Cols, size.Rows), func(t *testing.T) {
-			frame := drawOnPty(t, size)
+			frame := drawOnPty(t, size, 1)
 			lines := strings.Split(strings.TrimSuffix(frame, "\n"), "\n")
 			if len(lines) > int(size.Rows)-1 {
 				t.Errorf("frame of %d lines on %d rows:\n%s", len(lines), size.Rows, frame)
@@ -51,9 +54,33 @@ func TestDemoViewInATerminal(t *testing.T) {
 	}
 }
 
+// TestDemoInstancesInATerminal: with --instances 3 the frame still fits
+// 80×24, and shows the partitions each instance holds and the check.
+func TestDemoInstancesInATerminal(t *testing.T) {
+	size := pty.Winsize{Cols: 80, Rows: 24}
+	frame := drawOnPty(t, size, 3)
+	lines := strings.Split(strings.TrimSuffix(frame, "\n"), "\n")
+	if len(lines) > int(size.Rows)-1 {
+		t.Errorf("frame of %d lines on %d rows:\n%s", len(lines), size.Rows, frame)
+	}
+	for _, l := range lines {
+		if w := utf8.RuneCountInString(l); w > int(size.Cols) {
+			t.Errorf("line of %d columns on %d: %q", w, size.Cols, l)
+		}
+	}
+	for _, want := range []string{"3 instances · #1: partitions 0,2 · #2: partitions 1 · #3: partitions none",
+		"results equal the one-instance run: yes (8 windows compared, 0 open)", "sid_7 "} {
+		if !strings.Contains(frame, want) {
+			t.Errorf("frame lacks %q:\n%s", want, frame)
+		}
+	}
+}
+
 // drawOnPty draws one frame of the view, with eight keys' results, on a
-// pseudo-terminal of the given size and returns the text it shows.
-func drawOnPty(t *testing.T, size pty.Winsize) string {
+// pseudo-terminal of the given size and returns the text it shows. With
+// several instances, their metrics say which partitions each holds, and
+// the check has compared each key's window.
+func drawOnPty(t *testing.T, size pty.Winsize, instances int) string {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatalf("open a pseudo-terminal: %v", err)
@@ -73,15 +100,33 @@ func drawOnPty(t *testing.T, size pty.Winsize) string {
 		t.Fatal(err)
 	}
 	board := demopkg.NewBoard(cfg.Sink.ResultsTopic, cfg.Sink.LateTopic, cfg.Sink.DeadLetterTopic)
+	check := demopkg.NewCheck(cfg.Window.AllowedLateness.Milliseconds(), int(cfg.Sink.Partitions))
 	for i := range 8 {
+		key := fmt.Sprintf(`{"key":{"sid":"sid_%d"},"window_start":1922350200000,"window_end":1922350205000}`, i)
 		value := fmt.Sprintf(`{"key":{"sid":"sid_%d"},"window_start":1922350200000,"window_end":1922350205000,"count":12,`+
-			`"aggregates":{"calls":12,"total_duration":3456,"avg_duration":288.1234,"p99_duration":597},"firing":"on_time","revision":0,"watermark":1922350204999}`, i)
+			`"aggregates":{"calls":12,"total_duration":3456,"avg_duration":288.1234,"p99_duration":597},"firing":"late","revision":1,"watermark":1922350207000}`, i)
 		if err := board.Observe(cfg.Sink.ResultsTopic, []byte(value)); err != nil {
 			t.Fatal(err)
 		}
+		for _, side := range []demopkg.Side{demopkg.Service, demopkg.Reference} {
+			if err := check.Observe(side, []byte(key), []byte(value)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reg := newRegistry()
+	if instances > 1 {
+		held := [][]string{{"0", "2"}, {"1"}}
+		for i := range instances {
+			m := metrics.New(prometheus.WrapRegistererWith(prometheus.Labels{demopkg.InstanceLabel: strconv.Itoa(i + 1)}, reg))
+			for j := 0; i < len(held) && j < len(held[i]); j++ {
+				m.PartitionWatermark.WithLabelValues(demoInputTopic, held[i][j]).Set(1922350204)
+			}
+		}
 	}
 	source := &demopkg.Source{Gen: demopkg.NewGenerator(demopkg.GeneratorConfig{Keys: 8}, time.Time{})}
-	v := newView(tty, demoFlags{keys: 8, rate: 50}, "in-process kfake at 127.0.0.1:9", "http://localhost:9090/metrics", cfg, source, board, newRegistry())
+	v := newView(tty, demoFlags{keys: 8, rate: 50}, "in-process kfake at 127.0.0.1:9", "http://localhost:9090/metrics", cfg, source, board, reg)
+	v.check = check
 	v.draw(false)
 	tty.Close()
 	out := <-read

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,6 +50,7 @@ func TestDemoWindowConfigs(t *testing.T) {
 		"global, early 3s": {[]string{"--window", "global", "--early", "3s"}, "global", 3 * time.Second},
 		"count":            {[]string{"--window", "count"}, "count", 0},
 		"calendar":         {[]string{"--window", "calendar"}, "tumbling", time.Second},
+		"repartition":      {[]string{"--partitioning", "repartition"}, "tumbling", 0},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -62,6 +65,9 @@ func TestDemoWindowConfigs(t *testing.T) {
 			if cfg.Window.Type != tt.typ || cfg.Window.EarlyFirings.Every != tt.early {
 				t.Errorf("demoConfig(%q).Window = %+v, want type %s, early every %v", tt.args, cfg.Window, tt.typ, tt.early)
 			}
+			if byKey := !slices.Contains(tt.args, "repartition"); cfg.Source.ByKey() != byKey {
+				t.Errorf("demoConfig(%q).Source.ByKey() = %v, want %v", tt.args, cfg.Source.ByKey(), byKey)
+			}
 			if zone := cfg.Window.Zone(); (name == "calendar") != (zone != nil) || zone != nil && zone.String() != demoZone {
 				t.Errorf("demoConfig(%q).Window = %+v: zone %v, want days in %s only with --window calendar", tt.args, cfg.Window, zone, demoZone)
 			}
@@ -71,17 +77,21 @@ func TestDemoWindowConfigs(t *testing.T) {
 
 func TestParseDemoFlagsErrors(t *testing.T) {
 	tests := map[string][]string{
-		"negative rate":       {"--rate", "-1"},
-		"no keys":             {"--keys", "0"},
-		"late fraction > 0.5": {"--late-fraction", "0.9"},
-		"zero speed":          {"--speed", "0"},
-		"unknown flag":        {"--nope"},
-		"unknown window":      {"--window", "hopping"},
-		"count, early":        {"--window", "count", "--early", "1s"},
-		"negative early":      {"--early", "-1s"},
-		"early below a ms":    {"--early", "1500us"},
-		"argument":            {"extra"},
-		"unknown format":      {"--format", "protobuf"},
+		"negative rate":                  {"--rate", "-1"},
+		"no keys":                        {"--keys", "0"},
+		"late fraction > 0.5":            {"--late-fraction", "0.9"},
+		"zero speed":                     {"--speed", "0"},
+		"unknown flag":                   {"--nope"},
+		"unknown window":                 {"--window", "hopping"},
+		"count, early":                   {"--window", "count", "--early", "1s"},
+		"negative early":                 {"--early", "-1s"},
+		"early below a ms":               {"--early", "1500us"},
+		"argument":                       {"extra"},
+		"unknown format":                 {"--format", "protobuf"},
+		"no instances":                   {"--instances", "0"},
+		"unknown partitioning":           {"--partitioning", "auto"},
+		"more instances than partitions": {"--instances", "4"},
+		"instances above --partitions":   {"--partitions", "2", "--instances", "3"},
 	}
 	for name, args := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -118,44 +128,78 @@ func TestBusyHint(t *testing.T) {
 }
 
 // TestDemoRuns runs `aggregator demo` in-process against its own kfake,
-// with the event clock at 4x so windows fire within the run, and checks
-// the last summary line: results, late events and dead letters came back
-// from the output topics.
+// with the event clock at 4x so windows fire within the run, until a
+// summary line shows results, late events and dead letters come back from
+// the output topics; then it stops the demo as Ctrl-C would.
 func TestDemoRuns(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	args := []string{"demo", "--duration", "6s", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
-	if err := run(ctx, args, nil, nil, &stdout, &stderr); err != nil {
-		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	last := lines[len(lines)-1]
-	for _, field := range []string{"results", "late", "dead_letters", "keys"} {
-		if n := summaryField(t, last, field); n < 1 {
-			t.Errorf("last summary %q: %s = %d, want > 0", last, field, n)
-		}
-	}
+	demoUntilOutputs(t, "demo", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0")
 }
 
 // TestDemoRunsAvro is TestDemoRuns with --format avro: the generator
 // writes Avro through the in-process registry, and malformed values are
 // the registry formats' dead letters.
 func TestDemoRunsAvro(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	args := []string{"demo", "--format", "avro", "--duration", "6s", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
-	if err := run(ctx, args, nil, nil, &stdout, &stderr); err != nil {
-		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
+	demoUntilOutputs(t, "demo", "--format", "avro", "--speed", "4", "--rate", "200", "--late-fraction", "0.05", "--listen", "127.0.0.1:0")
+}
+
+// demoUntilOutputs runs the demo with args until its summary shows
+// results, late events, dead letters and keys, and checks its last line.
+func demoUntilOutputs(t *testing.T, args ...string) {
+	t.Helper()
+	seen := func(line string) bool {
+		for _, field := range []string{"results", "late", "dead_letters", "keys"} {
+			if !regexp.MustCompile(`\b` + field + `=[1-9]`).MatchString(line) {
+				return false
+			}
+		}
+		return true
 	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	last := lines[len(lines)-1]
-	for _, field := range []string{"results", "late", "dead_letters", "keys"} {
-		if n := summaryField(t, last, field); n < 1 {
-			t.Errorf("last summary %q: %s = %d, want > 0", last, field, n)
+	last := runDemoUntil(t, args, seen)
+	if !seen(last) {
+		t.Errorf("last summary %q: want results, late, dead_letters and keys above 0", last)
+	}
+}
+
+// runDemoUntil runs `aggregator` with args in-process until done holds
+// for its last summary line (or 2 minutes pass: it fails then), stops it
+// as Ctrl-C would, and returns the summary line of its last frame.
+func runDemoUntil(t *testing.T, args []string, done func(last string) bool) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	ended := make(chan error, 1)
+	go func() { ended <- run(ctx, args, nil, nil, &stdout, &stderr) }()
+	waited := false
+	defer func() { // on a failure too, the demo stops before the test ends
+		cancel()
+		if !waited {
+			<-ended
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for last := ""; ; {
+		if last = stdout.lastLine(); done(last) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run(%q): after 2 minutes, last summary:\n%s\nstderr:\n%s", args, last, stderr.String())
+		}
+		select {
+		case err := <-ended:
+			waited = true
+			t.Fatalf("run(%q) ended early: %v; stdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+		case <-tick.C:
 		}
 	}
+	cancel() // as Ctrl-C: the instances drain, the last frame is drawn
+	err := <-ended
+	waited = true
+	if err != nil {
+		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
+	}
+	return stdout.lastLine()
 }
 
 func summaryField(t *testing.T, line, name string) int {
@@ -166,4 +210,90 @@ func summaryField(t *testing.T, line, name string) int {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n
+}
+
+// TestDemoInstances runs `aggregator demo --instances N` in-process: N
+// service instances in one group share the input's 3 partitions, and the
+// view's check finds their results equal to the one-instance reference
+// run's, window by window. It waits (with a deadline) until every instance
+// holds a partition and two windows of every key have been compared, then
+// stops the demo as Ctrl-C would and reads the last summary line: a
+// loaded machine makes the run longer, not the check weaker. Sliding
+// windows with 3 instances: a straggler is in 5 windows at once. With
+// the repartition stage, every sid is on every partition (calls keyed by
+// call id), and two instances still give one instance's results.
+func TestDemoInstances(t *testing.T) {
+	t.Parallel() // mostly waits on the wall clock, beside the package's other tests
+	cases := []struct {
+		instances    int
+		window       string
+		partitioning string
+	}{{2, "tumbling", "by_key"}, {2, "tumbling", "repartition"}, {3, "sliding", "by_key"}}
+	rate := "100"
+	if raceEnabled { // the instances run several times slower: half the rate, and no sliding windows' five results per record
+		cases, rate = cases[:2], "50"
+	}
+	for _, tt := range cases {
+		t.Run(fmt.Sprintf("%d %s %s", tt.instances, tt.window, tt.partitioning), func(t *testing.T) {
+			t.Parallel() // its own broker; mostly waits on the wall clock
+			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window, "--partitioning", tt.partitioning,
+				"--speed", "4", "--rate", rate, "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
+			// Two windows of each of the 8 keys (one under race) compared
+			// after the first late events (they start 1 s after the
+			// instances hold their partitions, once each has a watermark),
+			// every instance holding a partition.
+			windows := 16
+			if raceEnabled {
+				windows = 8
+			}
+			spread := regexp.MustCompile(`\binstances=` + strconv.Itoa(tt.instances) + ` partitions=(\d+:[\d,]+;?)+ `)
+			want := -1 // windows compared to wait for, once late events came
+			last := runDemoUntil(t, args, func(last string) bool {
+				if !strings.Contains(last, " compared=") {
+					return false
+				}
+				compared := summaryField(t, last, "compared")
+				if want < 0 && summaryField(t, last, "late") > 0 {
+					want = compared + windows
+				}
+				return want >= 0 && compared >= want && spread.MatchString(last)
+			})
+			if n := summaryField(t, last, "compared"); n < want || summaryField(t, last, "differ") != 0 {
+				t.Errorf("last summary %q: want %d windows or more compared, none differing", last, want)
+			}
+			// Not late firings: an instance behind the stream meets a
+			// straggler before its window fired.
+			for _, field := range []string{"late", "dead_letters"} {
+				if summaryField(t, last, field) < 1 {
+					t.Errorf("last summary %q: %s = 0, want the input's late and malformed records seen", last, field)
+				}
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer the demo writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lastLine is the last complete line written, "" before the first.
+func (s *syncBuffer) lastLine() string {
+	text := s.String()
+	text = text[:strings.LastIndexByte(text, '\n')+1]
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	return lines[len(lines)-1]
 }

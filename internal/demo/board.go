@@ -59,6 +59,7 @@ type result struct {
 	Aggregates  map[string]json.Number     `json:"aggregates"`
 	Firing      string                     `json:"firing"`
 	Revision    int64                      `json:"revision"`
+	Seq         *int64                     `json:"seq"` // count windows only
 	Watermark   int64                      `json:"watermark"`
 }
 

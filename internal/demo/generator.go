@@ -45,10 +45,27 @@ type GeneratorConfig struct {
 	MaxDisorder time.Duration
 	// The pipeline's settings, to place Stragglers and TooLate records.
 	OutOfOrderness, Lateness, WindowSize time.Duration
-	Seed                                 uint64
+	// LateMargin puts TooLate records this much further back (event
+	// time), and LateAfter makes none until the event clock has run that
+	// long (the first records are OnTime instead): a TooLate record is
+	// then late whatever order a consumer reads the partitions in, as
+	// long as it reads none of them more than LateMargin behind the
+	// others, and every partition has a record before the first one.
+	// Zero: a lateness and two windows back, from the first record.
+	LateMargin, LateAfter time.Duration
+	Seed                  uint64
 	// AvroSchemaID, when not 0, makes values Avro in the wire format with
 	// this schema id (AvroSchema in the registry) instead of JSON.
 	AvroSchemaID uint32
+	// LateGate, when not nil, holds TooLate records back (they are OnTime
+	// instead) until it returns true: the demo opens it once every
+	// instance has a watermark, which a record judged earlier would meet
+	// at minus infinity.
+	LateGate func() bool
+	// KeyByCall makes each record's Kafka key a call id (call_0, call_1,
+	// ...) instead of its sid: the producer's partitioner then spreads
+	// every sid over every partition.
+	KeyByCall bool
 }
 
 // Record is one generated Kafka record.
@@ -64,6 +81,7 @@ type Generator struct {
 	cfg   GeneratorConfig
 	rng   *rand.Rand
 	start time.Time
+	calls int64 // records made, for KeyByCall
 }
 
 // NewGenerator returns a Generator whose event clock reads start when the
@@ -84,7 +102,15 @@ func (g *Generator) EventClock(now time.Time) time.Time {
 // Next returns the record generated at wall-clock now.
 func (g *Generator) Next(now time.Time) Record {
 	sid := "sid_" + strconv.Itoa(g.rng.IntN(max(g.cfg.Keys, 1)))
+	key := []byte(sid)
+	if g.cfg.KeyByCall {
+		key = strconv.AppendInt([]byte("call_"), g.calls, 10)
+	}
+	g.calls++
 	class := g.class()
+	if class == TooLate && (float64(now.Sub(g.start))*g.cfg.Speed < float64(g.cfg.LateAfter) || g.cfg.LateGate != nil && !g.cfg.LateGate()) {
+		class = OnTime
+	}
 	at := g.eventTime(g.EventClock(now), class)
 	callType := "success"
 	if class == Filtered {
@@ -96,7 +122,7 @@ func (g *Generator) Next(now time.Time) Record {
 		if class == Malformed {
 			value = g.malformedAvro(sid, at, int64(d))
 		}
-		return Record{Key: []byte(sid), Value: value, EventTime: at, Class: class}
+		return Record{Key: key, Value: value, EventTime: at, Class: class}
 	}
 	duration := strconv.Itoa(d)
 	value := fmt.Sprintf(`{"sid":%q,"callType":%q,"callTime":%q,"duration":%s}`,
@@ -104,7 +130,7 @@ func (g *Generator) Next(now time.Time) Record {
 	if class == Malformed {
 		value = g.malformed(sid, at, duration)
 	}
-	return Record{Key: []byte(sid), Value: []byte(value), EventTime: at, Class: class}
+	return Record{Key: key, Value: []byte(value), EventTime: at, Class: class}
 }
 
 func (g *Generator) class() Class {
@@ -129,14 +155,15 @@ func (g *Generator) class() Class {
 // eventTime places a record relative to the event clock. The watermark
 // trails the clock by OutOfOrderness and 1ms. A TooLate record (a lateness
 // and two windows further back) is past the cleanup of every window it
-// belongs to; a Straggler is behind the watermark but within lateness.
+// belongs to (LateMargin further back); a Straggler is behind the
+// watermark but within lateness.
 func (g *Generator) eventTime(clock time.Time, class Class) time.Time {
 	clock = clock.Truncate(time.Millisecond)
 	switch class {
 	case Straggler:
 		return time.UnixMilli(g.straggler(clock.UnixMilli() - g.cfg.OutOfOrderness.Milliseconds() - 1))
 	case TooLate:
-		return clock.Add(-g.cfg.OutOfOrderness - g.cfg.Lateness - 2*g.cfg.WindowSize)
+		return clock.Add(-g.cfg.OutOfOrderness - g.cfg.Lateness - 2*g.cfg.WindowSize - g.cfg.LateMargin)
 	}
 	if ms := g.cfg.MaxDisorder.Milliseconds(); ms > 0 {
 		return clock.Add(-time.Duration(g.rng.Int64N(ms)) * time.Millisecond)

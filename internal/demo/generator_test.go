@@ -3,6 +3,7 @@ package demo_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -215,5 +216,69 @@ func BenchmarkGeneratorNext(b *testing.B) {
 	for b.Loop() {
 		now = now.Add(time.Millisecond)
 		g.Next(now)
+	}
+}
+
+// TestGeneratorLateMargin: with LateAfter no record is TooLate before the
+// event clock has run that long, and with LateMargin each is that much
+// further back than a lateness and two windows.
+func TestGeneratorLateMargin(t *testing.T) {
+	cfg := testConfig()
+	cfg.LateAfter, cfg.LateMargin = 3*time.Second, 40*time.Second
+	g := demo.NewGenerator(cfg, start)
+	back := cfg.OutOfOrderness + cfg.Lateness + 2*cfg.WindowSize + cfg.LateMargin
+	late := 0
+	for i := range 2000 {
+		now := start.Add(time.Duration(i) * 10 * time.Millisecond)
+		r := g.Next(now)
+		if r.Class != demo.TooLate {
+			continue
+		}
+		late++
+		if elapsed := now.Sub(start); elapsed < cfg.LateAfter {
+			t.Fatalf("too-late record %s %v after the start, want none before %v", r.Value, elapsed, cfg.LateAfter)
+		}
+		if lag := g.EventClock(now).Truncate(time.Millisecond).Sub(r.EventTime); lag != back {
+			t.Fatalf("too-late record %s is %v behind the event clock, want %v", r.Value, lag, back)
+		}
+	}
+	if late == 0 {
+		t.Error("no too-late record in 20s, want about 5%")
+	}
+}
+
+// TestGeneratorKeyByCall: with KeyByCall each record's Kafka key is its
+// own call id, and the values are those of the sid-keyed stream.
+func TestGeneratorKeyByCall(t *testing.T) {
+	cfg := testConfig()
+	bySid := generate(cfg, 100)
+	cfg.KeyByCall = true
+	for i, r := range generate(cfg, 100) {
+		if want := fmt.Sprintf("call_%d", i); string(r.Key) != want || !bytes.Equal(r.Value, bySid[i].Value) {
+			t.Fatalf("record %d = key %s, value %s; want key %s, value %s", i, r.Key, r.Value, want, bySid[i].Value)
+		}
+	}
+}
+
+// TestGeneratorLateGate: no record is TooLate while the gate is shut.
+func TestGeneratorLateGate(t *testing.T) {
+	cfg := testConfig()
+	open := false
+	cfg.LateGate = func() bool { return open }
+	g := demo.NewGenerator(cfg, start)
+	late := 0
+	for i := range 2000 {
+		if i == 1000 {
+			open = true
+		}
+		if r := g.Next(start.Add(time.Duration(i) * 10 * time.Millisecond)); r.Class == demo.TooLate {
+			if !open {
+				t.Fatalf("record %d (%s) is too late with the gate shut", i, r.Value)
+			}
+			late++
+		}
+	}
+	if late == 0 {
+		t.Error("no too-late record once the gate opened, want about 5%")
 	}
 }

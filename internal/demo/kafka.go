@@ -3,7 +3,10 @@ package demo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +26,23 @@ type Source struct {
 	Clock  func() time.Time // the wall clock; the generator's event clock follows it
 
 	sent [Filtered + 1]atomic.Int64
+	seq  int64 // of the next record (Run's goroutine only)
+}
+
+// SeqHeader is the header in which Source numbers its records from 0, in
+// the order it produces them across partitions: a reader that processes
+// them in that order reads them as one consumer that kept up would.
+const SeqHeader = "demo.seq"
+
+// Seq returns the SeqHeader number of r, and whether it has one.
+func Seq(r *kgo.Record) (int64, bool) {
+	for _, h := range r.Headers {
+		if h.Key == SeqHeader {
+			n, err := strconv.ParseInt(string(h.Value), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // Sent returns how many records of each class were acknowledged.
@@ -69,7 +89,9 @@ func (s *Source) Run(ctx context.Context) error {
 }
 
 func (s *Source) produce(ctx context.Context, r Record, fail func(error)) {
-	rec := &kgo.Record{Topic: s.Topic, Key: r.Key, Value: r.Value, Timestamp: r.EventTime}
+	rec := &kgo.Record{Topic: s.Topic, Key: r.Key, Value: r.Value, Timestamp: r.EventTime,
+		Headers: []kgo.RecordHeader{{Key: SeqHeader, Value: strconv.AppendInt(nil, s.seq, 10)}}}
+	s.seq++
 	s.Client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			fail(fmt.Errorf("produce to %s: %w", s.Topic, err))
@@ -80,9 +102,10 @@ func (s *Source) produce(ctx context.Context, r Record, fail func(error)) {
 }
 
 // Watch reads the output topics with cl (a read_committed consumer of
-// them) into b until ctx is done. It returns the first value the Board
-// rejects, or nil once ctx is done.
-func Watch(ctx context.Context, cl *kgo.Client, b *Board) error {
+// them) into b, and the results topic's records into c as the Service's
+// unless c is nil, until ctx is done. It returns the first record the
+// Board or the Check rejects, or nil once ctx is done.
+func Watch(ctx context.Context, cl *kgo.Client, b *Board, c *Check) error {
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -90,7 +113,11 @@ func Watch(ctx context.Context, cl *kgo.Client, b *Board) error {
 		}
 		var err error
 		fetches.EachRecord(func(r *kgo.Record) {
-			if e := b.Observe(r.Topic, r.Value); e != nil && err == nil {
+			e := b.Observe(r.Topic, r.Value)
+			if c != nil && r.Topic == b.results && e == nil {
+				e = c.Observe(Service, r.Key, r.Value)
+			}
+			if e != nil && err == nil {
 				err = e
 			}
 		})
@@ -103,7 +130,9 @@ func Watch(ctx context.Context, cl *kgo.Client, b *Board) error {
 // Pipeline is what the view shows from the service's own metrics.
 type Pipeline struct {
 	Processed float64 // aggregator_records_total, every outcome
-	Watermark int64   // aggregator_watermark_seconds in ms; math.MinInt64 if none yet
+	// Watermark is aggregator_watermark_seconds in ms, the lowest over the
+	// instances that have one; math.MinInt64 if none has one yet.
+	Watermark int64
 }
 
 // ReadPipeline reads the service's metrics from g, so the view shows what
@@ -122,11 +151,71 @@ func ReadPipeline(g prometheus.Gatherer) (Pipeline, error) {
 			}
 		case "aggregator_watermark_seconds":
 			for _, m := range f.GetMetric() {
-				p.Watermark = watermarkMillis(m.GetGauge().GetValue())
+				if wm := watermarkMillis(m.GetGauge().GetValue()); wm != math.MinInt64 && (p.Watermark == math.MinInt64 || wm < p.Watermark) {
+					p.Watermark = wm
+				}
 			}
 		}
 	}
 	return p, nil
+}
+
+// InstanceLabel is the label that tells apart the metrics of the service
+// instances `demo --instances N` runs in one process: 1 to N.
+const InstanceLabel = "demo_instance"
+
+// Instance is one service instance as its metrics show it.
+type Instance struct {
+	Name       string  // its InstanceLabel value
+	Partitions []int32 // the partitions of the input topic it holds, ascending
+	Watermark  int64   // its merged watermark in ms; math.MinInt64 if none yet
+}
+
+// ReadInstances returns, for each value of InstanceLabel in g (by name,
+// numbers in order), the partitions of topic that instance holds: those
+// with an aggregator_partition_watermark_seconds series, which an
+// instance keeps for each partition it is assigned.
+func ReadInstances(g prometheus.Gatherer, topic string) ([]Instance, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	byName := map[string]*Instance{}
+	note := func(name string) *Instance {
+		if byName[name] == nil {
+			byName[name] = &Instance{Name: name, Watermark: math.MinInt64}
+		}
+		return byName[name]
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			name, ok := labels[InstanceLabel]
+			if !ok {
+				continue
+			}
+			in := note(name)
+			if f.GetName() == "aggregator_watermark_seconds" {
+				in.Watermark = watermarkMillis(m.GetGauge().GetValue())
+			}
+			if f.GetName() != "aggregator_partition_watermark_seconds" || labels["topic"] != topic {
+				continue
+			}
+			if p, err := strconv.ParseInt(labels["partition"], 10, 32); err == nil {
+				in.Partitions = append(in.Partitions, int32(p))
+			}
+		}
+	}
+	out := make([]Instance, 0, len(byName))
+	for _, name := range slices.SortedFunc(maps.Keys(byName), naturalCompare) {
+		in := byName[name]
+		slices.Sort(in.Partitions)
+		out = append(out, *in)
+	}
+	return out, nil
 }
 
 // watermarkMillis turns the gauge back into ms. The gauge starts at 0 and

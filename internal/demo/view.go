@@ -43,6 +43,13 @@ type State struct {
 	// Watermark is the merged watermark in ms; math.MinInt64 before the
 	// first one.
 	Watermark int64
+	// Instances are the service instances (demo --instances), with the
+	// partitions each holds; the view lists them when there are several.
+	Instances []Instance
+	// Check is the comparison with the one-instance reference run; nil
+	// when there is none, and then CheckNote says why.
+	Check     *CheckTally
+	CheckNote string
 
 	Tally
 }
@@ -75,7 +82,21 @@ func Render(s State) string {
 	wrap(&b, s.Width, ", ", "    ", "  generated: "+strconv.FormatInt(s.Sent[OnTime], 10)+" on time",
 		fmt.Sprintf("%d stragglers", s.Sent[Straggler]), tooLate,
 		fmt.Sprintf("%d malformed", s.Sent[Malformed]), fmt.Sprintf("%d filtered out", s.Sent[Filtered]))
-	wrap(&b, s.Width, " ", "  ", "watermark", watermarkText(s.Watermark, s.Now, s.Zone))
+	wm := "watermark"
+	if len(s.Instances) > 1 {
+		wm = "watermark (the lowest instance's)"
+	}
+	wrap(&b, s.Width, " ", "  ", wm, watermarkText(s.Watermark, s.Now, s.Zone))
+	if len(s.Instances) > 1 {
+		parts := []string{fmt.Sprintf("%d instances", len(s.Instances))}
+		for _, in := range s.Instances {
+			parts = append(parts, "#"+in.Name+": partitions "+partitionsText(in.Partitions))
+		}
+		wrap(&b, s.Width, " · ", "  ", parts...)
+	}
+	if s.Check != nil || s.CheckNote != "" {
+		wrap(&b, s.Width, " ", "  ", checkText(s.Check, s.CheckNote)...)
+	}
 	if s.Retractions > 0 {
 		wrap(&b, s.Width, " ", "  ", fmt.Sprintf("sessions: %d retracted", s.Retractions),
 			"(tombstones of sessions that a late record merged after they fired)")
@@ -237,13 +258,53 @@ func fitRows(rows []Row, lines, n int) ([]Row, int) {
 	return shown, len(rows) - len(shown)
 }
 
+func partitionsText(ps []int32) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+// checkText is the line that compares the results with the one-instance
+// reference run, in parts to wrap.
+func checkText(c *CheckTally, note string) []string {
+	const claim = "results equal the one-instance run:"
+	switch {
+	case c == nil:
+		return []string{"one-instance check:", note}
+	case c.Compared == 0:
+		return []string{claim, "none closed yet", fmt.Sprintf("(%d windows open)", c.Pending)}
+	case c.Differ == 0:
+		return []string{claim, "yes", fmt.Sprintf("(%d windows compared, %d open)", c.Compared, c.Pending)}
+	}
+	return []string{claim, fmt.Sprintf("NO, %d of %d windows differ;", c.Differ, c.Compared), "first: " + c.FirstDiff}
+}
+
 // Summary is one plain line for a stdout that is not a terminal. Each
 // line says where Kafka and the metrics are, so any line read alone (a
 // log tail) tells how to look further.
 func Summary(s State) string {
-	return fmt.Sprintf("demo: elapsed=%s produced=%d processed=%.0f results=%d late_firings=%d retractions=%d late=%d dead_letters=%d keys=%d watermark=%s kafka=%q metrics=%s",
+	line := fmt.Sprintf("demo: elapsed=%s produced=%d processed=%.0f results=%d late_firings=%d retractions=%d late=%d dead_letters=%d keys=%d watermark=%s",
 		s.Elapsed.Truncate(time.Second), s.Sent.Total(), s.Processed, s.Results, s.LateFirings, s.Retractions,
-		s.Late, s.DeadLetters, len(s.Rows), timeText(s.Watermark, time.RFC3339Nano), s.Brokers, s.MetricsURL)
+		s.Late, s.DeadLetters, len(s.Rows), timeText(s.Watermark, time.RFC3339Nano))
+	if len(s.Instances) > 1 {
+		parts := make([]string, len(s.Instances))
+		for i, in := range s.Instances {
+			parts[i] = in.Name + ":" + partitionsText(in.Partitions)
+		}
+		line += fmt.Sprintf(" instances=%d partitions=%s", len(s.Instances), strings.Join(parts, ";"))
+	}
+	if c := s.Check; c != nil {
+		line += fmt.Sprintf(" compared=%d differ=%d", c.Compared, c.Differ)
+		if c.Differ > 0 {
+			line += fmt.Sprintf(" first_diff=%q", c.FirstDiff)
+		}
+	}
+	return line + fmt.Sprintf(" kafka=%q metrics=%s", s.Brokers, s.MetricsURL)
 }
 
 func watermarkText(wm int64, now time.Time, zone *time.Location) string {

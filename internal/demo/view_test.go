@@ -285,3 +285,61 @@ func TestRenderCalendarDays(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderInstances: with several instances the view lists the
+// partitions each holds, and the check line says whether the results
+// equal the one-instance run's; the summary line carries both.
+func TestRenderInstances(t *testing.T) {
+	s := sampleState()
+	s.Instances = []demo.Instance{{Name: "1", Partitions: []int32{0, 2}}, {Name: "2", Partitions: []int32{1}}, {Name: "3"}}
+	s.Check = &demo.CheckTally{Compared: 57, Pending: 9}
+	checkGolden(t, "testdata/view_instances.golden", demo.Render(s))
+	const want = ` instances=3 partitions=1:0,2;2:1;3:none compared=57 differ=0 kafka=`
+	if got := demo.Summary(s); !strings.Contains(got, want) {
+		t.Errorf("Summary() = %q, want it to hold %q", got, want)
+	}
+}
+
+func TestRenderCheck(t *testing.T) {
+	tests := map[string]struct {
+		check *demo.CheckTally
+		note  string
+		want  string
+	}{
+		"none closed": {&demo.CheckTally{Pending: 4}, "", "results equal the one-instance run: none closed yet (4 windows open)\n"},
+		"equal":       {&demo.CheckTally{Compared: 8, Pending: 4}, "", "results equal the one-instance run: yes (8 windows compared, 4 open)\n"},
+		"differ": {&demo.CheckTally{Compared: 8, Differ: 1, FirstDiff: "k: service count 1, reference count 2"}, "",
+			"results equal the one-instance run: NO, 1 of 8 windows differ; first: k: service count 1, reference count 2\n"},
+		"not checked": {nil, "not for global windows", "one-instance check: not for global windows\n"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := sampleState()
+			s.Check, s.CheckNote = tt.check, tt.note
+			if got := demo.Render(s); !strings.Contains(got, "\n"+tt.want) {
+				t.Errorf("Render() lacks %q:\n%s", tt.want, got)
+			}
+		})
+	}
+}
+
+func TestReadInstances(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for name, parts := range map[string][]string{"1": {"2", "0"}, "2": {"1"}, "10": nil} {
+		m := metrics.New(prometheus.WrapRegistererWith(prometheus.Labels{demo.InstanceLabel: name}, reg))
+		for _, p := range parts {
+			m.PartitionWatermark.WithLabelValues("calls", p).Set(1)
+		}
+		if len(parts) > 0 {
+			m.Watermark.Set(1)
+		}
+		m.PartitionWatermark.WithLabelValues("calls-repartition", "7").Set(1) // another topic
+	}
+	got, err := demo.ReadInstances(reg, "calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprint(got); s != "[{1 [0 2] 1000} {2 [1] 1000} {10 [] -9223372036854775808}]" {
+		t.Errorf("ReadInstances() = %s, want [{1 [0 2] 1000} {2 [1] 1000} {10 [] -9223372036854775808}]: partitions and watermarks", s)
+	}
+}
