@@ -40,4 +40,3 @@ func TestRepartitionThreeInstances(t *testing.T) {
 		})
 	}
 }
-
