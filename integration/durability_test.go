@@ -85,20 +85,15 @@ type durStream struct {
 	keys     int
 	lateness int64
 	kind     durKind
-	// spread: keys spread over the partitions (the repartition stage's
-	// input, keyed by something else): normal record g is on partition
-	// g%parts with key (g/parts)%keys, a late record on any partition.
-	// Within a partition times still only go up.
-	spread  bool
-	step    int64          // ms between normal records
-	size    int64          // the tumbling window size (0: calendar days)
-	closeAt int64          // closers are this far after the last normal record
-	zone    *time.Location // calendar days' zone
-	next    int64          // time of the next normal record
-	g       int            // normal records so far
-	lines   []string
-	part    []int32
-	chunks  []int // chunks[r]: end of chunk r in lines
+	step     int64          // ms between normal records
+	size     int64          // the tumbling window size (0: calendar days)
+	closeAt  int64          // closers are this far after the last normal record
+	zone     *time.Location // calendar days' zone
+	next     int64          // time of the next normal record
+	g        int            // normal records so far
+	lines    []string
+	part     []int32
+	chunks   []int // chunks[r]: end of chunk r in lines
 	// how many records of each kind were generated
 	late, dead, lateFire, closers int
 	// Session streams (gap > 0): the retractions the stream makes, and the
@@ -108,6 +103,11 @@ type durStream struct {
 	sess    map[int][]durSession // each key's sessions, by start
 	runKey  []int                // each partition's key in its current run
 	runLeft []int                // and the records left in that run
+	// spread: keys spread over the partitions (the repartition stage's
+	// input, keyed by something else): normal record g is on partition
+	// g%parts with key (g/parts)%keys, a late record on any partition.
+	// Within a partition times still only go up.
+	spread bool
 }
 
 func newDurStream(parts int32, keys int, lateness int64) *durStream {
