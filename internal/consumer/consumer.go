@@ -364,6 +364,9 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 	if id := c.cfg.Source.InstanceID; id != "" {
 		opts = append(opts, kgo.InstanceID(id))
 	}
+	if c.parts.input != nil && c.cfg.Source.StartAtLatest() {
+		opts = append(opts, kgo.AdjustFetchOffsetsFn(c.repartitionFromStart))
+	}
 	st := c.cfg.Source.SessionTimeout
 	return append(opts,
 		kgo.SessionTimeout(st),
@@ -380,6 +383,23 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.OnPartitionsLost(c.lost),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.fetch.rebalanceWaits.Store(true) }),
 	), nil
+}
+
+// repartitionFromStart starts stage 2 at the earliest retained record of
+// every assigned repartition partition the group has no committed offset
+// for, whatever source.start_offset says (kgo's reset offset is one for
+// the client): stage 1 wrote those records from input the group consumed,
+// perhaps before this partition's first owner read them (it died, or the
+// partition moved to another instance first), and starting at the end
+// would lose them. kgo passes a partition without a committed offset the
+// reset offset, whose offset is negative (AtEnd).
+func (c *Consumer) repartitionFromStart(_ context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for p, o := range offs[c.parts.input.topic] {
+		if o.EpochOffset().Offset < 0 {
+			offs[c.parts.input.topic][p] = kgo.NewOffset().AtStart()
+		}
+	}
+	return offs, nil
 }
 
 // consumeTopics are the topics the group consumes: the input topics, and
