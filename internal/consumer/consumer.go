@@ -376,6 +376,11 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(start),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A transaction's control record takes an offset: kept, the
+		// position moves past it, so that a partition written by a
+		// transactional producer (the repartition topic with exactly_once)
+		// is at its log end once read, for its lag and its idleness.
+		kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(c.assigned),

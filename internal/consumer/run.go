@@ -241,6 +241,10 @@ func (c *Consumer) apply(pl *poll) {
 		}
 		for i := pp.lo; i < pp.hi; i++ {
 			d := &pl.recs[i]
+			if d.control {
+				c.proc.Skip(&d.in)
+				continue
+			}
 			if pp.repart && d.kind == record.Marker && d.err == nil {
 				c.proc.ApplyMark(p.id, d.in.RepartitionOffset, d.mark)
 				continue

@@ -51,6 +51,10 @@ func (s *stage1) outcome(o repartition.Outcome) (pipeline.Outcome, bool) {
 func (s *stage1) apply(p *partition, recs []decoded, hwm, now int64) {
 	for i := range recs {
 		d := &recs[i]
+		if d.control {
+			s.core.Skip(d.in.Partition, d.in.Offset)
+			continue
+		}
 		if out, ok := s.core.ProcessDecoded(&d.in, &d.rec, d.kind, d.err, now); ok {
 			if o, counted := s.outcome(out); counted {
 				p.counts[o]++

@@ -240,3 +240,22 @@ func TestRepartitionedUncommittedPartition(t *testing.T) {
 		t.Errorf("partition 1's marker: outputs = %q, want its window on time", got)
 	}
 }
+
+// TestRepartitionedControlRecord: a transaction's control record (stage 1
+// wrote the partition in transactions) moves the position past it: the
+// commit's offset, and a partition read to its end lags by nothing. One
+// behind the position changes nothing.
+func TestRepartitionedControlRecord(t *testing.T) {
+	s := newStage2(t, stage2Yaml, changelog{}, 0)
+	s.mark(0, 0, 0, 1, 500, false)
+	s.p.Skip(&ready.Input{Partition: 0, Offset: 1, RepartitionOffset: 1})
+	s.p.Skip(&ready.Input{Partition: 0, Offset: 0, RepartitionOffset: 0})
+	rd := s.take(true)
+	if want := []ready.Offset{{Partition: 0, Offset: 2}}; !slices.Equal(rd.Offsets, want) {
+		t.Errorf("offsets = %+v, want %+v (past the control record)", rd.Offsets, want)
+	}
+	s.p.Fetched(0, 2, 0)
+	if lag, ok := s.p.Lag(0); lag != 0 || !ok {
+		t.Errorf("Lag(0) = %d, %v, want 0, true (read to its log end)", lag, ok)
+	}
+}

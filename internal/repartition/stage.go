@@ -184,6 +184,16 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 	return Forwarded, true
 }
 
+// Skip moves a partition's position past offset, a record that holds no
+// data (a transaction's control record, kept by the client), unless the
+// partition is not assigned or offset is behind its position: a partition
+// read to its end is then at its log end, for its lag and its idleness.
+func (s *Stage) Skip(partition int32, offset int64) {
+	if s.Assigned(partition) && offset >= s.next[partition] {
+		s.next[partition] = offset + 1
+	}
+}
+
 // checkFuture is the future guard of SPEC §3, as pipeline applies it.
 func (s *Stage) checkFuture(eventTime, now int64) error {
 	if s.futureMs == 0 || now > math.MaxInt64-s.futureMs || eventTime <= now+s.futureMs {

@@ -256,3 +256,23 @@ func TestStageLagAndUnfetched(t *testing.T) {
 		t.Errorf("Sources() = %d, want 2", s.Sources())
 	}
 }
+
+// TestStageSkip: a transaction's control record of an input partition
+// moves its position past it (the commit's offset, and a partition read
+// to its end lags by nothing); one behind the position, or of a partition
+// not assigned, changes nothing.
+func TestStageSkip(t *testing.T) {
+	s := newStage(t, yaml, 2, 0)
+	s.Process(input(0, 0, "r0", `{"user":"a","kind":"click","t":1000}`), 0)
+	s.Skip(0, 1)
+	s.Skip(0, 0)
+	s.Skip(1, 5)
+	rd := s.Ready(true, 0)
+	if want := []ready.Offset{{Partition: 0, Offset: 2}}; !slices.Equal(rd.Offsets, want) {
+		t.Errorf("Ready(true).Offsets = %+v, want %+v", rd.Offsets, want)
+	}
+	s.Fetched(0, 2, 0)
+	if lag, ok := s.Lag(0); lag != 0 || !ok {
+		t.Errorf("Lag(0) = %d, %v, want 0, true (read to its log end)", lag, ok)
+	}
+}
