@@ -234,7 +234,7 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	}
 	s := c.parts.input
 	if s == nil {
-		return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, total, c.cfg.Sink)
+		return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, total, "", c.cfg.Sink)
 	}
 	// Stage 2's state partitions are the repartition partitions: changelog
 	// partition i holds repartition partition i's state.
@@ -247,7 +247,7 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	if err := cluster.EnsureRepartition(ctx, adm, s.topic, s.partitions, c.cfg.Sink); err != nil {
 		return err
 	}
-	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, s.partitions, c.cfg.Sink)
+	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, s.partitions, s.topic, c.cfg.Sink)
 }
 
 // newClients makes the group consumer and the producer: one transactional
