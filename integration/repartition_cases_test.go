@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"aggregator/internal/cluster"
 	"aggregator/internal/config"
+	"aggregator/internal/consumer"
 	"aggregator/internal/metrics"
 	"aggregator/internal/producer"
 	"aggregator/internal/ready"
@@ -192,4 +194,98 @@ func waitAll(t testing.TB, reg *prometheus.Registry, name string, n int, want fl
 		}
 		return ok
 	}, func() string { return fmt.Sprintf("%s: %d series at %v, got %v", name, n, want, last) })
+}
+
+// startWithOpts is startWith with extra options for the service's Kafka
+// clients, and the wall clock.
+func startWithOpts(t testing.TB, cfg config.Config, reg *prometheus.Registry, opts ...kgo.Opt) *service {
+	t.Helper()
+	c, err := consumer.NewWithClock(cfg, zerolog.Nop(), reg, time.Now, append([]kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatalf("consumer.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &service{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- c.Run(ctx) }()
+	t.Cleanup(func() { s.crash() })
+	return s
+}
+
+// TestRepartitionPartitionsAdded: partitions added to the input topic
+// while the service runs (kadm CreatePartitions) are counted by the
+// markers from the next commit on, so stage 2 waits for their watermarks
+// again: their records, 30 s behind the other partitions', are not late,
+// and the outputs are replay --kcat's over all six partitions (where the
+// new ones hold the watermark from the start, and the first phase's
+// windows fire later, with the same contents).
+func TestRepartitionPartitionsAdded(t *testing.T) {
+	t.Parallel()
+	kc := newCluster(t, 4)
+	brokers := kc.ListenAddrs()
+	cfg := parseConfig(t, repartitionYaml+"delivery: exactly_once\n", brokers)
+	rec := func(i int, t int64) string { return fmt.Sprintf(`{"sid":"u%d","t":%d,"d":%d}`, i%12, t, i%10) }
+	var first, second []keyedInput
+	for i := range 400 { // base .. base+10s on partitions 0-3
+		first = append(first, keyedInput{int32(i % 4), fmt.Sprintf("a-%d", i), rec(i, int64(base)+int64(i)*25)})
+	}
+	for i := range 800 { // base+10s .. base+50s on partitions 0-3
+		second = append(second, keyedInput{int32(i % 4), fmt.Sprintf("b-%d", i), rec(i, int64(base)+10_000+int64(i)*50)})
+	}
+	for i := range 200 { // base+10s .. base+20s on the new partitions 4 and 5
+		second = append(second, keyedInput{int32(4 + i%2), fmt.Sprintf("c-%d", i), rec(i+5, int64(base)+10_000+int64(i)*50)})
+	}
+	want := replayKcatN(t, cfg, 6, first, second)
+	if len(want.results) == 0 || len(want.late) != 0 {
+		t.Fatalf("replay gives %d results and %d late events, want some and none", len(want.results), len(want.late))
+	}
+	reg := prometheus.NewRegistry()
+	// The client sees the new partitions within its metadata's max age.
+	s := startWithOpts(t, cfg, reg, kgo.MetadataMinAge(50*time.Millisecond), kgo.MetadataMaxAge(250*time.Millisecond))
+	produceSliced(t, brokers, cfg.Source.Group, first)
+	waitCount(t, brokers, resultsTopic, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := kadm.NewClient(client(t, brokers)).CreatePartitions(ctx, 2, inTopic); err != nil {
+		t.Fatalf("add 2 partitions to %s: %v", inTopic, err)
+	}
+	// A new partition, with no record yet, holds the watermark.
+	waitGauge(t, reg, "aggregator_watermark_source_partition", 4)
+	produceKeyed(t, brokers, second)
+	waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+	s.stop(t)
+	compareReplay(t, brokers, "exactly_once", want)
+}
+
+// TestRepartitionEarlierTopicGrows: with two input topics, a partition
+// added to the first would take an id of the second's partitions (source
+// partitions are numbered topic after topic): the running service does
+// not assign it and ends with an error saying so; its restart numbers the
+// partitions anew.
+func TestRepartitionEarlierTopicGrows(t *testing.T) {
+	t.Parallel()
+	kc := newCluster(t, 2)
+	brokers := kc.ListenAddrs()
+	adm := kadm.NewClient(client(t, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "calls-b"); err != nil {
+		t.Fatalf("create calls-b: %v", err)
+	}
+	cfg := parseConfig(t, repartitionYaml+"delivery: exactly_once\n", brokers)
+	cfg.Source.Topics = []string{inTopic, "calls-b"}
+	reg := prometheus.NewRegistry()
+	s := startWithOpts(t, cfg, reg, kgo.MetadataMinAge(50*time.Millisecond), kgo.MetadataMaxAge(250*time.Millisecond))
+	waitGauge(t, reg, "aggregator_ready", 1)
+	if _, err := adm.CreatePartitions(ctx, 1, inTopic); err != nil {
+		t.Fatalf("add a partition to %s: %v", inTopic, err)
+	}
+	select {
+	case err := <-s.done:
+		s.done <- err // for the cleanup's crash
+		if err == nil || !strings.Contains(err.Error(), "input topic calls has 3 partitions, 2 when the service started") {
+			t.Errorf("Run = %v, want the error naming calls and its partition counts", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the service still runs %v after a partition was added to the first of two input topics", waitTimeout)
+	}
 }

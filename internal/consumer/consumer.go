@@ -243,6 +243,7 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 		s.partitions = total
 	}
 	s.core.SetSources(total)
+	s.counts, s.lastCount = counts, time.Now()
 	c.parts.base[s.topic] = 0
 	if err := cluster.EnsureRepartition(ctx, adm, s.topic, s.partitions, c.cfg.Sink); err != nil {
 		return err

@@ -65,6 +65,9 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 		}
 		err := c.step(ctx, p)
 		c.checkUnfetched(ctx)
+		if err == nil {
+			err = c.checkSources(ctx)
+		}
 		c.noteReach()
 		f.free <- p // never blocks: the channel has room for every poll
 		if err != nil {

@@ -70,8 +70,15 @@ func New(cfg config.Config, sources int32, schemas *record.Schemas) (*Stage, err
 func (s *Stage) Sources() int32 { return s.sources }
 
 // SetSources sets the number of source partitions the markers report
-// (the input topics' partitions changed).
-func (s *Stage) SetSources(n int32) { s.sources = n }
+// (the input topics' partitions changed). Every assigned partition is
+// announced again at the next commit: a reader of the new count waits for
+// all of them.
+func (s *Stage) SetSources(n int32) {
+	if n != s.sources {
+		s.announce.Reset()
+	}
+	s.sources = n
+}
 
 // Assign starts a partition with a fresh generator; its records may
 // follow at once. Partition ids are dense: they index a slice.
