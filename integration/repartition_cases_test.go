@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,5 +288,48 @@ func TestRepartitionEarlierTopicGrows(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatalf("the service still runs %v after a partition was added to the first of two input topics", waitTimeout)
+	}
+}
+
+// TestRepartitionIdleAdvance: once every source partition is idle (stage
+// 1 found each caught up for idle_timeout by the wall clock and its
+// markers said so), idle_advance moves stage 2's watermark with the wall
+// clock, so the last windows close when traffic stops, as replay's flush
+// closes them: the results are replay's with the end-of-input flush.
+func TestRepartitionIdleAdvance(t *testing.T) {
+	t.Parallel()
+	const parts = 4
+	first, _ := orderedKeyed(parts, 400)
+	kc := newCluster(t, parts)
+	brokers := kc.ListenAddrs()
+	cfg := parseConfig(t, repartitionYaml+"delivery: exactly_once\n", brokers)
+	cfg.Watermark.IdleTimeout, cfg.Watermark.IdleAdvance = time.Second, true
+	var ins []input
+	offsets := map[int32]int64{}
+	for _, in := range first {
+		ins = append(ins, input{in.partition, offsets[in.partition], in.value})
+		offsets[in.partition]++
+	}
+	slices.SortStableFunc(ins, func(a, b input) int { return int(a.partition - b.partition) })
+	running := replay(t, cfg, ins, noWallClock)
+	all := flushed(t, cfg, ins)
+	if len(all) <= len(running.results) {
+		t.Fatalf("the flush fires %d windows more, want some", len(all)-len(running.results))
+	}
+	clock := &fakeClock{t: time.UnixMilli(base)}
+	reg := prometheus.NewRegistry()
+	s := startWith(t, cfg, clock.Now, reg)
+	produceKeyed(t, brokers, first)
+	waitCount(t, brokers, resultsTopic, int64(len(running.results)))
+	clock.Set(time.UnixMilli(base + 2_000)) // every source caught up and quiet for 2 s
+	waitGauge(t, reg, "aggregator_idle_partitions", parts)
+	if n := len(readAll(t, brokers, resultsTopic)); n != len(running.results) {
+		t.Fatalf("%d results with every source idle, before idle_advance can move the watermark, want %d", n, len(running.results))
+	}
+	clock.Set(time.UnixMilli(base + 3_600_000)) // traffic stopped long ago
+	waitCount(t, brokers, resultsTopic, int64(len(all)))
+	s.stop(t)
+	if got := contents(values(readAll(t, brokers, resultsTopic))); !slices.Equal(got, contents(all)) {
+		t.Errorf("after idle_advance, results differ from replay's with the flush:\n%s", diff(got, contents(all)))
 	}
 }
