@@ -576,7 +576,8 @@ func durSeeds(n int) []uint64 {
 // (a retraction's tombstone included), every input record is accounted
 // for, and exactly_once outputs are exact while at_least_once repeats are
 // identical. The other window kinds (durKinds: early firings, global,
-// count and calendar windows) run with checks that fit each
+// count and calendar windows, and tumbling windows with the repartition
+// stage over keys spread across the partitions) run with checks that fit each
 // (durCheckEarly, durCountAccounting). Long runs: -crash.seeds 50
 // -crash.session-seeds 50 -crash.rounds 10 -crash.kind-seeds 20
 // -crash.kind-rounds 8; one seed: -crash.seed 7.
