@@ -31,7 +31,7 @@ import (
 // delivery modes.
 func TestRepartitionThreeInstances(t *testing.T) {
 	const parts = 6
-	first, second := repartitionInputN(parts, 900)
+	first, second := repartitionInputN(parts, 500, 60) // 30 s of event time, in 3 slices
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		t.Run(delivery, func(t *testing.T) {
 			t.Parallel()

@@ -50,15 +50,15 @@ type keyedInput struct {
 // repartitionInput is the first phase (the stream, with a few malformed
 // records) and the second (records an hour behind, produced once the
 // first phase's windows fired: late wherever they are judged).
-func repartitionInput() (first, second []keyedInput) { return repartitionInputN(4, 1200) }
+func repartitionInput() (first, second []keyedInput) { return repartitionInputN(4, 1200, 25) }
 
 // repartitionInputN is repartitionInput over parts partitions, n records
-// in the first phase; the last partition lags.
-func repartitionInputN(parts int32, n int) (first, second []keyedInput) {
+// step ms apart in the first phase; the last partition lags.
+func repartitionInputN(parts int32, n int, step int64) (first, second []keyedInput) {
 	rng := rand.New(rand.NewPCG(17, 4))
 	for i := range n {
 		p := int32(rng.IntN(int(parts)))
-		t := int64(base) + int64(i)*25
+		t := int64(base) + int64(i)*step
 		switch {
 		case p == parts-1:
 			t -= 20_000 // a lagging producer
