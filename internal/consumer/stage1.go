@@ -140,6 +140,10 @@ func (c *Consumer) checkSources(ctx context.Context) error {
 		Msg("an input topic gained partitions: the markers count them, and windows wait until every source partition has reported")
 	s.counts[last] = counts[last]
 	s.core.SetSources(total)
+	// The group hands the new partitions out once its leader's client
+	// sees them (kgo refreshes its metadata every 5 minutes): until then
+	// no one reports them, and windows wait.
+	c.kafka.cl.ForceMetadataRefresh()
 	return nil
 }
 
