@@ -333,3 +333,38 @@ func TestRepartitionIdleAdvance(t *testing.T) {
 		t.Errorf("after idle_advance, results differ from replay's with the flush:\n%s", diff(got, contents(all)))
 	}
 }
+
+// TestRepartitionTransactionalInput: input written by a transactional
+// producer ends in a commit marker, which takes an offset: stage 1's
+// position passes it, so its partitions lag by 0 once read and go idle
+// after idle_timeout (they never did: their position stayed one short of
+// the log end), and stage 2 sees every source idle.
+func TestRepartitionTransactionalInput(t *testing.T) {
+	t.Parallel()
+	const parts = 2
+	kc := newCluster(t, parts)
+	brokers := kc.ListenAddrs()
+	cfg := parseConfig(t, repartitionYaml+"delivery: exactly_once\n", brokers)
+	cfg.Watermark.IdleTimeout = 300 * time.Millisecond
+	txn := client(t, brokers, kgo.TransactionalID("upstream"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		r := &kgo.Record{Topic: inTopic, Partition: int32(i % parts), Key: []byte(fmt.Sprintf("req-%d", i)),
+			Value: []byte(fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i%5, int64(base)+int64(i)*100))}
+		if err := txn.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit the upstream transaction: %v", err)
+	}
+	reg := prometheus.NewRegistry()
+	s := startWith(t, cfg, nil, reg)
+	waitAll(t, reg, "aggregator_consumer_lag_records", 2*parts, 0)
+	waitGauge(t, reg, "aggregator_idle_partitions", parts) // every source idle in both repartition partitions
+	s.stop(t)
+}
