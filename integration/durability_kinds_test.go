@@ -18,7 +18,9 @@ import (
 // partitions interleave (a partial window's content would too), so
 // without one every count firing is decided by its key's own records, all
 // on one partition, in offset order.
-var durKinds = []string{"early_tumbling", "early_session", "global", "count", "count_sliding", "calendar"}
+// "repartition" is tumbling windows with the repartition stage, over input
+// whose keys are spread over the partitions (durStream.spread).
+var durKinds = []string{"early_tumbling", "early_session", "global", "count", "count_sliding", "calendar", "repartition"}
 
 // A durKind says which checks fit a window kind's results.
 type durKind struct {
@@ -65,6 +67,11 @@ func newDurKindStream(t testing.TB, kind string, seed uint64, delivery string) (
 		s := newDurSessionStream(4, 8, lateness)
 		s.kind = durKind{early: true}
 		return s, durWindowConfig(fmt.Sprintf("{type: session, gap: %dms, allowed_lateness: %dms, %s}", durGap, lateness, early), delivery), lateness
+	case "repartition":
+		s := newDurStream(4, 8, lateness)
+		s.spread = true
+		cfg := strings.Replace(durConfig(lateness, delivery), "partitioning: by_key", "partitioning: repartition", 1)
+		return s, cfg, lateness
 	case "global":
 		// The closers move the watermark past a tick once every record is
 		// in: the last firing of each key holds all of its records.

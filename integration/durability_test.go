@@ -103,6 +103,11 @@ type durStream struct {
 	sess    map[int][]durSession // each key's sessions, by start
 	runKey  []int                // each partition's key in its current run
 	runLeft []int                // and the records left in that run
+	// spread: keys spread over the partitions (the repartition stage's
+	// input, keyed by something else): normal record g is on partition
+	// g%parts with key (g/parts)%keys, a late record on any partition.
+	// Within a partition times still only go up.
+	spread bool
 }
 
 func newDurStream(parts int32, keys int, lateness int64) *durStream {
@@ -131,8 +136,11 @@ func (s *durStream) chunk(rng *rand.Rand, n int, committed, closers bool) {
 		recs = s.sessionRecords(rng, n)
 	} else {
 		for range n {
-			key := s.g % s.keys
-			recs = append(recs, s.record(rng, key, s.next))
+			key, p := s.g%s.keys, int32(s.g%s.keys%int(s.parts))
+			if s.spread {
+				key, p = s.g/int(s.parts)%s.keys, int32(s.g%int(s.parts))
+			}
+			recs = append(recs, s.recordOn(rng, key, p, s.next))
 			s.g++
 			s.next += s.step
 		}
@@ -184,13 +192,26 @@ func (s *durStream) chunk(rng *rand.Rand, n int, committed, closers bool) {
 	s.chunks = append(s.chunks, len(s.lines))
 }
 
-// record is a normal record of key at t, on the key's partition.
+// record is a normal record of key at t, on the key's partition (spread:
+// on any partition).
 func (s *durStream) record(rng *rand.Rand, key int, t int64) durRecord {
-	return durRecord{fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":%d}`, key, t, rng.IntN(100)), int32(key % int(s.parts))}
+	p := int32(key % int(s.parts))
+	if s.spread {
+		p = rng.Int32N(s.parts)
+	}
+	return s.recordOn(rng, key, p, t)
 }
 
-// randomKey is one of partition p's keys.
+// recordOn is a normal record of key at t on partition p.
+func (s *durStream) recordOn(rng *rand.Rand, key int, p int32, t int64) durRecord {
+	return durRecord{fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":%d}`, key, t, rng.IntN(100)), p}
+}
+
+// randomKey is one of partition p's keys (spread: any key).
 func (s *durStream) randomKey(rng *rand.Rand, p int32) int {
+	if s.spread {
+		return rng.IntN(s.keys)
+	}
 	return int(p) + int(s.parts)*rng.IntN(s.keys/int(s.parts))
 }
 
@@ -555,7 +576,8 @@ func durSeeds(n int) []uint64 {
 // (a retraction's tombstone included), every input record is accounted
 // for, and exactly_once outputs are exact while at_least_once repeats are
 // identical. The other window kinds (durKinds: early firings, global,
-// count and calendar windows) run with checks that fit each
+// count and calendar windows, and tumbling windows with the repartition
+// stage over keys spread across the partitions) run with checks that fit each
 // (durCheckEarly, durCountAccounting). Long runs: -crash.seeds 50
 // -crash.session-seeds 50 -crash.rounds 10 -crash.kind-seeds 20
 // -crash.kind-rounds 8; one seed: -crash.seed 7.
@@ -611,6 +633,7 @@ func durCrashHarness(t *testing.T, delivery, window string, seed uint64, rounds 
 	path := writeConfig(t, yaml, brokers)
 	const group = "aggregator-bin" // writeConfig's
 	want, emitted := s.reference(t, yaml, brokers)
+	repartition := !parseConfig(t, yaml, brokers).Source.ByKey()
 
 	var log []string // the schedule, for failure reports
 	var runs []*durProc
@@ -683,6 +706,11 @@ func durCrashHarness(t *testing.T, delivery, window string, seed uint64, rounds 
 			t.Fatal(err)
 		}
 		durWaitCommitted(t, brokers, group, s.ends(r))
+		if repartition {
+			// Stage 2 too: the next chunk's late records are late only
+			// once it has taken in this chunk's watermarks.
+			durWaitDrained(t, brokers, group, group+"-repartition", delivery == "exactly_once")
+		}
 		step("chunks 0..%d committed", r)
 	}
 	p.term(t)

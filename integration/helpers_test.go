@@ -373,6 +373,9 @@ func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !cfg.Source.ByKey() {
+		p.OneState() // replay --kcat: one state per group key, as the repartition stage gives
+	}
 	out := capture{producer.EncoderFor(cfg), &exp}
 	assigned := map[int32]bool{}
 	for _, in := range inputs {

@@ -50,13 +50,17 @@ type keyedInput struct {
 // repartitionInput is the first phase (the stream, with a few malformed
 // records) and the second (records an hour behind, produced once the
 // first phase's windows fired: late wherever they are judged).
-func repartitionInput() (first, second []keyedInput) {
+func repartitionInput() (first, second []keyedInput) { return repartitionInputN(4, 1200, 25) }
+
+// repartitionInputN is repartitionInput over parts partitions, n records
+// step ms apart in the first phase; the last partition lags.
+func repartitionInputN(parts int32, n int, step int64) (first, second []keyedInput) {
 	rng := rand.New(rand.NewPCG(17, 4))
-	for i := range 1200 {
-		p := int32(rng.IntN(4))
-		t := int64(base) + int64(i)*25
+	for i := range n {
+		p := int32(rng.IntN(int(parts)))
+		t := int64(base) + int64(i)*step
 		switch {
-		case p == 3:
+		case p == parts-1:
 			t -= 20_000 // a lagging producer
 		case i%29 == 0:
 			t -= 4_000 + rng.Int64N(6_000) // behind its own partition, ahead of the group's watermark
@@ -68,7 +72,7 @@ func repartitionInput() (first, second []keyedInput) {
 		first = append(first, keyedInput{p, fmt.Sprintf("req-%d", i), v})
 	}
 	for i := range 6 {
-		second = append(second, keyedInput{int32(i % 4), fmt.Sprintf("late-%d", i), fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i, int64(base)-3_600_000)})
+		second = append(second, keyedInput{int32(i) % parts, fmt.Sprintf("late-%d", i), fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i, int64(base)-3_600_000)})
 	}
 	return first, second
 }
@@ -111,6 +115,12 @@ func produceKeyed(t testing.TB, brokers []string, ins []keyedInput) {
 // partition, as replay runs it: each partition's own state and watermark).
 func replayKcat(t testing.TB, cfg config.Config, first, second []keyedInput) expected {
 	t.Helper()
+	return replayKcatN(t, cfg, 4, first, second)
+}
+
+// replayKcatN is replayKcat over parts partitions.
+func replayKcatN(t testing.TB, cfg config.Config, parts int32, first, second []keyedInput) expected {
+	t.Helper()
 	p, err := pipeline.New(cfg) // one stage, as replay runs a repartition config
 	if err != nil {
 		t.Fatal(err)
@@ -120,12 +130,12 @@ func replayKcat(t testing.TB, cfg config.Config, first, second []keyedInput) exp
 	}
 	var exp expected
 	out := capture{producer.EncoderFor(cfg), &exp}
-	for id := range int32(4) {
+	for id := range parts {
 		p.Assign(id, noWallClock)
 	}
 	offsets := map[int32]int64{}
 	feed := func(ins []keyedInput) {
-		for _, part := range []int32{0, 1, 2, 3} {
+		for part := range parts {
 			for _, in := range ins {
 				if in.partition != part {
 					continue

@@ -76,9 +76,11 @@ func InputPartitions(ctx context.Context, adm *kadm.Client, topics []string) ([]
 // sink.create_topics; otherwise an error wrapping ErrTopicsNotPermitted),
 // and checks an existing one: its partition count must equal partitions
 // and its cleanup.policy must include compact; otherwise an error wrapping
-// ErrChangelogMismatch. A topic created concurrently by another replica
-// counts as created.
-func EnsureChangelog(ctx context.Context, adm *kadm.Client, topic string, partitions int32, sink config.Sink) error {
+// ErrChangelogMismatch. The state partitions the changelog mirrors are the
+// input partitions, or with a repartition stage the partitions of the
+// repartition topic (repartition names it; "" for none). A topic created
+// concurrently by another replica counts as created.
+func EnsureChangelog(ctx context.Context, adm *kadm.Client, topic string, partitions int32, repartition string, sink config.Sink) error {
 	details, missing, err := describeTopics(ctx, adm, []string{topic})
 	if err != nil {
 		return fmt.Errorf("check changelog topic: %w", err)
@@ -91,8 +93,12 @@ func EnsureChangelog(ctx context.Context, adm *kadm.Client, topic string, partit
 		return createTopic(ctx, adm, topic, partitions, sink.ReplicationFactor, ChangelogTopicConfigs())
 	}
 	if got := int32(len(details[topic].Partitions)); got != partitions {
-		return fmt.Errorf("%w: changelog topic %s has %d partitions, the input topics have %d in all: delete it or create it with %d",
-			ErrChangelogMismatch, topic, got, partitions, partitions)
+		mirrors := fmt.Sprintf("the input topics have %d in all (one changelog partition per input partition)", partitions)
+		if repartition != "" {
+			mirrors = fmt.Sprintf("the repartition topic %s has %d (one changelog partition per repartition partition)", repartition, partitions)
+		}
+		return fmt.Errorf("%w: changelog topic %s has %d partitions, %s: delete it or create it with %d",
+			ErrChangelogMismatch, topic, got, mirrors, partitions)
 	}
 	policy, err := cleanupPolicy(ctx, adm, topic)
 	if err != nil {

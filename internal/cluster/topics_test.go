@@ -141,12 +141,12 @@ func TestTopicsNotPermitted(t *testing.T) {
 			return err
 		}},
 		"changelog create denied": {"reader", "reader-pw", "create topic calls-agg-changelog", func(ctx context.Context, adm *kadm.Client) error {
-			return cluster.EnsureChangelog(ctx, adm, "calls-agg-changelog", 1, sink)
+			return cluster.EnsureChangelog(ctx, adm, "calls-agg-changelog", 1, "", sink)
 		}},
 		// Checking an existing changelog's cleanup.policy needs DescribeConfigs
 		// on it, which Describe does not grant ("calls" stands in for it).
 		"changelog configs denied": {"reader", "reader-pw", "check changelog topic", func(ctx context.Context, adm *kadm.Client) error {
-			return cluster.EnsureChangelog(ctx, adm, "calls", 1, sink)
+			return cluster.EnsureChangelog(ctx, adm, "calls", 1, "", sink)
 		}},
 	}
 	for name, tt := range tests {
@@ -189,7 +189,7 @@ func TestEnsureChangelogCreatesCompacted(t *testing.T) {
 	sink := config.Sink{CreateTopics: true, Partitions: 1, ReplicationFactor: 1}
 
 	for range 2 { // the second call finds it there, and right
-		if err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, sink); err != nil {
+		if err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, "", sink); err != nil {
 			t.Fatalf("EnsureChangelog(calls-agg-changelog, 4) = %v", err)
 		}
 	}
@@ -211,21 +211,27 @@ func TestEnsureChangelogCreatesCompacted(t *testing.T) {
 }
 
 // TestEnsureChangelogExisting checks an existing changelog topic of 4
-// partitions against the 4 input partitions it must mirror.
+// partitions against the 4 state partitions it must mirror: input
+// partitions, or with a repartition stage the repartition topic's.
 func TestEnsureChangelogExisting(t *testing.T) {
 	tests := map[string]struct {
-		partitions int32
-		configs    map[string]string
-		wantErr    error
-		wantText   string
+		partitions  int32
+		configs     map[string]string
+		repartition string
+		wantErr     error
+		wantText    string
 	}{
-		"compacted":         {4, map[string]string{"cleanup.policy": "compact"}, nil, ""},
-		"compact, delete":   {4, map[string]string{"cleanup.policy": "compact,delete"}, nil, ""},
-		"too few":           {3, map[string]string{"cleanup.policy": "compact"}, cluster.ErrChangelogMismatch, "changelog topic calls-agg-changelog has 3 partitions, the input topics have 4 in all: delete it or create it with 4"},
-		"too many":          {5, map[string]string{"cleanup.policy": "compact"}, cluster.ErrChangelogMismatch, "has 5 partitions, the input topics have 4 in all"},
-		"delete":            {4, map[string]string{"cleanup.policy": "delete"}, cluster.ErrChangelogMismatch, "changelog topic calls-agg-changelog has cleanup.policy=delete"},
-		"broker default":    {4, nil, cluster.ErrChangelogMismatch, "has cleanup.policy=delete"},
-		"create_topics off": {4, map[string]string{"cleanup.policy": "compact"}, nil, ""}, // exists, so nothing to create
+		"compacted":       {4, map[string]string{"cleanup.policy": "compact"}, "", nil, ""},
+		"compact, delete": {4, map[string]string{"cleanup.policy": "compact,delete"}, "", nil, ""},
+		"too few": {3, map[string]string{"cleanup.policy": "compact"}, "", cluster.ErrChangelogMismatch,
+			"changelog topic calls-agg-changelog has 3 partitions, the input topics have 4 in all (one changelog partition per input partition): delete it or create it with 4"},
+		"too many": {5, map[string]string{"cleanup.policy": "compact"}, "", cluster.ErrChangelogMismatch, "has 5 partitions, the input topics have 4 in all"},
+		"repartition, too few": {3, map[string]string{"cleanup.policy": "compact"}, "calls-agg-repartition", cluster.ErrChangelogMismatch,
+			"changelog topic calls-agg-changelog has 3 partitions, the repartition topic calls-agg-repartition has 4 (one changelog partition per repartition partition): delete it or create it with 4"},
+		"repartition":       {4, map[string]string{"cleanup.policy": "compact"}, "calls-agg-repartition", nil, ""},
+		"delete":            {4, map[string]string{"cleanup.policy": "delete"}, "", cluster.ErrChangelogMismatch, "changelog topic calls-agg-changelog has cleanup.policy=delete"},
+		"broker default":    {4, nil, "", cluster.ErrChangelogMismatch, "has cleanup.policy=delete"},
+		"create_topics off": {4, map[string]string{"cleanup.policy": "compact"}, "", nil, ""}, // exists, so nothing to create
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -237,9 +243,9 @@ func TestEnsureChangelogExisting(t *testing.T) {
 			adm := newAdmin(t, kc)
 			sink := config.Sink{CreateTopics: name != "create_topics off", Partitions: 1, ReplicationFactor: 1}
 
-			err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, sink)
+			err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, tt.repartition, sink)
 			if !errors.Is(err, tt.wantErr) || tt.wantErr == nil && err != nil || err != nil && !strings.Contains(err.Error(), tt.wantText) {
-				t.Errorf("EnsureChangelog(%d partitions, %v; want 4) = %v, want %v with %q", tt.partitions, tt.configs, err, tt.wantErr, tt.wantText)
+				t.Errorf("EnsureChangelog(%d partitions, %v, repartition %q; want 4) = %v, want %v with %q", tt.partitions, tt.configs, tt.repartition, err, tt.wantErr, tt.wantText)
 			}
 		})
 	}
@@ -251,7 +257,7 @@ func TestEnsureChangelogWithoutCreateTopics(t *testing.T) {
 	adm := newAdmin(t, kc)
 	sink := config.Sink{Partitions: 1, ReplicationFactor: 1}
 
-	err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, sink)
+	err := cluster.EnsureChangelog(ctxTimeout(t), adm, "calls-agg-changelog", 4, "", sink)
 	if !errors.Is(err, cluster.ErrTopicsNotPermitted) || !strings.Contains(err.Error(), "calls-agg-changelog") {
 		t.Errorf("EnsureChangelog(missing, create_topics false) = %v, want ErrTopicsNotPermitted naming calls-agg-changelog", err)
 	}

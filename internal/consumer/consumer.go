@@ -252,7 +252,7 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	}
 	s := c.parts.input
 	if s == nil {
-		return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, total, c.cfg.Sink)
+		return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, total, "", c.cfg.Sink)
 	}
 	// Stage 2's state partitions are the repartition partitions: changelog
 	// partition i holds repartition partition i's state.
@@ -261,11 +261,12 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 		s.partitions = total
 	}
 	s.core.SetSources(total)
+	s.counts, s.lastCount = counts, time.Now()
 	c.parts.base[s.topic] = 0
 	if err := cluster.EnsureRepartition(ctx, adm, s.topic, s.partitions, c.cfg.Sink); err != nil {
 		return err
 	}
-	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, s.partitions, c.cfg.Sink)
+	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, s.partitions, s.topic, c.cfg.Sink)
 }
 
 // newClients makes the group consumer and the producer: one transactional
@@ -382,6 +383,9 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 	if id := c.cfg.Source.InstanceID; id != "" {
 		opts = append(opts, kgo.InstanceID(id))
 	}
+	if c.parts.input != nil && c.cfg.Source.StartAtLatest() {
+		opts = append(opts, kgo.AdjustFetchOffsetsFn(c.repartitionFromStart))
+	}
 	st := c.cfg.Source.SessionTimeout
 	return append(opts,
 		kgo.SessionTimeout(st),
@@ -391,6 +395,11 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(start),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A transaction's control record takes an offset: kept, the
+		// position moves past it, so that a partition written by a
+		// transactional producer (the repartition topic with exactly_once)
+		// is at its log end once read, for its lag and its idleness.
+		kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(c.assigned),
@@ -398,6 +407,23 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.OnPartitionsLost(c.lost),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.fetch.rebalanceWaits.Store(true) }),
 	), nil
+}
+
+// repartitionFromStart starts stage 2 at the earliest retained record of
+// every assigned repartition partition the group has no committed offset
+// for, whatever source.start_offset says (kgo's reset offset is one for
+// the client): stage 1 wrote those records from input the group consumed,
+// perhaps before this partition's first owner read them (it died, or the
+// partition moved to another instance first), and starting at the end
+// would lose them. kgo passes a partition without a committed offset the
+// reset offset, whose offset is negative (AtEnd).
+func (c *Consumer) repartitionFromStart(_ context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for p, o := range offs[c.parts.input.topic] {
+		if o.EpochOffset().Offset < 0 {
+			offs[c.parts.input.topic][p] = kgo.NewOffset().AtStart()
+		}
+	}
+	return offs, nil
 }
 
 // consumeTopics are the topics the group consumes: the input topics, and

@@ -52,6 +52,11 @@ type decoded struct {
 	kind record.Kind // of a repartition record: record.Marker for a watermark marker (mark)
 	err  error
 	mark watermark.Mark
+	// control: a transaction's commit or abort marker, which the group
+	// client keeps (kgo.KeepControlRecords): no data, but the position
+	// moves past it (in has its partition and offset), so a partition
+	// read to its end is at its log end.
+	control bool
 }
 
 // pollsInFlight is how many polls exist at once: one being applied by the
@@ -227,6 +232,9 @@ func (f *fetcher) resolve(ctx context.Context, p *poll) error {
 		done <- f.c.schemas.registry.Resolve(ctx, schemas, func(yield func([]byte) bool) {
 			for _, pp := range p.parts {
 				for _, r := range pp.records {
+					if r.Attrs.IsControl() {
+						continue
+					}
 					if !yield(r.Value) {
 						return
 					}
@@ -253,7 +261,7 @@ func missingSchemas(schemas *record.Schemas, p *poll) bool {
 	for _, pp := range p.parts {
 		for _, r := range pp.records {
 			id, ok := record.WireSchemaID(r.Value)
-			if !ok || known && id == last {
+			if !ok || known && id == last || r.Attrs.IsControl() {
 				continue
 			}
 			if last, known = id, schemas.Has(id); !known {
@@ -324,6 +332,10 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 		}
 		pp := &p.parts[j]
 		r, d := pp.records[i-pp.lo], &p.recs[i]
+		if d.control = r.Attrs.IsControl(); d.control {
+			d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, KafkaPartition: r.Partition, Offset: r.Offset, RepartitionOffset: r.Offset}
+			continue
+		}
 		if pp.repart {
 			decodeRepartition(dec, pp.id, r, p.topics, d)
 			continue

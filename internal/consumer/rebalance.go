@@ -18,7 +18,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 	for topic, ps := range added {
 		for _, n := range ps {
 			tp := topicPartition{topic, n}
-			if _, ok := c.parts.byTP[tp]; ok {
+			if _, ok := c.parts.byTP[tp]; ok || c.parts.input.added(tp, c.cfg.Source.Topics) {
 				continue
 			}
 			p := c.newPartition(tp)

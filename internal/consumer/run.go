@@ -68,6 +68,9 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 		}
 		err := c.step(ctx, p)
 		c.checkUnfetched(ctx)
+		if err == nil {
+			err = c.checkSources(ctx)
+		}
 		c.noteReach()
 		f.free <- p // never blocks: the channel has room for every poll
 		if err != nil {
@@ -245,6 +248,10 @@ func (c *Consumer) apply(pl *poll) {
 		}
 		for i := pp.lo; i < pp.hi; i++ {
 			d := &pl.recs[i]
+			if d.control {
+				c.proc.Skip(&d.in)
+				continue
+			}
 			if pp.repart && d.kind == record.Marker && d.err == nil {
 				c.proc.ApplyMark(p.id, d.in.RepartitionOffset, d.mark)
 				continue

@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"aggregator/internal/cluster"
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/ready"
@@ -30,7 +33,19 @@ type stage1 struct {
 	partitions int32  // its partition count, known at connect
 	lastPurge  time.Time
 	purging    atomic.Bool // a purge is under way (off the engine goroutine)
+	// counts are the input topics' partition counts the markers report
+	// (their sum), in source.topics order; recount is set when a partition
+	// beyond them is assigned, lastCount is the last look (checkSources).
+	counts    []int32
+	recount   bool
+	lastCount time.Time
 }
+
+// sourcesInterval is how often, at most, stage 1 looks whether the input
+// topics gained partitions (at once when it is assigned one it does not
+// count): every instance's markers must count them, or stage 2 would not
+// wait for their watermarks.
+const sourcesInterval = 10 * time.Second
 
 // outcome maps a stage-1 outcome to the records_total outcome it counts
 // as, and reports whether it counts at all there: a forwarded record is
@@ -51,6 +66,10 @@ func (s *stage1) outcome(o repartition.Outcome) (pipeline.Outcome, bool) {
 func (s *stage1) apply(p *partition, recs []decoded, hwm, now int64) {
 	for i := range recs {
 		d := &recs[i]
+		if d.control {
+			s.core.Skip(d.in.Partition, d.in.Offset)
+			continue
+		}
 		if out, ok := s.core.ProcessDecoded(&d.in, &d.rec, d.kind, d.err, now); ok {
 			if o, counted := s.outcome(out); counted {
 				p.counts[o]++
@@ -58,6 +77,74 @@ func (s *stage1) apply(p *partition, recs []decoded, hwm, now int64) {
 		}
 	}
 	s.core.Fetched(p.id, hwm, now)
+}
+
+// added notes an input partition assigned that was added to its topic
+// since the service started (checkSources looks at once), and reports
+// whether it must not be assigned: it belongs to a topic before the last
+// of topics, and its id is another partition's (checkSources ends the
+// service). s may be nil (by_key) and tp a repartition partition.
+func (s *stage1) added(tp topicPartition, topics []string) bool {
+	if s == nil || tp.topic == s.topic {
+		return false
+	}
+	i := slices.Index(topics, tp.topic)
+	if i < 0 || i >= len(s.counts) || tp.partition < s.counts[i] {
+		return false
+	}
+	s.recount = true
+	return i < len(topics)-1
+}
+
+// checkSources looks, at most every sourcesInterval, whether the input
+// topics gained partitions. When the last of source.topics did, the
+// markers count the new partitions from the next commit on (stage 2's wait
+// starts again until they report). When another one did, the partitions
+// of the topics after it get other source ids, which a running stage 1
+// cannot change: it returns an error (the service ends, and its restart
+// numbers them anew). A failed look is tried again at the next check.
+func (c *Consumer) checkSources(ctx context.Context) error {
+	s := c.parts.input
+	if s == nil {
+		return nil
+	}
+	c.mu.Lock()
+	due := s.recount || time.Since(s.lastCount) >= sourcesInterval
+	c.mu.Unlock()
+	if !due {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	counts, err := cluster.InputPartitions(lctx, kadm.NewClient(c.kafka.cl), c.cfg.Source.Topics)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.lastCount = time.Now()
+	if err != nil || len(counts) != len(s.counts) {
+		return nil
+	}
+	s.recount = false
+	total := int32(0)
+	for i, n := range counts {
+		if n != s.counts[i] && i < len(counts)-1 {
+			return fmt.Errorf("input topic %s has %d partitions, %d when the service started: the repartition stage numbers source partitions topic after topic, and those of the topics after it in source.topics are numbered anew at a restart",
+				c.cfg.Source.Topics[i], n, s.counts[i])
+		}
+		total += n
+	}
+	if total <= s.core.Sources() {
+		return nil
+	}
+	last := len(counts) - 1
+	c.log.Info().Str("topic", c.cfg.Source.Topics[last]).Int32("partitions", counts[last]).Int32("was", s.counts[last]).Int32("source_partitions", total).
+		Msg("an input topic gained partitions: the markers count them, and windows wait until every source partition has reported")
+	s.counts[last] = counts[last]
+	s.core.SetSources(total)
+	// The group hands the new partitions out once its leader's client
+	// sees them (kgo refreshes its metadata every 5 minutes): until then
+	// no one reports them, and windows wait.
+	c.kafka.cl.ForceMetadataRefresh()
+	return nil
 }
 
 // offsets adds stage 1's offsets to commit to offsets.

@@ -94,6 +94,19 @@ func (p *Processor) Apply(in *Input, rec *record.Record, kind record.Kind, decod
 	return p.ProcessDecoded(in, rec, kind, decodeErr, now), true
 }
 
+// Skip moves a partition's position past in, a record that holds no data
+// (a transaction's control record, kept by the client: in has its
+// partition and offset), unless the partition waits for its restore or in
+// is behind its position. A partition read to its end is then at its log
+// end, for its lag and its idleness.
+func (p *Processor) Skip(in *Input) {
+	pp := p.part(in.Partition)
+	if pp == nil || !pp.restored || p.offset(in) < pp.next {
+		return
+	}
+	pp.next = p.offset(in) + 1
+}
+
 // Fetched notes the high watermark of a fetch that returned records of
 // the partition: once its position reaches it, the partition is caught up
 // and may become idle.

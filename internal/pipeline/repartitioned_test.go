@@ -246,3 +246,47 @@ func TestRepartitionedUncommittedPartition(t *testing.T) {
 		t.Errorf("partition 1's marker: outputs = %q, want its window on time", got)
 	}
 }
+
+// TestRepartitionedControlRecord: a transaction's control record (stage 1
+// wrote the partition in transactions) moves the position past it: the
+// commit's offset, and a partition read to its end lags by nothing. One
+// behind the position changes nothing.
+func TestRepartitionedControlRecord(t *testing.T) {
+	s := newStage2(t, stage2Yaml, changelog{}, 0)
+	s.mark(0, 0, 0, 1, 500, false)
+	s.p.Skip(&ready.Input{Partition: 0, Offset: 1, RepartitionOffset: 1})
+	s.p.Skip(&ready.Input{Partition: 0, Offset: 0, RepartitionOffset: 0})
+	rd := s.take(true)
+	if want := []ready.Offset{{Partition: 0, Offset: 2}}; !slices.Equal(rd.Offsets, want) {
+		t.Errorf("offsets = %+v, want %+v (past the control record)", rd.Offsets, want)
+	}
+	s.p.Fetched(0, 2, 0)
+	if lag, ok := s.p.Lag(0); lag != 0 || !ok {
+		t.Errorf("Lag(0) = %d, %v, want 0, true (read to its log end)", lag, ok)
+	}
+}
+
+// TestRepartitionedSourcesRenumbered: the input topics gained partitions
+// (a higher source count): when an earlier topic grew, source id 1 names
+// another partition now, whose offsets start again; the offsets applied
+// under the old count are forgotten, so its records are applied, not
+// skipped as repeats. A late marker of the old count changes nothing.
+func TestRepartitionedSourcesRenumbered(t *testing.T) {
+	s := newStage2(t, stage2Yaml, changelog{}, 0)
+	s.mark(0, 0, 0, 2, 500, false)
+	s.mark(0, 1, 1, 2, 500, false)
+	if !s.data(0, 2, 1, 40, `{"k":"a","t":1000}`) {
+		t.Fatalf("a fresh record of source 1 was not applied")
+	}
+	s.mark(0, 3, 2, 3, 500, false) // three sources now
+	if !s.data(0, 4, 1, 7, `{"k":"a","t":1100}`) {
+		t.Errorf("after the count grew, source 1's offset 7 was skipped as a repeat of offset 40 under the old count")
+	}
+	if s.data(0, 5, 1, 7, `{"k":"a","t":1100}`) {
+		t.Errorf("a repeat of source 1's offset 7 under the new count was applied")
+	}
+	s.mark(0, 6, 0, 2, 9_000, false) // a reporter that has not seen the growth
+	if tab := s.p.SourceTable(0); tab.Count != 3 || tab.Sources[0].Reported {
+		t.Errorf("after a marker of the old count: table count %d, source 0 reported %v; want 3, false (it is ignored)", tab.Count, tab.Sources[0].Reported)
+	}
+}

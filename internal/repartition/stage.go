@@ -70,8 +70,15 @@ func New(cfg config.Config, sources int32, schemas *record.Schemas) (*Stage, err
 func (s *Stage) Sources() int32 { return s.sources }
 
 // SetSources sets the number of source partitions the markers report
-// (the input topics' partitions changed).
-func (s *Stage) SetSources(n int32) { s.sources = n }
+// (the input topics' partitions changed). Every assigned partition is
+// announced again at the next commit: a reader of the new count waits for
+// all of them.
+func (s *Stage) SetSources(n int32) {
+	if n != s.sources {
+		s.announce.Reset()
+	}
+	s.sources = n
+}
 
 // Assign starts a partition with a fresh generator; its records may
 // follow at once. Partition ids are dense: they index a slice.
@@ -182,6 +189,16 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 	r.In.After, _ = s.marks.Partition(in.Partition)
 	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})
 	return Forwarded, true
+}
+
+// Skip moves a partition's position past offset, a record that holds no
+// data (a transaction's control record, kept by the client), unless the
+// partition is not assigned or offset is behind its position: a partition
+// read to its end is then at its log end, for its lag and its idleness.
+func (s *Stage) Skip(partition int32, offset int64) {
+	if s.Assigned(partition) && offset >= s.next[partition] {
+		s.next[partition] = offset + 1
+	}
 }
 
 // checkFuture is the future guard of SPEC §3, as pipeline applies it.

@@ -135,7 +135,8 @@ func TestStageIdleAndSources(t *testing.T) {
 	}
 	s.SetSources(4)
 	s.Process(input(1, 0, "", `{"user":"a","t":8000,"kind":"click"}`), 6_000)
-	if got := describe(s.Ready(true, 6_000)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":8000,"kind":"click"}`, "marker 1/4 6999"}) {
+	// A new count announces every partition again: readers of it wait for all.
+	if got := describe(s.Ready(true, 6_000)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":8000,"kind":"click"}`, "marker 0/4 3999 idle", "marker 1/4 6999"}) {
 		t.Errorf("partition 1 active again, 4 sources: outputs = %q", got)
 	}
 	s.Revoke(0)
@@ -254,5 +255,25 @@ func TestStageLagAndUnfetched(t *testing.T) {
 	}
 	if s.Sources() != 2 {
 		t.Errorf("Sources() = %d, want 2", s.Sources())
+	}
+}
+
+// TestStageSkip: a transaction's control record of an input partition
+// moves its position past it (the commit's offset, and a partition read
+// to its end lags by nothing); one behind the position, or of a partition
+// not assigned, changes nothing.
+func TestStageSkip(t *testing.T) {
+	s := newStage(t, yaml, 2, 0)
+	s.Process(input(0, 0, "r0", `{"user":"a","kind":"click","t":1000}`), 0)
+	s.Skip(0, 1)
+	s.Skip(0, 0)
+	s.Skip(1, 5)
+	rd := s.Ready(true, 0)
+	if want := []ready.Offset{{Partition: 0, Offset: 2}}; !slices.Equal(rd.Offsets, want) {
+		t.Errorf("Ready(true).Offsets = %+v, want %+v", rd.Offsets, want)
+	}
+	s.Fetched(0, 2, 0)
+	if lag, ok := s.Lag(0); lag != 0 || !ok {
+		t.Errorf("Lag(0) = %d, %v, want 0, true (read to its log end)", lag, ok)
 	}
 }

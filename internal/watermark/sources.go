@@ -133,19 +133,30 @@ func (s *Sources) Revoke(p int32) {
 }
 
 // Mark applies a marker read from p. A source's watermark never goes
-// down; a marker with another source count than the table's starts the
-// table's wait again: none of them is reported (the topics' partitions
-// changed, ids may name other partitions now); the offsets applied are
-// kept, so a repeat is still skipped.
+// down. A marker with a higher source count than the table's starts the
+// table's wait again: none of the sources is reported, and the offsets
+// applied are forgotten (the input topics gained partitions: when an
+// earlier topic grew, the ids of the later ones name other partitions
+// now, and their offsets would skip records never applied). A marker with
+// a lower count is from a reporter that has not seen the partitions grow
+// yet (they never shrink): it is ignored, as its ids may not hold, and it
+// would reopen the wait again and again.
 func (s *Sources) Mark(p int32, m Mark) {
 	if m.Count <= 0 || m.Source < 0 || m.Source >= m.Count {
 		return
 	}
 	t := s.table(p)
-	if m.Count != t.Count {
+	switch {
+	case m.Count < t.Count:
+		return
+	case m.Count > t.Count:
 		t.grow(int(m.Count))
 		for i := range t.Sources {
-			t.Sources[i].Reported, t.Sources[i].Idle, t.Sources[i].Watermark = false, false, math.MinInt64
+			src := &t.Sources[i]
+			src.Reported, src.Idle, src.Watermark = false, false, math.MinInt64
+			if t.Count > 0 { // the first marker: what data records noted holds
+				src.Applied = -1
+			}
 		}
 		t.Count = m.Count
 	}

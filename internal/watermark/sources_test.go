@@ -44,6 +44,8 @@ func TestSources(t *testing.T) {
 			[]step{mk(0, 0, 2, 100, false), mk(0, 1, 2, 100, false), mk(1, 0, 2, 100, true), mk(1, 1, 2, 20, true)}, 100},
 		"a changed count reopens the wait": {cfg, []int32{0},
 			[]step{mk(0, 0, 1, 100, false), mk(0, 0, 2, 300, false)}, 100},
+		"a lower count is ignored": {cfg, []int32{0},
+			[]step{mk(0, 0, 2, 100, false), mk(0, 1, 2, 200, false), mk(0, 0, 1, 300, false)}, 100},
 		"the wait ends once the new count reported": {cfg, []int32{0},
 			[]step{mk(0, 0, 1, 100, false), mk(0, 0, 2, 300, false), mk(0, 1, 2, 250, false)}, 250},
 		"a bad marker is ignored": {cfg, []int32{0},
@@ -133,12 +135,22 @@ func TestSourcesSeen(t *testing.T) {
 	if got := s.Unreported(3); got != 2 {
 		t.Errorf("one of three reported: Unreported(3) = %d, want 2", got)
 	}
+	if !s.Seen(3, 0, 6) {
+		t.Errorf("the first marker forgot source 0's offsets applied before it")
+	}
+	// A lower count is a reporter that has not seen the sources grow: ignored.
 	s.Mark(3, Mark{Source: 0, Count: 2, Watermark: 10})
-	if !s.Seen(3, 0, 7) {
-		t.Errorf("a changed count forgot source 0's offsets applied")
+	if got := s.Unreported(3); got != 2 {
+		t.Errorf("a marker of count 2 after count 3: Unreported(3) = %d, want 2 (ignored)", got)
+	}
+	// A higher count reopens the wait and forgets the offsets applied: the
+	// ids may name other partitions now.
+	s.Mark(3, Mark{Source: 3, Count: 4, Watermark: 10})
+	if s.Seen(3, 0, 6) {
+		t.Errorf("after count 3 became 4, Seen(3, 0, 6) = true, want false (offsets applied forgotten)")
 	}
 	if got, _ := s.Partition(3); got != minusInf {
-		t.Errorf("count 2, one reported: Partition(3) = %d, want minus infinity", got)
+		t.Errorf("count 4, one reported: Partition(3) = %d, want minus infinity", got)
 	}
 	if got, idle := s.Partition(9); got != minusInf || idle {
 		t.Errorf("Partition(9) (unassigned) = %d, %v, want minus infinity, false", got, idle)
