@@ -14,8 +14,10 @@ import (
 // With exactly_once a read_committed reader sees every result exactly
 // once; with at_least_once a repeat is identical to the first time.
 func TestCrashRestartIsExact(t *testing.T) {
+	t.Parallel() // its own broker
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		t.Run(delivery, func(t *testing.T) {
+			t.Parallel() // its own broker
 			lines := calls(1500, 4, 7)
 			kc := newCluster(t, 1)
 			brokers := kc.ListenAddrs()

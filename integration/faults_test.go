@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -357,6 +356,7 @@ type faultCase struct {
 // running (Run returns nil at shutdown) and its outputs are replay's,
 // exactly once.
 func TestTransientFaults(t *testing.T) {
+	t.Parallel() // its own broker
 	produceErr := func(topic string, err *kerr.Error, n int) kfake.Fault {
 		return kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: err, Count: n}
 	}
@@ -436,6 +436,7 @@ func TestTransientFaults(t *testing.T) {
 // UNKNOWN_MEMBER_ID so. The transaction commits or aborts at once, Run goes
 // on, and the outputs are replay's, exactly once.
 func TestGroupErrorDuringCommit(t *testing.T) {
+	t.Parallel() // its own broker
 	for _, e := range []*kerr.Error{kerr.RebalanceInProgress, kerr.IllegalGeneration, kerr.UnknownMemberID} {
 		t.Run(e.Message, func(t *testing.T) {
 			t.Parallel()
@@ -485,6 +486,7 @@ func TestGroupErrorDuringCommit(t *testing.T) {
 // state.transaction_timeout, 5s here). Where the broker still takes an
 // abort, the next instance commits phase 2 well before that.
 func TestFatalFaults(t *testing.T) {
+	t.Parallel() // its own broker
 	const txnTimeout = 5 * time.Second
 	// failing answers a produce to topic with INVALID_RECORD, after
 	// retries NOT_LEADER_FOR_PARTITION answers: each costs the client a
@@ -556,6 +558,7 @@ func TestFatalFaults(t *testing.T) {
 // transactions end: clients meet NOT_COORDINATOR and
 // NOT_LEADER_FOR_PARTITION, look the new ones up, and go on.
 func TestCoordinatorMoves(t *testing.T) {
+	t.Parallel() // its own broker
 	kc := faultCluster(t, 3)
 	brokers := kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")
@@ -598,6 +601,7 @@ func TestCoordinatorMoves(t *testing.T) {
 // causes too). The records the state holds already must not be applied
 // again.
 func TestInputLeaderMoves(t *testing.T) {
+	t.Parallel() // its own broker
 	kc := faultCluster(t, 3)
 	brokers := kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")
@@ -640,6 +644,7 @@ func TestInputLeaderMoves(t *testing.T) {
 // from its data directory: the client reconnects, ends the transaction,
 // and goes on.
 func TestBrokerRestart(t *testing.T) {
+	t.Parallel() // its own broker, on ports below the ephemeral range (freePort)
 	rc := newRestartable(t, 3)
 	brokers := rc.kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")
@@ -683,18 +688,10 @@ type restartable struct {
 func newRestartable(t *testing.T, n int) *restartable {
 	t.Helper()
 	rc := &restartable{dir: t.TempDir()}
-	rc.kc = faultCluster(t, n, kfake.DataDir(rc.dir))
-	for _, addr := range rc.kc.ListenAddrs() {
-		_, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := strconv.Atoi(port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc.ports = append(rc.ports, p)
+	for range n {
+		rc.ports = append(rc.ports, freePort(t)) // nothing else takes them while the cluster is down
 	}
+	rc.kc = faultCluster(t, n, kfake.DataDir(rc.dir), kfake.Ports(rc.ports...))
 	t.Cleanup(func() { rc.kc.Close() })
 	return rc
 }
@@ -790,6 +787,7 @@ func (c frozenConn) Write(b []byte) (int, error) {
 // while A itself is left as it is: A hangs as a whole, as far as anyone
 // else can tell, with no hook in the service.
 func TestHungInstanceIsFenced(t *testing.T) {
+	t.Parallel() // its own broker
 	const txnTimeout = 5 * time.Second
 	kc := faultCluster(t, 1)
 	brokers := kc.ListenAddrs()

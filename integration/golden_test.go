@@ -8,9 +8,11 @@ import (
 // The SPEC §6 golden examples through Kafka give what replay gives: the
 // windows that closed and the late events, headers included.
 func TestGoldenThroughKafka(t *testing.T) {
+	t.Parallel() // its own broker
 	lines := readLines(t, "../cmd/aggregator/testdata/000_calls.csv")
 	for _, name := range []string{"lateness_0s", "lateness_2s"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // its own broker
 			kc := newCluster(t, 1)
 			brokers := kc.ListenAddrs()
 			cfg := readConfig(t, "../cmd/aggregator/testdata/"+name+".yaml", brokers)

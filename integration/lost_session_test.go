@@ -40,6 +40,7 @@ func lostSessionPhases(n int) []faultPhase {
 // reach the next transaction, where the restored state fires the same
 // windows again (a read_committed reader would see them twice).
 func TestLostSessionRepeatsNoResult(t *testing.T) {
+	t.Parallel() // its own broker
 	kc := faultCluster(t, 1)
 	brokers := kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")
@@ -86,6 +87,7 @@ func TestLostSessionRepeatsNoResult(t *testing.T) {
 // replay fires is fired. (The contents differ from replay's: an instance
 // without partition 0 has a watermark of its own, ahead of replay's.)
 func TestBrokerRestartsTwoInstancesRepeatNoResult(t *testing.T) {
+	t.Parallel() // its own broker, on ports below the ephemeral range (freePort)
 	rc := newRestartable(t, 1)
 	brokers := rc.kc.ListenAddrs()
 	cfg := faultConfig(t, brokers, "")

@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -22,15 +23,25 @@ import (
 // The service at start-up and under broker outages, run as a user runs
 // it: the binary, its exit status, its log and its probes.
 
-// freePort returns a TCP port of 127.0.0.1 that nothing listens on.
+// freePort returns a TCP port of 127.0.0.1 that nothing listens on, for
+// a listener started later, or again after an outage (in between,
+// connections to it are refused). It is drawn from below Linux's
+// ephemeral range (32768 up), where every listener on port 0 and every
+// outgoing connection gets its port, so that no test running meanwhile
+// takes it in the gap.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20_000 + rand.IntN(32_768-20_000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use
+		}
+		ln.Close()
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port of 127.0.0.1 below 32768 in 100 tries")
+	return 0
 }
 
 // binaryRun is `aggregator run` with its output and probes at hand.
@@ -263,6 +274,7 @@ func runAsUser(t *testing.T, what, user, password string, opts ...kfake.Opt) str
 // (after 10s without an answer) and 200 again after, and it goes on with
 // what was produced meanwhile.
 func TestBrokersLostWhileRunning(t *testing.T) {
+	t.Parallel() // its own broker, on ports below the ephemeral range (freePort)
 	rc := newRestartable(t, 1)
 	brokers := rc.kc.ListenAddrs()
 	path := writeConfig(t, callsConfig(tumbling)+"\n", brokers)

@@ -98,12 +98,14 @@ func TestSigtermAndRestart(t *testing.T) {
 // exactly_once (the default) a read_committed reader sees every result
 // exactly once; with at_least_once repeats are identical.
 func TestSigtermAndRestartByDelivery(t *testing.T) {
+	t.Parallel() // its own broker
 	for _, delivery := range []string{"", "delivery: at_least_once\n"} {
 		name := map[string]string{"": "exactly_once (default)"}[delivery]
 		if name == "" {
 			name = "at_least_once"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // its own broker
 			kc := newCluster(t, 4)
 			brokers := kc.ListenAddrs()
 			path := writeConfig(t, callsConfig(tumbling)+delivery, brokers)

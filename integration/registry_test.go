@@ -183,6 +183,7 @@ func TestAvroInputThroughRegistry(t *testing.T) {
 // state.transaction_timeout, so the brokers abort the transaction open
 // while the partition waits; nothing is lost or doubled all the same.
 func TestRegistryOutageLongerThanTransaction(t *testing.T) {
+	t.Parallel() // its own broker and registry
 	testRegistryInput(t, avroFormat(), time.Second)
 }
 
@@ -350,6 +351,7 @@ func protoFormat(t testing.TB) regFormat {
 // an added aggregate (as a new group: the old state has other aggregates)
 // registers a second version, and its results carry it.
 func TestAvroResultsThroughRegistry(t *testing.T) {
+	t.Parallel() // its own broker and registry
 	kc := newCluster(t, 1)
 	brokers := kc.ListenAddrs()
 	reg := newRegistry(t)
@@ -456,6 +458,7 @@ func jsonResult(t testing.TB, v string) map[string]any {
 // writer's new schema id is first met; the records after it still decode
 // with the schemas fetched then, and the results are the JSON run's.
 func TestRegistryInputAcrossAnAbort(t *testing.T) {
+	t.Parallel() // its own broker and registry
 	kc := newCluster(t, 1)
 	brokers := kc.ListenAddrs()
 	reg := newRegistry(t)

@@ -59,6 +59,7 @@ func sessionLines(seed uint64, n int) []string {
 // key, where replay prints a retract line. One partition, so the order is
 // the record order in both.
 func TestSessionsRunEqualsReplay(t *testing.T) {
+	t.Parallel() // its own broker
 	needBinary(t)
 	kc := newCluster(t, 1)
 	brokers := kc.ListenAddrs()

@@ -25,8 +25,10 @@ const outputLimit = 16 << 10
 // its reason, a late event too large for the late topic is a stub there,
 // Run never ends, and the results are replay's (no honest record late).
 func TestBadRecordsKeepThePartitionFlowing(t *testing.T) {
+	t.Parallel() // its own broker
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		t.Run(delivery, func(t *testing.T) {
+			t.Parallel() // its own broker
 			kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, inTopic))
 			if err != nil {
 				t.Fatal(err)

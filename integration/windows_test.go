@@ -17,6 +17,8 @@ import (
 // and calendar days in Europe/Berlin (the stream crosses the local
 // midnight that begins 31 March 2030, a 23-hour day), with top_k.
 func TestWindowKindsMatchReplay(t *testing.T) {
+	t.Parallel() // its own broker
+
 	const berlinMidnight = 1_901_142_000_000 // 2030-03-31T00:00:00+01:00
 	for name, c := range map[string]struct {
 		window string
@@ -26,6 +28,7 @@ func TestWindowKindsMatchReplay(t *testing.T) {
 		"calendar day":  {"{calendar: day, timezone: Europe/Berlin}", berlinMidnight - 100_000},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // its own broker
 			kc := newCluster(t, 4)
 			brokers := kc.ListenAddrs()
 			cfg := parseConfig(t, callsConfig(c.window)+"  - {name: top, fn: top_k, field: d, k: 3}\n", brokers)

@@ -196,6 +196,20 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	// transaction; they are written as stubs when their records are
 	// processed again.
 	refused := c.writer.OnlyRefused()
+	// The records are read again after an error the service goes on
+	// from: once the brokers answer (they are out of reach, or did not
+	// answer within commitTimeout), or with stubs for the outputs
+	// refused. End may have left the transaction open in the client (and
+	// Begin would fail): it is ended first, so that the records its abort
+	// fails are gone before Abort discards the writer's failures.
+	goesOn := err != nil && !committed && (cluster.Transient(err) || refused)
+	var endErr error
+	if goesOn {
+		if cluster.Transient(err) {
+			c.log.Warn().Err(err).Msg("transaction not committed: the brokers cannot be reached; the client keeps retrying")
+		}
+		endErr = c.endAborted(ctx)
+	}
 	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
 		c.writer.Committed()
@@ -208,24 +222,61 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	}
 	c.dropRevoked() // revoked while the transaction ended: after Accept or Abort
 	switch {
-	case err == nil || kerr.IsRetriable(err) || refused:
-	case cluster.Transient(err):
-		// The brokers are out of reach (or did not answer within
-		// commitTimeout): the records are read again once they answer.
-		// kgo keeps a transaction whose commit it could not attempt; it
-		// ends as an abort (which the next producer ID fences on the
-		// brokers), so that the next one can begin.
-		c.log.Warn().Err(err).Msg("transaction not committed: the brokers cannot be reached; the client keeps retrying")
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, _ = c.kafka.sess.End(actx, kgo.TryAbort) // fails too while the brokers are away, and ends it locally
-		cancel()
-	default:
+	case endErr != nil:
+		return endErr
+	case err != nil && !goesOn:
 		return fmt.Errorf("end transaction: %w", err)
 	}
 	if c.cycle.closing {
 		return nil
 	}
 	return c.begin()
+}
+
+// endAborted ends as an abort, in the client, a transaction that End
+// returned an error for: kgo keeps it open after a flush cut short or an
+// EndTxn whose outcome is unknown, so that an abort can end it. That
+// abort reloads the producer ID, which bumps its epoch on the brokers
+// and so aborts there whatever the EndTxn left ongoing (a commit is
+// never retried: it may have been aborted meanwhile). It tries again
+// while the brokers are out of reach, for up to commitTimeout; past
+// that the error it returns ends the service (a restart fences the
+// transaction the same way). A transaction End already ended is ended
+// again at no cost but a heartbeat. In Drain it tries once, within the
+// drain's deadline: nothing begins after it. c.mu and c.fetch.polling
+// are held.
+func (c *Consumer) endAborted(ctx context.Context) error {
+	if c.cycle.closing {
+		_, err := c.kafka.sess.End(ctx, kgo.TryAbort)
+		if err != nil {
+			return fmt.Errorf("abort transaction: %w", err) // Drain goes on if the brokers are away
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, endAbortTry)
+		_, err := c.kafka.sess.End(tctx, kgo.TryAbort)
+		tcancel()
+		switch {
+		case err == nil:
+			return nil
+		case !cluster.Transient(err):
+			return fmt.Errorf("abort transaction: %w", err)
+		case ctx.Err() != nil:
+			// %v: a transient error would have the service go on, and
+			// with the client still in the transaction it cannot.
+			return fmt.Errorf("abort transaction: the client did not end it within %v: %v", commitTimeout, err)
+		}
+		c.log.Warn().Err(err).Msg("abort transaction: the brokers cannot be reached; trying again")
+		t := time.NewTimer(endAbortBackoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
 }
 
 // begin begins the next transaction. c.mu is held.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -389,6 +390,80 @@ func TestCommitTransactionEndTxnFails(t *testing.T) {
 	}
 	if off := h.committedOffset(); off != -1 {
 		t.Errorf("committed offset = %d, want none", off)
+	}
+}
+
+// TestCommitTransactionBrokersSilent: the brokers give no answer that
+// ends the transaction before the commit's deadline, so its outcome is
+// unknown: EndTxn unanswered, or answered with an error that kgo retries
+// until the deadline (the coordinator moving), or a flush cut short (a
+// Produce unanswered). The transaction is aborted in the client before
+// the next one begins; the core is told Abort, commit returns no error,
+// and the records read again commit once.
+func TestCommitTransactionBrokersSilent(t *testing.T) {
+	notCoordinator := func(r kmsg.Request) (kmsg.Response, error, bool) {
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil, true
+	}
+	tests := map[string]struct {
+		key kmsg.Key
+		// respond answers a request of kind key made before the commit
+		// returned; deadline is the commit's.
+		respond func(deadline <-chan struct{}, r kmsg.Request) (kmsg.Response, error, bool)
+	}{
+		"EndTxn unanswered until the deadline": {kmsg.EndTxn, func(deadline <-chan struct{}, r kmsg.Request) (kmsg.Response, error, bool) {
+			if !r.(*kmsg.EndTxnRequest).Commit {
+				return nil, nil, false
+			}
+			// Then an answer kgo retries, should it reach the client
+			// before it gives up: every try meets this too.
+			<-deadline
+			return notCoordinator(r)
+		}},
+		"EndTxn NOT_COORDINATOR until the deadline": {kmsg.EndTxn, func(_ <-chan struct{}, r kmsg.Request) (kmsg.Response, error, bool) {
+			if !r.(*kmsg.EndTxnRequest).Commit {
+				return nil, nil, false
+			}
+			return notCoordinator(r) // kgo's last error when it gives up between tries
+		}},
+		"Produce unanswered until the deadline": {kmsg.Produce, func(deadline <-chan struct{}, _ kmsg.Request) (kmsg.Response, error, bool) {
+			<-deadline // the commit's flush is cut short; then it is appended
+			return nil, nil, false
+		}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newTxnHarness(t)
+			h.process()
+			ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
+			defer cancel()
+			var answered atomic.Bool // the commit returned: the brokers answer again
+			h.kc.ControlKey(tt.key.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				h.kc.KeepControl()
+				if answered.Load() {
+					h.kc.DropControl()
+					return nil, nil, false
+				}
+				return tt.respond(ctx.Done(), r)
+			})
+			err := h.commit(ctx)
+			answered.Store(true)
+			if err != nil {
+				t.Fatalf("commit = %v, want nil (brokers out of reach are waited for)", err)
+			}
+			if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+				t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+			}
+			if !h.c.cycle.inTxn {
+				t.Error("no transaction begun after the abort")
+			}
+			h.process() // restored and read again from the last commit
+			if err := h.commit(h.ctx); err != nil {
+				t.Fatalf("commit after the abort = %v, want nil", err)
+			}
+			h.wantResults() // the transaction the brokers may still have held has none of it
+		})
 	}
 }
 

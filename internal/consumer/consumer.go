@@ -36,6 +36,10 @@ const (
 	// commitTimeout bounds a commit: flushing outputs and state, and
 	// committing offsets (or the transaction).
 	commitTimeout = 30 * time.Second
+	// endAbortTry bounds one try to abort a transaction End left open
+	// in the client, and endAbortBackoff is the wait before the next.
+	endAbortTry     = 5 * time.Second
+	endAbortBackoff = time.Second
 	// unjoinedLeave bounds the wait to leave a group never joined, so
 	// that SIGTERM ends the process within a second before it joins.
 	unjoinedLeave = 500 * time.Millisecond
