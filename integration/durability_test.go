@@ -582,6 +582,7 @@ func durSeeds(n int) []uint64 {
 // -crash.session-seeds 50 -crash.rounds 10 -crash.kind-seeds 20
 // -crash.kind-rounds 8; one seed: -crash.seed 7.
 func TestCrashHarness(t *testing.T) {
+	t.Parallel()
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		t.Run(delivery, func(t *testing.T) {
 			for _, seed := range durSeeds(*crashSeeds) {
@@ -681,7 +682,7 @@ func durCrashHarness(t *testing.T, delivery, window string, seed uint64, rounds 
 			prev = emitted[r-1]
 		}
 		n := prev + sched.IntN(emitted[r]-prev+1)
-		durProgress(t, brokers, resultsTopic, int64(n), 15*time.Second)
+		durProgress(t, brokers, resultsTopic, int64(n), waitTimeout)
 		var delay time.Duration
 		if sched.IntN(3) > 0 {
 			delay = time.Duration(sched.IntN(150)) * time.Millisecond
@@ -1147,6 +1148,7 @@ func durWaitMembers(t testing.TB, brokers []string, group string, n int, parts i
 // exactly_once is exact, at_least_once repeats are identical), and no
 // window's result ever goes backwards. -crash.seed picks another schedule.
 func TestScaleOneThreeOne(t *testing.T) {
+	t.Parallel()
 	seed := uint64(1)
 	if *crashSeed != 0 {
 		seed = *crashSeed
@@ -1226,7 +1228,7 @@ func durScale(t *testing.T, delivery string, lateness int64, seed uint64, repart
 			prev = emitted[r-1]
 		}
 		n := prev + sched.IntN(emitted[r]-prev+1)
-		durProgress(t, brokers, resultsTopic, int64(n), 15*time.Second)
+		durProgress(t, brokers, resultsTopic, int64(n), waitTimeout)
 		step("waited for %d results", n)
 	}
 	committed := func(r int) {
@@ -1309,6 +1311,7 @@ func durOwns(t testing.TB, reg *prometheus.Registry, p int32) bool {
 // allowed_lateness 0, so a record judged against the other instance's
 // watermark is lost as a late event.
 func TestPartitionMovesBehind(t *testing.T) {
+	t.Parallel()
 	kc := newCluster(t, 2)
 	brokers := kc.ListenAddrs()
 	yaml := durConfig(0, "exactly_once")

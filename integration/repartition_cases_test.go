@@ -30,6 +30,7 @@ import (
 // results, late events and dead letters of replay --kcat, in both
 // delivery modes.
 func TestRepartitionThreeInstances(t *testing.T) {
+	t.Parallel()
 	const parts = 6
 	first, second := repartitionInputN(parts, 500, 60) // 30 s of event time, in 3 slices
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
@@ -143,6 +144,7 @@ func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts in
 // every repartition partition from its first record, and the outputs are
 // replay --kcat's of both phases (the dead letters are stage 1's).
 func TestRepartitionStartLatest(t *testing.T) {
+	t.Parallel()
 	const parts = 4
 	first, second := orderedKeyed(parts, 400)
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {

@@ -171,6 +171,7 @@ func withoutWatermark(evs []lateEvent) []string {
 }
 
 func TestRepartitionMatchesReplay(t *testing.T) {
+	t.Parallel()
 	first, second := repartitionInput()
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		for _, instances := range []int{1, 2} {
@@ -240,6 +241,7 @@ func compareReplay(t *testing.T, brokers []string, delivery string, want expecte
 // over (stage 2's from the changelog, with the sources' watermarks), and
 // the outputs are still replay --kcat's.
 func TestRepartitionCrash(t *testing.T) {
+	t.Parallel()
 	first, second := repartitionInput()
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		t.Run(delivery, func(t *testing.T) {
@@ -319,6 +321,7 @@ func waitEven(t testing.TB, brokers []string, group string, members, each int) {
 // not matter which goes idle first) their windows fire, as replay over
 // the partitions with records gives them.
 func TestRepartitionSilentSource(t *testing.T) {
+	t.Parallel()
 	var ins []keyedInput
 	for i := range 150 {
 		p := int32(i % 3) // partition 3 stays empty
