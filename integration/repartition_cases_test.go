@@ -33,7 +33,11 @@ func TestRepartitionThreeInstances(t *testing.T) {
 	t.Parallel()
 	const parts = 6
 	first, second := repartitionInputN(parts, 500, 60) // 30 s of event time, in 3 slices
-	for _, delivery := range []string{"exactly_once", "at_least_once"} {
+	deliveries := []string{"exactly_once", "at_least_once"}
+	if raceEnabled {
+		deliveries = deliveries[:1] // CI's time: TestRepartitionMatchesReplay runs at_least_once with 2 instances
+	}
+	for _, delivery := range deliveries {
 		t.Run(delivery, func(t *testing.T) {
 			t.Parallel()
 			kc := newCluster(t, parts)
