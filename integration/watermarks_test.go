@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,12 +95,13 @@ func TestWatermarkTopicMatchesReplay(t *testing.T) {
 				waitEven(t, brokers, cfg.Source.Group, 2, 2)
 			}
 			ends := map[int32]int64{}
-			produceSlicedFrom(t, brokers, cfg.Source.Group, first[:200], ends)
+			seen := map[int32]int64{}
+			produceSlicedFrom(t, brokers, cfg.Source.Group, first[:200], ends, regs, seen)
 			for _, reg := range regs {
 				// Every instance knows every partition's watermark before a straggler comes.
 				waitGauge(t, reg, "aggregator_sources_unreported", 0)
 			}
-			produceSlicedFrom(t, brokers, cfg.Source.Group, first[200:], ends)
+			produceSlicedFrom(t, brokers, cfg.Source.Group, first[200:], ends, regs, seen)
 			waitCount(t, brokers, resultsTopic, int64(len(want.results)))
 			for _, reg := range regs {
 				waitGauge(t, reg, "aggregator_watermark_source_partition", 3) // the lagging producer's, on every instance
@@ -117,9 +120,13 @@ func TestWatermarkTopicMatchesReplay(t *testing.T) {
 }
 
 // produceSlicedFrom is produceSliced for records that follow others on
-// the input partitions: ends holds how many each has already, and is
-// updated.
-func produceSlicedFrom(t testing.TB, brokers []string, group string, ins []keyedInput, ends map[int32]int64) {
+// the same partitions (ends: where each partition's records end so far,
+// seen: the highest event time of each so far; both updated). After each
+// slice it also waits until every instance (regs) knows each partition's
+// watermark as of that slice: a straggler is then judged against the
+// group's watermark as replay judges it, however late an instance reads
+// the others' values.
+func produceSlicedFrom(t testing.TB, brokers []string, group string, ins []keyedInput, ends map[int32]int64, regs []*prometheus.Registry, seen map[int32]int64) {
 	t.Helper()
 	const sliceRecords = 200 // 5 s of event time
 	for lo := 0; lo < len(ins); lo += sliceRecords {
@@ -127,7 +134,49 @@ func produceSlicedFrom(t testing.TB, brokers []string, group string, ins []keyed
 		produceKeyed(t, brokers, slice)
 		for _, in := range slice {
 			ends[in.partition]++
+			var v struct{ T any }
+			if json.Unmarshal([]byte(in.value), &v) == nil {
+				if ms, ok := v.T.(float64); ok {
+					seen[in.partition] = max(seen[in.partition], int64(ms))
+				}
+			}
 		}
 		durWaitCommitted(t, brokers, group, ends)
+		for i, reg := range regs {
+			waitFor(t, waitTimeout, fmt.Sprintf("instance %d knows every partition's watermark", i), func() bool {
+				got := sourceWatermarks(t, reg)
+				for p, ms := range seen {
+					if got[p] < float64(ms-1_001)/1000 { // max_out_of_orderness 1s
+						return false
+					}
+				}
+				return true
+			})
+		}
 	}
+}
+
+// sourceWatermarks reads aggregator_source_watermark_seconds by partition.
+func sourceWatermarks(t testing.TB, reg *prometheus.Registry) map[int32]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int32]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "aggregator_source_watermark_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "partition" {
+					if p, err := strconv.Atoi(l.GetValue()); err == nil {
+						got[int32(p)] = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return got
 }
