@@ -541,26 +541,7 @@ func (c Config) validateWatermarkTopic() error {
 	if !c.PublishesWatermarks() {
 		return nil
 	}
-	const key = "state.watermark_topic"
-	topic := c.State.WatermarkTopic
-	if topic == "" {
-		return required(key, "")
-	}
-	if reason := checkTopicName(topic); reason != "" {
-		return &KeyError{Key: key, Value: topic, Reason: reason}
-	}
-	if slices.Contains(c.Source.Topics, topic) {
-		return &KeyError{Key: key, Value: topic, Reason: "must not be one of source.topics"}
-	}
-	for _, t := range []struct{ key, topic string }{
-		{"sink.results_topic", c.Sink.ResultsTopic}, {"sink.late_topic", c.Sink.LateTopic},
-		{"sink.dead_letter_topic", c.Sink.DeadLetterTopic}, {"state.changelog_topic", c.State.ChangelogTopic},
-	} {
-		if topic == t.topic {
-			return &KeyError{Key: key, Value: topic, Reason: "must differ from " + t.key}
-		}
-	}
-	return nil
+	return c.checkStateTopic("state.watermark_topic", c.State.WatermarkTopic)
 }
 
 // validateRepartitionTopic checks state.repartition_topic and
@@ -573,8 +554,13 @@ func (c Config) validateRepartitionTopic() error {
 	if c.Source.ByKey() {
 		return nil
 	}
-	const key = "state.repartition_topic"
-	topic := c.State.RepartitionTopic
+	return c.checkStateTopic("state.repartition_topic", c.State.RepartitionTopic)
+}
+
+// checkStateTopic checks a topic of the service's own (the repartition or
+// the watermark topic): required, a Kafka topic name, and neither an
+// input nor an output nor the changelog.
+func (c Config) checkStateTopic(key, topic string) error {
 	if topic == "" {
 		return required(key, "")
 	}
