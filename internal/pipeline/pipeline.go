@@ -392,7 +392,7 @@ func (p *Processor) advanceAll(now int64) {
 		}
 		wm := p.own(int32(id))
 		if p.idleAdvances(int32(id)) {
-			wm = max(wm, idleWatermark(p.cfg, now))
+			wm = max(wm, watermark.IdleWatermark(p.cfg.Watermark, now))
 		}
 		p.ops.at(int32(id)).Advance(wm)
 	}
@@ -403,14 +403,21 @@ func (p *Processor) advanceAll(now int64) {
 // its sources that are not idle (math.MinInt64 when all are: the windows
 // wait, unless idle_advance moves them).
 func (p *Processor) own(partition int32) int64 {
-	if p.sources != nil {
-		if wm, idle := p.sources.Partition(partition); !idle {
-			return wm
-		}
+	wm, idle := p.ownMark(partition)
+	if idle && p.sources != nil {
 		return math.MinInt64
 	}
-	wm, _ := p.marks.Partition(partition)
 	return wm
+}
+
+// ownMark is a partition's own watermark and idleness: its generator's,
+// or a repartition partition's (the minimum over its sources, idle when
+// all of them are).
+func (p *Processor) ownMark(partition int32) (wm int64, idle bool) {
+	if p.sources != nil {
+		return p.sources.Partition(partition)
+	}
+	return p.marks.Partition(partition)
 }
 
 // idleAdvances reports whether idle_advance moves the partition's windows
@@ -421,26 +428,8 @@ func (p *Processor) idleAdvances(partition int32) bool {
 	if !p.cfg.Watermark.IdleAdvance || p.cfg.Watermark.IdleTimeout <= 0 {
 		return false
 	}
-	var idle bool
-	if p.sources != nil {
-		_, idle = p.sources.Partition(partition)
-	} else {
-		_, idle = p.marks.Partition(partition)
-	}
+	_, idle := p.ownMark(partition)
 	return idle
-}
-
-// idleWatermark is where idle_advance takes a watermark at now: now -
-// max_out_of_orderness - idle_timeout, saturating.
-func idleWatermark(cfg config.Config, now int64) int64 {
-	wm := now
-	for _, d := range []int64{max(cfg.Watermark.MaxOutOfOrderness.Milliseconds(), 0), cfg.Watermark.IdleTimeout.Milliseconds()} {
-		if wm < math.MinInt64+d {
-			return math.MinInt64
-		}
-		wm -= d
-	}
-	return wm
 }
 
 // merged is the merged watermark: the generators', or the markers'.
@@ -476,11 +465,7 @@ func (p *Processor) Watermark() int64 { return p.ops.watermark() }
 // watermark the partition's windows follow: its own, never going down,
 // moved by idle_advance while the partition is idle.
 func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
-	if p.sources != nil {
-		wm, idle = p.sources.Partition(partition)
-	} else {
-		wm, idle = p.marks.Partition(partition)
-	}
+	wm, idle = p.ownMark(partition)
 	if p.ops.perPartition && p.part(partition) != nil {
 		wm = p.ops.at(partition).Watermark()
 	}

@@ -148,8 +148,17 @@ func (m *Merged) Tick(now int64) {
 	if m.recompute() || !m.idleAdvance || m.idleTimeout == 0 {
 		return
 	}
-	m.w = max(m.w, subSat(subSat(now, m.ooo), m.idleTimeout))
+	m.w = max(m.w, idleWatermark(now, m.ooo, m.idleTimeout))
 }
+
+// IdleWatermark is where idle_advance takes the watermark at wall clock
+// now (SPEC §3): now - max_out_of_orderness - idle_timeout, saturating.
+func IdleWatermark(cfg config.Watermark, now int64) int64 {
+	return idleWatermark(now, max(cfg.MaxOutOfOrderness.Milliseconds(), 0), max(cfg.IdleTimeout.Milliseconds(), 0))
+}
+
+// idleWatermark is IdleWatermark with the durations in ms.
+func idleWatermark(now, ooo, idleTimeout int64) int64 { return subSat(subSat(now, ooo), idleTimeout) }
 
 // isIdle reports whether part counts as idle at now.
 func (m *Merged) isIdle(part *partition, now int64) bool {

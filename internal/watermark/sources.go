@@ -207,7 +207,7 @@ func (s *Sources) Tick(now int64) {
 	if s.recompute() || !s.idleAdvance || s.idleTimeout == 0 {
 		return
 	}
-	s.w = max(s.w, subSat(subSat(now, s.ooo), s.idleTimeout))
+	s.w = max(s.w, idleWatermark(now, s.ooo, s.idleTimeout))
 }
 
 // Current returns W.
