@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -110,10 +111,23 @@ type timing struct {
 	wall, cpu time.Duration
 	records   int
 	commits   float64
+	allocs    uint64 // heap allocations of the process meanwhile (kfake's too, when it runs in the process)
 }
 
 func (t *timing) add(u timing) {
 	t.wall, t.cpu, t.records, t.commits = t.wall+u.wall, t.cpu+u.cpu, t.records+u.records, t.commits+u.commits
+	t.allocs += u.allocs
+}
+
+// allocsPerRecord is the process's heap allocations per record.
+func (t *timing) allocsPerRecord() float64 { return float64(t.allocs) / float64(t.records) }
+
+// heapAllocs is the number of heap allocations of the process so far
+// (runtime/metrics: no stop of the world, unlike ReadMemStats).
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // report reports records/s, the CPU time of the process (kfake included)
@@ -192,6 +206,7 @@ func plainTime(b *testing.B, brokers []string, group string) timing {
 		kgo.ConsumerGroup(group), kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.FetchMaxWait(50*time.Millisecond), kgo.WithHooks(&first))
 	n, bytes := 0, 0
+	allocs := heapAllocs()
 	for n < benchRecords {
 		cl.PollRecords(context.Background(), 10_000).EachRecord(func(r *kgo.Record) {
 			n++
@@ -202,7 +217,7 @@ func plainTime(b *testing.B, brokers []string, group string) timing {
 	if bytes < n {
 		b.Fatalf("read %d bytes in %d records", bytes, n)
 	}
-	return timing{wall: wall, cpu: cpu, records: n}
+	return timing{wall: wall, cpu: cpu, records: n, allocs: heapAllocs() - allocs}
 }
 
 // pipelineRun is what runPipeline measured.
@@ -234,6 +249,7 @@ func runPipeline(b *testing.B, cfg config.Config, drain bool, extra ...kgo.Opt) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	allocs := heapAllocs()
 	go func() { done <- c.Run(ctx) }()
 	finished := false
 	defer func() { // the wait below failed
@@ -248,7 +264,7 @@ func runPipeline(b *testing.B, cfg config.Config, drain bool, extra ...kgo.Opt) 
 		func() string { return "every record with an outcome and every output acknowledged" })
 	finished = true
 	wall, cpu := first.since()
-	run := pipelineRun{timing: timing{wall: wall, cpu: cpu, records: benchRecords,
+	run := pipelineRun{timing: timing{wall: wall, cpu: cpu, records: benchRecords, allocs: heapAllocs() - allocs,
 		commits: sum(reg.commits, func(result string) bool { return result == "committed" })}}
 	cancel()
 	if err := <-done; err != nil {

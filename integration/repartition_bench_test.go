@@ -33,5 +33,7 @@ func BenchmarkRepartition(b *testing.B) {
 	b.ReportMetric(byKey.cpuPerRecord(), "by_key-cpu-ns/record")
 	b.ReportMetric(repart.cpuPerRecord(), "repartition-cpu-ns/record")
 	b.ReportMetric(repart.cpuPerRecord()/byKey.cpuPerRecord(), "cpu-ratio")
+	b.ReportMetric(byKey.allocsPerRecord(), "by_key-allocs/record")
+	b.ReportMetric(repart.allocsPerRecord(), "repartition-allocs/record")
 	b.ReportMetric(float64(repart.records)/repart.wall.Seconds(), "repartition-records/s")
 }

@@ -98,6 +98,8 @@ func BenchmarkByKeyVsPlain(b *testing.B) {
 			b.ReportMetric(plain.cpuPerRecord(), "plain-cpu-ns/record")
 			b.ReportMetric(byKey.cpuPerRecord(), "by_key-cpu-ns/record")
 			b.ReportMetric(byKey.cpuPerRecord()/plain.cpuPerRecord(), "cpu-ratio")
+			b.ReportMetric(plain.allocsPerRecord(), "plain-allocs/record")
+			b.ReportMetric(byKey.allocsPerRecord(), "by_key-allocs/record")
 			b.ReportMetric(float64(byKey.records)/byKey.wall.Seconds(), "by_key-records/s")
 		})
 	}
