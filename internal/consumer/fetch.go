@@ -347,26 +347,39 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 }
 
 // decodeRepartition parses a record of repartition partition id back into
-// the input record it was made from, and decodes that (stage 1 decoded it
-// already: decoding is deterministic), or into its watermark marker. A
+// the input record it was made from, as stage 1 decoded it (from its
+// compact form, or, written by a release before it, by decoding the value
+// again: decoding is deterministic), or into its watermark marker. A
 // record this release cannot parse is a dead letter of stage 2.
 func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, topics []string, d *decoded) {
-	var header []byte
+	var header, form []byte
 	for _, h := range r.Headers {
-		if h.Key == repartition.Header {
+		switch h.Key {
+		case repartition.Header:
 			header = h.Value
+		case repartition.RecordHeader:
+			form = h.Value
+			if form == nil {
+				form = []byte{} // present but empty: corrupt, not absent
+			}
 		}
 	}
 	m, marker, err := repartition.Parse(header, r.Value, id, r.Offset, topics, &d.in)
 	switch {
 	case err != nil:
-		d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset,
-			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), SourceID: -1, RepartitionOffset: r.Offset}
-		d.kind, d.err = record.Event, &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()}
+		err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()}
 	case marker:
 		d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset, RepartitionOffset: r.Offset}
 		d.kind, d.err, d.mark = record.Marker, nil, m
+		return
 	default:
-		d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
+		d.kind, err = repartition.Decode(dec, form, r.Key, &d.in, &d.rec)
+		if err == nil || form == nil {
+			d.err = err // without a form, the value's own dead letter, as stage 1 judged it
+			return
+		}
 	}
+	d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset,
+		Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), SourceID: -1, RepartitionOffset: r.Offset}
+	d.kind, d.err = record.Event, err
 }

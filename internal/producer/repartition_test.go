@@ -51,8 +51,9 @@ func TestWriterRepartition(t *testing.T) {
 	w := newWriter(t, cl, cfg, m, time.Now)
 	w.SetRepartitionPartitions(3)
 	in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 42, Key: []byte("req-9"), Value: []byte(`{"sid":"a"}`), Timestamp: 1234}
+	form := []byte{1, 2, 3}
 	w.Write([]ready.Output{
-		{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: `{"sid":"a"}`}},
+		{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: `{"sid":"a"}`, Record: form}},
 		{Kind: ready.Marker, Repart: &ready.Repart{Mark: watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true}}},
 	})
 	w.Sync()
@@ -62,7 +63,8 @@ func TestWriterRepartition(t *testing.T) {
 	data := cl.recs[0]
 	wantPart := producer.RepartitionPartition(kgo.StickyKeyPartitioner(nil).ForTopic("g-repartition"), []byte(`{"sid":"a"}`), 3)
 	if data.Topic != "g-repartition" || string(data.Key) != `{"sid":"a"}` || string(data.Value) != string(in.Value) ||
-		data.Partition != wantPart || data.Timestamp.UnixMilli() != 1234 || len(data.Headers) != 1 {
+		data.Partition != wantPart || data.Timestamp.UnixMilli() != 1234 || len(data.Headers) != 2 ||
+		data.Headers[1].Key != repartition.RecordHeader || string(data.Headers[1].Value) != string(form) {
 		t.Fatalf("data record = %s[%d] key %s value %s ts %v headers %v", data.Topic, data.Partition, data.Key, data.Value, data.Timestamp, data.Headers)
 	}
 	var got ready.Input

@@ -505,17 +505,17 @@ const (
 )
 
 // record returns a fresh record of the repartition topic with room for
-// one header.
+// two headers.
 func (t *repartitionTopic) record() *kgo.Record {
 	if len(t.recs) == 0 {
 		t.recs = make([]kgo.Record, chunkRecords)
 	}
 	if len(t.hdrs) == 0 {
-		t.hdrs = make([]kgo.RecordHeader, chunkRecords)
+		t.hdrs = make([]kgo.RecordHeader, 2*chunkRecords)
 	}
 	r := &t.recs[0]
-	r.Topic, r.Headers = t.name, t.hdrs[:0:1]
-	t.recs, t.hdrs = t.recs[1:], t.hdrs[1:]
+	r.Topic, r.Headers = t.name, t.hdrs[:0:2]
+	t.recs, t.hdrs = t.recs[1:], t.hdrs[2:]
 	return r
 }
 
@@ -549,7 +549,9 @@ func RepartitionPartition(keys kgo.TopicPartitioner, key []byte, n int32) int32 
 
 // repartitionData queues an accepted input record for the repartition
 // topic: its group key as the key, its value unchanged, where it came
-// from in the header (made now: the input is valid only during the call).
+// from in the header (made now: the input is valid only during the call),
+// and its compact form, which stage 2 reads instead of the value, in a
+// second header.
 func (w *Writer) repartitionData(r *ready.Repart) {
 	t := &w.repart
 	key := t.keep(append(t.room(len(r.Key)), r.Key...))
@@ -557,8 +559,9 @@ func (w *Writer) repartitionData(r *ready.Repart) {
 	rec := t.record()
 	rec.Key, rec.Value, rec.Timestamp = key, r.In.Value, time.UnixMilli(r.In.Timestamp)
 	rec.Partition = RepartitionPartition(t.keys, key, t.partitions)
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: repartition.Header, Value: header})
-	t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header)))
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: repartition.Header, Value: header},
+		kgo.RecordHeader{Key: repartition.RecordHeader, Value: r.Record})
+	t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header) + len(repartition.RecordHeader) + len(r.Record)))
 	w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
 	w.sendIfFull()
 }

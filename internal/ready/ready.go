@@ -59,12 +59,16 @@ type Output struct {
 
 // A Repart is a record for the repartition topic: an input record (In,
 // with its source's watermark just before and after it in In.Before and
-// In.After, and In.Sources) under its group key (Key, the Kafka key of
-// its results too), or a watermark marker (Mark).
+// In.After, and In.Sources, and as decoded in Record) under its group key
+// (Key, the Kafka key of its results too), or a watermark marker (Mark).
 type Repart struct {
-	In   Input
-	Key  string
-	Mark watermark.Mark
+	In  Input
+	Key string
+	// Record is the compact form of In's decoded record
+	// (record.AppendCompact), which stage 2 reads instead of decoding
+	// In.Value again. Its bytes are never reused: a writer may keep them.
+	Record []byte
+	Mark   watermark.Mark
 }
 
 // An Event is an input record that goes to the late or the dead-letter

@@ -89,6 +89,8 @@ type Decoder struct {
 	scratch  []byte // unescaped content, valid until the next content call
 	tsText   []byte // in.Timestamp as text, for $timestamp fields
 	metaTok  token  // what metaToken returns
+
+	compactKeys internTable // DecodeCompact's interned keys, made on first use
 }
 
 // wireFormat is a registry format: values in Confluent's wire format.

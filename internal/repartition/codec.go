@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"aggregator/internal/ready"
+	"aggregator/internal/record"
 	"aggregator/internal/watermark"
 )
 
@@ -13,6 +14,14 @@ import (
 // whether the record is data (an input record, with where it came from)
 // or a watermark marker (and the marker), versioned.
 const Header = "aggregator.repartition"
+
+// RecordHeader is the second header of a data record: the input record
+// as stage 1 decoded it (record.AppendCompact, versioned), which stage 2
+// reads instead of decoding the value again. A data record without it,
+// from a release before it, is decoded from its value; a release before
+// it ignores the header and decodes the value. So both releases read
+// what the other writes, and a rolling upgrade mixes them.
+const RecordHeader = "aggregator.record"
 
 const (
 	version    = 1
@@ -93,6 +102,18 @@ func Parse(header, value []byte, partition int32, offset int64, topics []string,
 		return m, false, r.err
 	}
 	return m, false, fmt.Errorf("%w: unknown kind %q", ErrCorrupt, header[1])
+}
+
+// Decode sets rec for a data record that Parse read into in, as stage 1
+// decoded it: from the value of its RecordHeader (form; nil when it has
+// none), with key the record's Kafka key (its group key), else by
+// decoding in.Value with dec. A form this release cannot read is a
+// *record.DecodeError with record.ReasonBadRepartitionRecord.
+func Decode(dec *record.Decoder, form, key []byte, in *ready.Input, rec *record.Record) (record.Kind, error) {
+	if form == nil {
+		return dec.Decode(in, rec)
+	}
+	return record.Event, dec.DecodeCompact(key, form, in, rec)
 }
 
 // topic returns b as one of topics, or as a new string.

@@ -38,6 +38,7 @@ type Stage struct {
 	spare    []ready.Output
 	markBuf  []watermark.Mark
 	slab     []ready.Repart // Reparts are cut from it, a chunk at a time: one allocation per record was most of the stage's garbage
+	forms    []byte         // the records' compact forms are cut from it, a chunk at a time
 }
 
 // slabSize is how many Reparts one allocation holds.
@@ -51,6 +52,19 @@ func (s *Stage) repart(r ready.Repart) *ready.Repart {
 	p := &s.slab[0]
 	*p, s.slab = r, s.slab[1:]
 	return p
+}
+
+// formChunk is the size of one allocation of compact forms.
+const formChunk = 64 << 10
+
+// form returns the compact form of rec, in bytes that are never reused.
+func (s *Stage) form(rec *record.Record) []byte {
+	if cap(s.forms)-len(s.forms) < 256 {
+		s.forms = make([]byte, 0, formChunk)
+	}
+	start := len(s.forms)
+	s.forms = record.AppendCompact(s.forms, rec)
+	return s.forms[start:len(s.forms):len(s.forms)]
 }
 
 const unassigned = -2
@@ -184,7 +198,7 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 	}
 	before, _ := s.marks.Partition(in.Partition)
 	s.marks.OnEvent(in.Partition, rec.Time, now)
-	r := s.repart(ready.Repart{In: *in, Key: rec.Key})
+	r := s.repart(ready.Repart{In: *in, Key: rec.Key, Record: s.form(rec)})
 	r.In.Sources, r.In.Before = s.sources, before
 	r.In.After, _ = s.marks.Partition(in.Partition)
 	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})

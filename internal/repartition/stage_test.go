@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -275,5 +276,46 @@ func TestStageSkip(t *testing.T) {
 	s.Fetched(0, 2, 0)
 	if lag, ok := s.Lag(0); lag != 0 || !ok {
 		t.Errorf("Lag(0) = %d, %v, want 0, true (read to its log end)", lag, ok)
+	}
+}
+
+// TestStageRecordForm: a forwarded record carries its compact form, which
+// reads back as the record stage 1 decoded, and costs no allocation of its
+// own (forms and Reparts are cut from chunks).
+func TestStageRecordForm(t *testing.T) {
+	s := newStage(t, yaml, 1, 0)
+	in := input(0, 0, "r", `{"user":"a\"b","t":5000,"kind":"click"}`)
+	s.Process(in, 0)
+	rd := s.Ready(false, 0)
+	if len(rd.Outputs) != 1 || rd.Outputs[0].Repart == nil {
+		t.Fatalf("outputs = %v, want one repartition record", describe(rd))
+	}
+	r := rd.Outputs[0].Repart
+	cfg, err := config.Parse([]byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := record.NewDecoder(cfg.RecordSpec(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got record.Record
+	if _, err := dec.Decode(in, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := dec.DecodeCompact([]byte(r.Key), r.Record, in, &got); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("the form reads back as %+v, %v, want %+v", got, err, want)
+	}
+	off := int64(1)
+	in = input(0, 0, "r", `{"user":"a","t":5000,"kind":"click"}`) // an escaped key costs its decoding an allocation
+	allocs := testing.AllocsPerRun(2000, func() {
+		in.Offset, off = off, off+1
+		s.Process(in, 0)
+		if off%100 == 0 {
+			s.Ready(false, 0)
+		}
+	})
+	if allocs > 0.05 {
+		t.Errorf("Process: %v allocations per forwarded record, want at most 0.05", allocs)
 	}
 }

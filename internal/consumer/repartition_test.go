@@ -1,0 +1,133 @@
+package consumer
+
+import (
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
+	"aggregator/internal/record"
+	"aggregator/internal/repartition"
+	"aggregator/internal/watermark"
+)
+
+// A data record and a marker of the repartition topic as the release
+// before the compact form (2aa1e63) wrote them: its header only, the
+// input's value to decode again. These bytes are the format's contract
+// with a running older release (a rolling upgrade): never update them.
+const (
+	goldenV1Data   = "01640501a410d09882d0f26f08808982d0f26f801b0563616c6c73017265712d39"
+	goldenV1Marker = "016d0508808982d0f26f00"
+	goldenKey      = `{"sid":"sid_1"}`
+	goldenValue    = `{"sid":"sid_1","t":1922350204456,"d":3,"v":"x\n"}`
+)
+
+func goldenDecoder(t *testing.T) *record.Decoder {
+	t.Helper()
+	cfg := config.Config{
+		Source: config.Source{Format: "json", Key: []string{"sid"}, Timestamp: config.Timestamp{Field: "t", Layout: "unix_ms"}},
+		Aggregates: []config.Aggregate{{Name: "d", Fn: "sum", Field: "d"}, {Name: "n", Fn: "count"},
+			{Name: "v", Fn: "last", Field: "v"}},
+	}
+	dec, err := record.NewDecoder(cfg.RecordSpec(), nil)
+	if err != nil {
+		t.Fatalf("NewDecoder: %v", err)
+	}
+	return dec
+}
+
+func unhex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// repartRecord is a record of repartition partition 2 at offset 7.
+func repartRecord(value string, headers ...kgo.RecordHeader) *kgo.Record {
+	return &kgo.Record{Topic: "g-repartition", Partition: 2, Offset: 7, Key: []byte(goldenKey), Value: []byte(value),
+		Timestamp: time.UnixMilli(1_922_350_204_456), Headers: headers}
+}
+
+// TestDecodeRepartitionGolden: stage 2 reads today's data records (the
+// compact form in its own header) and the previous release's (the header
+// only: the value is decoded again) as the same input record, decoded
+// alike; with the compact form, the value is not read.
+func TestDecodeRepartitionGolden(t *testing.T) {
+	want := pipeline.Input{Topic: "calls", Partition: 2, KafkaPartition: 1, Offset: 1042, Key: []byte("req-9"),
+		Value: []byte(goldenValue), Timestamp: 1_922_350_204_456, SourceID: 5, RepartitionOffset: 7,
+		Sources: 8, Before: 1_922_350_200_000, After: 1_922_350_203_456}
+	dec := goldenDecoder(t)
+	var wantRec record.Record
+	if _, err := dec.Decode(&want, &wantRec); err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	header := kgo.RecordHeader{Key: repartition.Header, Value: unhex(t, goldenV1Data)}
+	form := kgo.RecordHeader{Key: repartition.RecordHeader, Value: record.AppendCompact(nil, &wantRec)}
+	tests := map[string]struct {
+		rec       *kgo.Record
+		wantValue string
+	}{
+		"previous release":     {repartRecord(goldenValue, header), goldenValue},
+		"compact form":         {repartRecord(goldenValue, header, form), goldenValue},
+		"value not read":       {repartRecord("not JSON", header, form), "not JSON"},
+		"headers in any order": {repartRecord(goldenValue, form, header), goldenValue},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var d decoded
+			decodeRepartition(goldenDecoder(t), 2, tt.rec, []string{"calls"}, &d)
+			w := want
+			w.Value = []byte(tt.wantValue)
+			if d.err != nil || d.kind != record.Event || !reflect.DeepEqual(d.in, w) {
+				t.Fatalf("decodeRepartition = %+v, %v, %v, want %+v", d.in, d.kind, d.err, w)
+			}
+			d.rec.Partition, d.rec.Offset = wantRec.Partition, wantRec.Offset
+			if !reflect.DeepEqual(d.rec, wantRec) {
+				t.Errorf("decodeRepartition's record = %+v, want %+v", d.rec, wantRec)
+			}
+		})
+	}
+	t.Run("marker", func(t *testing.T) {
+		var d decoded
+		decodeRepartition(dec, 2, repartRecord("", kgo.RecordHeader{Key: repartition.Header, Value: unhex(t, goldenV1Marker)}), nil, &d)
+		if want := (watermark.Mark{Source: 5, Count: 8, Watermark: 1_922_350_203_456}); d.err != nil || d.kind != record.Marker || d.mark != want {
+			t.Errorf("decodeRepartition(marker) = %v, %+v, %v, want %+v", d.kind, d.mark, d.err, want)
+		}
+	})
+}
+
+// TestDecodeRepartitionBad: a compact form this release cannot read makes
+// the repartition record a dead letter; a previous release's record whose
+// value does not decode is that value's dead letter, as stage 1 judged it.
+func TestDecodeRepartitionBad(t *testing.T) {
+	header := kgo.RecordHeader{Key: repartition.Header, Value: unhex(t, goldenV1Data)}
+	tests := map[string]struct {
+		rec          *kgo.Record
+		reason       string
+		wantSourceID int32
+	}{
+		"corrupt form":     {repartRecord(goldenValue, header, kgo.RecordHeader{Key: repartition.RecordHeader, Value: []byte{9}}), record.ReasonBadRepartitionRecord, -1},
+		"empty form":       {repartRecord(goldenValue, header, kgo.RecordHeader{Key: repartition.RecordHeader}), record.ReasonBadRepartitionRecord, -1},
+		"corrupt header":   {repartRecord(goldenValue, kgo.RecordHeader{Key: repartition.Header, Value: []byte{1}}), record.ReasonBadRepartitionRecord, -1},
+		"value not JSON":   {repartRecord("{", header), record.ReasonBadJSON, 5},
+		"key field absent": {repartRecord(`{"t":1}`, header), record.ReasonMissingKey, 5},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var d decoded
+			decodeRepartition(goldenDecoder(t), 2, tt.rec, []string{"calls"}, &d)
+			var de *record.DecodeError
+			if !errors.As(d.err, &de) || de.Reason != tt.reason || d.in.SourceID != tt.wantSourceID {
+				t.Errorf("decodeRepartition = %v (source id %d), want a %s dead letter with source id %d", d.err, d.in.SourceID, tt.reason, tt.wantSourceID)
+			}
+		})
+	}
+}

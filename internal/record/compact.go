@@ -1,0 +1,266 @@
+package record
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math"
+	"strings"
+)
+
+// The compact form of a decoded event is what the engine reads of it
+// (event time, gap, key fields, aggregate values) in a few bytes, so that
+// a record decoded once need not be decoded again: stage 1 of
+// source.partitioning repartition writes it beside the input value, and
+// stage 2 reads it instead of the value (package repartition carries it).
+//
+//	version     1 byte (compactVersion)
+//	time, gap   varints
+//	key fields  uvarint count, then one value each
+//	values      uvarint count, then one value each (one per aggregate)
+//
+// A value is a flags byte, then, in this order, what its flags say
+// follows: Num as 8 bytes (little-endian IEEE 754); Raw as its offset and
+// length in the group key (a key field's Raw is text of its key) or as a
+// length and the bytes; Str as a length and the bytes, unless it is Raw
+// or Raw without its quotes.
+const compactVersion = 1
+
+const (
+	compactNum       = 1 << iota // Num follows; IsNum
+	compactRawAt                 // Raw is the key's text at an offset, length
+	compactRaw                   // Raw's bytes follow
+	compactStrRaw                // Str is Raw
+	compactStrQuoted             // Str is Raw without its quotes
+	compactStr                   // Str's bytes follow
+	compactAbsent                // the field was absent or null: a value the aggregate skips
+	compactFlags     = compactAbsent<<1 - 1
+)
+
+// AppendCompact appends the compact form of rec, an Event that Decode
+// returned, to dst.
+func AppendCompact(dst []byte, rec *Record) []byte {
+	dst = append(dst, compactVersion)
+	dst = binary.AppendVarint(dst, rec.Time)
+	dst = binary.AppendVarint(dst, rec.Gap)
+	dst = binary.AppendUvarint(dst, uint64(len(rec.KeyFields)))
+	for i := range rec.KeyFields {
+		dst = appendCompactValue(dst, &rec.KeyFields[i], rec.Key)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(rec.Values)))
+	for i := range rec.Values {
+		dst = appendCompactValue(dst, &rec.Values[i], "")
+	}
+	return dst
+}
+
+func appendCompactValue(dst []byte, v *Value, key string) []byte {
+	var flags byte
+	if v.IsNum {
+		flags |= compactNum
+	}
+	at := -1
+	if v.Raw != "" {
+		if at = strings.Index(key, v.Raw); at >= 0 {
+			flags |= compactRawAt
+		} else {
+			flags |= compactRaw
+		}
+	}
+	switch n := len(v.Raw); {
+	case v.Str == "":
+	case v.Str == v.Raw:
+		flags |= compactStrRaw
+	case n >= 2 && v.Raw[0] == '"' && v.Str == v.Raw[1:n-1]:
+		flags |= compactStrQuoted
+	default:
+		flags |= compactStr
+	}
+	dst = append(dst, flags)
+	if v.IsNum {
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.Num))
+	}
+	switch {
+	case at >= 0:
+		dst = binary.AppendUvarint(binary.AppendUvarint(dst, uint64(at)), uint64(len(v.Raw)))
+	case v.Raw != "":
+		dst = append(binary.AppendUvarint(dst, uint64(len(v.Raw))), v.Raw...)
+	}
+	if flags&compactStr != 0 {
+		dst = append(binary.AppendUvarint(dst, uint64(len(v.Str))), v.Str...)
+	}
+	return dst
+}
+
+// DecodeCompact is Decode for a record whose compact form b (from
+// AppendCompact) and group key (Record.Key's bytes) are at hand: it sets
+// rec as Decode did when the form was made, without reading in.Value. The
+// key is interned as Decode interns keys. A form this release cannot read
+// is a *DecodeError with ReasonBadRepartitionRecord.
+func (d *Decoder) DecodeCompact(key, b []byte, in *Input, rec *Record) error {
+	rec.Partition, rec.Offset, rec.Time, rec.Gap = in.Partition, in.Offset, 0, 0
+	rec.Key, rec.KeyFields, rec.Values = "", rec.KeyFields[:0], rec.Values[:0]
+	if len(key) < 2 || key[0] != '{' || key[len(key)-1] != '}' {
+		return badCompact("the group key is not a JSON object")
+	}
+	if len(b) == 0 || b[0] != compactVersion {
+		return badCompact("unknown compact record version")
+	}
+	r := compactReader{b: b[1:]}
+	rec.Time, rec.Gap = r.varint(), r.varint()
+	rec.Key = d.internBytes(key)
+	d.arena, d.pending = d.arena[:0], d.pending[:0]
+	rec.KeyFields = grow(rec.KeyFields, r.count())
+	for i := range rec.KeyFields {
+		d.compactValue(&r, &rec.KeyFields[i], rec.Key)
+	}
+	rec.Values = grow(rec.Values, r.count())
+	for i := range rec.Values {
+		d.compactValue(&r, &rec.Values[i], "")
+	}
+	if r.bad || len(r.b) != 0 {
+		rec.KeyFields, rec.Values = rec.KeyFields[:0], rec.Values[:0]
+		return badCompact("corrupt compact record")
+	}
+	d.resolvePending()
+	return nil
+}
+
+func badCompact(detail string) error {
+	return &DecodeError{Reason: ReasonBadRepartitionRecord, Detail: detail}
+}
+
+// compactValue reads one value into v; key is the interned group key.
+func (d *Decoder) compactValue(r *compactReader, v *Value, key string) {
+	*v = Value{}
+	flags := r.byte()
+	if flags&^compactFlags != 0 || flags&compactRawAt != 0 && flags&compactRaw != 0 {
+		r.bad = true
+		return
+	}
+	if flags&compactNum != 0 {
+		v.Num, v.IsNum = math.Float64frombits(r.uint64()), true
+	}
+	raw := span{-1, -1} // Raw's place in the arena, if it is there
+	switch {
+	case flags&compactRawAt != 0:
+		at, n := r.uvarint(), r.uvarint()
+		if at > uint64(len(key)) || n > uint64(len(key))-at {
+			r.bad = true
+			return
+		}
+		v.Raw = key[at : at+n]
+	case flags&compactRaw != 0:
+		text := r.bytes()
+		raw.start = len(d.arena)
+		d.addPending(&v.Raw, textAsIs, text)
+		raw.end = len(d.arena)
+	}
+	rawLen := max(len(v.Raw), raw.end-raw.start)
+	switch flags & (compactStrRaw | compactStrQuoted | compactStr) {
+	case 0:
+	case compactStrRaw:
+		if raw.start >= 0 {
+			d.pending = append(d.pending, pendingString{&v.Str, raw})
+		} else {
+			v.Str = v.Raw
+		}
+	case compactStrQuoted:
+		switch {
+		case rawLen < 2:
+			r.bad = true
+		case raw.start >= 0:
+			d.pending = append(d.pending, pendingString{&v.Str, span{raw.start + 1, raw.end - 1}})
+		default:
+			v.Str = v.Raw[1 : len(v.Raw)-1]
+		}
+	case compactStr:
+		d.addPending(&v.Str, textAsIs, r.bytes())
+	default:
+		r.bad = true
+	}
+}
+
+// compactReader reads a compact form; once it is bad, every read is 0.
+type compactReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *compactReader) byte() byte {
+	if len(r.b) == 0 {
+		r.bad = true
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *compactReader) uint64() uint64 {
+	if len(r.b) < 8 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *compactReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *compactReader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a number of values, each at least one byte of what is left.
+func (r *compactReader) count() int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	return int(n)
+}
+
+func (r *compactReader) bytes() []byte {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.bad, r.b = true, nil
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// internBytes returns key as a string, interned in a table of its own
+// (Decode's table is found by the key's parts): a repeated key costs no
+// allocation.
+func (d *Decoder) internBytes(key []byte) string {
+	t := &d.compactKeys
+	if t.slots == nil {
+		*t = newInternTable()
+	}
+	h := maphash.Bytes(t.seed, key)
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; t.slots[i].key != ""; i = (i + 1) & mask {
+		if s := &t.slots[i]; s.hash == h && s.key == string(key) {
+			return s.key
+		}
+	}
+	return t.add(h, key)
+}

@@ -1,0 +1,179 @@
+package record_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"aggregator/internal/record"
+)
+
+// compactSpec reads every kind of key field and value: a string key that
+// may need escapes, a numeric or boolean one, the Kafka key; sum, first,
+// count_distinct, top_k (null allowed) and count; a session's gap field.
+func compactSpec() record.Spec {
+	return record.Spec{
+		Format: record.FormatJSON, Key: []string{"sid", "a.b", record.FieldKafkaKey}, TimeField: "t", Layout: "unix_ms",
+		Aggregates: []record.Aggregate{{Field: "d", Need: record.NeedNumber}, {Field: "v", Need: record.NeedValue},
+			{Field: "a.c", Need: record.NeedValue}, {Field: "v", Need: record.NeedValueOrNull}, {Need: record.NeedNothing}},
+		GapField: "gap",
+	}
+}
+
+func compactDecoder(t testing.TB, spec record.Spec) *record.Decoder {
+	t.Helper()
+	d, err := record.NewDecoder(spec, nil)
+	if err != nil {
+		t.Fatalf("NewDecoder: %v", err)
+	}
+	return d
+}
+
+// roundTrip decodes value, makes its compact form, and reads that back
+// with another decoder (stage 2's); it fails the test if the two Records
+// differ.
+func roundTrip(t *testing.T, dec, dec2 *record.Decoder, key, value string) {
+	t.Helper()
+	in := record.Input{Partition: 3, Offset: 17, Key: []byte(key), Value: []byte(value)}
+	var rec record.Record
+	kind, err := dec.Decode(&in, &rec)
+	if err != nil || kind != record.Event {
+		return // only events are forwarded to stage 2
+	}
+	form := record.AppendCompact(nil, &rec)
+	var got record.Record
+	in2 := record.Input{Partition: 3, Offset: 17, Value: []byte("never read")}
+	if err := dec2.DecodeCompact([]byte(rec.Key), form, &in2, &got); err != nil {
+		t.Fatalf("DecodeCompact(AppendCompact(%s)) = %v", value, err)
+	}
+	if !reflect.DeepEqual(got, rec) {
+		t.Fatalf("DecodeCompact(AppendCompact(%s)) =\n%+v, want\n%+v", value, got, rec)
+	}
+}
+
+func TestCompactRoundTrip(t *testing.T) {
+	tests := map[string]struct{ key, value string }{
+		"strings":         {"k1", `{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"w","gap":100}`},
+		"numbers":         {"k", `{"sid":1e3,"a":{"b":-0.5,"c":7},"t":"2000","d":"3","v":42,"gap":0}`},
+		"booleans":        {"", `{"sid":true,"a":{"b":false,"c":true},"t":1,"d":0,"v":false}`},
+		"escaped key":     {"\xff", `{"sid":"a\"b\\c\u0001","a":{"b":"\u00e9","c":"x\ny"},"t":5,"d":1,"v":"tab\t"}`},
+		"invalid utf8":    {"q", "{\"sid\":\"a\xffb\",\"a\":{\"b\":\"\",\"c\":\"\"},\"t\":5,\"d\":1,\"v\":\"\"}"},
+		"object value":    {"k", `{"sid":"s","a":{"b":1,"c":{"x":[1,2]}},"t":5,"d":1,"v":[1,"a"]}`},
+		"null for top_k":  {"k", `{"sid":"s","a":{"b":1,"c":2},"t":5,"d":1,"v":"x","gap":null}`},
+		"same text twice": {"s", `{"sid":"s","a":{"b":"s","c":"s"},"t":5,"d":1,"v":"s"}`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			roundTrip(t, compactDecoder(t, compactSpec()), compactDecoder(t, compactSpec()), tt.key, tt.value)
+		})
+	}
+	t.Run("no key fields, count only", func(t *testing.T) {
+		spec := record.Spec{Format: record.FormatJSON, TimeField: "t", Layout: "unix_ms", Aggregates: []record.Aggregate{{Need: record.NeedNothing}}}
+		roundTrip(t, compactDecoder(t, spec), compactDecoder(t, spec), "", `{"t":99}`)
+	})
+}
+
+// TestCompactTopKNull: a null top_k value reads back as the zero Value,
+// the value the aggregate skips, as Decode gives it.
+func TestCompactTopKNull(t *testing.T) {
+	spec := compactSpec() // first (NeedValue) refuses the null: read v as top_k only
+	spec.Aggregates = []record.Aggregate{{Field: "v", Need: record.NeedValueOrNull}}
+	dec, dec2 := compactDecoder(t, spec), compactDecoder(t, spec)
+	var rec, got record.Record
+	in := record.Input{Key: []byte("k"), Value: []byte(`{"sid":"s","a":{"b":1,"c":2},"t":5,"d":1,"v":null}`)}
+	if _, err := dec.Decode(&in, &rec); err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if err := dec2.DecodeCompact([]byte(rec.Key), record.AppendCompact(nil, &rec), &in, &got); err != nil || len(got.Values) != 1 || got.Values[0] != (record.Value{}) {
+		t.Errorf("DecodeCompact of a null top_k value = %+v, %v, want the zero Value", got.Values, err)
+	}
+}
+
+// TestCompactNoAllocations: a repeated key and numeric values cost stage 2
+// no allocation.
+func TestCompactNoAllocations(t *testing.T) {
+	spec := record.Spec{Format: record.FormatJSON, Key: []string{"sid"}, TimeField: "t", Layout: "unix_ms",
+		Aggregates: []record.Aggregate{{Field: "d", Need: record.NeedNumber}, {Need: record.NeedNothing}}}
+	dec, dec2 := compactDecoder(t, spec), compactDecoder(t, spec)
+	in := record.Input{Value: []byte(`{"sid":"sid_1","t":1000,"d":2}`)}
+	var rec, got record.Record
+	if _, err := dec.Decode(&in, &rec); err != nil {
+		t.Fatal(err)
+	}
+	form, key := record.AppendCompact(nil, &rec), []byte(rec.Key)
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := dec2.DecodeCompact(key, form, &in, &got); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("DecodeCompact: %v allocations per record, want 0", allocs)
+	}
+}
+
+func TestCompactCorrupt(t *testing.T) {
+	dec := compactDecoder(t, compactSpec())
+	var rec record.Record
+	in := record.Input{Key: []byte("k1"), Value: []byte(`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"w"}`)}
+	if _, err := dec.Decode(&in, &rec); err != nil {
+		t.Fatal(err)
+	}
+	form := record.AppendCompact(nil, &rec)
+	key := []byte(rec.Key)
+	for name, tt := range map[string]struct{ key, form []byte }{
+		"empty":            {key, nil},
+		"version 2":        {key, append([]byte{2}, form[1:]...)},
+		"short":            {key, form[:len(form)-1]},
+		"left over":        {key, append(form[:len(form):len(form)], 0)},
+		"key not object":   {[]byte("k"), form},
+		"empty key":        {nil, form},
+		"huge count":       {key, []byte{1, 0, 0, 0xff, 0xff, 0x03}},
+		"unknown flag":     {key, []byte{1, 0, 0, 1, 0x80, 0}},
+		"raw twice":        {key, []byte{1, 0, 0, 1, 0x06, 0, 1, 1, 'x', 0}},
+		"raw beyond key":   {key, []byte{1, 0, 0, 1, 0x02, 5, 100, 0}},
+		"quoted too short": {key, []byte{1, 0, 0, 1, 0x12, 0, 1, 0}},
+		"two str forms":    {key, []byte{1, 0, 0, 1, 0x18, 0}},
+	} {
+		var got record.Record
+		err := dec.DecodeCompact(tt.key, tt.form, &in, &got)
+		var de *record.DecodeError
+		if !errors.As(err, &de) || de.Reason != record.ReasonBadRepartitionRecord {
+			t.Errorf("DecodeCompact(%s) = %v, want a %s DecodeError", name, err, record.ReasonBadRepartitionRecord)
+		}
+	}
+}
+
+// FuzzCompactRoundTrip: whatever Decode makes of a value, the compact form
+// reads back as the same Record.
+func FuzzCompactRoundTrip(f *testing.F) {
+	dec, dec2 := compactDecoder(f, compactSpec()), compactDecoder(f, compactSpec())
+	for _, s := range []string{
+		`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"w","gap":100}`,
+		`{"sid":"a\"b\\c\u0001","a":{"b":"\u00e9","c":"x\ny"},"t":5,"d":1,"v":"tab\t"}`,
+		"{\"sid\":\"a\xffb\",\"a\":{\"b\":\"\",\"c\":\"\"},\"t\":5,\"d\":1,\"v\":\"\"}",
+		`{"sid":1e3,"a":{"b":-0.5,"c":{"x":[1,2]}},"t":"2000","d":"3","v":null}`,
+	} {
+		f.Add("k", s)
+	}
+	f.Fuzz(func(t *testing.T, key, value string) {
+		roundTrip(t, dec, dec2, key, value)
+	})
+}
+
+// FuzzDecodeCompact: any bytes read as a record or a DecodeError.
+func FuzzDecodeCompact(f *testing.F) {
+	dec := compactDecoder(f, compactSpec())
+	var rec record.Record
+	in := record.Input{Key: []byte("k1"), Value: []byte(`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"w"}`)}
+	if _, err := dec.Decode(&in, &rec); err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(rec.Key), record.AppendCompact(nil, &rec))
+	f.Fuzz(func(t *testing.T, key, form []byte) {
+		var got record.Record
+		err := dec.DecodeCompact(key, form, &in, &got)
+		if de := (*record.DecodeError)(nil); err != nil && !errors.As(err, &de) {
+			t.Fatalf("DecodeCompact(%q, %q) = %v, want nil or a DecodeError", key, form, err)
+		}
+	})
+}
