@@ -113,3 +113,21 @@ func TestWriterRepartitionChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterRepartitionAllocs: a repartition record costs the writer no
+// allocation of its own: records, headers and bytes come from chunks
+// (a chunk is 256 records, so at most a few per thousand).
+func TestWriterRepartitionAllocs(t *testing.T) {
+	cfg := sinkConfig()
+	cfg.Source.Partitioning, cfg.State.RepartitionTopic = "repartition", "g-repartition"
+	w := newWriter(t, discard{}, cfg, nil, time.Now)
+	w.SetRepartitionPartitions(8)
+	in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 42, Key: []byte("req-9"), Value: []byte(`{"sid":"a"}`), Timestamp: 1234}
+	outs := []ready.Output{{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: `{"sid":"a"}`, Record: []byte{1, 2, 3}}}}
+	w.Write(outs)
+	allocs := testing.AllocsPerRun(1000, func() { w.Write(outs) })
+	if allocs > 0.05 {
+		t.Errorf("Write(a repartition record): %v allocations per record, want at most 0.05", allocs)
+	}
+	w.Sync()
+}

@@ -544,7 +544,14 @@ func (w *Writer) SetRepartitionPartitions(n int32) { w.repart.partitions = n }
 // RepartitionPartition is the repartition partition of a group key, of n:
 // Kafka's murmur2 partitioner's choice for that record key.
 func RepartitionPartition(keys kgo.TopicPartitioner, key []byte, n int32) int32 {
-	return int32(keys.Partition(&kgo.Record{Key: key}, int(n)))
+	return keyPartition(keys, &kgo.Record{Key: key}, n)
+}
+
+// keyPartition is RepartitionPartition for a record that has its key
+// (which the partitioner reads, through an interface: a record made for
+// the call would be one allocation per record).
+func keyPartition(keys kgo.TopicPartitioner, r *kgo.Record, n int32) int32 {
+	return int32(keys.Partition(r, int(n)))
 }
 
 // repartitionData queues an accepted input record for the repartition
@@ -558,7 +565,7 @@ func (w *Writer) repartitionData(r *ready.Repart) {
 	header := t.keep(repartition.AppendData(t.room(40+len(r.In.Topic)+len(r.In.Key)), &r.In))
 	rec := t.record()
 	rec.Key, rec.Value, rec.Timestamp = key, r.In.Value, time.UnixMilli(r.In.Timestamp)
-	rec.Partition = RepartitionPartition(t.keys, key, t.partitions)
+	rec.Partition = keyPartition(t.keys, rec, t.partitions)
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: repartition.Header, Value: header},
 		kgo.RecordHeader{Key: repartition.RecordHeader, Value: r.Record})
 	t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header) + len(repartition.RecordHeader) + len(r.Record)))
