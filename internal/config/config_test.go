@@ -76,6 +76,7 @@ func TestParseErrors(t *testing.T) {
 		"bad start_offset":                             {map[string]string{"source": "{timestamp: {field: t}, start_offset: newest}"}, "source.start_offset"},
 		"bad partitioning":                             {map[string]string{"source": "{timestamp: {field: t}, partitioning: keyed}"}, "source.partitioning"},
 		"repartition topic with by_key":                {map[string]string{"source": "{timestamp: {field: t}, key: [user], partitioning: by_key}", "state": "{repartition_topic: r}"}, "state.repartition_topic"},
+		"repartition format with by_key":               {map[string]string{"source": "{timestamp: {field: t}, key: [user], partitioning: by_key}", "state": "{repartition_format: 1}"}, "state.repartition_format"},
 		"bad format":                                   {map[string]string{"source": "{timestamp: {field: t}, format: thrift}"}, "source.format"},
 		"avro without a registry":                      {map[string]string{"source": "{timestamp: {field: t}, format: avro}"}, "source.schema_registry.url"},
 		"registry url without a scheme":                {map[string]string{"source": "{timestamp: {field: t}, format: json_schema, schema_registry: {url: 'registry:8081'}}"}, "source.schema_registry.url"},
@@ -322,7 +323,7 @@ func TestParseEnvOverrides(t *testing.T) {
 		"shutdown timeout": {map[string]string{"AGGREGATOR_SHUTDOWN_TIMEOUT": "0"},
 			func(c Config) any { return c.ShutdownTimeout }, time.Duration(0)},
 		"state": {map[string]string{"AGGREGATOR_STATE_CHANGELOG_TOPIC": "calls-state", "AGGREGATOR_STATE_COMMIT_INTERVAL": "1s", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT": "2m"},
-			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", CommitInterval: time.Second, TransactionTimeout: 2 * time.Minute}},
+			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", RepartitionFormat: 2, CommitInterval: time.Second, TransactionTimeout: 2 * time.Minute}},
 		"changelog topic from the group": {map[string]string{"AGGREGATOR_SOURCE_GROUP": "calls-agg"},
 			func(c Config) any { return c.State.ChangelogTopic }, "calls-agg-changelog"},
 	}
@@ -362,7 +363,7 @@ func TestEnvNames(t *testing.T) {
 		"AGGREGATOR_SINK_RESULTS_TOPIC", "AGGREGATOR_SINK_LATE_TOPIC", "AGGREGATOR_SINK_DEAD_LETTER_TOPIC", "AGGREGATOR_SINK_FORMAT", "AGGREGATOR_SINK_COMPRESSION",
 		"AGGREGATOR_SINK_LINGER", "AGGREGATOR_SINK_CREATE_TOPICS", "AGGREGATOR_SINK_PARTITIONS", "AGGREGATOR_SINK_REPLICATION_FACTOR",
 		"AGGREGATOR_DELIVERY", "AGGREGATOR_HTTP_LISTEN", "AGGREGATOR_LOG_LEVEL", "AGGREGATOR_LOG_FORMAT", "AGGREGATOR_SHUTDOWN_TIMEOUT",
-		"AGGREGATOR_STATE_CHANGELOG_TOPIC", "AGGREGATOR_STATE_REPARTITION_TOPIC", "AGGREGATOR_STATE_REPARTITION_PARTITIONS", "AGGREGATOR_STATE_WATERMARK_TOPIC", "AGGREGATOR_STATE_COMMIT_INTERVAL", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT",
+		"AGGREGATOR_STATE_CHANGELOG_TOPIC", "AGGREGATOR_STATE_REPARTITION_TOPIC", "AGGREGATOR_STATE_REPARTITION_PARTITIONS", "AGGREGATOR_STATE_REPARTITION_FORMAT", "AGGREGATOR_STATE_WATERMARK_TOPIC", "AGGREGATOR_STATE_COMMIT_INTERVAL", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT",
 	}
 	if !slices.Equal(asked, want) {
 		t.Errorf("Parse asked for %v, want %v", asked, want)
@@ -387,7 +388,7 @@ func TestDefaults(t *testing.T) {
 		HTTP:            HTTP{Listen: ":9090"},
 		Log:             Log{Level: "info", Format: "json"},
 		ShutdownTimeout: 25 * time.Second,
-		State:           State{CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}, // no group, no changelog topic
+		State:           State{RepartitionFormat: 2, CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}, // no group, no changelog topic
 	}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse(minimal) = %+v, %v; want %+v", c, err, want)
@@ -435,7 +436,7 @@ func TestParseAccepts(t *testing.T) {
 		"alias": {map[string]string{"source": "{timestamp: {field: &f t}, key: [*f]}"},
 			func(c Config) any { return c.Source.Key }, []string{"t"}},
 		"state": {map[string]string{"state": "{changelog_topic: calls-state, commit_interval: 1s, transaction_timeout: 15m}"},
-			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", CommitInterval: time.Second, TransactionTimeout: 15 * time.Minute}},
+			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", RepartitionFormat: 2, CommitInterval: time.Second, TransactionTimeout: 15 * time.Minute}},
 		"transaction_timeout of 1s": {map[string]string{"state": "{commit_interval: 999ms, transaction_timeout: 1s}"},
 			func(c Config) any { return c.State.TransactionTimeout }, time.Second},
 		"long commit_interval, at_least_once": {map[string]string{"delivery": "at_least_once", "state": "{commit_interval: 2m}"},

@@ -96,6 +96,9 @@ func (c *Config) deriveDefaults() {
 	if c.State.ChangelogTopic == "" && c.Source.Group != "" {
 		c.State.ChangelogTopic = c.Source.Group + changelogSuffix
 	}
+	if c.State.RepartitionFormat == 0 && !c.Source.ByKey() {
+		c.State.RepartitionFormat = 2
+	}
 	if c.State.RepartitionTopic == "" && c.Source.Group != "" && !c.Source.ByKey() {
 		c.State.RepartitionTopic = c.Source.Group + repartitionSuffix
 	}

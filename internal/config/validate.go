@@ -54,7 +54,7 @@ func (c *Config) inapplicable(key string) string {
 		return "does not apply to window.type session (its windows are per key: see window.gap)"
 	case (key == "window.gap" || key == "window.gap_field") && c.Window.Type != "session":
 		return "applies only to window.type session"
-	case (key == "state.repartition_topic" || key == "state.repartition_partitions") && c.Source.ByKey():
+	case (key == "state.repartition_topic" || key == "state.repartition_partitions" || key == "state.repartition_format") && c.Source.ByKey():
 		return "applies only to source.partitioning repartition"
 	case key == "state.watermark_topic" && !c.PublishesWatermarks():
 		return "applies only to source.partitioning by_key with watermark.scope global"
@@ -481,7 +481,7 @@ func (c *Config) validateState(src *sources) *KeyError {
 	if err := positive(src, "state.commit_interval", s.CommitInterval); err != nil {
 		return err
 	}
-	if err := c.checkApplies(src, "state.repartition_topic", "state.repartition_partitions", "state.watermark_topic"); err != nil {
+	if err := c.checkApplies(src, "state.repartition_topic", "state.repartition_partitions", "state.repartition_format", "state.watermark_topic"); err != nil {
 		return err
 	}
 	if err := c.checkApplies(src, "state.transaction_timeout"); err != nil || c.Delivery != "exactly_once" {
@@ -553,6 +553,10 @@ func (c Config) validateRepartitionTopic() error {
 	}
 	if c.Source.ByKey() {
 		return nil
+	}
+	if f := c.State.RepartitionFormat; f != 1 && f != 2 {
+		return &KeyError{Key: "state.repartition_format", Value: fmt.Sprint(f),
+			Reason: "must be 2 (the default) or 1 (what releases before format 2 read: during a rolling upgrade from one)"}
 	}
 	return c.checkStateTopic("state.repartition_topic", c.State.RepartitionTopic)
 }

@@ -347,35 +347,41 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 }
 
 // decodeRepartition parses a record of repartition partition id back into
-// the input record it was made from, as stage 1 decoded it (from its
-// compact form, or, written by a release before it, by decoding the value
-// again: decoding is deterministic), or into its watermark marker. A
-// record this release cannot parse is a dead letter of stage 2.
+// the input record it was made from, as stage 1 decoded it (format 2:
+// from the compact form in its value; format 1, with a header: by
+// decoding the value again, as decoding is deterministic), or into its
+// watermark marker. A record this release cannot parse is a dead letter
+// of stage 2.
 func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, topics []string, d *decoded) {
-	var header, form []byte
-	for _, h := range r.Headers {
-		switch h.Key {
-		case repartition.Header:
-			header = h.Value
-		case repartition.RecordHeader:
-			form = h.Value
-			if form == nil {
-				form = []byte{} // present but empty: corrupt, not absent
+	var err error
+	if len(r.Headers) == 0 {
+		var form []byte
+		if form, err = repartition.ParseValue(r.Value, id, r.Offset, topics, &d.in); err == nil {
+			d.kind, d.err = record.Event, dec.DecodeCompact(r.Key, form, &d.in, &d.rec)
+			if d.err == nil {
+				return
+			}
+			err = d.err
+		} else {
+			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()}
+		}
+	} else {
+		var header []byte
+		for _, h := range r.Headers {
+			if h.Key == repartition.Header {
+				header = h.Value
 			}
 		}
-	}
-	m, marker, err := repartition.Parse(header, r.Value, id, r.Offset, topics, &d.in)
-	switch {
-	case err != nil:
-		err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()}
-	case marker:
-		d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset, RepartitionOffset: r.Offset}
-		d.kind, d.err, d.mark = record.Marker, nil, m
-		return
-	default:
-		d.kind, err = repartition.Decode(dec, form, r.Key, &d.in, &d.rec)
-		if err == nil || form == nil {
-			d.err = err // without a form, the value's own dead letter, as stage 1 judged it
+		m, marker, perr := repartition.Parse(header, r.Value, id, r.Offset, topics, &d.in)
+		switch {
+		case perr != nil:
+			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: perr.Error()}
+		case marker:
+			d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset, RepartitionOffset: r.Offset}
+			d.kind, d.err, d.mark = record.Marker, nil, m
+			return
+		default: // format 1: a bad value is its own dead letter, as stage 1 judged it
+			d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
 			return
 		}
 	}

@@ -17,9 +17,9 @@ import (
 )
 
 // A data record and a marker of the repartition topic as the release
-// before the compact form (2aa1e63) wrote them: its header only, the
-// input's value to decode again. These bytes are the format's contract
-// with a running older release (a rolling upgrade): never update them.
+// before format 2 (2aa1e63) wrote them: format 1, the header, the input's
+// value to decode again. These bytes are the format's contract with a
+// running older release (a rolling upgrade): never update them.
 const (
 	goldenV1Data   = "01640501a410d09882d0f26f08808982d0f26f801b0563616c6c73017265712d39"
 	goldenV1Marker = "016d0508808982d0f26f00"
@@ -56,10 +56,11 @@ func repartRecord(value string, headers ...kgo.RecordHeader) *kgo.Record {
 		Timestamp: time.UnixMilli(1_922_350_204_456), Headers: headers}
 }
 
-// TestDecodeRepartitionGolden: stage 2 reads today's data records (the
-// compact form in its own header) and the previous release's (the header
-// only: the value is decoded again) as the same input record, decoded
-// alike; with the compact form, the value is not read.
+// TestDecodeRepartitionGolden: stage 2 reads format 2 data records (no
+// headers; the compact form in the value) and the format 1 records of a
+// release before it (the header; the value decoded again) as the same
+// input record, decoded alike; from format 2, the input value is not
+// decoded.
 func TestDecodeRepartitionGolden(t *testing.T) {
 	want := pipeline.Input{Topic: "calls", Partition: 2, KafkaPartition: 1, Offset: 1042, Key: []byte("req-9"),
 		Value: []byte(goldenValue), Timestamp: 1_922_350_204_456, SourceID: 5, RepartitionOffset: 7,
@@ -69,16 +70,20 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 	if _, err := dec.Decode(&want, &wantRec); err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
+	form := record.AppendCompact(nil, &wantRec)
+	format2 := func(value string) string {
+		in := want
+		in.Partition, in.Value = in.SourceID, []byte(value)
+		return string(repartition.AppendValue(nil, &in, form))
+	}
 	header := kgo.RecordHeader{Key: repartition.Header, Value: unhex(t, goldenV1Data)}
-	form := kgo.RecordHeader{Key: repartition.RecordHeader, Value: record.AppendCompact(nil, &wantRec)}
 	tests := map[string]struct {
 		rec       *kgo.Record
 		wantValue string
 	}{
-		"previous release":     {repartRecord(goldenValue, header), goldenValue},
-		"compact form":         {repartRecord(goldenValue, header, form), goldenValue},
-		"value not read":       {repartRecord("not JSON", header, form), "not JSON"},
-		"headers in any order": {repartRecord(goldenValue, form, header), goldenValue},
+		"format 1":       {repartRecord(goldenValue, header), goldenValue},
+		"format 2":       {repartRecord(format2(goldenValue)), goldenValue},
+		"value not read": {repartRecord(format2("not JSON")), "not JSON"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -104,21 +109,28 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 	})
 }
 
-// TestDecodeRepartitionBad: a compact form this release cannot read makes
-// the repartition record a dead letter; a previous release's record whose
-// value does not decode is that value's dead letter, as stage 1 judged it.
+// TestDecodeRepartitionBad: a format 2 record or a header this release
+// cannot read makes the repartition record a dead letter; a format 1
+// record whose value does not decode is that value's dead letter, as
+// stage 1 judged it.
 func TestDecodeRepartitionBad(t *testing.T) {
 	header := kgo.RecordHeader{Key: repartition.Header, Value: unhex(t, goldenV1Data)}
+	in := pipeline.Input{Topic: "calls", Key: []byte("k"), Value: []byte(goldenValue)}
+	withForm := func(form []byte) string { return string(repartition.AppendValue(nil, &in, form)) }
+	full := withForm([]byte{1, 0, 0, 0, 0})
 	tests := map[string]struct {
 		rec          *kgo.Record
 		reason       string
 		wantSourceID int32
 	}{
-		"corrupt form":     {repartRecord(goldenValue, header, kgo.RecordHeader{Key: repartition.RecordHeader, Value: []byte{9}}), record.ReasonBadRepartitionRecord, -1},
-		"empty form":       {repartRecord(goldenValue, header, kgo.RecordHeader{Key: repartition.RecordHeader}), record.ReasonBadRepartitionRecord, -1},
-		"corrupt header":   {repartRecord(goldenValue, kgo.RecordHeader{Key: repartition.Header, Value: []byte{1}}), record.ReasonBadRepartitionRecord, -1},
-		"value not JSON":   {repartRecord("{", header), record.ReasonBadJSON, 5},
-		"key field absent": {repartRecord(`{"t":1}`, header), record.ReasonMissingKey, 5},
+		"corrupt form":           {repartRecord(withForm([]byte{9})), record.ReasonBadRepartitionRecord, -1},
+		"empty form":             {repartRecord(withForm(nil)), record.ReasonBadRepartitionRecord, -1},
+		"no headers, no format":  {repartRecord(goldenValue), record.ReasonBadRepartitionRecord, -1},
+		"format 2 cut short":     {repartRecord(full[:8]), record.ReasonBadRepartitionRecord, -1},
+		"corrupt header":         {repartRecord(goldenValue, kgo.RecordHeader{Key: repartition.Header, Value: []byte{1}}), record.ReasonBadRepartitionRecord, -1},
+		"format 1, not JSON":     {repartRecord("{", header), record.ReasonBadJSON, 5},
+		"format 1, key absent":   {repartRecord(`{"t":1}`, header), record.ReasonMissingKey, 5},
+		"unknown header version": {repartRecord(goldenValue, kgo.RecordHeader{Key: repartition.Header, Value: append([]byte{3}, unhex(t, goldenV1Data)[1:]...)}), record.ReasonBadRepartitionRecord, -1},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

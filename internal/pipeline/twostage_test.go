@@ -13,6 +13,7 @@ import (
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/repartition"
+	"aggregator/internal/watermark"
 )
 
 // The two-stage commit protocol of source.partitioning repartition, step
@@ -40,9 +41,9 @@ const (
 	twoStageNow = 0 // no wall clock: no heartbeat, no future guard
 )
 
-// repRecord is a record of the repartition topic: its key, value and
-// headers (form: the RecordHeader's value; nil without it).
-type repRecord struct{ header, key, form, value []byte }
+// repRecord is a record of the repartition topic: its header (nil: a
+// format 2 data record, which has none), key and value.
+type repRecord struct{ header, key, value []byte }
 
 // cluster2 is what the brokers hold durably.
 type cluster2 struct {
@@ -148,13 +149,14 @@ func (s *twoStage) write1(outs []ready.Output, n int) {
 		o := &outs[i]
 		switch o.Kind {
 		case ready.Repartition:
-			// Records of odd offsets go as a release before the compact form
-			// wrote them (a rolling upgrade): stage 2 decodes their values.
-			var form []byte
-			if o.Repart.In.Offset%2 == 0 {
-				form = o.Repart.Record
+			// Records of odd offsets go in format 1, as a release before
+			// format 2 wrote them (a rolling upgrade): stage 2 decodes their
+			// values.
+			rec := repRecord{key: []byte(o.Repart.Key), value: repartition.AppendValue(nil, &o.Repart.In, o.Repart.Record)}
+			if o.Repart.In.Offset%2 == 1 {
+				rec.header, rec.value = repartition.AppendData(nil, &o.Repart.In), slices.Clone(o.Repart.In.Value)
 			}
-			put(partitionOf(o.Repart.Key), repRecord{repartition.AppendData(nil, &o.Repart.In), []byte(o.Repart.Key), form, slices.Clone(o.Repart.In.Value)})
+			put(partitionOf(o.Repart.Key), rec)
 		case ready.Marker:
 			if n == 0 {
 				return
@@ -213,14 +215,22 @@ func (s *twoStage) round() bool {
 		s.fetch2[r]++
 		rec := s.c.repart[r][off]
 		var in ready.Input
-		m, marker, err := repartition.Parse(rec.header, rec.value, int32(r), off, nil, &in)
+		var m watermark.Mark
+		var marker bool
+		var form []byte
+		var err error
+		if rec.header == nil {
+			form, err = repartition.ParseValue(rec.value, int32(r), off, nil, &in)
+		} else {
+			m, marker, err = repartition.Parse(rec.header, rec.value, int32(r), off, nil, &in)
+		}
 		if err != nil {
 			s.t.Fatalf("Parse: %v", err)
 		}
 		if marker {
 			s.s2.ApplyMark(int32(r), off, m)
 		} else {
-			kind, err := repartition.Decode(s.dec, rec.form, rec.key, &in, &s.rec)
+			kind, err := repartition.Decode(s.dec, form, rec.key, &in, &s.rec)
 			s.s2.Apply(&in, &s.rec, kind, err, twoStageNow)
 		}
 		any = true
@@ -530,11 +540,12 @@ func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
 		for _, o := range s1.Ready(false, twoStageNow).Outputs {
 			r := partitionOf(o.Repart.Key) % parts
 			var rin ready.Input
-			if _, _, err := repartition.Parse(repartition.AppendData(nil, &o.Repart.In), o.Repart.In.Value, r, next[r], nil, &rin); err != nil {
-				t.Fatalf("Parse: %v", err)
+			form, err := repartition.ParseValue(repartition.AppendValue(nil, &o.Repart.In, o.Repart.Record), r, next[r], nil, &rin)
+			if err != nil {
+				t.Fatalf("ParseValue: %v", err)
 			}
 			next[r]++
-			kind, err := repartition.Decode(dec, o.Repart.Record, []byte(o.Repart.Key), &rin, &rec)
+			kind, err := repartition.Decode(dec, form, []byte(o.Repart.Key), &rin, &rec)
 			s2.Apply(&rin, &rec, kind, err, twoStageNow)
 			got = view(got, s2.Ready(false).Outputs)
 		}

@@ -41,76 +41,110 @@ func TestRepartitionPartition(t *testing.T) {
 }
 
 // TestWriterRepartition: a repartition record goes to its group key's
-// partition with the input's value and timestamp and a header that reads
-// back as the input; a marker goes to every partition.
+// partition with the input's timestamp; in format 2 (the default) without
+// headers, its value reading back as the input, its value and the
+// compact form; in format 1 with the input's value and a header that
+// reads back as the input. A marker goes to every partition.
 func TestWriterRepartition(t *testing.T) {
-	cl := &fakeClient{}
-	cfg := sinkConfig()
-	cfg.Source.Partitioning, cfg.State.RepartitionTopic = "repartition", "g-repartition"
-	m := metrics.New(prometheus.NewRegistry())
-	w := newWriter(t, cl, cfg, m, time.Now)
-	w.SetRepartitionPartitions(3)
-	in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 42, Key: []byte("req-9"), Value: []byte(`{"sid":"a"}`), Timestamp: 1234}
-	form := []byte{1, 2, 3}
-	w.Write([]ready.Output{
-		{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: `{"sid":"a"}`, Record: form}},
-		{Kind: ready.Marker, Repart: &ready.Repart{Mark: watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true}}},
-	})
-	w.Sync()
-	if len(cl.recs) != 4 {
-		t.Fatalf("produced %d records, want 1 data record and 3 markers", len(cl.recs))
-	}
-	data := cl.recs[0]
-	wantPart := producer.RepartitionPartition(kgo.StickyKeyPartitioner(nil).ForTopic("g-repartition"), []byte(`{"sid":"a"}`), 3)
-	if data.Topic != "g-repartition" || string(data.Key) != `{"sid":"a"}` || string(data.Value) != string(in.Value) ||
-		data.Partition != wantPart || data.Timestamp.UnixMilli() != 1234 || len(data.Headers) != 2 ||
-		data.Headers[1].Key != repartition.RecordHeader || string(data.Headers[1].Value) != string(form) {
-		t.Fatalf("data record = %s[%d] key %s value %s ts %v headers %v", data.Topic, data.Partition, data.Key, data.Value, data.Timestamp, data.Headers)
-	}
-	var got ready.Input
-	if _, marker, err := repartition.Parse(data.Headers[0].Value, data.Value, 2, 7, nil, &got); err != nil || marker ||
-		got.SourceID != 5 || got.KafkaPartition != 1 || got.Offset != 42 || string(got.Key) != "req-9" || got.Timestamp != 1234 || got.Topic != "calls" {
-		t.Errorf("data header reads back as %+v, %v, %v", got, marker, err)
-	}
-	for p, rec := range cl.recs[1:] {
-		m, marker, err := repartition.Parse(rec.Headers[0].Value, rec.Value, 0, 0, nil, &got)
-		if rec.Partition != int32(p) || err != nil || !marker || m != (watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true}) {
-			t.Errorf("marker record %d = partition %d, %+v, %v, %v", p, rec.Partition, m, marker, err)
-		}
-	}
-	if got := value(m.Produced.WithLabelValues("g-repartition")); got != 4 {
-		t.Errorf("produced{g-repartition} = %v, want 4", got)
-	}
-	if value(m.RepartitionBytes) == 0 {
-		t.Errorf("repartition_bytes_total stayed 0")
+	for _, format := range []int32{0, repartition.Format2, repartition.Format1} {
+		t.Run(fmt.Sprint("format ", format), func(t *testing.T) {
+			cl := &fakeClient{}
+			cfg := sinkConfig()
+			cfg.Source.Partitioning, cfg.State.RepartitionTopic, cfg.State.RepartitionFormat = "repartition", "g-repartition", format
+			m := metrics.New(prometheus.NewRegistry())
+			w := newWriter(t, cl, cfg, m, time.Now)
+			w.SetRepartitionPartitions(3)
+			in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 42, Key: []byte("req-9"), Value: []byte(`{"sid":"a"}`), Timestamp: 1234}
+			form := []byte{1, 2, 3}
+			w.Write([]ready.Output{
+				{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: `{"sid":"a"}`, Record: form}},
+				{Kind: ready.Marker, Repart: &ready.Repart{Mark: watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true}}},
+			})
+			w.Sync()
+			if len(cl.recs) != 4 {
+				t.Fatalf("produced %d records, want 1 data record and 3 markers", len(cl.recs))
+			}
+			data := cl.recs[0]
+			wantPart := producer.RepartitionPartition(kgo.StickyKeyPartitioner(nil).ForTopic("g-repartition"), []byte(`{"sid":"a"}`), 3)
+			if data.Topic != "g-repartition" || string(data.Key) != `{"sid":"a"}` || data.Partition != wantPart || data.Timestamp.UnixMilli() != 1234 {
+				t.Fatalf("data record = %s[%d] key %s ts %v", data.Topic, data.Partition, data.Key, data.Timestamp)
+			}
+			var got ready.Input
+			var gotForm []byte
+			var err error
+			if format == repartition.Format1 {
+				if len(data.Headers) != 1 || string(data.Value) != string(in.Value) {
+					t.Fatalf("format 1 data record: value %s, headers %v, want the input value and one header", data.Value, data.Headers)
+				}
+				var marker bool
+				_, marker, err = repartition.Parse(data.Headers[0].Value, data.Value, 2, 7, nil, &got)
+				gotForm = form // not written
+				if marker {
+					t.Errorf("the data record reads as a marker")
+				}
+			} else {
+				if len(data.Headers) != 0 {
+					t.Fatalf("format 2 data record: headers %v, want none", data.Headers)
+				}
+				gotForm, err = repartition.ParseValue(data.Value, 2, 7, nil, &got)
+			}
+			if err != nil || got.SourceID != 5 || got.KafkaPartition != 1 || got.Offset != 42 || string(got.Key) != "req-9" ||
+				got.Timestamp != 1234 || got.Topic != "calls" || string(got.Value) != string(in.Value) || string(gotForm) != string(form) {
+				t.Errorf("data record reads back as %+v, form %v, %v", got, gotForm, err)
+			}
+			for p, rec := range cl.recs[1:] {
+				m, marker, err := repartition.Parse(rec.Headers[0].Value, rec.Value, 0, 0, nil, &got)
+				if rec.Partition != int32(p) || err != nil || !marker || m != (watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true}) {
+					t.Errorf("marker record %d = partition %d, %+v, %v, %v", p, rec.Partition, m, marker, err)
+				}
+			}
+			if got := value(m.Produced.WithLabelValues("g-repartition")); got != 4 {
+				t.Errorf("produced{g-repartition} = %v, want 4", got)
+			}
+			if value(m.RepartitionBytes) == 0 {
+				t.Errorf("repartition_bytes_total stayed 0")
+			}
+		})
 	}
 }
 
 // TestWriterRepartitionChunks: records, keys and headers cut from chunks
 // stay each their own across chunk boundaries, long keys included.
 func TestWriterRepartitionChunks(t *testing.T) {
-	cl := &fakeClient{}
-	cfg := sinkConfig()
-	cfg.Source.Partitioning, cfg.State.RepartitionTopic = "repartition", "g-repartition"
-	w := newWriter(t, cl, cfg, nil, time.Now)
-	w.SetRepartitionPartitions(4)
-	const n = 700
-	for i := range n {
-		key := fmt.Sprintf(`{"sid":"%s"}`, strings.Repeat("x", i*37%5000))
-		in := ready.Input{Topic: "calls", Partition: int32(i % 3), Offset: int64(i), Key: []byte(fmt.Sprint("req-", i)), Value: []byte(fmt.Sprint(i))}
-		w.Write([]ready.Output{{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: key}}})
-	}
-	w.Sync()
-	if len(cl.recs) != n {
-		t.Fatalf("produced %d records, want %d", len(cl.recs), n)
-	}
-	for i, rec := range cl.recs {
-		var got ready.Input
-		_, _, err := repartition.Parse(rec.Headers[0].Value, rec.Value, 0, 0, nil, &got)
-		if want := fmt.Sprintf(`{"sid":"%s"}`, strings.Repeat("x", i*37%5000)); string(rec.Key) != want || err != nil ||
-			got.Offset != int64(i) || string(got.Key) != fmt.Sprint("req-", i) || got.SourceID != int32(i%3) || string(rec.Value) != fmt.Sprint(i) {
-			t.Fatalf("record %d: key of %d bytes, header %+v, %v", i, len(rec.Key), got, err)
-		}
+	for _, format := range []int32{repartition.Format2, repartition.Format1} {
+		t.Run(fmt.Sprint("format ", format), func(t *testing.T) {
+			cl := &fakeClient{}
+			cfg := sinkConfig()
+			cfg.Source.Partitioning, cfg.State.RepartitionTopic, cfg.State.RepartitionFormat = "repartition", "g-repartition", format
+			w := newWriter(t, cl, cfg, nil, time.Now)
+			w.SetRepartitionPartitions(4)
+			const n = 700
+			value := func(i int) string { return fmt.Sprint(i, strings.Repeat("v", i*53%3000)) }
+			for i := range n {
+				key := fmt.Sprintf(`{"sid":"%s"}`, strings.Repeat("x", i*37%5000))
+				in := ready.Input{Topic: "calls", Partition: int32(i % 3), Offset: int64(i), Key: []byte(fmt.Sprint("req-", i)), Value: []byte(value(i))}
+				w.Write([]ready.Output{{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: key, Record: []byte(fmt.Sprint("form-", i))}}})
+			}
+			w.Sync()
+			if len(cl.recs) != n {
+				t.Fatalf("produced %d records, want %d", len(cl.recs), n)
+			}
+			for i, rec := range cl.recs {
+				var got ready.Input
+				var err error
+				form := []byte(fmt.Sprint("form-", i))
+				if format == repartition.Format1 {
+					_, _, err = repartition.Parse(rec.Headers[0].Value, rec.Value, 0, 0, nil, &got)
+				} else {
+					form, err = repartition.ParseValue(rec.Value, 0, 0, nil, &got)
+				}
+				if want := fmt.Sprintf(`{"sid":"%s"}`, strings.Repeat("x", i*37%5000)); string(rec.Key) != want || err != nil ||
+					got.Offset != int64(i) || string(got.Key) != fmt.Sprint("req-", i) || got.SourceID != int32(i%3) ||
+					string(got.Value) != value(i) || string(form) != fmt.Sprint("form-", i) {
+					t.Fatalf("record %d: key of %d bytes, read back as %+v, form %q, %v", i, len(rec.Key), got, form, err)
+				}
+			}
+		})
 	}
 }
 

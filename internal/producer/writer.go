@@ -166,7 +166,8 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	w.copiedResultDone = func(rec *kgo.Record, err error) { w.acked(&w.results, rec, err) }
 	w.changelog, w.changelogRecords = cfg.State.ChangelogTopic, m.ChangelogRecords
 	if !cfg.Source.ByKey() {
-		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic, keys: kgo.StickyKeyPartitioner(nil).ForTopic(cfg.State.RepartitionTopic),
+		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic, format1: cfg.State.RepartitionFormat == repartition.Format1,
+			keys:    kgo.StickyKeyPartitioner(nil).ForTopic(cfg.State.RepartitionTopic),
 			metrics: topic(cfg.State.RepartitionTopic), bytes: m.RepartitionBytes}
 		w.repart.done = func(rec *kgo.Record, err error) {
 			if w.acked(&w.repart.metrics, rec, err) {
@@ -486,6 +487,7 @@ func (w *Writer) Publish(ctx context.Context, recs []kgo.Record) {
 // a record of it to the partition it names.
 type repartitionTopic struct {
 	name       string
+	format1    bool // state.repartition_format 1: data records as releases before format 2 read them
 	partitions int32
 	keys       kgo.TopicPartitioner
 	metrics    topicMetrics
@@ -504,19 +506,24 @@ const (
 	chunkBytes   = 64 << 10
 )
 
-// record returns a fresh record of the repartition topic with room for
-// two headers.
+// record returns a fresh record of the repartition topic.
 func (t *repartitionTopic) record() *kgo.Record {
 	if len(t.recs) == 0 {
 		t.recs = make([]kgo.Record, chunkRecords)
 	}
-	if len(t.hdrs) == 0 {
-		t.hdrs = make([]kgo.RecordHeader, 2*chunkRecords)
-	}
 	r := &t.recs[0]
-	r.Topic, r.Headers = t.name, t.hdrs[:0:2]
-	t.recs, t.hdrs = t.recs[1:], t.hdrs[2:]
+	r.Topic, t.recs = t.name, t.recs[1:]
 	return r
+}
+
+// header returns room for one header that the client may hold.
+func (t *repartitionTopic) header() []kgo.RecordHeader {
+	if len(t.hdrs) == 0 {
+		t.hdrs = make([]kgo.RecordHeader, chunkRecords)
+	}
+	h := t.hdrs[:0:1]
+	t.hdrs = t.hdrs[1:]
+	return h
 }
 
 // room returns room for n bytes (appended to from empty) that the client
@@ -555,20 +562,25 @@ func keyPartition(keys kgo.TopicPartitioner, r *kgo.Record, n int32) int32 {
 }
 
 // repartitionData queues an accepted input record for the repartition
-// topic: its group key as the key, its value unchanged, where it came
-// from in the header (made now: the input is valid only during the call),
-// and its compact form, which stage 2 reads instead of the value, in a
-// second header.
+// topic: its group key as the key, and in format 2 a value that holds
+// where it came from, what stage 1 decoded of it and its value (made now:
+// the input is valid only during the call; no header, which costs the
+// reader allocations); in format 1 the input value unchanged and where it
+// came from in the header.
 func (w *Writer) repartitionData(r *ready.Repart) {
 	t := &w.repart
 	key := t.keep(append(t.room(len(r.Key)), r.Key...))
-	header := t.keep(repartition.AppendData(t.room(40+len(r.In.Topic)+len(r.In.Key)), &r.In))
 	rec := t.record()
-	rec.Key, rec.Value, rec.Timestamp = key, r.In.Value, time.UnixMilli(r.In.Timestamp)
+	rec.Key, rec.Timestamp = key, time.UnixMilli(r.In.Timestamp)
 	rec.Partition = keyPartition(t.keys, rec, t.partitions)
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: repartition.Header, Value: header},
-		kgo.RecordHeader{Key: repartition.RecordHeader, Value: r.Record})
-	t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header) + len(repartition.RecordHeader) + len(r.Record)))
+	if t.format1 {
+		header := t.keep(repartition.AppendData(t.room(40+len(r.In.Topic)+len(r.In.Key)), &r.In))
+		rec.Value, rec.Headers = r.In.Value, append(t.header(), kgo.RecordHeader{Key: repartition.Header, Value: header})
+		t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header)))
+	} else {
+		rec.Value = t.keep(repartition.AppendValue(t.room(repartition.ValueSize(&r.In, r.Record)), &r.In, r.Record))
+		t.bytes.Add(float64(len(rec.Key) + len(rec.Value)))
+	}
 	w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
 	w.sendIfFull()
 }

@@ -10,24 +10,31 @@ import (
 	"aggregator/internal/watermark"
 )
 
-// Header is the header of every repartition record: its value says
-// whether the record is data (an input record, with where it came from)
-// or a watermark marker (and the marker), versioned.
+// Header is the header of a marker and of a Format1 data record: its
+// value says whether the record is data (an input record, with where it
+// came from) or a watermark marker (and the marker), versioned. A
+// Format2 data record has no headers.
 const Header = "aggregator.repartition"
 
-// RecordHeader is the second header of a data record: the input record
-// as stage 1 decoded it (record.AppendCompact, versioned), which stage 2
-// reads instead of decoding the value again. A data record without it,
-// from a release before it, is decoded from its value; a release before
-// it ignores the header and decodes the value. So both releases read
-// what the other writes, and a rolling upgrade mixes them.
-const RecordHeader = "aggregator.record"
-
 const (
-	version    = 1
+	version    = 1 // of the Header value (markers, and data records of format 1)
+	version2   = 2 // of a data record's value (format 2)
 	kindData   = 'd'
 	kindMarker = 'm'
 	hasKey     = 1 // data: the input record had a key (else it was null)
+)
+
+// Formats of a data record (state.repartition_format). Stage 2 reads both.
+const (
+	// Format1 is the format of the releases before Format2: the Header,
+	// the input value as the value, which stage 2 decodes again.
+	Format1 = 1
+	// Format2 is a record without headers: its value holds what the
+	// Header holds, the record as stage 1 decoded it (record.AppendCompact),
+	// which stage 2 reads instead of decoding the input value again, and
+	// the input value (a late event's payload). Headers cost the Kafka
+	// client's reader an allocation for each and one for their slice.
+	Format2 = 2
 )
 
 // ErrCorrupt is the error of a repartition record this release cannot read.
@@ -39,7 +46,36 @@ var ErrCorrupt = errors.New("repartition: corrupt record")
 // after it and before it (as the difference, mod 2^64: both may be minus
 // infinity), topic and key (the value travels as the record's value).
 func AppendData(dst []byte, in *ready.Input) []byte {
-	dst = append(dst, version, kindData)
+	dst = appendSource(append(dst, version, kindData), in)
+	if in.Key == nil {
+		return append(dst, 0)
+	}
+	return append(append(dst, hasKey), in.Key...)
+}
+
+// AppendValue appends the value of a Format2 data record made from in
+// and form, the compact form of its decoded record: version 2, kind 'd',
+// the fields of AppendData (the input key now with its length), form
+// with its length, and the input value, to the end.
+func AppendValue(dst []byte, in *ready.Input, form []byte) []byte {
+	dst = append(dst, version2, kindData)
+	dst = appendSource(dst, in)
+	if in.Key == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = append(binary.AppendUvarint(append(dst, hasKey), uint64(len(in.Key))), in.Key...)
+	}
+	dst = append(binary.AppendUvarint(dst, uint64(len(form))), form...)
+	return append(dst, in.Value...)
+}
+
+// ValueSize is an upper bound of the length of AppendValue's bytes.
+func ValueSize(in *ready.Input, form []byte) int {
+	return 2 + 8*binary.MaxVarintLen64 + len(in.Topic) + 1 + len(in.Key) + 2*binary.MaxVarintLen64 + len(form) + len(in.Value)
+}
+
+// appendSource appends where in came from, and its source's watermarks.
+func appendSource(dst []byte, in *ready.Input) []byte {
 	dst = binary.AppendUvarint(dst, uint64(in.Partition))
 	dst = binary.AppendUvarint(dst, uint64(in.KafkaPartition))
 	dst = binary.AppendVarint(dst, in.Offset)
@@ -48,11 +84,42 @@ func AppendData(dst []byte, in *ready.Input) []byte {
 	dst = binary.AppendVarint(dst, in.After)
 	dst = binary.AppendUvarint(dst, uint64(in.After)-uint64(in.Before))
 	dst = binary.AppendUvarint(dst, uint64(len(in.Topic)))
-	dst = append(dst, in.Topic...)
-	if in.Key == nil {
-		return append(dst, 0)
+	return append(dst, in.Topic...)
+}
+
+// ParseValue reads the value of a Format2 data record read from
+// repartition partition partition at offset into in, as Parse does (Key
+// and Value point into value), and returns the compact form of its
+// decoded record.
+func ParseValue(value []byte, partition int32, offset int64, topics []string, in *ready.Input) (form []byte, err error) {
+	if len(value) < 2 || value[0] != version2 || value[1] != kindData {
+		return nil, fmt.Errorf("%w: a record without headers that is not of format 2", ErrCorrupt)
 	}
-	return append(append(dst, hasKey), in.Key...)
+	r := reader{b: value[2:]}
+	r.source(partition, offset, topics, in)
+	switch r.byte() {
+	case 0:
+	case hasKey:
+		in.Key = r.bytes(r.uvarint())
+	default:
+		r.err = ErrCorrupt
+	}
+	form = r.bytes(r.uvarint())
+	if r.err != nil {
+		return nil, r.err
+	}
+	in.Value = r.b
+	return form, nil
+}
+
+// source reads what appendSource wrote into in, a record of repartition
+// partition partition at offset.
+func (r *reader) source(partition int32, offset int64, topics []string, in *ready.Input) {
+	*in = ready.Input{Partition: partition, RepartitionOffset: offset,
+		SourceID: r.int32(), KafkaPartition: r.int32(), Offset: r.varint(), Timestamp: r.varint(),
+		Sources: r.int32(), After: r.varint()}
+	in.Before = int64(uint64(in.After) - r.uvarint())
+	in.Topic = topic(r.bytes(r.uvarint()), topics)
 }
 
 // AppendMarker appends the Header value of a marker record.
@@ -88,11 +155,8 @@ func Parse(header, value []byte, partition int32, offset int64, topics []string,
 		}
 		return m, true, r.err
 	case kindData:
-		*in = ready.Input{Partition: partition, Value: value, RepartitionOffset: offset,
-			SourceID: r.int32(), KafkaPartition: r.int32(), Offset: r.varint(), Timestamp: r.varint(),
-			Sources: r.int32(), After: r.varint()}
-		in.Before = int64(uint64(in.After) - r.uvarint())
-		in.Topic = topic(r.bytes(r.uvarint()), topics)
+		r.source(partition, offset, topics, in)
+		in.Value = value
 		if r.byte() == hasKey {
 			in.Key = r.b
 			if in.Key == nil {
@@ -104,11 +168,12 @@ func Parse(header, value []byte, partition int32, offset int64, topics []string,
 	return m, false, fmt.Errorf("%w: unknown kind %q", ErrCorrupt, header[1])
 }
 
-// Decode sets rec for a data record that Parse read into in, as stage 1
-// decoded it: from the value of its RecordHeader (form; nil when it has
-// none), with key the record's Kafka key (its group key), else by
-// decoding in.Value with dec. A form this release cannot read is a
-// *record.DecodeError with record.ReasonBadRepartitionRecord.
+// Decode sets rec for a data record that Parse or ParseValue read into
+// in, as stage 1 decoded it: from form, the compact form ParseValue
+// returned, with key the record's Kafka key (its group key), or, for a
+// Format1 record (form nil), by decoding in.Value with dec. A form this
+// release cannot read is a *record.DecodeError with
+// record.ReasonBadRepartitionRecord.
 func Decode(dec *record.Decoder, form, key []byte, in *ready.Input, rec *record.Record) (record.Kind, error) {
 	if form == nil {
 		return dec.Decode(in, rec)

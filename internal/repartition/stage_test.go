@@ -319,3 +319,42 @@ func TestStageRecordForm(t *testing.T) {
 		t.Errorf("Process: %v allocations per forwarded record, want at most 0.05", allocs)
 	}
 }
+
+// TestCodecValue: a format 2 value reads back as the input record it was
+// made from, its compact form and its value; a cut or foreign one is
+// ErrCorrupt.
+func TestCodecValue(t *testing.T) {
+	ins := map[string]ready.Input{
+		"keyed": {Topic: "orders", Partition: 7, KafkaPartition: 3, Offset: 1 << 40, Key: []byte("req-1"), Value: []byte(`{"a":1}`),
+			Timestamp: -5, Sources: 4, Before: math.MinInt64, After: 1_700_000_000_000},
+		"null key": {Topic: "", Key: nil, Value: []byte("v"), Timestamp: math.MaxInt64, Sources: 1, Before: 7, After: 7},
+		"empty key and value": {Topic: "t", Partition: math.MaxInt32, KafkaPartition: math.MaxInt32, Offset: math.MaxInt64,
+			Key: []byte{}, Value: []byte{}, Timestamp: math.MinInt64, Sources: math.MaxInt32, Before: math.MinInt64, After: math.MaxInt64},
+	}
+	for name, in := range ins {
+		t.Run(name, func(t *testing.T) {
+			value := repartition.AppendValue(nil, &in, []byte("form"))
+			if len(value) > repartition.ValueSize(&in, []byte("form")) {
+				t.Errorf("AppendValue wrote %d bytes, more than ValueSize's %d", len(value), repartition.ValueSize(&in, []byte("form")))
+			}
+			var got ready.Input
+			form, err := repartition.ParseValue(value, 2, 99, []string{"orders"}, &got)
+			want := in
+			want.Partition, want.SourceID, want.RepartitionOffset = 2, in.Partition, 99
+			if err != nil || string(form) != "form" || !reflect.DeepEqual(got, want) {
+				t.Errorf("ParseValue(AppendValue(%+v)) = %+v, %q, %v, want %+v", in, got, form, err, want)
+			}
+		})
+	}
+	in := ready.Input{Topic: "orders", Key: []byte("k"), Value: []byte("v")}
+	value := repartition.AppendValue(nil, &in, []byte("form"))
+	for name, v := range map[string][]byte{
+		"empty": nil, "format 1 value": []byte(`{"a":1}`), "a marker's kind": append([]byte{2, 'm'}, value[2:]...),
+		"cut in the key": value[:len(value)-len("formv")-2], "cut in the form": value[:len(value)-3], "bad key flag": append(value[:16:16], 7),
+	} {
+		var got ready.Input
+		if _, err := repartition.ParseValue(v, 0, 0, nil, &got); !errors.Is(err, repartition.ErrCorrupt) {
+			t.Errorf("ParseValue(%s %q) = %v, want ErrCorrupt", name, v, err)
+		}
+	}
+}
