@@ -310,10 +310,10 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 	}
 	if p.sources == nil {
 		p.marks.OnEvent(in.Partition, rec.Time, now)
+		p.advance(in.Partition)
 	} else {
 		p.sourceMark(in, in.After)
 	}
-	p.advance(in.Partition)
 	return res.Kind
 }
 
@@ -344,10 +344,10 @@ func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (
 // sourceMark raises the watermark of a repartition record's source in
 // its repartition partition to wm, as a marker would (a data record
 // tells its source's watermark to the partition it lands on; the markers
-// tell every partition), and fires what that makes due.
+// tell every partition), and fires what that makes due (nothing, when
+// the source's watermark stayed: most records).
 func (p *Processor) sourceMark(in *Input, wm int64) {
-	if in.Sources > 0 {
-		p.sources.Mark(in.Partition, watermark.Mark{Source: in.SourceID, Count: in.Sources, Watermark: wm})
+	if in.Sources > 0 && p.sources.Mark(in.Partition, watermark.Mark{Source: in.SourceID, Count: in.Sources, Watermark: wm}) {
 		p.advance(in.Partition)
 	}
 }

@@ -99,7 +99,10 @@ type Sources struct {
 	ooo, idleTimeout int64
 	idleAdvance      bool
 	parts            []*table // sorted by id
-	w                int64
+	// byID is parts by id (nil: not assigned), as partition ids are
+	// dense: each data record looks its partition up three times.
+	byID []*table
+	w    int64
 }
 
 // NewSources returns a Sources with no partitions and W = math.MinInt64.
@@ -112,12 +115,36 @@ func (s *Sources) find(p int32) (int, bool) {
 	return slices.BinarySearchFunc(s.parts, p, func(t *table, p int32) int { return cmp.Compare(t.id, p) })
 }
 
-func (s *Sources) table(p int32) *table {
-	i, ok := s.find(p)
-	if !ok {
-		s.parts = slices.Insert(s.parts, i, &table{id: p})
+// lookup returns p's table, or nil if p is not assigned.
+func (s *Sources) lookup(p int32) *table {
+	if p < 0 || int(p) >= len(s.byID) {
+		if p < 0 {
+			if i, ok := s.find(p); ok {
+				return s.parts[i]
+			}
+		}
+		return nil
 	}
-	return s.parts[i]
+	return s.byID[p]
+}
+
+func (s *Sources) table(p int32) *table {
+	if t := s.lookup(p); t != nil {
+		return t
+	}
+	i, ok := s.find(p)
+	if ok { // p < 0: not in byID
+		return s.parts[i]
+	}
+	t := &table{id: p}
+	s.parts = slices.Insert(s.parts, i, t)
+	if p >= 0 {
+		for int(p) >= len(s.byID) {
+			s.byID = append(s.byID, nil)
+		}
+		s.byID[p] = t
+	}
+	return t
 }
 
 // Assign adds repartition partition p with an empty table (holding W at
@@ -128,6 +155,9 @@ func (s *Sources) Assign(p int32) { s.table(p) }
 func (s *Sources) Revoke(p int32) {
 	if i, ok := s.find(p); ok {
 		s.parts = slices.Delete(s.parts, i, i+1)
+		if p >= 0 {
+			s.byID[p] = nil
+		}
 		s.recompute()
 	}
 }
@@ -140,15 +170,17 @@ func (s *Sources) Revoke(p int32) {
 // now, and their offsets would skip records never applied). A marker with
 // a lower count is from a reporter that has not seen the partitions grow
 // yet (they never shrink): it is ignored, as its ids may not hold, and it
-// would reopen the wait again and again.
-func (s *Sources) Mark(p int32, m Mark) {
+// would reopen the wait again and again. Mark reports whether p's
+// watermark, its idleness or W may have changed (a data record's mark
+// mostly changes nothing: its source's watermark stayed).
+func (s *Sources) Mark(p int32, m Mark) (changed bool) {
 	if m.Count <= 0 || m.Source < 0 || m.Source >= m.Count {
-		return
+		return false
 	}
 	t := s.table(p)
 	switch {
 	case m.Count < t.Count:
-		return
+		return false
 	case m.Count > t.Count:
 		t.grow(int(m.Count))
 		for i := range t.Sources {
@@ -173,7 +205,7 @@ func (s *Sources) Mark(p int32, m Mark) {
 		if src.Watermark != old && old <= s.w {
 			s.recompute()
 		}
-		return
+		return src.Watermark != old
 	}
 	t.fresh = false
 	if src.Reported {
@@ -183,6 +215,7 @@ func (s *Sources) Mark(p int32, m Mark) {
 	}
 	src.Reported, src.Idle = true, m.Idle
 	s.recompute()
+	return true
 }
 
 // recompute raises W to the minimum over the partitions that are not all
@@ -219,18 +252,18 @@ func (s *Sources) Lower(wm int64) { s.w = min(s.w, wm) }
 
 // Partition returns p's watermark and whether every source of it is idle.
 func (s *Sources) Partition(p int32) (wm int64, idle bool) {
-	i, ok := s.find(p)
-	if !ok {
+	t := s.lookup(p)
+	if t == nil {
 		return math.MinInt64, false
 	}
-	return s.parts[i].cached()
+	return t.cached()
 }
 
 // Table returns p's table (zero: no marker and no record yet), for its
 // changelog position; its Sources are p's own until the next Mark or Seen.
 func (s *Sources) Table(p int32) Table {
-	if i, ok := s.find(p); ok {
-		return s.parts[i].Table
+	if t := s.lookup(p); t != nil {
+		return t.Table
 	}
 	return Table{}
 }

@@ -196,3 +196,45 @@ func TestAnnouncer(t *testing.T) {
 		t.Errorf("after Reset: Due = %+v, want both partitions", got)
 	}
 }
+
+// TestSourcesMarkChanged: Mark reports whether it may have moved a
+// partition's watermark or W, so that a data record whose source's
+// watermark stayed costs no firing check; partitions are found by id
+// after others come and go.
+func TestSourcesMarkChanged(t *testing.T) {
+	s := NewSources(config.Watermark{})
+	for _, p := range []int32{3, 0, 7} {
+		s.Assign(p)
+	}
+	s.Revoke(0)
+	steps := []struct {
+		part int32
+		mark Mark
+		want bool
+	}{
+		{3, Mark{Source: 0, Count: 2, Watermark: 100}, true}, // first report
+		{3, Mark{Source: 0, Count: 2, Watermark: 100}, false},
+		{3, Mark{Source: 0, Count: 2, Watermark: 50}, false}, // never goes down
+		{3, Mark{Source: 0, Count: 2, Watermark: 150}, true},
+		{3, Mark{Source: 1, Count: 2, Watermark: 120}, true},
+		{3, Mark{Source: 1, Count: 1, Watermark: 999}, false}, // a lower count: ignored
+		{3, Mark{Source: 2, Count: 2, Watermark: 999}, false}, // no such source
+		{3, Mark{Source: 1, Count: 2, Watermark: 120, Idle: true}, true},
+		{7, Mark{Source: 0, Count: 1, Watermark: 10}, true},
+		{0, Mark{Source: 0, Count: 1, Watermark: 10}, true}, // revoked: assigned again
+	}
+	for i, st := range steps {
+		if got := s.Mark(st.part, st.mark); got != st.want {
+			t.Errorf("step %d: Mark(%d, %+v) = %v, want %v", i, st.part, st.mark, got, st.want)
+		}
+	}
+	if wm, _ := s.Partition(3); wm != 150 {
+		t.Errorf("Partition(3) = %d, want 150 (source 1 idle)", wm)
+	}
+	if wm, _ := s.Partition(7); wm != 10 {
+		t.Errorf("Partition(7) = %d, want 10", wm)
+	}
+	if got := s.Partitions(); len(got) != 3 || got[0] != 0 || got[1] != 3 || got[2] != 7 {
+		t.Errorf("Partitions() = %v, want [0 3 7]", got)
+	}
+}
