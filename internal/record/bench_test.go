@@ -87,6 +87,7 @@ func BenchmarkDecode(b *testing.B) {
 	})
 	pipeRecs := pipelineRecords(1000)
 	b.Run("pipeline/decoder", func(b *testing.B) { benchDecoder(b, pipelineConfig(), pipeRecs) })
+	b.Run("pipeline/compact", func(b *testing.B) { benchCompact(b, pipelineConfig(), pipeRecs) })
 	b.Run("pipeline/encoding_json", func(b *testing.B) {
 		var c pipelineCall
 		benchLoop(b, pipeRecs, func(v []byte) error { return json.Unmarshal(v, &c) })
@@ -116,6 +117,29 @@ func benchDecoder(b *testing.B, cfg config.Config, recs [][]byte) {
 	var rec record.Record
 	benchLoop(b, recs, func(v []byte) error {
 		_, err := d.Decode(&record.Input{Value: v}, &rec)
+		return err
+	})
+}
+
+// benchCompact reads the compact forms of recs, as stage 2 of
+// source.partitioning repartition does instead of decoding them again.
+func benchCompact(b *testing.B, cfg config.Config, recs [][]byte) {
+	d, err := record.NewDecoder(cfg.RecordSpec(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	forms, keys := make([][]byte, len(recs)), make([][]byte, len(recs))
+	var rec record.Record
+	for i, v := range recs {
+		if _, err := d.Decode(&record.Input{Value: v}, &rec); err != nil {
+			b.Fatal(err)
+		}
+		forms[i], keys[i] = record.AppendCompact(nil, &rec), []byte(rec.Key)
+	}
+	i := 0
+	benchLoop(b, forms, func(form []byte) error {
+		err := d.DecodeCompact(keys[i%len(keys)], form, &record.Input{}, &rec)
+		i++
 		return err
 	})
 }
