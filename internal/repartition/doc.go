@@ -9,7 +9,8 @@
 // with fresh generators, and the second stage keeps the highest watermark
 // it saw of each source partition, so its watermark never goes back.
 //
-// The package also holds the encoding of a repartition record's header,
-// the one place stage 1 writes and stage 2 reads it. It never reads the
+// The package also holds the encoding of a repartition record (both
+// formats: Format1's header, Format2's value), the one place stage 1
+// writes and stage 2 reads it. It never reads the
 // clock or does I/O; a Stage is not safe for concurrent use.
 package repartition
