@@ -16,6 +16,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/repartition"
 )
 
 // The repartition stage (source.partitioning repartition) on the real
@@ -170,47 +171,69 @@ func withoutWatermark(evs []lateEvent) []string {
 	return out
 }
 
+// TestRepartitionMatchesReplay: one or two instances give replay --kcat's
+// outputs; so do two whose stage 1 write the repartition record in
+// different formats (a rolling upgrade from a release before format 2,
+// with state.repartition_format: 1 on the instances already upgraded).
 func TestRepartitionMatchesReplay(t *testing.T) {
 	t.Parallel()
 	first, second := repartitionInput()
+	type run struct {
+		delivery  string
+		instances int
+		formats   bool // the first instance writes format 1, the second format 2
+	}
+	runs := []run{{"exactly_once", 2, true}}
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		for _, instances := range []int{1, 2} {
-			t.Run(fmt.Sprintf("%s/%d", delivery, instances), func(t *testing.T) {
-				kc := newCluster(t, 4)
-				brokers := kc.ListenAddrs()
-				cfg := parseConfig(t, repartitionYaml+"delivery: "+delivery+"\n", brokers)
-				want := replayKcat(t, cfg, first, second)
-				if len(want.late) != len(second) || len(want.dead) == 0 || len(want.results) == 0 {
-					t.Fatalf("replay gives %d results, %d late events, %d dead letters: the test tests nothing", len(want.results), len(want.late), len(want.dead))
-				}
-				var svcs []*service
-				reg := prometheus.NewRegistry()
-				for i := range instances {
-					if i == 0 {
-						svcs = append(svcs, startWith(t, cfg, nil, reg))
-					} else {
-						svcs = append(svcs, start(t, cfg, nil))
-					}
-				}
-				if instances == 2 {
-					waitEven(t, brokers, cfg.Source.Group, 2, 4) // each stage's partitions split over both
-				}
-				produceSliced(t, brokers, cfg.Source.Group, first)
-				waitCount(t, brokers, resultsTopic, int64(len(want.results)))
-				if instances == 1 {
-					// What an operator asks when windows stall: who holds them back.
-					waitGauge(t, reg, "aggregator_sources_unreported", 0)
-					waitGauge(t, reg, "aggregator_watermark_source_partition", 3) // the lagging producer's
-				}
-				produceKeyed(t, brokers, second)
-				waitCount(t, brokers, lateTopic, int64(len(want.late)))
-				waitPurged(t, brokers, cfg.State.RepartitionTopic)
-				for _, s := range svcs {
-					s.stop(t)
-				}
-				compareReplay(t, brokers, delivery, want)
-			})
+			runs = append(runs, run{delivery, instances, false})
 		}
+	}
+	for _, r := range runs {
+		delivery, instances := r.delivery, r.instances
+		name := fmt.Sprintf("%s/%d", delivery, instances)
+		if r.formats {
+			name += "/formats_1_and_2"
+		}
+		t.Run(name, func(t *testing.T) {
+			kc := newCluster(t, 4)
+			brokers := kc.ListenAddrs()
+			cfg := parseConfig(t, repartitionYaml+"delivery: "+delivery+"\n", brokers)
+			want := replayKcat(t, cfg, first, second)
+			if len(want.late) != len(second) || len(want.dead) == 0 || len(want.results) == 0 {
+				t.Fatalf("replay gives %d results, %d late events, %d dead letters: the test tests nothing", len(want.results), len(want.late), len(want.dead))
+			}
+			var svcs []*service
+			reg := prometheus.NewRegistry()
+			for i := range instances {
+				c := cfg
+				if r.formats && i == 0 {
+					c.State.RepartitionFormat = repartition.Format1
+				}
+				if i == 0 {
+					svcs = append(svcs, startWith(t, c, nil, reg))
+				} else {
+					svcs = append(svcs, start(t, c, nil))
+				}
+			}
+			if instances == 2 {
+				waitEven(t, brokers, cfg.Source.Group, 2, 4) // each stage's partitions split over both
+			}
+			produceSliced(t, brokers, cfg.Source.Group, first)
+			waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+			if instances == 1 {
+				// What an operator asks when windows stall: who holds them back.
+				waitGauge(t, reg, "aggregator_sources_unreported", 0)
+				waitGauge(t, reg, "aggregator_watermark_source_partition", 3) // the lagging producer's
+			}
+			produceKeyed(t, brokers, second)
+			waitCount(t, brokers, lateTopic, int64(len(want.late)))
+			waitPurged(t, brokers, cfg.State.RepartitionTopic)
+			for _, s := range svcs {
+				s.stop(t)
+			}
+			compareReplay(t, brokers, delivery, want)
+		})
 	}
 }
 
