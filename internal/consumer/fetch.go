@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -357,9 +358,10 @@ func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, topics []st
 	if len(r.Headers) == 0 {
 		var form []byte
 		if form, err = repartition.ParseValue(r.Value, id, r.Offset, topics, &d.in); err == nil {
-			d.kind, d.err = record.Event, dec.DecodeCompact(r.Key, form, &d.in, &d.rec)
-			if d.err == nil {
-				return
+			d.kind, d.err = dec.DecodeCompact(r.Key, form, &d.in, &d.rec)
+			var de *record.DecodeError
+			if d.err == nil || !errors.As(d.err, &de) || de.Reason != record.ReasonBadRepartitionRecord {
+				return // a form of another config: the value's own outcome, as in format 1
 			}
 			err = d.err
 		} else {

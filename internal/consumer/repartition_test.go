@@ -70,7 +70,7 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 	if _, err := dec.Decode(&want, &wantRec); err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
-	form := record.AppendCompact(nil, &wantRec)
+	form := dec.AppendCompact(nil, &wantRec)
 	format2 := func(value string) string {
 		in := want
 		in.Partition, in.Value = in.SourceID, []byte(value)
@@ -141,5 +141,35 @@ func TestDecodeRepartitionBad(t *testing.T) {
 				t.Errorf("decodeRepartition = %v (source id %d), want a %s dead letter with source id %d", d.err, d.in.SourceID, tt.reason, tt.wantSourceID)
 			}
 		})
+	}
+}
+
+// TestDecodeRepartitionOtherConfig: a format 2 record whose form another
+// config made (an instance not yet rolled to this config) is decoded from
+// its value under this one, as a format 1 record would be.
+func TestDecodeRepartitionOtherConfig(t *testing.T) {
+	in := pipeline.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 1042, Value: []byte(goldenValue)}
+	other, err := record.NewDecoder(config.Config{
+		Source:     config.Source{Format: "json", Key: []string{"sid"}, Timestamp: config.Timestamp{Field: "t", Layout: "unix_ms"}},
+		Aggregates: []config.Aggregate{{Name: "n", Fn: "count"}},
+	}.RecordSpec(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var theirs, want record.Record
+	if _, err := other.Decode(&in, &theirs); err != nil {
+		t.Fatal(err)
+	}
+	rec := repartRecord(string(repartition.AppendValue(nil, &in, other.AppendCompact(nil, &theirs))))
+	dec := goldenDecoder(t)
+	var d decoded
+	decodeRepartition(dec, 2, rec, []string{"calls"}, &d)
+	wantIn := d.in
+	if _, err := goldenDecoder(t).Decode(&wantIn, &want); err != nil {
+		t.Fatal(err)
+	}
+	d.rec.Partition, d.rec.Offset = want.Partition, want.Offset
+	if d.err != nil || d.kind != record.Event || d.in.SourceID != 5 || len(d.rec.Values) != 3 || !reflect.DeepEqual(d.rec, want) {
+		t.Errorf("decodeRepartition of another config's form = %+v, %v, %v; want the value decoded under this config, %+v", d.rec, d.kind, d.err, want)
 	}
 }

@@ -65,7 +65,7 @@ type Repart struct {
 	In  Input
 	Key string
 	// Record is the compact form of In's decoded record
-	// (record.AppendCompact), which stage 2 reads instead of decoding
+	// (record.Decoder.AppendCompact), which stage 2 reads instead of decoding
 	// In.Value again. Its bytes are never reused: a writer may keep them.
 	Record []byte
 	Mark   watermark.Mark

@@ -134,11 +134,11 @@ func benchCompact(b *testing.B, cfg config.Config, recs [][]byte) {
 		if _, err := d.Decode(&record.Input{Value: v}, &rec); err != nil {
 			b.Fatal(err)
 		}
-		forms[i], keys[i] = record.AppendCompact(nil, &rec), []byte(rec.Key)
+		forms[i], keys[i] = d.AppendCompact(nil, &rec), []byte(rec.Key)
 	}
 	i := 0
 	benchLoop(b, forms, func(form []byte) error {
-		err := d.DecodeCompact(keys[i%len(keys)], form, &record.Input{}, &rec)
+		_, err := d.DecodeCompact(keys[i%len(keys)], form, &record.Input{}, &rec)
 		i++
 		return err
 	})

@@ -2,6 +2,8 @@ package record
 
 import (
 	"encoding/binary"
+	"fmt"
+	"hash/fnv"
 	"hash/maphash"
 	"math"
 	"strings"
@@ -14,6 +16,7 @@ import (
 // stage 2 reads it instead of the value (package repartition carries it).
 //
 //	version     1 byte (compactVersion)
+//	spec        4 bytes: a hash of the Spec of the decoder that made it
 //	time, gap   varints
 //	key fields  uvarint count, then one value each
 //	values      uvarint count, then one value each (one per aggregate)
@@ -23,6 +26,11 @@ import (
 // length in the group key (a key field's Raw is text of its key) or as a
 // length and the bytes; Str as a length and the bytes, unless it is Raw
 // or Raw without its quotes.
+//
+// A form is read only by a decoder of the same Spec: one of another (the
+// config changed between the instance that wrote it and the one that
+// reads it, during a rollout) decodes the input value instead, as if
+// there were no form.
 const compactVersion = 1
 
 const (
@@ -36,10 +44,23 @@ const (
 	compactFlags     = compactAbsent<<1 - 1
 )
 
-// AppendCompact appends the compact form of rec, an Event that Decode
+// specTag is a hash of spec, which a compact form carries.
+func specTag(spec Spec) uint32 {
+	loc := "UTC"
+	if spec.Location != nil {
+		loc = spec.Location.String()
+	}
+	spec.Location = nil
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%#v %q", spec, loc)
+	return h.Sum32()
+}
+
+// AppendCompact appends the compact form of rec, an Event that d's Decode
 // returned, to dst.
-func AppendCompact(dst []byte, rec *Record) []byte {
+func (d *Decoder) AppendCompact(dst []byte, rec *Record) []byte {
 	dst = append(dst, compactVersion)
+	dst = binary.LittleEndian.AppendUint32(dst, d.specTag)
 	dst = binary.AppendVarint(dst, rec.Time)
 	dst = binary.AppendVarint(dst, rec.Gap)
 	dst = binary.AppendUvarint(dst, uint64(len(rec.KeyFields)))
@@ -93,19 +114,28 @@ func appendCompactValue(dst []byte, v *Value, key string) []byte {
 
 // DecodeCompact is Decode for a record whose compact form b (from
 // AppendCompact) and group key (Record.Key's bytes) are at hand: it sets
-// rec as Decode did when the form was made, without reading in.Value. The
-// key is interned as Decode interns keys. A form this release cannot read
-// is a *DecodeError with ReasonBadRepartitionRecord.
-func (d *Decoder) DecodeCompact(key, b []byte, in *Input, rec *Record) error {
+// rec as Decode did when the form was made, without reading in.Value, and
+// returns Event. The key is interned as Decode interns keys. A form made
+// by a decoder of another Spec is left aside: it returns Decode(in, rec).
+// A form this release cannot read is a *DecodeError with
+// ReasonBadRepartitionRecord.
+func (d *Decoder) DecodeCompact(key, b []byte, in *Input, rec *Record) (Kind, error) {
+	if len(b) >= 5 && b[0] == compactVersion && binary.LittleEndian.Uint32(b[1:]) != d.specTag {
+		return d.Decode(in, rec)
+	}
+	return Event, d.decodeCompact(key, b, in, rec)
+}
+
+func (d *Decoder) decodeCompact(key, b []byte, in *Input, rec *Record) error {
 	rec.Partition, rec.Offset, rec.Time, rec.Gap = in.Partition, in.Offset, 0, 0
 	rec.Key, rec.KeyFields, rec.Values = "", rec.KeyFields[:0], rec.Values[:0]
 	if len(key) < 2 || key[0] != '{' || key[len(key)-1] != '}' {
 		return badCompact("the group key is not a JSON object")
 	}
-	if len(b) == 0 || b[0] != compactVersion {
+	if len(b) < 5 || b[0] != compactVersion {
 		return badCompact("unknown compact record version")
 	}
-	r := compactReader{b: b[1:]}
+	r := compactReader{b: b[5:]}
 	rec.Time, rec.Gap = r.varint(), r.varint()
 	rec.Key = d.internBytes(key)
 	d.arena, d.pending = d.arena[:0], d.pending[:0]
@@ -117,7 +147,7 @@ func (d *Decoder) DecodeCompact(key, b []byte, in *Input, rec *Record) error {
 	for i := range rec.Values {
 		d.compactValue(&r, &rec.Values[i], "")
 	}
-	if r.bad || len(r.b) != 0 {
+	if r.bad || len(r.b) != 0 || len(rec.KeyFields) != len(d.keys) || len(rec.Values) != len(d.aggs) {
 		rec.KeyFields, rec.Values = rec.KeyFields[:0], rec.Values[:0]
 		return badCompact("corrupt compact record")
 	}

@@ -40,10 +40,10 @@ func roundTrip(t *testing.T, dec, dec2 *record.Decoder, key, value string) {
 	if err != nil || kind != record.Event {
 		return // only events are forwarded to stage 2
 	}
-	form := record.AppendCompact(nil, &rec)
+	form := dec.AppendCompact(nil, &rec)
 	var got record.Record
 	in2 := record.Input{Partition: 3, Offset: 17, Value: []byte("never read")}
-	if err := dec2.DecodeCompact([]byte(rec.Key), form, &in2, &got); err != nil {
+	if _, err := dec2.DecodeCompact([]byte(rec.Key), form, &in2, &got); err != nil {
 		t.Fatalf("DecodeCompact(AppendCompact(%s)) = %v", value, err)
 	}
 	if !reflect.DeepEqual(got, rec) {
@@ -84,7 +84,7 @@ func TestCompactTopKNull(t *testing.T) {
 	if _, err := dec.Decode(&in, &rec); err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
-	if err := dec2.DecodeCompact([]byte(rec.Key), record.AppendCompact(nil, &rec), &in, &got); err != nil || len(got.Values) != 1 || got.Values[0] != (record.Value{}) {
+	if _, err := dec2.DecodeCompact([]byte(rec.Key), dec.AppendCompact(nil, &rec), &in, &got); err != nil || len(got.Values) != 1 || got.Values[0] != (record.Value{}) {
 		t.Errorf("DecodeCompact of a null top_k value = %+v, %v, want the zero Value", got.Values, err)
 	}
 }
@@ -100,9 +100,9 @@ func TestCompactNoAllocations(t *testing.T) {
 	if _, err := dec.Decode(&in, &rec); err != nil {
 		t.Fatal(err)
 	}
-	form, key := record.AppendCompact(nil, &rec), []byte(rec.Key)
+	form, key := dec.AppendCompact(nil, &rec), []byte(rec.Key)
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := dec2.DecodeCompact(key, form, &in, &got); err != nil {
+		if _, err := dec2.DecodeCompact(key, form, &in, &got); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -118,8 +118,10 @@ func TestCompactCorrupt(t *testing.T) {
 	if _, err := dec.Decode(&in, &rec); err != nil {
 		t.Fatal(err)
 	}
-	form := record.AppendCompact(nil, &rec)
+	form := dec.AppendCompact(nil, &rec)
 	key := []byte(rec.Key)
+	head := form[:5:5] // version and spec
+	with := func(b ...byte) []byte { return append(head, b...) }
 	for name, tt := range map[string]struct{ key, form []byte }{
 		"empty":            {key, nil},
 		"version 2":        {key, append([]byte{2}, form[1:]...)},
@@ -127,19 +129,53 @@ func TestCompactCorrupt(t *testing.T) {
 		"left over":        {key, append(form[:len(form):len(form)], 0)},
 		"key not object":   {[]byte("k"), form},
 		"empty key":        {nil, form},
-		"huge count":       {key, []byte{1, 0, 0, 0xff, 0xff, 0x03}},
-		"unknown flag":     {key, []byte{1, 0, 0, 1, 0x80, 0}},
-		"raw twice":        {key, []byte{1, 0, 0, 1, 0x06, 0, 1, 1, 'x', 0}},
-		"raw beyond key":   {key, []byte{1, 0, 0, 1, 0x02, 5, 100, 0}},
-		"quoted too short": {key, []byte{1, 0, 0, 1, 0x12, 0, 1, 0}},
-		"two str forms":    {key, []byte{1, 0, 0, 1, 0x18, 0}},
+		"huge count":       {key, with(0, 0, 0xff, 0xff, 0x03)},
+		"unknown flag":     {key, with(0, 0, 1, 0x80, 0)},
+		"raw twice":        {key, with(0, 0, 1, 0x06, 0, 1, 1, 'x', 0)},
+		"raw beyond key":   {key, with(0, 0, 1, 0x02, 5, 100, 0)},
+		"quoted too short": {key, with(0, 0, 1, 0x12, 0, 1, 0)},
+		"two str forms":    {key, with(0, 0, 1, 0x18, 0)},
+		"too few values":   {key, with(0, 0, 3, 0, 0, 0, 1, 0)},
 	} {
 		var got record.Record
-		err := dec.DecodeCompact(tt.key, tt.form, &in, &got)
+		_, err := dec.DecodeCompact(tt.key, tt.form, &in, &got)
 		var de *record.DecodeError
 		if !errors.As(err, &de) || de.Reason != record.ReasonBadRepartitionRecord {
 			t.Errorf("DecodeCompact(%s) = %v, want a %s DecodeError", name, err, record.ReasonBadRepartitionRecord)
 		}
+	}
+}
+
+// TestCompactOtherSpec: a form made under another config (a rollout that
+// changes the aggregates or the filter) is left aside: the record is
+// decoded from its value, as the reader's config says.
+func TestCompactOtherSpec(t *testing.T) {
+	old := compactSpec()
+	changed := compactSpec()
+	changed.Aggregates = append(changed.Aggregates, record.Aggregate{Field: "d", Need: record.NeedNumber})
+	filtered := compactSpec()
+	filtered.Filters = []record.Filter{{Field: "v", Equals: "other"}}
+	value := `{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"w"}`
+	in := record.Input{Key: []byte("k1"), Value: []byte(value)}
+	var rec record.Record
+	dec := compactDecoder(t, old)
+	if _, err := dec.Decode(&in, &rec); err != nil {
+		t.Fatal(err)
+	}
+	form := dec.AppendCompact(nil, &rec)
+	for name, tt := range map[string]struct {
+		spec record.Spec
+		kind record.Kind
+	}{"an aggregate added": {changed, record.Event}, "a filter": {filtered, record.Filtered}} {
+		t.Run(name, func(t *testing.T) {
+			reader := compactDecoder(t, tt.spec)
+			var want, got record.Record
+			wantKind, wantErr := reader.Decode(&in, &want)
+			kind, err := reader.DecodeCompact([]byte(rec.Key), form, &in, &got)
+			if kind != tt.kind || kind != wantKind || err != wantErr || !reflect.DeepEqual(got, want) {
+				t.Errorf("DecodeCompact under another spec = %v, %+v, %v; want Decode's %v, %+v, %v", kind, got, err, wantKind, want, wantErr)
+			}
+		})
 	}
 }
 
@@ -168,10 +204,10 @@ func FuzzDecodeCompact(f *testing.F) {
 	if _, err := dec.Decode(&in, &rec); err != nil {
 		f.Fatal(err)
 	}
-	f.Add([]byte(rec.Key), record.AppendCompact(nil, &rec))
+	f.Add([]byte(rec.Key), dec.AppendCompact(nil, &rec))
 	f.Fuzz(func(t *testing.T, key, form []byte) {
 		var got record.Record
-		err := dec.DecodeCompact(key, form, &in, &got)
+		_, err := dec.DecodeCompact(key, form, &in, &got)
 		if de := (*record.DecodeError)(nil); err != nil && !errors.As(err, &de) {
 			t.Fatalf("DecodeCompact(%q, %q) = %v, want nil or a DecodeError", key, form, err)
 		}

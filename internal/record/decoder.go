@@ -91,6 +91,7 @@ type Decoder struct {
 	metaTok  token  // what metaToken returns
 
 	compactKeys internTable // DecodeCompact's interned keys, made on first use
+	specTag     uint32      // the hash of the Spec that compact forms carry
 }
 
 // wireFormat is a registry format: values in Confluent's wire format.
@@ -117,7 +118,7 @@ type protoKey struct {
 // their schemas from schemas, which the caller fills (nil for JSON and CSV).
 func NewDecoder(spec Spec, schemas *Schemas) (*Decoder, error) {
 	d := &Decoder{interned: newInternTable(), schemas: schemas, avroPlans: map[uint32]*avroNode{},
-		protoMsgs: map[protoKey]*protoMsg{}}
+		protoMsgs: map[protoKey]*protoMsg{}, specTag: specTag(spec)}
 	if err := d.setFormat(spec); err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ const (
 	// the input value as the value, which stage 2 decodes again.
 	Format1 = 1
 	// Format2 is a record without headers: its value holds what the
-	// Header holds, the record as stage 1 decoded it (record.AppendCompact),
+	// Header holds, the record as stage 1 decoded it (Decoder.AppendCompact),
 	// which stage 2 reads instead of decoding the input value again, and
 	// the input value (a late event's payload). Headers cost the Kafka
 	// client's reader an allocation for each and one for their slice.
@@ -171,14 +171,14 @@ func Parse(header, value []byte, partition int32, offset int64, topics []string,
 // Decode sets rec for a data record that Parse or ParseValue read into
 // in, as stage 1 decoded it: from form, the compact form ParseValue
 // returned, with key the record's Kafka key (its group key), or, for a
-// Format1 record (form nil), by decoding in.Value with dec. A form this
-// release cannot read is a *record.DecodeError with
-// record.ReasonBadRepartitionRecord.
+// Format1 record (form nil), by decoding in.Value with dec (as for a
+// form made under another config). A form this release cannot read is a
+// *record.DecodeError with record.ReasonBadRepartitionRecord.
 func Decode(dec *record.Decoder, form, key []byte, in *ready.Input, rec *record.Record) (record.Kind, error) {
 	if form == nil {
 		return dec.Decode(in, rec)
 	}
-	return record.Event, dec.DecodeCompact(key, form, in, rec)
+	return dec.DecodeCompact(key, form, in, rec)
 }
 
 // topic returns b as one of topics, or as a new string.

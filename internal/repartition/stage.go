@@ -63,7 +63,7 @@ func (s *Stage) form(rec *record.Record) []byte {
 		s.forms = make([]byte, 0, formChunk)
 	}
 	start := len(s.forms)
-	s.forms = record.AppendCompact(s.forms, rec)
+	s.forms = s.dec.AppendCompact(s.forms, rec)
 	return s.forms[start:len(s.forms):len(s.forms)]
 }
 

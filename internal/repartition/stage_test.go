@@ -303,7 +303,7 @@ func TestStageRecordForm(t *testing.T) {
 	if _, err := dec.Decode(in, &want); err != nil {
 		t.Fatal(err)
 	}
-	if err := dec.DecodeCompact([]byte(r.Key), r.Record, in, &got); err != nil || !reflect.DeepEqual(got, want) {
+	if _, err := dec.DecodeCompact([]byte(r.Key), r.Record, in, &got); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("the form reads back as %+v, %v, want %+v", got, err, want)
 	}
 	off := int64(1)
