@@ -325,7 +325,7 @@ func (c *Counts) Changes(fn func(*Entry)) {
 func (c *Counts) sliceEntry(en *Entry, x *countSlice) {
 	var tmp Entry
 	c.pool.entry(&tmp, CountEntry, &keyState{}, x.pane)
-	en.Count, en.Nums, en.Picks, en.Sets, en.Sketches, en.Tops = tmp.Count, tmp.Nums, tmp.Picks, tmp.Sets, tmp.Sketches, tmp.Tops
+	en.Count, en.Nums, en.Picks, en.Sets, en.Sketches, en.Exact, en.Tops = tmp.Count, tmp.Nums, tmp.Picks, tmp.Sets, tmp.Sketches, tmp.Exact, tmp.Tops
 	en.Lo, en.Hi, en.First = x.lo, x.hi, x.first
 	x.stored, x.freshened = true, false
 }

@@ -102,6 +102,10 @@ func copyEntry(en *windowing.Entry) windowing.Entry {
 	for _, sk := range en.Sketches {
 		cp.Sketches = append(cp.Sketches, sk.Copy())
 	}
+	cp.Exact = nil
+	for _, vs := range en.Exact {
+		cp.Exact = append(cp.Exact, slices.Clone(vs))
+	}
 	cp.Tops = nil
 	for _, m := range en.Tops {
 		cp.Tops = append(cp.Tops, maps.Clone(m))
