@@ -198,10 +198,11 @@ type paneExt struct {
 	sets     []map[string]struct{}
 	sketches []*ddsketch.DDSketch
 	// exact holds a quantile's values while there are at most exactValues
-	// of them; the next one moves them all into its sketch (spill). One of
-	// a quantile's exact and sketch is always empty.
-	exact [][]float64
-	tops  []map[string]int64 // top_k: count per value, keyed by topKey
+	// of them; the next one moves them all into its sketch (spill), and
+	// spilled says so. One of a quantile's exact and sketch is always empty.
+	exact   [][]float64
+	spilled []bool
+	tops    []map[string]int64 // top_k: count per value, keyed by topKey
 }
 
 // pick is a first/last candidate: its value, event time and arrival
@@ -230,7 +231,7 @@ func (l *layout) newExt() *paneExt {
 		return nil
 	}
 	x := &paneExt{picks: make([]pick, l.picks), sets: make([]map[string]struct{}, l.sets), sketches: make([]*ddsketch.DDSketch, l.sketches),
-		exact: make([][]float64, l.sketches), tops: make([]map[string]int64, l.tops)}
+		exact: make([][]float64, l.sketches), spilled: make([]bool, l.sketches), tops: make([]map[string]int64, l.tops)}
 	for i := range x.sets {
 		x.sets[i] = map[string]struct{}{}
 	}
@@ -256,7 +257,7 @@ func (l *layout) reset(nums []float64, x *paneExt) {
 	}
 	for i, sk := range x.sketches {
 		sk.Clear()
-		x.exact[i] = x.exact[i][:0]
+		x.exact[i], x.spilled[i] = x.exact[i][:0], false
 	}
 	for _, m := range x.tops {
 		clear(m)
@@ -339,14 +340,21 @@ func (l *layout) addQuantile(x *paneExt, i int, v float64) {
 	if math.IsNaN(v) {
 		return
 	}
-	sk := x.sketches[i]
-	if len(x.exact[i]) < exactValues && sk.IsEmpty() {
+	switch {
+	case x.spilled[i]:
+	case len(x.exact[i]) < exactValues:
 		x.exact[i] = append(x.exact[i], v)
 		return
+	default:
+		x.spill(i)
 	}
-	spill(sk, x.exact[i])
-	x.exact[i] = x.exact[i][:0]
-	addToSketch(sk, v)
+	addToSketch(x.sketches[i], v)
+}
+
+// spill moves quantile slot i's exact values into its sketch.
+func (x *paneExt) spill(i int) {
+	spill(x.sketches[i], x.exact[i])
+	x.exact[i], x.spilled[i] = x.exact[i][:0], true
 }
 
 // spill adds the exact values vs to sketch sk.
@@ -360,15 +368,13 @@ func spill(sk *ddsketch.DDSketch, vs []float64) {
 // both are and their values together are at most exactValues, else
 // into dst's sketch.
 func mergeQuantile(dst, src *paneExt, i int) {
-	dsk, ssk := dst.sketches[i], src.sketches[i]
-	if dsk.IsEmpty() && ssk.IsEmpty() && len(dst.exact[i])+len(src.exact[i]) <= exactValues {
+	if !dst.spilled[i] && !src.spilled[i] && len(dst.exact[i])+len(src.exact[i]) <= exactValues {
 		dst.exact[i] = append(dst.exact[i], src.exact[i]...)
 		return
 	}
-	spill(dsk, dst.exact[i])
-	dst.exact[i] = dst.exact[i][:0]
-	_ = dsk.MergeWith(ssk) // same mapping: cannot fail
-	spill(dsk, src.exact[i])
+	dst.spill(i)
+	_ = dst.sketches[i].MergeWith(src.sketches[i]) // same mapping: cannot fail
+	spill(dst.sketches[i], src.exact[i])
 }
 
 // addToSketch adds v, clamping values beyond what the sketch can index
@@ -459,7 +465,7 @@ func (l *layout) values(p pane, out []record.Value, e *numbers) {
 			out[i] = e.number(float64(len(p.ext.sets[s.slot])))
 		case FnQuantile:
 			q, ok := l.quantile(p.ext, s.slot, s.q)
-			if ok && !p.ext.sketches[s.slot].IsEmpty() { // the sketch's answer, clamped to the exact range
+			if ok && p.ext.spilled[s.slot] { // the sketch's answer, clamped to the exact range
 				q = min(max(q, p.nums[s.lo]), p.nums[s.hi])
 			}
 			out[i] = e.numberOrNull(q, ok)
@@ -481,7 +487,7 @@ func (n *numbers) numberOrNull(f float64, ok bool) record.Value {
 // rank while x holds its values, else the sketch's; false over no values.
 func (l *layout) quantile(x *paneExt, i int, q float64) (float64, bool) {
 	vs := x.exact[i]
-	if len(vs) == 0 {
+	if x.spilled[i] || len(vs) == 0 {
 		return nearestRank(x.sketches[i], q)
 	}
 	l.sorted = append(l.sorted[:0], vs...)
