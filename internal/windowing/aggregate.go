@@ -67,6 +67,9 @@ type layout struct {
 	nums, picks, sets, sketches, tops int
 	counters                          int                  // the last nums slots: value counters (aggSpec.n)
 	mapping                           mapping.IndexMapping // for quantile sketches
+	// noSketch is the sketch of every quantile that has not spilled: empty
+	// and never written (a pane makes its own at its first spill).
+	noSketch *ddsketch.DDSketch
 	// sums, mins and maxes list the nums slots by how they merge, so that
 	// merging the many panes of a sliding window needs no switch per slot.
 	sums, mins, maxes []int
@@ -158,6 +161,7 @@ func newLayout(aggs []Aggregate) (layout, error) {
 			return layout{}, fmt.Errorf("quantile sketch: %w", err)
 		}
 		l.mapping = m
+		l.noSketch = ddsketch.NewDDSketchFromStoreProvider(m, store.DefaultProvider)
 		l.sorted = make([]float64, 0, exactValues)
 	}
 	return l, nil
@@ -239,8 +243,8 @@ func (l *layout) newExt() *paneExt {
 		x.tops[i] = map[string]int64{}
 	}
 	for i := range x.sketches {
-		x.sketches[i] = ddsketch.NewDDSketchFromStoreProvider(l.mapping, store.DefaultProvider)
-		x.exact[i] = make([]float64, 0, 8) // grows to exactValues, kept when the pane is reused
+		x.sketches[i] = l.noSketch
+		x.exact[i] = make([]float64, 0, 4) // grows to exactValues, kept when the pane is reused
 	}
 	return x
 }
@@ -256,7 +260,9 @@ func (l *layout) reset(nums []float64, x *paneExt) {
 		clear(m)
 	}
 	for i, sk := range x.sketches {
-		sk.Clear()
+		if x.spilled[i] { // its own sketch, kept for the next spill
+			sk.Clear()
+		}
 		x.exact[i], x.spilled[i] = x.exact[i][:0], false
 	}
 	for _, m := range x.tops {
@@ -346,13 +352,21 @@ func (l *layout) addQuantile(x *paneExt, i int, v float64) {
 		x.exact[i] = append(x.exact[i], v)
 		return
 	default:
-		x.spill(i)
+		l.spill(x, i)
 	}
 	addToSketch(x.sketches[i], v)
 }
 
-// spill moves quantile slot i's exact values into its sketch.
-func (x *paneExt) spill(i int) {
+// spill moves quantile slot i's exact values into its sketch, which it
+// makes if the pane never had one (a pane's first spill allocates, once
+// per pooled pane).
+func (l *layout) spill(x *paneExt, i int) {
+	if x.spilled[i] {
+		return
+	}
+	if x.sketches[i] == l.noSketch {
+		x.sketches[i] = ddsketch.NewDDSketchFromStoreProvider(l.mapping, store.DefaultProvider)
+	}
 	spill(x.sketches[i], x.exact[i])
 	x.exact[i], x.spilled[i] = x.exact[i][:0], true
 }
@@ -367,12 +381,12 @@ func spill(sk *ddsketch.DDSketch, vs []float64) {
 // mergeQuantile merges quantile slot i of src into dst's: exact while
 // both are and their values together are at most exactValues, else
 // into dst's sketch.
-func mergeQuantile(dst, src *paneExt, i int) {
+func (l *layout) mergeQuantile(dst, src *paneExt, i int) {
 	if !dst.spilled[i] && !src.spilled[i] && len(dst.exact[i])+len(src.exact[i]) <= exactValues {
 		dst.exact[i] = append(dst.exact[i], src.exact[i]...)
 		return
 	}
-	dst.spill(i)
+	l.spill(dst, i)
 	_ = dst.sketches[i].MergeWith(src.sketches[i]) // same mapping: cannot fail
 	spill(dst.sketches[i], src.exact[i])
 }
@@ -424,7 +438,7 @@ func (l *layout) mergeExt(dst, src pane) {
 				set[k] = struct{}{}
 			}
 		case FnQuantile:
-			mergeQuantile(dst.ext, src.ext, s.slot)
+			l.mergeQuantile(dst.ext, src.ext, s.slot)
 		case FnTopK:
 			m := dst.ext.tops[s.slot]
 			for v, n := range src.ext.tops[s.slot] {

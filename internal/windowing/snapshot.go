@@ -462,10 +462,16 @@ func (p *panePool) load(l *layout, i int32, en *Entry) (uint64, error) {
 		if sk == nil {
 			return 0, fmt.Errorf("restore: slice at %d of %s: no quantile sketch", en.Start, en.ID[en.Split:])
 		}
+		if !sk.IndexMapping.Equals(l.mapping) {
+			return 0, fmt.Errorf("restore: slice at %d of %s: quantile sketch of another accuracy", en.Start, en.ID[en.Split:])
+		}
+		if sk.IsEmpty() {
+			continue
+		}
+		l.spill(v.ext, j)
 		if err := v.ext.sketches[j].MergeWith(sk); err != nil {
 			return 0, fmt.Errorf("restore: slice at %d of %s: quantile sketch: %w", en.Start, en.ID[en.Split:], err)
 		}
-		v.ext.spilled[j] = !sk.IsEmpty()
 	}
 	for j, vs := range en.Exact {
 		for _, x := range vs {
