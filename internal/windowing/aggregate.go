@@ -56,8 +56,8 @@ type aggSpec struct {
 	q float64
 	k int // top_k
 	// lo and hi are the nums slots of a quantile's exact min and max: the
-	// sketch's answer is clamped to them, so a window of one value, and
-	// q = 0 or 1, come out exact.
+	// sketch's answer (past exactValues values) is clamped to them, so
+	// q = 1 comes out exact.
 	lo, hi int
 }
 
@@ -75,8 +75,9 @@ type layout struct {
 	sums, mins, maxes []int
 	// firsts and lasts list the picks slots by how they merge.
 	firsts, lasts []int
-	// numsOnly: every aggregate is count, sum, avg, min or max, so add can
-	// skip the switch; addSums etc. pair a nums slot with its input index.
+	// numsOnly: every aggregate is count (with a field or not), sum, avg,
+	// min or max, so add can skip the switch; addSums etc. pair a nums slot
+	// with its input index.
 	numsOnly                             bool
 	addSums, addMins, addMaxs, addCounts []slotInput
 	empty                                []float64 // the nums of an empty pane
