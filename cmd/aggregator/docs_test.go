@@ -171,25 +171,28 @@ func checkAggregator(t *testing.T, c docCommand, args, env []string) {
 // flags the package's tests define.
 func checkGoTest(t *testing.T, args []string) {
 	var pkgs []string
-	var runPat, benchPat string
+	var runPat, benchPat, fuzzPat string
 	var custom []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case strings.HasPrefix(a, "./"):
 			pkgs = append(pkgs, a)
-		case a == "-run" || a == "-bench":
+		case a == "-run" || a == "-bench" || a == "-fuzz":
 			if i+1 >= len(args) {
 				t.Fatalf("%s without a pattern", a)
 			}
-			if a == "-run" {
+			switch a {
+			case "-run":
 				runPat = args[i+1]
-			} else {
+			case "-bench":
 				benchPat = args[i+1]
+			default:
+				fuzzPat = args[i+1]
 			}
 			i++
 		case slices.Contains([]string{"-race", "-short", "-v", "-update"}, a):
-		case slices.Contains([]string{"-benchtime", "-count", "-timeout"}, a):
+		case slices.Contains([]string{"-benchtime", "-count", "-timeout", "-fuzztime"}, a):
 			i++
 		case strings.HasPrefix(a, "-") && strings.Contains(a, "."):
 			custom = append(custom, strings.TrimPrefix(a, "-"))
@@ -208,7 +211,9 @@ func checkGoTest(t *testing.T, args []string) {
 			continue
 		}
 		src := testSources(t, pkg)
-		if benchPat != "" {
+		if fuzzPat != "" {
+			checkPattern(t, pkg, src, "Fuzz", fuzzPat)
+		} else if benchPat != "" {
 			checkPattern(t, pkg, src, "Benchmark", benchPat)
 		} else if runPat != "" {
 			checkPattern(t, pkg, src, "Test", runPat)

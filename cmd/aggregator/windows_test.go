@@ -42,15 +42,39 @@ import (
 //   - count_sliding_3_2 (co-prime: slices of 1 record): after records 2,
 //     4 and 6, the last min(3, seen): 1–2, 2–4, 4–6.
 //   - count_sliding_4_2 (slices of 2): 1–2, 1–4, 3–6.
+//   - count_timeout_ties (3, timeout 10ms, --no-flush): a@100, b@100,
+//     a@105 leave a's and b's windows both due at 110; c@200 makes W 199:
+//     by due time, then window end, b [100, 101) before a [100, 106).
+//   - missing_field: v present (2), absent, null: one window, count 3,
+//     sum 2.
+//   - no_values: [0, 10) has no v (absent, null): count 2, count(v) and
+//     count_distinct 0, top_k [], the others null; its on-time firing
+//     comes from the record at 11, which has no v either (it moves W to
+//     10). "x" for a sum is a dead letter. [10, 20): v 4 at 12 and 2 at
+//     13, none at 11: count 3, count(v) 2, sum 6, min 2, max 4, avg 3,
+//     first 4, last 2, p50 rank ceil(0.5·2) = 1 of {2, 4}: 2.
+//   - quantile_exact (sliding 20ms by 10ms): [-10, 10) holds {10, 30}:
+//     ranks 1, 1, 2; [0, 20) {10, 20, 30, 40, 50}: ranks 2, 3, 5;
+//     [10, 30) {20, 40, 50}: ranks 1, 2, 3.
+//   - global_processing: no clock in replay, so the flush (a tick) fires
+//     each key once, early, by key: u1 (1), u2 (2).
+//   - early_first_watermark: W −∞ → 6999 crosses no tick; 6999 → 7999
+//     none (both below 8999); 7999 → 9499 crosses 8999: early (3); the
+//     flush fires it on time (revision 1).
 func TestReplayWindowKinds(t *testing.T) {
 	for _, name := range []string{"top_k", "top_k_spellings", "calendar_berlin", "calendar_havana", "early_event", "early_processing", "global",
-		"count", "count_timeout", "count_sliding_3_2", "count_sliding_4_2"} {
+		"count", "count_timeout", "count_sliding_3_2", "count_sliding_4_2", "count_timeout_ties", "missing_field", "no_values",
+		"quantile_exact", "global_processing", "early_first_watermark"} {
 		t.Run(name, func(t *testing.T) {
 			in, err := os.ReadFile("testdata/windows/" + name + ".jsonl")
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := runReplay(t, string(in), "--config", "testdata/windows/"+name+".yaml")
+			args := []string{"--config", "testdata/windows/" + name + ".yaml"}
+			if name == "count_timeout_ties" {
+				args = append(args, "--no-flush")
+			}
+			got := runReplay(t, string(in), args...)
 			checkGolden(t, "testdata/windows/"+name+".golden", got, false)
 		})
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"aggregator/internal/record"
 )
 
 // doc builds a config file from the minimal valid sections, with some
@@ -55,7 +57,6 @@ func TestParseErrors(t *testing.T) {
 		"marker_field with bounded":                    {map[string]string{"watermark": "{marker_field: wm}"}, "watermark.marker_field"},
 		"csv with json":                                {map[string]string{"source": "{timestamp: {field: t}, csv: {columns: [a]}}"}, "source.csv"},
 		"q on sum":                                     {map[string]string{"aggregates": "[{name: n, fn: sum, field: x, q: 0.5}]"}, "aggregates[0].q"},
-		"field on count":                               {map[string]string{"aggregates": "[{name: n, fn: count, field: x}]"}, "aggregates[0].field"},
 		"duration without unit":                        {map[string]string{"window": "{size: 5}"}, "window.size"},
 		"duration below a millisecond":                 {map[string]string{"window": "{size: 1500us}"}, "window.size"},
 		"duration as a float":                          {map[string]string{"window": "{size: 5s, allowed_lateness: 0.0}"}, "window.allowed_lateness"},
@@ -139,6 +140,7 @@ func TestParseErrors(t *testing.T) {
 		"aggregates missing":             {map[string]string{"aggregates": "~"}, "aggregates"},
 		"aggregate without name":         {map[string]string{"aggregates": "[{fn: count}]"}, "aggregates[0].name"},
 		"aggregate names repeat":         {map[string]string{"aggregates": "[{name: n, fn: count}, {name: n, fn: max, field: x}]"}, "aggregates[1].name"},
+		"count field not a csv column":   {map[string]string{"source": csvSource + "}", "aggregates": "[{name: n, fn: count, field: x}]"}, "aggregates[0].field"},
 		"sum without field":              {map[string]string{"aggregates": "[{name: n, fn: sum}]"}, "aggregates[0].field"},
 		"quantile without q":             {map[string]string{"aggregates": "[{name: n, fn: quantile, field: x}]"}, "aggregates[0].q"},
 		"quantile with q 0":              {map[string]string{"aggregates": "[{name: n, fn: quantile, field: x, q: 0}]"}, "aggregates[0].q"},
@@ -427,6 +429,8 @@ func TestParseAccepts(t *testing.T) {
 			func(c Config) any { return c.Source.CSV.Delimiter }, "\t"},
 		"sliding slide equal to size": {map[string]string{"window": "{type: sliding, size: 5s, slide: 5s, offset: 4s}"},
 			func(c Config) any { return c.Window }, Window{Type: "sliding", Size: 5 * time.Second, Slide: 5 * time.Second, Offset: 4 * time.Second, Emit: "on_watermark"}},
+		"count with a field (SQL COUNT(field))": {map[string]string{"aggregates": "[{name: n, fn: count, field: x}]"},
+			func(c Config) any { return c.RecordSpec().Aggregates[0] }, record.Aggregate{Field: "x", Need: record.NeedPresence}},
 		"quantile with q 1 (the maximum)": {map[string]string{"aggregates": "[{name: n, fn: quantile, field: x, q: 1}]"},
 			func(c Config) any { return c.Aggregates[0].Q }, 1.0},
 		"session": {map[string]string{"window": "{type: session, gap: 30s, gap_field: idle, allowed_lateness: 1m}"},

@@ -17,7 +17,7 @@ var needs = [...]record.Need{
 	FnCount: record.NeedNothing,
 	FnSum:   record.NeedNumber, FnMin: record.NeedNumber, FnMax: record.NeedNumber, FnAvg: record.NeedNumber, FnQuantile: record.NeedNumber,
 	FnFirst: record.NeedValue, FnLast: record.NeedValue, FnCountDistinct: record.NeedValue,
-	FnTopK: record.NeedValueOrNull,
+	FnTopK: record.NeedValue,
 }
 
 // RecordSpec is the decoder's part of c: the source, the punctuated
@@ -47,7 +47,11 @@ func (c Config) RecordSpec() record.Spec {
 		s.Filters = append(s.Filters, record.Filter{Field: f.Field, Equals: f.Equals})
 	}
 	for _, a := range c.Aggregates {
-		s.Aggregates = append(s.Aggregates, record.Aggregate{Field: a.Field, Need: needs[a.Func()]})
+		need := needs[a.Func()]
+		if a.Field != "" && need == record.NeedNothing { // count(field)
+			need = record.NeedPresence
+		}
+		s.Aggregates = append(s.Aggregates, record.Aggregate{Field: a.Field, Need: need})
 	}
 	if c.Window.Type == "session" {
 		s.GapField = c.Window.GapField

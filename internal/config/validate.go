@@ -65,8 +65,6 @@ func (c *Config) inapplicable(key string) string {
 		return ""
 	}
 	switch fn := c.Aggregates[i].Fn; {
-	case field == "field" && fn == "count":
-		return "does not apply to fn count"
 	case field == "q" && fn != "quantile":
 		return "applies only to fn quantile"
 	case field == "k" && fn != "top_k":
@@ -410,7 +408,7 @@ func (c *Config) validateAggregate(src *sources, i int) *KeyError {
 	if err := c.checkApplies(src, key+".field", key+".q", key+".k"); err != nil {
 		return err
 	}
-	if a.Fn != "count" {
+	if a.Fn != "count" || a.Field != "" { // count's field is optional: COUNT(field)
 		if err := c.field(key+".field", a.Field, ""); err != nil {
 			return err
 		}

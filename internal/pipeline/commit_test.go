@@ -410,14 +410,20 @@ func laggingStream(seed uint64, n int, parts int) []crashInput {
 }
 
 // lagged moves the "t" of a JSON record back by d ms (a record whose t is
-// not a number stays as it is).
+// not a number stays as it is); the rest, v or its absence, stays.
 func lagged(v string, d int64) string {
 	var k string
-	var t, val int64
-	if n, _ := fmt.Sscanf(v, `{"k": "%2s", "t": %d, "v": %d}`, &k, &t, &val); n != 3 {
+	var t int64
+	head, rest, ok := strings.Cut(v, `, "v"`)
+	if n, _ := fmt.Sscanf(head, `{"k": "%2s", "t": %d`, &k, &t); n != 2 {
 		return v
 	}
-	return fmt.Sprintf(`{"k": "%s", "t": %d, "v": %d}`, k, t-d, val)
+	if !ok {
+		rest = "}"
+	} else {
+		rest = `, "v"` + rest
+	}
+	return fmt.Sprintf(`{"k": "%s", "t": %d`, k, t-d) + rest
 }
 
 // The group session is lost in the middle of a transaction (exactly_once):

@@ -146,7 +146,11 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	}
 	windowKindSpec(w, &s)
 	for _, a := range cfg.Aggregates {
-		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: aggFns[a.Func()], Q: a.Q, K: a.K})
+		fn := aggFns[a.Func()]
+		if fn == windowing.FnCount && a.Field != "" {
+			fn = windowing.FnCountField
+		}
+		s.Aggregates = append(s.Aggregates, windowing.Aggregate{Fn: fn, Q: a.Q, K: a.K})
 	}
 	return s
 }

@@ -120,7 +120,7 @@ func TestRepartitionedWatermark(t *testing.T) {
 	if got := s.p.Watermark(); got != math.MinInt64 {
 		t.Fatalf("partition 1 has not seen source 1: Watermark() = %d, want minus infinity", got)
 	}
-	want := []string{`result p0 {"k":"a"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true}] wm 2500`}
+	want := []string{`result p0 {"k":"a"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true false}] wm 2500`}
 	if got := s.outputs(); !slices.Equal(got, want) {
 		t.Fatalf("partition 0 has heard every source: outputs = %q, want %q", got, want)
 	}
@@ -131,7 +131,7 @@ func TestRepartitionedWatermark(t *testing.T) {
 	if got := s.p.Watermark(); got != 2_500 {
 		t.Fatalf("every source reported on both partitions: Watermark() = %d, want 2500", got)
 	}
-	want = []string{`result p1 {"k":"b"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true}] wm 2500`}
+	want = []string{`result p1 {"k":"b"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true false}] wm 2500`}
 	if got := s.outputs(); !slices.Equal(got, want) {
 		t.Errorf("W 2500: outputs = %q, want partition 1's [0,2000) window", got)
 	}
@@ -190,7 +190,7 @@ func TestRepartitionedSkipAndRestore(t *testing.T) {
 	}
 	n.data(0, 6, 0, 9, `{"k":"a","t":1900}`)
 	n.mark(0, 7, 0, 1, 2_000, false)
-	if got := n.outputs(); len(got) != 1 || got[0] != `result p0 {"k":"a"} [0,2000)#0 on_time rev 0 count 3 [{3  3 true}] wm 2000` {
+	if got := n.outputs(); len(got) != 1 || got[0] != `result p0 {"k":"a"} [0,2000)#0 on_time rev 0 count 3 [{3  3 true false}] wm 2000` {
 		t.Errorf("restored, then W 2000: outputs = %q, want one window of 3 (records 7, 8, 9)", got)
 	}
 	// A marker below the position is not applied again.
@@ -242,7 +242,7 @@ func TestRepartitionedUncommittedPartition(t *testing.T) {
 		t.Errorf("outputs = %q, want partition 0's record late (against the watermark it had) and partition 1's aggregated", got)
 	}
 	s.mark(1, 1, 0, 1, 50_000, false)
-	if got := s.outputs(); len(got) != 1 || got[0] != `result p1 {"k":"b"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true}] wm 50000` {
+	if got := s.outputs(); len(got) != 1 || got[0] != `result p1 {"k":"b"} [0,2000)#0 on_time rev 0 count 1 [{1  1 true false}] wm 50000` {
 		t.Errorf("partition 1's marker: outputs = %q, want its window on time", got)
 	}
 }

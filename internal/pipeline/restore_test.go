@@ -78,7 +78,15 @@ func crashStream(seed uint64, n, parts int, gaps bool) []crashInput {
 			v = fmt.Sprintf(`{"k": "k%d", "t": %d, "v": %d, "g": %d}`, rng.IntN(5), maxTs-rng.Int64N(1500), rng.IntN(9), 1+rng.Int64N(2500))
 		default:
 			maxTs += rng.Int64N(300)
-			v = fmt.Sprintf(`{"k": "k%d", "t": %d, "v": %d}`, rng.IntN(5), maxTs-rng.Int64N(1500), rng.IntN(9))
+			k, t, x := rng.IntN(5), maxTs-rng.Int64N(1500), rng.IntN(9)
+			field := fmt.Sprintf(`, "v": %d`, x)
+			switch x { // one in nine without v, one in nine with v null: skipped by the aggregates of v
+			case 7:
+				field = `, "v": null`
+			case 8:
+				field = ""
+			}
+			v = fmt.Sprintf(`{"k": "k%d", "t": %d%s}`, k, t, field)
 		}
 		out = append(out, crashInput{int32(p), next[p], v})
 		next[p]++
@@ -93,7 +101,7 @@ var crashConfigs = map[string]string{
 source: {key: [k], timestamp: {field: t, layout: unix_ms}}
 watermark: {max_out_of_orderness: 1s}
 window: {type: tumbling, size: 2s, allowed_lateness: 1s}
-aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: f, fn: first, field: v}, {name: d, fn: count_distinct, field: v}, {name: q, fn: quantile, field: v, q: 0.5}]
+aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: f, fn: first, field: v}, {name: d, fn: count_distinct, field: v}, {name: q, fn: quantile, field: v, q: 0.5}, {name: nv, fn: count, field: v}]
 `,
 	"sliding": `
 source: {key: [k], timestamp: {field: t, layout: unix_ms}}

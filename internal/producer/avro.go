@@ -168,6 +168,8 @@ func (e *AvroEncoder) AppendResult(dst []byte, r *windowing.Result) []byte {
 	dst = binary.AppendVarint(dst, r.Count)
 	for i, v := range r.Aggregates {
 		switch f := v.Num; {
+		case v.Null: // an aggregate over no values (SPEC §2)
+			dst = binary.AppendVarint(dst, 0)
 		case e.aggs[i] == avroLong:
 			dst = binary.AppendVarint(binary.AppendVarint(dst, 1), int64(f))
 		case v.IsNum && !math.IsNaN(f) && !math.IsInf(f, 0):

@@ -1,7 +1,11 @@
 package producer_test
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -115,5 +119,57 @@ func TestAvroCalendarTopK(t *testing.T) {
 	}
 	if aggs := got["aggregates"].(map[string]any); aggs["top"] != top {
 		t.Errorf("top = %v, want %s", aggs["top"], top)
+	}
+}
+
+// TestAvroNoValues: aggregates over no values (SPEC §2) are the null
+// branch of their union, count(field) and count_distinct 0, top_k [];
+// the derived schema, which makes every aggregate nullable, is the golden.
+func TestAvroNoValues(t *testing.T) {
+	cfg := config.Config{
+		Source: config.Source{Key: []string{"k"}},
+		Sink:   config.Sink{ResultsTopic: "r", Format: config.FormatAvro},
+		Aggregates: []config.Aggregate{{Name: "n", Fn: "count"}, {Name: "nv", Fn: "count", Field: "v"}, {Name: "s", Fn: "sum", Field: "v"},
+			{Name: "mn", Fn: "min", Field: "v"}, {Name: "av", Fn: "avg", Field: "v"}, {Name: "f", Fn: "first", Field: "v"},
+			{Name: "cd", Fn: "count_distinct", Field: "v"}, {Name: "p", Fn: "quantile", Field: "v", Q: 0.5}, {Name: "tk", Fn: "top_k", Field: "v", K: 2}},
+	}
+	text := producer.AvroSchema(cfg)
+	checkSchemaGolden(t, "testdata/no_values.avsc", text)
+	schema := avro.MustParse(text)
+	null := record.NullValue
+	r := &windowing.Result{Key: `{"k":"a"}`, Window: windowing.Window{Start: 0, End: 10}, Count: 2,
+		Aggregates: []record.Value{record.Number(2), record.Number(0), null, null, null, null, record.Number(0), null, {Raw: "[]"}}}
+	var got map[string]any
+	if err := avro.Unmarshal(schema, producer.NewAvroEncoder(cfg, 1).AppendResult(nil, r)[5:], &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"n": int64(2), "nv": int64(0), "s": nil, "mn": nil, "av": nil, "f": nil, "cd": int64(0), "p": nil, "tk": "[]"}
+	if aggs := got["aggregates"]; !reflect.DeepEqual(aggs, want) {
+		t.Errorf("aggregates = %v, want %v", aggs, want)
+	}
+}
+
+var updateSchemas = flag.Bool("update", false, "rewrite testdata/*.avsc")
+
+// checkSchemaGolden compares an Avro schema with the file at path
+// (indented), or rewrites the file under -update.
+func checkSchemaGolden(t *testing.T, path, schema string) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Indent(&b, []byte(schema), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteByte('\n')
+	if *updateSchemas {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Errorf("AvroSchema =\n%s\nwant (%s)\n%s", b.Bytes(), path, want)
 	}
 }

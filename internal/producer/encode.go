@@ -183,8 +183,12 @@ func appendDigits(dst []byte, v int64, width int) []byte {
 }
 
 // AppendValue appends an aggregate value: numbers that are whole print
-// without a fraction (4, not 4.0); non-finite numbers print as null.
+// without a fraction (4, not 4.0); non-finite numbers, and the null Value
+// (an aggregate over no values), print as null.
 func AppendValue(dst []byte, v record.Value) []byte {
+	if v.Null {
+		return append(dst, "null"...)
+	}
 	if !v.IsNum {
 		return append(dst, v.Raw...) // already JSON, quoted by the decoder
 	}

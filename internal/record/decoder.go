@@ -745,13 +745,13 @@ func (d *Decoder) values(in *Input, rec *Record) error {
 			continue
 		}
 		tok := d.token(&a.ref, in)
-		if tok.kind == tokNull && a.need == NeedValueOrNull {
+		switch {
+		case tok.kind == tokMissing || tok.kind == tokNull: // SQL's NULL: the aggregate skips it
+			*v = NullValue
+			continue
+		case a.need == NeedPresence:
 			*v = Value{}
 			continue
-		}
-		switch tok.kind {
-		case tokMissing, tokNull:
-			return &DecodeError{Reason: ReasonMissingField, Field: a.ref.name, Detail: missingDetail(tok)}
 		}
 		if a.need == NeedNumber { // the engine reads only Num: no text to copy
 			n, ok := d.number(tok)

@@ -224,9 +224,6 @@ func TestDecodeTimestamps(t *testing.T) {
 
 func TestDecodeErrors(t *testing.T) {
 	jsonDec, csvDec := callsDecoder(t, "json"), callsDecoder(t, "csv")
-	last := newDecoder(t, with(callsConfig("json"), func(c *config.Config) {
-		c.Aggregates = []config.Aggregate{{Name: "last", Fn: "last", Field: "duration"}}
-	}))
 	kafkaKey := newDecoder(t, with(callsConfig("json"), func(c *config.Config) { c.Source.Key = []string{"$key"} }))
 	kafkaTime := newDecoder(t, with(callsConfig("json"), func(c *config.Config) {
 		c.Source.Timestamp = config.Timestamp{Field: "$timestamp"}
@@ -277,10 +274,6 @@ func TestDecodeErrors(t *testing.T) {
 		"no kafka key":              {kafkaKey, ok(`"s"`, okTime, "1"), record.ReasonMissingKey, "$key"},
 		"object key":                {jsonDec, ok(`{"a":1}`, okTime, "1"), record.ReasonBadKey, "sid"},
 		"array key":                 {jsonDec, ok(`[1]`, okTime, "1"), record.ReasonBadKey, "sid"},
-		"missing field":             {jsonDec, `{"sid":"s","callType":"success","callTime":"2030-12-01 10:10:04"}`, record.ReasonMissingField, "duration"},
-		"null field":                {jsonDec, ok(`"s"`, okTime, "null"), record.ReasonMissingField, "duration"},
-		"csv empty field":           {csvDec, `s,success,2030-12-01 10:10:04,`, record.ReasonMissingField, "duration"},
-		"null field for last":       {last, ok(`"s"`, okTime, "null"), record.ReasonMissingField, "duration"},
 		"text for sum":              {jsonDec, ok(`"s"`, okTime, `"abc"`), record.ReasonNonNumeric, "duration"},
 		"bool for sum":              {jsonDec, ok(`"s"`, okTime, `true`), record.ReasonNonNumeric, "duration"},
 		"object for sum":            {jsonDec, ok(`"s"`, okTime, `{"v":1}`), record.ReasonNonNumeric, "duration"},
@@ -302,6 +295,46 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// A missing or null aggregate field is SQL's NULL, not an error (SPEC §3):
+// the null Value, for every need and every text format; count with a field
+// reads only whether the field is there.
+func TestDecodeMissingIsNull(t *testing.T) {
+	aggs := []config.Aggregate{
+		{Name: "s", Fn: "sum", Field: "duration"}, {Name: "l", Fn: "last", Field: "duration"},
+		{Name: "t", Fn: "top_k", Field: "duration", K: 1}, {Name: "n", Fn: "count", Field: "duration"}, {Name: "c", Fn: "count"},
+	}
+	jsonDec := newDecoder(t, with(callsConfig("json"), func(c *config.Config) { c.Aggregates = aggs }))
+	csvDec := newDecoder(t, with(callsConfig("csv"), func(c *config.Config) { c.Aggregates = aggs }))
+	null := record.NullValue
+	present := []record.Value{sum(7), num(7, "7"), num(7, "7"), {}, {}}
+	tests := map[string]struct {
+		dec   *record.Decoder
+		value string
+		want  []record.Value
+	}{
+		"json absent":   {jsonDec, `{"sid":"s","callType":"success","callTime":"2030-12-01 10:10:04"}`, []record.Value{null, null, null, null, {}}},
+		"json null":     {jsonDec, `{"sid":"s","callType":"success","callTime":"2030-12-01 10:10:04","duration":null}`, []record.Value{null, null, null, null, {}}},
+		"json present":  {jsonDec, `{"sid":"s","callType":"success","callTime":"2030-12-01 10:10:04","duration":7}`, present},
+		"csv empty":     {csvDec, `s,success,2030-12-01 10:10:04,`, []record.Value{null, null, null, null, {}}},
+		"csv present":   {csvDec, `s,success,2030-12-01 10:10:04,7`, []record.Value{sum(7), str("7", `"7"`), str("7", `"7"`), {}, {}}},
+		"json empty ''": {jsonDec, `{"sid":"s","callType":"success","callTime":"2030-12-01 10:10:04","duration":""}`, nil},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := decode(tt.dec, tt.value, record.Input{})
+			if tt.want == nil { // a present non-numeric value for sum stays a dead letter
+				if de := (*record.DecodeError)(nil); !errors.As(err, &de) || de.Reason != record.ReasonNonNumeric {
+					t.Errorf("Decode(%s) error = %v, want %s", tt.value, err, record.ReasonNonNumeric)
+				}
+				return
+			}
+			if err != nil || got.Kind != record.Event || !reflect.DeepEqual(got.Values, tt.want) {
+				t.Errorf("Decode(%s) = %+v, %v; want values %+v", tt.value, got.Values, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestDecodeErrorMessage(t *testing.T) {
 	d := callsDecoder(t, "json")
 	long := strings.Repeat("x", 100)
@@ -309,7 +342,6 @@ func TestDecodeErrorMessage(t *testing.T) {
 		"names field and value": {`{"sid":"s",` + callTime + `,"duration":"abc"}`, `non_numeric: field "duration": "abc" is not a number`},
 		"truncates long values": {`{"sid":"s",` + callTime + `,"duration":"` + long + `"}`, `non_numeric: field "duration": "` + long[:64] + `"... is not a number`},
 		"one line":              {`{"sid":"s",` + callTime + `,"duration":"a\nb"}`, `non_numeric: field "duration": "a\nb" is not a number`},
-		"missing":               {`{"sid":"s",` + callTime + `}`, `missing_field: field "duration"`},
 		"null":                  {`{"sid":null,` + callTime + `,"duration":1}`, `missing_key: field "sid": the value is null`},
 		"bad json":              {`{"sid":"s"x`, `bad_json: unexpected 'x' at offset 10, want "," or "}"`},
 		"truncated json":        {`{"sid":"s"`, `bad_json: unexpected end of input, want "," or "}"`},

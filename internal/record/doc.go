@@ -9,6 +9,7 @@
 // schema id. It takes a Spec (Config.RecordSpec (in package config) builds it from a validated
 // config) and, for the registry formats, a Schemas the caller fills: the
 // package never does I/O and never reads the clock. Data problems come back
-// as a *DecodeError, never as a panic. A Decoder is not safe for concurrent
+// as a *DecodeError, never as a panic; a missing or null aggregate field is
+// not one: its Value is NullValue, which the aggregate skips. A Decoder is not safe for concurrent
 // use; make one per goroutine. A Schemas is.
 package record

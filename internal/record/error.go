@@ -13,7 +13,6 @@ const (
 	ReasonBadTimestamp     = "bad_timestamp"
 	ReasonMissingKey       = "missing_key"
 	ReasonBadKey           = "bad_key"
-	ReasonMissingField     = "missing_field"
 	ReasonNonNumeric       = "non_numeric"
 	ReasonBadGap           = "bad_gap"
 	// Registry formats (avro, protobuf, json_schema).

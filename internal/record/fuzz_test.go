@@ -71,12 +71,24 @@ func checkKeyAgainstJSON(t *testing.T, data []byte, m map[string]any, rec *recor
 	if !reflect.DeepEqual(key, want) {
 		t.Fatalf("Decode(%q).Key = %s, encoding/json finds %v", data, rec.Key, want)
 	}
-	for i, v := range append(rec.KeyFields, rec.Values[1]) { // Values[0] is a sum: Num only
-		if !json.Valid([]byte(v.Raw)) || !utf8.ValidString(v.Str) {
+	values := rec.KeyFields
+	if c := lookup(m, "a", "c"); c != nil {
+		values = append(values, rec.Values[1])
+	}
+	for i, v := range values {
+		if !json.Valid([]byte(v.Raw)) || !utf8.ValidString(v.Str) || v.Null {
 			t.Fatalf("Decode(%q): value %d = %+v: Raw is not JSON or Str is not UTF-8", data, i, v)
 		}
 	}
-	checkSumAgainstJSON(t, data, m["duration"], rec.Values[0])
+	// A missing or null field is the null Value, for the sum and the last.
+	for i, field := range []any{m["duration"], lookup(m, "a", "c")} {
+		if v := rec.Values[i]; (field == nil) != v.Null || v.Null && v != record.NullValue {
+			t.Fatalf("Decode(%q): value %d = %+v, encoding/json finds %v", data, i, v, field)
+		}
+	}
+	if m["duration"] != nil {
+		checkSumAgainstJSON(t, data, m["duration"], rec.Values[0])
+	}
 }
 
 // checkSumAgainstJSON checks the value of a numeric aggregate against

@@ -2,9 +2,15 @@ package record
 
 import "strconv"
 
-// Value is one field taken from a record: a number, or else text.
-// Raw is the value as it appears in the record (a JSON literal for JSON
-// numbers and strings, so it can be written back unchanged).
+// Value is one field taken from a record: a number, or else text, or
+// null. Raw is the value as it appears in the record (a JSON literal for
+// JSON numbers and strings, so it can be written back unchanged).
+//
+// Null is SQL's NULL: an aggregate's field that is absent from the record
+// or whose value is null (a JSON null or absent key, an empty CSV cell, an
+// Avro union's null branch, an unset Protobuf field with presence). The
+// aggregate skips the record (SPEC §3); a null Value has every other field
+// zero. In a result, Null is an aggregate over no values (SPEC §2).
 //
 // Which fields Decode sets depends on the use, so that the hot path copies
 // no text the engine does not read:
@@ -14,13 +20,21 @@ import "strconv"
 //   - sum/min/max/avg/quantile values: only Num and IsNum (always true);
 //     Raw and Str are empty, whether the number was written as a number, a
 //     numeric string or a CSV cell;
-//   - count: the zero Value.
+//   - count: the zero Value; count with a field: the zero Value when the
+//     field is present, else the null Value.
+//
+// Any use may be the null Value, except key fields (a missing key is a dead
+// letter).
 type Value struct {
 	Num   float64
 	Str   string // the text of a string value (unquoted); empty for numbers
 	Raw   string // the JSON text of the value: 42, 1.5 or "sid_1"
 	IsNum bool
+	Null  bool // absent or null: every other field is zero
 }
+
+// NullValue is the null Value.
+var NullValue = Value{Null: true}
 
 // Number returns a numeric Value.
 func Number(f float64) Value {

@@ -21,11 +21,14 @@ func (f Format) Registry() bool { return f >= FormatAvro }
 type Need uint8
 
 const (
-	NeedNothing     Need = iota // count: no field
-	NeedNumber                  // sum, min, max, avg, quantile: a number
-	NeedValue                   // first, last, count_distinct: any value
-	NeedValueOrNull             // top_k: any value; null is the zero Value (skipped)
+	NeedNothing  Need = iota // count: no field
+	NeedNumber               // sum, min, max, avg, quantile: a number
+	NeedValue                // first, last, count_distinct, top_k: any value
+	NeedPresence             // count with a field: only whether it is there and not null
 )
+
+// For every Need but NeedNothing, a missing or null field is the null Value
+// (record.NullValue), not an error: the aggregate skips the record.
 
 // Spec is what a Decoder needs of the configuration. Config.RecordSpec
 // builds it from a validated config (the one place that checks it);

@@ -112,9 +112,10 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 		sk.Encode(&b, false)
 		dst = appendString(dst, string(b))
 	}
-	// top_k counts and the early-only mark are optional at the end, so
-	// values written before them still read.
-	if len(en.Tops) == 0 && earlyMark(en) == 0 {
+	// top_k counts, the early-only mark and the exact quantile values are
+	// optional at the end, so values written before them still read.
+	exact := hasExact(en)
+	if len(en.Tops) == 0 && earlyMark(en) == 0 && !exact {
 		return dst
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(en.Tops)))
@@ -127,7 +128,35 @@ func AppendValue(dst []byte, en *windowing.Entry, tag uint64) []byte {
 	if m := earlyMark(en); m != 0 {
 		dst = append(dst, m)
 	}
+	if !exact {
+		return dst
+	}
+	dst = append(dst, sectionExact)
+	dst = binary.AppendUvarint(dst, uint64(len(en.Exact)))
+	for _, vs := range en.Exact {
+		dst = binary.AppendUvarint(dst, uint64(len(vs)))
+		for _, f := range vs {
+			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(f))
+		}
+	}
 	return dst
+}
+
+// sectionExact starts a value's optional section of exact quantile
+// values (windowing.Entry.Exact): the quantile count, then per quantile
+// its value count and values. Values written before exact quantiles have
+// no such section and restore from their sketches; it is left out when
+// every quantile's values are in its sketch, so such values read as before.
+const sectionExact = 'x'
+
+// hasExact reports whether en holds an exact quantile value.
+func hasExact(en *windowing.Entry) bool {
+	for _, vs := range en.Exact {
+		if len(vs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // earlyMark is the optional last byte of a value: 1 if the window fired
@@ -217,7 +246,12 @@ func appendString(dst []byte, s string) []byte {
 
 // appendValue writes a record.Value: numbers as their bits and JSON text,
 // strings as their text and JSON text.
+// appendValue appends v: a kind byte (0 text, 1 number, 2 null: a
+// first/last of no value), the number or text, then Raw.
 func appendValue(dst []byte, v record.Value) []byte {
+	if v.Null {
+		return appendString(append(dst, 2), "")
+	}
 	if v.IsNum {
 		dst = binary.BigEndian.AppendUint64(append(dst, 1), math.Float64bits(v.Num))
 	} else {
@@ -388,11 +422,14 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 			r.fail("pick")
 			break
 		}
-		isNum := r.b[0] == 1
+		kind := r.b[0]
 		r.b = r.b[1:]
-		if isNum {
+		switch kind {
+		case 1:
 			p.Value = record.Value{IsNum: true, Num: math.Float64frombits(r.u64("pick"))}
-		} else {
+		case 2:
+			p.Value = record.NullValue
+		default:
 			p.Value.Str = r.str("pick")
 		}
 		p.Value.Raw = r.str("pick")
@@ -427,12 +464,32 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 			}
 			en.Tops[i] = m
 		}
-		en.EarlyOnly, en.Changed = r.earlyOnly()
+		if len(r.b) > 0 && r.b[0] != sectionExact {
+			en.EarlyOnly, en.Changed = r.earlyOnly()
+		}
+		en.Exact = r.exact()
 	}
 	if len(r.b) != 0 && r.err == nil {
 		r.err = fmt.Errorf("%w: value: %d bytes left over", ErrCorrupt, len(r.b))
 	}
 	return tag, r.err
+}
+
+// exact reads the optional section of exact quantile values.
+func (r *reader) exact() [][]float64 {
+	if len(r.b) == 0 || r.b[0] != sectionExact || r.err != nil {
+		return nil
+	}
+	r.b = r.b[1:]
+	exact := make([][]float64, r.count("exact quantiles"))
+	for i := range exact {
+		vs := make([]float64, r.count("exact values"))
+		for j := range vs {
+			vs[j] = math.Float64frombits(r.u64("exact value"))
+		}
+		exact[i] = vs
+	}
+	return exact
 }
 
 // decodeSketch decodes a quantile sketch into a sparse store (a corrupt

@@ -68,7 +68,7 @@ func describe(en *windowing.Entry) string {
 	}
 	b.WriteString("] picks=[")
 	for _, p := range en.Picks {
-		fmt.Fprintf(&b, "{isNum=%v num=%s str=%q raw=%q t=%d seq=%d} ", p.Value.IsNum, num(p.Value.Num), p.Value.Str, p.Value.Raw, p.Time, p.Seq)
+		fmt.Fprintf(&b, "{isNum=%v null=%v num=%s str=%q raw=%q t=%d seq=%d} ", p.Value.IsNum, p.Value.Null, num(p.Value.Num), p.Value.Str, p.Value.Raw, p.Time, p.Seq)
 	}
 	b.WriteString("] sets=[")
 	for _, s := range en.Sets {
@@ -77,6 +77,13 @@ func describe(en *windowing.Entry) string {
 	b.WriteString("] sketches=[")
 	for _, sk := range en.Sketches {
 		b.WriteString(describeSketch(sk) + " ")
+	}
+	b.WriteString("] exact=[")
+	for _, vs := range en.Exact {
+		for _, f := range vs {
+			b.WriteString(num(f) + ",")
+		}
+		b.WriteString(" ")
 	}
 	b.WriteString("] tops=[")
 	for _, m := range en.Tops {

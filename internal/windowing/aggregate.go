@@ -3,6 +3,7 @@ package windowing
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
@@ -33,18 +34,30 @@ const (
 	FnCountDistinct
 	FnQuantile
 	FnTopK
+	// FnCountField is count with a field (SQL COUNT(field)): the records
+	// whose field is present and not null.
+	FnCountField
 )
+
+// exactValues is how many values of a quantile's field a window holds
+// exactly (SPEC §2); the 257th spills them into the sketch.
+const exactValues = 256
 
 // aggSpec is one configured aggregate; slot indexes its state in the pane
 // part for its kind (nums, picks, sets or sketches).
 type aggSpec struct {
 	fn   Fn
 	slot int
-	q    float64
-	k    int // top_k
+	// n is the nums slot that counts the values (records whose field is
+	// not null) of sum, avg and count(field): a sum over no values is null.
+	// Counters come after every other nums slot, so that the nums of a
+	// changelog written before they existed are a prefix (see checkSlots).
+	n int
+	q float64
+	k int // top_k
 	// lo and hi are the nums slots of a quantile's exact min and max: the
-	// sketch's answer is clamped to them, so a window of one value, and
-	// q = 0 or 1, come out exact.
+	// sketch's answer (past exactValues values) is clamped to them, so
+	// q = 1 comes out exact.
 	lo, hi int
 }
 
@@ -52,27 +65,34 @@ type aggSpec struct {
 type layout struct {
 	specs                             []aggSpec
 	nums, picks, sets, sketches, tops int
+	counters                          int                  // the last nums slots: value counters (aggSpec.n)
 	mapping                           mapping.IndexMapping // for quantile sketches
+	// noSketch is the sketch of every quantile that has not spilled: empty
+	// and never written (a pane makes its own at its first spill).
+	noSketch *ddsketch.DDSketch
 	// sums, mins and maxes list the nums slots by how they merge, so that
 	// merging the many panes of a sliding window needs no switch per slot.
 	sums, mins, maxes []int
 	// firsts and lasts list the picks slots by how they merge.
 	firsts, lasts []int
-	// numsOnly: every aggregate is count, sum, avg, min or max, so add can
-	// skip the switch; addSums etc. pair a nums slot with its input index.
-	numsOnly                  bool
-	addSums, addMins, addMaxs []slotInput
-	empty                     []float64 // the nums of an empty pane
+	// numsOnly: every aggregate is count (with a field or not), sum, avg,
+	// min or max, so add can skip the switch; addSums etc. pair a nums slot
+	// with its input index.
+	numsOnly                             bool
+	addSums, addMins, addMaxs, addCounts []slotInput
+	empty                                []float64 // the nums of an empty pane
+	sorted                               []float64 // scratch: a quantile's exact values, sorted
 }
 
-// slotInput says which record value (input) feeds which nums slot.
-type slotInput struct{ slot, input int }
+// slotInput says which record value (input) feeds which nums slot, and
+// which slot (n) counts its values.
+type slotInput struct{ slot, n, input int }
 
 func newLayout(aggs []Aggregate) (layout, error) {
 	var l layout
 	for i, a := range aggs {
 		fn := a.Fn
-		if fn > FnTopK {
+		if fn > FnCountField {
 			return layout{}, fmt.Errorf("aggregate %d: unknown function %d", i, fn)
 		}
 		s := aggSpec{fn: fn, q: a.Q, k: a.K}
@@ -104,6 +124,14 @@ func newLayout(aggs []Aggregate) (layout, error) {
 			l.lasts = append(l.lasts, s.slot)
 		}
 	}
+	for i := range l.specs {
+		s := &l.specs[i]
+		s.n = -1
+		if s.fn == FnSum || s.fn == FnAvg || s.fn == FnCountField {
+			s.n, l.nums, l.counters = l.nums, l.nums+1, l.counters+1
+			l.sums = append(l.sums, s.n)
+		}
+	}
 	l.numsOnly = l.picks+l.sets+l.sketches+l.tops == 0
 	l.empty = make([]float64, l.nums)
 	for _, s := range l.specs {
@@ -119,11 +147,13 @@ func newLayout(aggs []Aggregate) (layout, error) {
 	for i, s := range l.specs {
 		switch s.fn {
 		case FnSum, FnAvg:
-			l.addSums = append(l.addSums, slotInput{s.slot, i})
+			l.addSums = append(l.addSums, slotInput{s.slot, s.n, i})
 		case FnMin:
-			l.addMins = append(l.addMins, slotInput{s.slot, i})
+			l.addMins = append(l.addMins, slotInput{s.slot, -1, i})
 		case FnMax:
-			l.addMaxs = append(l.addMaxs, slotInput{s.slot, i})
+			l.addMaxs = append(l.addMaxs, slotInput{s.slot, -1, i})
+		case FnCountField:
+			l.addCounts = append(l.addCounts, slotInput{s.n, s.n, i})
 		}
 	}
 	if l.sketches > 0 {
@@ -132,6 +162,8 @@ func newLayout(aggs []Aggregate) (layout, error) {
 			return layout{}, fmt.Errorf("quantile sketch: %w", err)
 		}
 		l.mapping = m
+		l.noSketch = ddsketch.NewDDSketchFromStoreProvider(m, store.DefaultProvider)
+		l.sorted = make([]float64, 0, exactValues)
 	}
 	return l, nil
 }
@@ -170,25 +202,41 @@ type paneExt struct {
 	picks    []pick
 	sets     []map[string]struct{}
 	sketches []*ddsketch.DDSketch
-	tops     []map[string]int64 // top_k: count per value, keyed by topKey
+	// exact holds a quantile's values while there are at most exactValues
+	// of them; the next one moves them all into its sketch (spill), and
+	// spilled says so. One of a quantile's exact and sketch is always empty.
+	exact   [][]float64
+	spilled []bool
+	tops    []map[string]int64 // top_k: count per value, keyed by topKey
 }
 
-// pick is a first/last candidate: its value, event time and arrival number.
+// pick is a first/last candidate: its value, event time and arrival
+// number; has is false while no record had the field (not null).
 type pick struct {
 	v   record.Value
 	t   int64
 	seq uint64
+	has bool
 }
 
 // earlier reports whether a is first's better candidate than b: smaller
 // event time, ties to the earlier arrival.
 func (a pick) earlier(b pick) bool { return a.t < b.t || a.t == b.t && a.seq < b.seq }
 
+// firstOver reports whether a replaces b as first: a has a value, and b
+// has none or a is earlier.
+func (a pick) firstOver(b pick) bool { return a.has && (!b.has || a.earlier(b)) }
+
+// lastOver reports whether a replaces b as last: a has a value, and b has
+// none or a is not earlier.
+func (a pick) lastOver(b pick) bool { return a.has && (!b.has || !a.earlier(b)) }
+
 func (l *layout) newExt() *paneExt {
 	if !l.hasExt() {
 		return nil
 	}
-	x := &paneExt{picks: make([]pick, l.picks), sets: make([]map[string]struct{}, l.sets), sketches: make([]*ddsketch.DDSketch, l.sketches), tops: make([]map[string]int64, l.tops)}
+	x := &paneExt{picks: make([]pick, l.picks), sets: make([]map[string]struct{}, l.sets), sketches: make([]*ddsketch.DDSketch, l.sketches),
+		exact: make([][]float64, l.sketches), spilled: make([]bool, l.sketches), tops: make([]map[string]int64, l.tops)}
 	for i := range x.sets {
 		x.sets[i] = map[string]struct{}{}
 	}
@@ -196,7 +244,8 @@ func (l *layout) newExt() *paneExt {
 		x.tops[i] = map[string]int64{}
 	}
 	for i := range x.sketches {
-		x.sketches[i] = ddsketch.NewDDSketchFromStoreProvider(l.mapping, store.DefaultProvider)
+		x.sketches[i] = l.noSketch
+		x.exact[i] = make([]float64, 0, 4) // grows to exactValues, kept when the pane is reused
 	}
 	return x
 }
@@ -211,8 +260,11 @@ func (l *layout) reset(nums []float64, x *paneExt) {
 	for _, m := range x.sets {
 		clear(m)
 	}
-	for _, sk := range x.sketches {
-		sk.Clear()
+	for i, sk := range x.sketches {
+		if x.spilled[i] { // its own sketch, kept for the next spill
+			sk.Clear()
+		}
+		x.exact[i], x.spilled[i] = x.exact[i][:0], false
 	}
 	for _, m := range x.tops {
 		clear(m)
@@ -228,27 +280,31 @@ func (l *layout) add(p pane, rec *record.Record, seq uint64) {
 	*p.count++
 	for i, s := range l.specs {
 		v := &rec.Values[i]
+		if v.Null { // SQL's NULL: this aggregate skips the record (SPEC §3)
+			continue
+		}
 		switch s.fn {
 		case FnSum, FnAvg:
 			p.nums[s.slot] += v.Num
+			p.nums[s.n]++
+		case FnCountField:
+			p.nums[s.n]++
 		case FnMin:
 			p.nums[s.slot] = min(p.nums[s.slot], v.Num)
 		case FnMax:
 			p.nums[s.slot] = max(p.nums[s.slot], v.Num)
 		case FnFirst:
-			c := pick{v: *v, t: rec.Time, seq: seq}
-			if *p.count == 1 || c.earlier(p.ext.picks[s.slot]) {
+			if c := (pick{v: *v, t: rec.Time, seq: seq, has: true}); c.firstOver(p.ext.picks[s.slot]) {
 				p.ext.picks[s.slot] = c
 			}
 		case FnLast:
-			c := pick{v: *v, t: rec.Time, seq: seq}
-			if *p.count == 1 || !c.earlier(p.ext.picks[s.slot]) {
+			if c := (pick{v: *v, t: rec.Time, seq: seq, has: true}); c.lastOver(p.ext.picks[s.slot]) {
 				p.ext.picks[s.slot] = c
 			}
 		case FnCountDistinct:
 			p.ext.sets[s.slot][v.Raw] = struct{}{}
 		case FnQuantile:
-			addToSketch(p.ext.sketches[s.slot], v.Num)
+			l.addQuantile(p.ext, s.slot, v.Num)
 			p.nums[s.lo] = min(p.nums[s.lo], v.Num)
 			p.nums[s.hi] = max(p.nums[s.hi], v.Num)
 		case FnTopK:
@@ -257,18 +313,83 @@ func (l *layout) add(p pane, rec *record.Record, seq uint64) {
 	}
 }
 
-// addNums is add for layouts of numeric aggregates only.
+// addNums is add for layouts of numeric aggregates only. A null value is
+// skipped: its Num is 0, and only its counter and min/max need the test.
 func (l *layout) addNums(count *int64, nums []float64, vs []record.Value) {
 	*count++
 	for _, s := range l.addSums {
-		nums[s.slot] += vs[s.input].Num
+		if v := &vs[s.input]; !v.Null {
+			nums[s.slot] += v.Num
+			nums[s.n]++
+		}
+	}
+	for _, s := range l.addCounts {
+		if !vs[s.input].Null {
+			nums[s.n]++
+		}
 	}
 	for _, s := range l.addMins {
-		nums[s.slot] = min(nums[s.slot], vs[s.input].Num)
+		if v := &vs[s.input]; !v.Null {
+			nums[s.slot] = min(nums[s.slot], v.Num)
+		}
 	}
 	for _, s := range l.addMaxs {
-		nums[s.slot] = max(nums[s.slot], vs[s.input].Num)
+		if v := &vs[s.input]; !v.Null {
+			nums[s.slot] = max(nums[s.slot], v.Num)
+		}
 	}
+}
+
+// addQuantile adds v to quantile slot i of x: to its exact values while
+// they number fewer than exactValues, else to its sketch (moving the exact
+// values there first). NaN is left out, as the sketch leaves it out.
+func (l *layout) addQuantile(x *paneExt, i int, v float64) {
+	if math.IsNaN(v) {
+		return
+	}
+	switch {
+	case x.spilled[i]:
+	case len(x.exact[i]) < exactValues:
+		x.exact[i] = append(x.exact[i], v)
+		return
+	default:
+		l.spill(x, i)
+	}
+	addToSketch(x.sketches[i], v)
+}
+
+// spill moves quantile slot i's exact values into its sketch, which it
+// makes if the pane never had one (a pane's first spill allocates, once
+// per pooled pane).
+func (l *layout) spill(x *paneExt, i int) {
+	if x.spilled[i] {
+		return
+	}
+	if x.sketches[i] == l.noSketch {
+		x.sketches[i] = ddsketch.NewDDSketchFromStoreProvider(l.mapping, store.DefaultProvider)
+	}
+	spill(x.sketches[i], x.exact[i])
+	x.exact[i], x.spilled[i] = x.exact[i][:0], true
+}
+
+// spill adds the exact values vs to sketch sk.
+func spill(sk *ddsketch.DDSketch, vs []float64) {
+	for _, v := range vs {
+		addToSketch(sk, v)
+	}
+}
+
+// mergeQuantile merges quantile slot i of src into dst's: exact while
+// both are and their values together are at most exactValues, else
+// into dst's sketch.
+func (l *layout) mergeQuantile(dst, src *paneExt, i int) {
+	if !dst.spilled[i] && !src.spilled[i] && len(dst.exact[i])+len(src.exact[i]) <= exactValues {
+		dst.exact[i] = append(dst.exact[i], src.exact[i]...)
+		return
+	}
+	l.spill(dst, i)
+	_ = dst.sketches[i].MergeWith(src.sketches[i]) // same mapping: cannot fail
+	spill(dst.sketches[i], src.exact[i])
 }
 
 // addToSketch adds v, clamping values beyond what the sketch can index
@@ -305,11 +426,11 @@ func (l *layout) mergeExt(dst, src pane) {
 	for _, s := range l.specs {
 		switch s.fn {
 		case FnFirst:
-			if *dst.count == 0 || src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
+			if src.ext.picks[s.slot].firstOver(dst.ext.picks[s.slot]) {
 				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
 			}
 		case FnLast:
-			if *dst.count == 0 || !src.ext.picks[s.slot].earlier(dst.ext.picks[s.slot]) {
+			if src.ext.picks[s.slot].lastOver(dst.ext.picks[s.slot]) {
 				dst.ext.picks[s.slot] = src.ext.picks[s.slot]
 			}
 		case FnCountDistinct:
@@ -318,7 +439,7 @@ func (l *layout) mergeExt(dst, src pane) {
 				set[k] = struct{}{}
 			}
 		case FnQuantile:
-			_ = dst.ext.sketches[s.slot].MergeWith(src.ext.sketches[s.slot]) // same mapping: cannot fail
+			l.mergeQuantile(dst.ext, src.ext, s.slot)
 		case FnTopK:
 			m := dst.ext.tops[s.slot]
 			for v, n := range src.ext.tops[s.slot] {
@@ -332,31 +453,69 @@ func (l *layout) mergeExt(dst, src pane) {
 func (e *Engine) values(p pane, out []record.Value) { e.agg.values(p, out, &e.numbers) }
 
 // values writes the aggregates of p into out, one per spec, made by n.
+// An aggregate over no values (SPEC §2) is 0 for count and count_distinct,
+// [] for top_k, and null (record.NullValue) for the others.
 func (l *layout) values(p pane, out []record.Value, e *numbers) {
 	for i, s := range l.specs {
 		switch s.fn {
 		case FnCount:
 			out[i] = e.number(float64(*p.count))
-		case FnSum, FnMin, FnMax:
-			out[i] = e.number(p.nums[s.slot])
+		case FnCountField:
+			out[i] = e.number(p.nums[s.n])
+		case FnSum:
+			out[i] = e.numberOrNull(p.nums[s.slot], p.nums[s.n] > 0)
+		case FnMin: // +Inf and -Inf: no values (the decoder reads finite numbers only)
+			out[i] = e.numberOrNull(p.nums[s.slot], !math.IsInf(p.nums[s.slot], 1))
+		case FnMax:
+			out[i] = e.numberOrNull(p.nums[s.slot], !math.IsInf(p.nums[s.slot], -1))
 		case FnAvg:
-			out[i] = e.number(p.nums[s.slot] / float64(*p.count))
+			out[i] = e.numberOrNull(p.nums[s.slot]/p.nums[s.n], p.nums[s.n] > 0)
 		case FnFirst, FnLast:
-			out[i] = p.ext.picks[s.slot].v
+			if pk := &p.ext.picks[s.slot]; pk.has {
+				out[i] = pk.v
+			} else {
+				out[i] = record.NullValue
+			}
 		case FnCountDistinct:
 			out[i] = e.number(float64(len(p.ext.sets[s.slot])))
 		case FnQuantile:
-			q, ok := nearestRank(p.ext.sketches[s.slot], s.q)
-			if !ok { // an empty sketch: every value was NaN
-				q = math.NaN()
-			} else {
+			q, ok := l.quantile(p.ext, s.slot, s.q)
+			if ok && p.ext.spilled[s.slot] { // the sketch's answer, clamped to the exact range
 				q = min(max(q, p.nums[s.lo]), p.nums[s.hi])
 			}
-			out[i] = e.number(q)
+			out[i] = e.numberOrNull(q, ok)
 		case FnTopK:
 			out[i] = topK(p.ext.tops[s.slot], s.k)
 		}
 	}
+}
+
+// numberOrNull is the number f if ok, else the null Value.
+func (n *numbers) numberOrNull(f float64, ok bool) record.Value {
+	if !ok {
+		return record.NullValue
+	}
+	return n.number(f)
+}
+
+// quantile returns quantile q of slot i of x: the exact value at nearest
+// rank while x holds its values, else the sketch's; false over no values.
+func (l *layout) quantile(x *paneExt, i int, q float64) (float64, bool) {
+	vs := x.exact[i]
+	if x.spilled[i] || len(vs) == 0 {
+		return nearestRank(x.sketches[i], q)
+	}
+	l.sorted = append(l.sorted[:0], vs...)
+	slices.Sort(l.sorted)
+	return l.sorted[int(rank(q, float64(len(vs))))-1], true
+}
+
+// rank is the nearest rank of quantile q among n > 0 values: ceil(q*n),
+// 1-based, within [1, n] (SPEC §2). q*n is rounded to 9 digits first, so
+// that 0.07*100 (7.000000000000001 in floating point) is rank 7, not 8.
+func rank(q, n float64) float64 {
+	r := math.Ceil(math.Round(q*n*1e9) / 1e9)
+	return min(max(r, 1), n)
 }
 
 // nearestRank returns the sketch's value at rank ceil(q*n) of its n sorted
@@ -368,10 +527,7 @@ func nearestRank(sk *ddsketch.DDSketch, q float64) (float64, bool) {
 	if n == 0 {
 		return 0, false
 	}
-	// q*n is rounded to 9 digits first, so that 0.07*100 (7.000000000000001
-	// in floating point) is rank 7, not 8.
-	r := math.Ceil(math.Round(q*n*1e9) / 1e9)
-	r = min(max(r, 1), n)
+	r := rank(q, n)
 	neg := sk.GetNegativeValueStore()
 	nc := neg.TotalCount()
 	switch {

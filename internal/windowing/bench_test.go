@@ -218,3 +218,24 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// BenchmarkTumblingQuantile is BenchmarkTumbling with a p99 beside the sum
+// and count: with 1k keys a window holds 10 values of a key (exact, SPEC
+// §2), with 10 keys 1000 (past 256: the sketch).
+func BenchmarkTumblingQuantile(b *testing.B) {
+	for _, keys := range []int{1000, 10} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			s := newBenchStream(keys, 10)
+			values := []record.Value{record.Number(3), {}, record.Number(3)}
+			for i := range s.recs {
+				s.recs[i].Values = values
+			}
+			aggs := append(append([]windowing.Aggregate{}, sumCount...), windowing.Aggregate{Fn: windowing.FnQuantile, Q: 0.99})
+			e, err := windowing.NewEngine(params{"tumbling", 1000, 0, 0, 0, "on_watermark"}.spec(aggs...), discard{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.run(b, e, 1100)
+		})
+	}
+}

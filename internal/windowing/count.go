@@ -35,7 +35,8 @@ type Counts struct {
 	open  int
 	seq   uint64 // arrival number, for first/last
 
-	due *timeoutHeap // tumbling with a timeout: the open windows by due time
+	due   *timeoutHeap // tumbling with a timeout: the open windows by due time
+	batch []timeoutAt  // fireTimeouts' scratch: the timeouts due at one time
 
 	track bool
 	dirty []int32   // keys changed since the last Changes
@@ -189,14 +190,27 @@ func (c *Counts) Advance(wm int64) {
 	c.fireTimeouts()
 }
 
+// fireTimeouts fires the timeouts due at c.wm: by due time, then window
+// end, then key (SPEC §3). A window's end grows with its records, so the
+// heap orders by due time only up to ties, which are sorted when due.
 func (c *Counts) fireTimeouts() {
 	for len(c.due.items) > 0 && c.due.items[0].at <= c.wm {
-		t := heap.Pop(c.due).(timeoutAt)
-		k := &c.keys[t.key]
-		if k.id == "" || k.gen != t.gen || k.seq != t.seq || len(k.slices) == 0 {
-			continue // fired already when full, or the key is gone
+		at, batch := c.due.items[0].at, c.batch[:0]
+		for len(c.due.items) > 0 && c.due.items[0].at == at {
+			t := heap.Pop(c.due).(timeoutAt)
+			k := &c.keys[t.key]
+			if k.id == "" || k.gen != t.gen || k.seq != t.seq || len(k.slices) == 0 {
+				continue // fired already when full, or the key is gone
+			}
+			batch = append(batch, t)
 		}
-		c.fireTumbling(t.key, Timeout)
+		slices.SortFunc(batch, func(a, b timeoutAt) int {
+			return cmp.Or(cmp.Compare(c.keys[a.key].slices[0].hi, c.keys[b.key].slices[0].hi), compareKeys(&a.id, &b.id))
+		})
+		for _, t := range batch {
+			c.fireTumbling(t.key, Timeout)
+		}
+		c.batch = batch[:0]
 	}
 }
 
@@ -325,7 +339,7 @@ func (c *Counts) Changes(fn func(*Entry)) {
 func (c *Counts) sliceEntry(en *Entry, x *countSlice) {
 	var tmp Entry
 	c.pool.entry(&tmp, CountEntry, &keyState{}, x.pane)
-	en.Count, en.Nums, en.Picks, en.Sets, en.Sketches, en.Tops = tmp.Count, tmp.Nums, tmp.Picks, tmp.Sets, tmp.Sketches, tmp.Tops
+	en.Count, en.Nums, en.Picks, en.Sets, en.Sketches, en.Exact, en.Tops = tmp.Count, tmp.Nums, tmp.Picks, tmp.Sets, tmp.Sketches, tmp.Exact, tmp.Tops
 	en.Lo, en.Hi, en.First = x.lo, x.hi, x.first
 	x.stored, x.freshened = true, false
 }
@@ -407,7 +421,8 @@ type timeoutAt struct {
 	seq int64
 }
 
-// timeoutHeap orders timeouts by due time, then key (compareKeys).
+// timeoutHeap orders timeouts by due time, then key (compareKeys);
+// fireTimeouts sorts the ties by window end.
 type timeoutHeap struct{ items []timeoutAt }
 
 func (h *timeoutHeap) Len() int { return len(h.items) }

@@ -72,7 +72,7 @@ func (r *countRef) fire(id refKey, k *countRefKey, recs []refRec, seq int64, f w
 }
 
 // Advance fires the open windows whose first record's time + timeout
-// the watermark reached, by due time, then key, then partition.
+// the watermark reached, by due time, then window end, then key, then partition.
 func (r *countRef) Advance(wm int64) {
 	if wm <= r.wm {
 		return
@@ -90,6 +90,12 @@ func (r *countRef) Advance(wm int64) {
 	slices.SortFunc(due, func(a, b refKey) int {
 		ka, kb := r.keys[a], r.keys[b]
 		if c := cmp.Compare(ka.recs[0].t, kb.recs[0].t); c != 0 {
+			return c
+		}
+		end := func(k *countRefKey) int64 {
+			return slices.MaxFunc(k.recs, func(a, b refRec) int { return cmp.Compare(a.t, b.t) }).t
+		}
+		if c := cmp.Compare(end(ka), end(kb)); c != 0 { // then window end (SPEC §3)
 			return c
 		}
 		for i := range ka.fields {

@@ -183,12 +183,12 @@ func (e *Engine) mergeFlatInto(dstCount *int64, dstNums []float64, dstPicks []pi
 		dstNums[i] = max(dstNums[i], nums[i])
 	}
 	for _, i := range l.firsts {
-		if *dstCount == 0 || picks[i].earlier(dstPicks[i]) {
+		if picks[i].firstOver(dstPicks[i]) {
 			dstPicks[i] = picks[i]
 		}
 	}
 	for _, i := range l.lasts {
-		if *dstCount == 0 || !picks[i].earlier(dstPicks[i]) {
+		if picks[i].lastOver(dstPicks[i]) {
 			dstPicks[i] = picks[i]
 		}
 	}

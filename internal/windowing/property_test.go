@@ -27,12 +27,14 @@ var allAggs = []windowing.Aggregate{
 	{Fn: windowing.FnQuantile, Q: 0.5},
 	{Fn: windowing.FnQuantile, Q: 0.9},
 	{Fn: windowing.FnTopK, K: 2},
+	{Fn: windowing.FnCountField},
 }
 
 // fifoAggs are the aggregates windows merge through the two-stacks
 // (fifoAgg) path when they span 3 panes or more; allAggs, with
-// count_distinct, quantile and top_k, always take the plain merge.
-var fifoAggs = allAggs[:7]
+// count_distinct, quantile and top_k, always take the plain merge. The
+// record's values are positional: count(field) reads value 7 there.
+var fifoAggs = append(allAggs[:7:7], windowing.Aggregate{Fn: windowing.FnCountField})
 
 var propertyCombos = map[string]params{
 	"tumbling":                          {"tumbling", 5, 0, 0, 0, "on_watermark"},
@@ -114,7 +116,9 @@ type streamGen struct {
 
 // record returns a random record: one of 6 keys (numbers and strings), on
 // one of 3 partitions, up to g.age-1 ms older than the latest time seen. A large
-// gap leaves keys with gaps between their panes.
+// gap leaves keys with gaps between their panes. Its two fields, a number n
+// and a number or text x, are missing or null (the null Value) about one
+// time in five and one in eight.
 func (g *streamGen) record() *record.Record {
 	part := g.rng.Int32N(3)
 	var key string
@@ -126,14 +130,22 @@ func (g *streamGen) record() *record.Record {
 	}
 	g.maxTs += g.rng.Int64N(g.gap)
 	ts := g.maxTs - g.rng.Int64N(g.age)
+	// The nulls take no draws of their own, so the streams' times, keys
+	// and values stay those the tests were tuned with.
 	n := record.Number(float64(g.rng.IntN(41) - 20))
+	if n.Num > 12 {
+		n = record.NullValue
+	}
 	x := record.Number(float64(g.rng.IntN(5)))
 	if g.rng.IntN(2) == 0 {
 		x = record.Text(string(rune('p' + g.rng.IntN(4))))
+		if x.Str == "s" {
+			x = record.NullValue
+		}
 	}
 	g.offsets[part]++
 	return &record.Record{Partition: part, Offset: g.offsets[part], Time: ts, Key: key, KeyFields: fields,
-		Values: []record.Value{{}, n, n, n, n, x, x, x, n, n, x}}
+		Values: []record.Value{{}, n, n, n, n, x, x, x, n, n, x, x}}
 }
 
 func compareWithReference(t *testing.T, p params, early windowing.EarlySpec, aggs []windowing.Aggregate, gap int64, seed uint64, steps int, seen *seen) {
@@ -259,7 +271,12 @@ func sameResult(got, want windowing.Result, aggs []windowing.Aggregate) error {
 			}
 			continue
 		}
-		if w := wa[i].Num; math.Abs(ga[i].Num-w) > sketchBound*math.Abs(w) {
+		switch w := wa[i].Num; {
+		case ga[i].Null != wa[i].Null:
+			return fmt.Errorf("fn %d %v = %+v, want %+v", a.Fn, a.Q, ga[i], wa[i])
+		case want.Count <= 256 && ga[i] != wa[i]: // at most 256 values: exact (SPEC §2)
+			return fmt.Errorf("fn %d %v = %v, want %v exactly", a.Fn, a.Q, ga[i].Num, w)
+		case math.Abs(ga[i].Num-w) > sketchBound*math.Abs(w):
 			return fmt.Errorf("fn %d %v = %v, want %v within %v", a.Fn, a.Q, ga[i].Num, w, sketchBound)
 		}
 	}

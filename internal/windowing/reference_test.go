@@ -228,14 +228,32 @@ func (r *reference) fire(w *refWin, f windowing.Firing) {
 }
 
 // aggregate computes aggregate a (the i-th) over recs in one pass, in
-// arrival order. For quantile it returns the exact value at nearest rank.
+// arrival order, as SQL does: a record whose value is null is skipped (but
+// count counts it); over no values, count(field) and count_distinct are
+// 0, top_k [], the others null. For quantile it returns the exact value at
+// nearest rank.
 func aggregate(a windowing.Aggregate, i int, recs []refRec) record.Value {
+	all := recs
+	recs = slices.DeleteFunc(slices.Clone(recs), func(rc refRec) bool { return rc.values[i].Null })
 	nums := make([]float64, len(recs))
 	for j, rc := range recs {
 		nums[j] = rc.values[i].Num
 	}
+	if len(recs) == 0 {
+		switch a.Fn {
+		case windowing.FnCount:
+			return record.Number(float64(len(all)))
+		case windowing.FnCountField, windowing.FnCountDistinct:
+			return record.Number(0)
+		case windowing.FnTopK:
+			return record.Value{Raw: "[]"}
+		}
+		return record.NullValue
+	}
 	switch a.Fn {
 	case windowing.FnCount:
+		return record.Number(float64(len(all)))
+	case windowing.FnCountField:
 		return record.Number(float64(len(recs)))
 	case windowing.FnSum, windowing.FnAvg:
 		s := 0.0
@@ -285,9 +303,6 @@ func refTopK(k int, recs []refRec, i int) record.Value {
 	var all []counted
 	for _, rc := range recs {
 		v := rc.values[i]
-		if v.Raw == "" && !v.IsNum {
-			continue // null
-		}
 		j := slices.IndexFunc(all, func(c counted) bool { return c.v.IsNum == v.IsNum && record.Compare(c.v, v) == 0 })
 		if j < 0 {
 			all = append(all, counted{v, 0})

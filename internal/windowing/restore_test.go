@@ -102,6 +102,10 @@ func copyEntry(en *windowing.Entry) windowing.Entry {
 	for _, sk := range en.Sketches {
 		cp.Sketches = append(cp.Sketches, sk.Copy())
 	}
+	cp.Exact = nil
+	for _, vs := range en.Exact {
+		cp.Exact = append(cp.Exact, slices.Clone(vs))
+	}
 	cp.Tops = nil
 	for _, m := range en.Tops {
 		cp.Tops = append(cp.Tops, maps.Clone(m))
@@ -446,6 +450,10 @@ func TestRestoreRejects(t *testing.T) {
 		"no picks":                        {tumbling, func(en *windowing.Entry) { en.Picks = nil }, false, 0},
 		"a set too many":                  {tumbling, func(en *windowing.Entry) { en.Sets = append(en.Sets, map[string]struct{}{}) }, false, 0},
 		"a sketch too few":                {sliding, func(en *windowing.Entry) { en.Sketches = en.Sketches[1:] }, false, 0},
+		"written before value counters":   {tumbling, func(en *windowing.Entry) { en.Nums = en.Nums[:len(en.Nums)-3] }, true, 0},
+		"written before exact quantiles":  {tumbling, func(en *windowing.Entry) { en.Exact = nil }, true, 0},
+		"an exact quantile too few":       {tumbling, func(en *windowing.Entry) { en.Exact = en.Exact[1:] }, false, 0},
+		"257 exact values":                {tumbling, func(en *windowing.Entry) { en.Exact[0] = make([]float64, 257) }, false, 0},
 		"nil sketch":                      {tumbling, func(en *windowing.Entry) { en.Sketches[0] = nil }, false, 0},
 		"sketch of another kind":          {tumbling, func(en *windowing.Entry) { en.Sketches[0] = otherMapping }, false, 0},
 		"tumbling slice off its boundary": {tumbling, func(en *windowing.Entry) { en.Start = 3 }, false, 0},
@@ -475,7 +483,7 @@ func TestRestoreRejects(t *testing.T) {
 			k, kf := textKey("k")
 			x := record.Text("x")
 			n := record.Number(3)
-			a.Add(&record.Record{Time: 6, Key: k, KeyFields: kf, Values: []record.Value{{}, n, n, n, n, x, x, x, n, n, x}})
+			a.Add(&record.Record{Time: 6, Key: k, KeyFields: kf, Values: []record.Value{{}, n, n, n, n, x, x, x, n, n, x, x}})
 			var en windowing.Entry
 			a.Changes(func(e *windowing.Entry) { en = copyEntry(e) })
 			tt.change(&en)

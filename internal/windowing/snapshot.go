@@ -50,13 +50,21 @@ type Entry struct {
 	// that changed: the next one fires the windows it is in.
 	Changed bool
 	// SliceEntry: the accumulators, one slot per configured aggregate kind
-	// (see layout). Changes lends them: valid during the call only.
+	// (see layout). Changes lends them: valid during the call only. Nums
+	// ends with the value counters of sum, avg and count(field); an entry
+	// written before they existed has none, and restores with each
+	// counter at Count (every record had every field then). A Pick of
+	// no value has the null Value.
 	Count    int64
 	Nums     []float64
 	Picks    []Pick
 	Sets     []map[string]struct{}
 	Sketches []*ddsketch.DDSketch
-	Tops     []map[string]int64 // top_k: count per value, keys opaque (see topKey)
+	// Exact holds each quantile's values while they are few enough to be
+	// exact (one per sketch; its sketch is then empty). An entry written
+	// before exact quantiles has none: its sketches hold every value.
+	Exact [][]float64
+	Tops  []map[string]int64 // top_k: count per value, keys opaque (see topKey)
 	// CountEntry: the smallest and largest event time of the records, and
 	// the first record's.
 	Lo, Hi, First int64
@@ -227,9 +235,12 @@ func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
 	en.Changed = h.flags&flagChanged != 0
 	if v.ext != nil {
 		for _, pk := range v.ext.picks {
+			if !pk.has {
+				pk.v = record.NullValue
+			}
 			picks = append(picks, Pick{Value: pk.v, Time: pk.t, Seq: pk.seq})
 		}
-		en.Picks, en.Sets, en.Sketches, en.Tops = picks, v.ext.sets, v.ext.sketches, v.ext.tops
+		en.Picks, en.Sets, en.Sketches, en.Exact, en.Tops = picks, v.ext.sets, v.ext.sketches, v.ext.exact, v.ext.tops
 	}
 }
 
@@ -396,14 +407,23 @@ func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
 	return ki, k
 }
 
-// checkSlots returns an error unless en has the slots of layout l.
+// checkSlots returns an error unless en has the slots of layout l (nums
+// without the counters, and no exact values, for an entry written before
+// them).
 func (l *layout) checkSlots(en *Entry, what string) error {
-	if len(en.Nums) != l.nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches || len(en.Tops) != l.tops {
+	nums := len(en.Nums) == l.nums || len(en.Nums) == l.nums-l.counters
+	if !nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches || len(en.Tops) != l.tops ||
+		len(en.Exact) != 0 && len(en.Exact) != l.sketches {
 		return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d/%d (were the aggregates changed?)",
 			what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), len(en.Tops), l.nums, l.picks, l.sets, l.sketches, l.tops)
 	}
 	if err := checkTops(en.Tops); err != nil {
 		return fmt.Errorf("restore: %s at %d of %s: %w", what, en.Start, en.ID[en.Split:], err)
+	}
+	for _, vs := range en.Exact {
+		if len(vs) > exactValues {
+			return fmt.Errorf("restore: %s at %d of %s: %d exact quantile values, at most %d", what, en.Start, en.ID[en.Split:], len(vs), exactValues)
+		}
 	}
 	return nil
 }
@@ -414,12 +434,18 @@ func (p *panePool) load(l *layout, i int32, en *Entry) (uint64, error) {
 	p.hdr(i).count = en.Count
 	v := p.view(i)
 	copy(v.nums, en.Nums)
+	for j := len(en.Nums); j < len(v.nums); j++ { // written before value counters: every record had a value
+		v.nums[j] = float64(en.Count)
+	}
 	var seq uint64
 	if v.ext == nil {
 		return 0, nil
 	}
 	for j, pk := range en.Picks {
-		v.ext.picks[j] = pick{v: pk.Value, t: pk.Time, seq: pk.Seq}
+		v.ext.picks[j] = pick{v: pk.Value, t: pk.Time, seq: pk.Seq, has: !pk.Value.Null && en.Count > 0}
+		if !v.ext.picks[j].has {
+			v.ext.picks[j] = pick{}
+		}
 		seq = max(seq, pk.Seq)
 	}
 	for j, set := range en.Sets {
@@ -436,8 +462,20 @@ func (p *panePool) load(l *layout, i int32, en *Entry) (uint64, error) {
 		if sk == nil {
 			return 0, fmt.Errorf("restore: slice at %d of %s: no quantile sketch", en.Start, en.ID[en.Split:])
 		}
+		if !sk.IndexMapping.Equals(l.mapping) {
+			return 0, fmt.Errorf("restore: slice at %d of %s: quantile sketch of another accuracy", en.Start, en.ID[en.Split:])
+		}
+		if sk.IsEmpty() {
+			continue
+		}
+		l.spill(v.ext, j)
 		if err := v.ext.sketches[j].MergeWith(sk); err != nil {
 			return 0, fmt.Errorf("restore: slice at %d of %s: quantile sketch: %w", en.Start, en.ID[en.Split:], err)
+		}
+	}
+	for j, vs := range en.Exact {
+		for _, x := range vs {
+			l.addQuantile(v.ext, j, x)
 		}
 	}
 	return seq, nil

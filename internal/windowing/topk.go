@@ -24,7 +24,7 @@ import (
 // (SPEC §2): numbers, then strings, then booleans; objects and arrays,
 // which the SPEC does not rank, come last, by their JSON text.
 
-// addTop counts v in m; a null (the zero Value) is skipped.
+// addTop counts v in m; the caller skips null values.
 func addTop(m map[string]int64, v *record.Value) {
 	key := v.Raw
 	if v.IsNum {
