@@ -40,8 +40,8 @@ const (
 	compactStrRaw                // Str is Raw
 	compactStrQuoted             // Str is Raw without its quotes
 	compactStr                   // Str's bytes follow
-	compactAbsent                // the field was absent or null: a value the aggregate skips
-	compactFlags     = compactAbsent<<1 - 1
+	compactNull                  // the field was absent or null: Value.Null, the aggregate skips it
+	compactFlags     = compactNull<<1 - 1
 )
 
 // specTag is a hash of spec, which a compact form carries.
@@ -76,6 +76,9 @@ func (d *Decoder) AppendCompact(dst []byte, rec *Record) []byte {
 
 func appendCompactValue(dst []byte, v *Value, key string) []byte {
 	var flags byte
+	if v.Null {
+		flags |= compactNull
+	}
 	if v.IsNum {
 		flags |= compactNum
 	}
@@ -163,10 +166,11 @@ func badCompact(detail string) error {
 func (d *Decoder) compactValue(r *compactReader, v *Value, key string) {
 	*v = Value{}
 	flags := r.byte()
-	if flags&^compactFlags != 0 || flags&compactRawAt != 0 && flags&compactRaw != 0 {
-		r.bad = true
+	if flags&^compactFlags != 0 || flags&compactRawAt != 0 && flags&compactRaw != 0 || flags&compactNull != 0 && flags != compactNull {
+		r.bad = true // a null Value has every other field zero
 		return
 	}
+	v.Null = flags&compactNull != 0
 	if flags&compactNum != 0 {
 		v.Num, v.IsNum = math.Float64frombits(r.uint64()), true
 	}

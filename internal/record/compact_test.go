@@ -10,12 +10,12 @@ import (
 
 // compactSpec reads every kind of key field and value: a string key that
 // may need escapes, a numeric or boolean one, the Kafka key; sum, first,
-// count_distinct, top_k (null allowed) and count; a session's gap field.
+// count_distinct, count with a field and count; a session's gap field.
 func compactSpec() record.Spec {
 	return record.Spec{
 		Format: record.FormatJSON, Key: []string{"sid", "a.b", record.FieldKafkaKey}, TimeField: "t", Layout: "unix_ms",
 		Aggregates: []record.Aggregate{{Field: "d", Need: record.NeedNumber}, {Field: "v", Need: record.NeedValue},
-			{Field: "a.c", Need: record.NeedValue}, {Field: "v", Need: record.NeedValueOrNull}, {Need: record.NeedNothing}},
+			{Field: "a.c", Need: record.NeedValue}, {Field: "v", Need: record.NeedPresence}, {Need: record.NeedNothing}},
 		GapField: "gap",
 	}
 }
@@ -59,7 +59,8 @@ func TestCompactRoundTrip(t *testing.T) {
 		"escaped key":     {"\xff", `{"sid":"a\"b\\c\u0001","a":{"b":"\u00e9","c":"x\ny"},"t":5,"d":1,"v":"tab\t"}`},
 		"invalid utf8":    {"q", "{\"sid\":\"a\xffb\",\"a\":{\"b\":\"\",\"c\":\"\"},\"t\":5,\"d\":1,\"v\":\"\"}"},
 		"object value":    {"k", `{"sid":"s","a":{"b":1,"c":{"x":[1,2]}},"t":5,"d":1,"v":[1,"a"]}`},
-		"null for top_k":  {"k", `{"sid":"s","a":{"b":1,"c":2},"t":5,"d":1,"v":"x","gap":null}`},
+		"null gap":        {"k", `{"sid":"s","a":{"b":1,"c":2},"t":5,"d":1,"v":"x","gap":null}`},
+		"nulls":           {"k", `{"sid":"s","a":{"b":1,"c":null},"t":5}`},
 		"same text twice": {"s", `{"sid":"s","a":{"b":"s","c":"s"},"t":5,"d":1,"v":"s"}`},
 	}
 	for name, tt := range tests {
@@ -73,19 +74,46 @@ func TestCompactRoundTrip(t *testing.T) {
 	})
 }
 
-// TestCompactTopKNull: a null top_k value reads back as the zero Value,
-// the value the aggregate skips, as Decode gives it.
-func TestCompactTopKNull(t *testing.T) {
-	spec := compactSpec() // first (NeedValue) refuses the null: read v as top_k only
-	spec.Aggregates = []record.Aggregate{{Field: "v", Need: record.NeedValueOrNull}}
-	dec, dec2 := compactDecoder(t, spec), compactDecoder(t, spec)
-	var rec, got record.Record
-	in := record.Input{Key: []byte("k"), Value: []byte(`{"sid":"s","a":{"b":1,"c":2},"t":5,"d":1,"v":null}`)}
-	if _, err := dec.Decode(&in, &rec); err != nil {
-		t.Fatalf("Decode: %v", err)
+// TestCompactNull: a missing or null aggregate field reads back as the
+// null Value, which the aggregate skips, as Decode gives it.
+func TestCompactNull(t *testing.T) {
+	dec, dec2 := compactDecoder(t, compactSpec()), compactDecoder(t, compactSpec())
+	for _, value := range []string{
+		`{"sid":"s","a":{"b":1,"c":null},"t":5,"v":null}`, // sum's d and gap missing, first's a.c and v null
+		`{"sid":"s","a":{"b":1},"t":5,"d":null}`,
+	} {
+		var rec, got record.Record
+		in := record.Input{Key: []byte("k"), Value: []byte(value)}
+		if _, err := dec.Decode(&in, &rec); err != nil {
+			t.Fatalf("Decode(%s): %v", value, err)
+		}
+		nulls := 0
+		for _, v := range rec.Values {
+			if v.Null {
+				nulls++
+			}
+		}
+		if nulls < 3 {
+			t.Fatalf("Decode(%s) has %d null values, want at least 3: the test tests nothing", value, nulls)
+		}
+		if _, err := dec2.DecodeCompact([]byte(rec.Key), dec.AppendCompact(nil, &rec), &in, &got); err != nil || !reflect.DeepEqual(got, rec) {
+			t.Errorf("DecodeCompact(%s) = %+v, %v, want %+v", value, got.Values, err, rec.Values)
+		}
 	}
-	if _, err := dec2.DecodeCompact([]byte(rec.Key), dec.AppendCompact(nil, &rec), &in, &got); err != nil || len(got.Values) != 1 || got.Values[0] != (record.Value{}) {
-		t.Errorf("DecodeCompact of a null top_k value = %+v, %v, want the zero Value", got.Values, err)
+	// A null Value has every other field zero: a null number is corrupt.
+	one := compactDecoder(t, record.Spec{Format: record.FormatJSON, TimeField: "t", Layout: "unix_ms",
+		Aggregates: []record.Aggregate{{Field: "d", Need: record.NeedNumber}}})
+	head := one.AppendCompact(nil, &record.Record{Key: "{}"})[:5:5] // version and spec
+	for flags, wantErr := range map[byte]bool{0x40: false, 0x41: true} {
+		form := append(head, 0, 0, 0, 1, flags)
+		if flags&1 != 0 {
+			form = append(form, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f) // 1.0
+		}
+		var got record.Record
+		_, err := one.DecodeCompact([]byte("{}"), form, &record.Input{}, &got)
+		if (err != nil) != wantErr || err == nil && got.Values[0] != record.NullValue {
+			t.Errorf("DecodeCompact(flags %#x) = %+v, %v, want an error: %v", flags, got.Values, err, wantErr)
+		}
 	}
 }
 
