@@ -361,7 +361,7 @@ func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, topics []st
 			d.kind, d.err = dec.DecodeCompact(r.Key, form, &d.in, &d.rec)
 			var de *record.DecodeError
 			if d.err == nil || !errors.As(d.err, &de) || de.Reason != record.ReasonBadRepartitionRecord {
-				return // a form of another config: the value's own outcome, as in format 1
+				return // read; or, for a form of another config, the value's own outcome, as in format 1
 			}
 			err = d.err
 		} else {
