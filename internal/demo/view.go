@@ -46,6 +46,13 @@ type State struct {
 	// Instances are the service instances (demo --instances), with the
 	// partitions each holds; the view lists them when there are several.
 	Instances []Instance
+	// Stage2 says the repartition stage runs: the instances list their
+	// repartition partitions too.
+	Stage2 bool
+	// Waiting is what the demo waits for, e.g. "the group to settle
+	// before the generator starts: #2 holds no partition"; "" when
+	// nothing holds it up.
+	Waiting string
 	// Check is the comparison with the one-instance reference run; nil
 	// when there is none, and then CheckNote says why.
 	Check     *CheckTally
@@ -90,9 +97,12 @@ func Render(s State) string {
 	if len(s.Instances) > 1 {
 		parts := []string{fmt.Sprintf("%d instances", len(s.Instances))}
 		for _, in := range s.Instances {
-			parts = append(parts, "#"+in.Name+": partitions "+partitionsText(in.Partitions))
+			parts = append(parts, instanceText(in, s.Stage2))
 		}
 		wrap(&b, s.Width, " · ", "  ", parts...)
+	}
+	if s.Waiting != "" && len(s.Rows) > 0 {
+		wrap(&b, s.Width, " ", "  ", "waiting for", s.Waiting)
 	}
 	if s.Check != nil || s.CheckNote != "" {
 		wrap(&b, s.Width, " ", "  ", checkText(s.Check, s.CheckNote)...)
@@ -104,7 +114,11 @@ func Render(s State) string {
 	wrap(&b, s.Width, " · ", "", fmt.Sprintf("output: %d results (%d late firings)", s.Results, s.LateFirings),
 		fmt.Sprintf("%d late events", s.Late), fmt.Sprintf("%d dead letters", s.DeadLetters))
 	b.WriteString("\n")
-	if len(s.Rows) == 0 {
+	switch {
+	case len(s.Rows) == 0 && s.Waiting != "":
+		wrap(&b, s.Width, " ", "  ", "no results yet: waiting for", s.Waiting)
+		return b.String()
+	case len(s.Rows) == 0:
 		wrap(&b, s.Width, " ", "", "no results yet:", "the first window fires once the watermark passes its end")
 		return b.String()
 	}
@@ -258,6 +272,16 @@ func fitRows(rows []Row, lines, n int) ([]Row, int) {
 	return shown, len(rows) - len(shown)
 }
 
+// instanceText is an instance's partitions: with the repartition stage,
+// those of the input topic (stage 1) and of the repartition topic (stage
+// 2, where its windows are).
+func instanceText(in Instance, stage2 bool) string {
+	if !stage2 {
+		return "#" + in.Name + ": partitions " + partitionsText(in.Partitions)
+	}
+	return "#" + in.Name + ": input " + partitionsText(in.Partitions) + ", repartition " + partitionsText(in.Stage2)
+}
+
 func partitionsText(ps []int32) string {
 	if len(ps) == 0 {
 		return "none"
@@ -297,6 +321,15 @@ func Summary(s State) string {
 			parts[i] = in.Name + ":" + partitionsText(in.Partitions)
 		}
 		line += fmt.Sprintf(" instances=%d partitions=%s", len(s.Instances), strings.Join(parts, ";"))
+		if s.Stage2 {
+			for i, in := range s.Instances {
+				parts[i] = in.Name + ":" + partitionsText(in.Stage2)
+			}
+			line += " repartition=" + strings.Join(parts, ";")
+		}
+	}
+	if s.Waiting != "" {
+		line += fmt.Sprintf(" waiting=%q", s.Waiting)
 	}
 	if c := s.Check; c != nil {
 		line += fmt.Sprintf(" compared=%d differ=%d", c.Compared, c.Differ)
