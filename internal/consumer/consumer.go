@@ -87,6 +87,7 @@ type cycle struct {
 	closing    bool      // Drain or Close began: rebalance callbacks commit nothing more
 	inTxn      bool      // exactly_once: a transaction is open
 	unfetched  time.Time // last end-offset check of never-fetched partitions
+	idle       idleCommit
 }
 
 // clients are the Kafka clients and what watches them.
