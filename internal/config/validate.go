@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -11,19 +12,25 @@ import (
 	"unicode/utf8"
 )
 
-// validate checks everything but the Kafka keys and returns the first
-// problem, in the order of the keys in Config.
+// validate checks everything but the Kafka keys and returns every
+// problem (SPEC §1: validate names every error found), in the order of
+// the keys in Config, after the unknown keys decoding found: each
+// section's first (a section's later checks assume its earlier ones
+// passed) and each aggregate's first, then every other key present where
+// it does not apply.
 func (c *Config) validate(src *sources) error {
+	errs := src.more
+	src.more = nil
 	for _, check := range []func(*sources) *KeyError{
 		c.validateSource, c.validateCSV, c.validateKey, c.validateTimestamp, c.validateFilter,
 		c.validateTLS, c.validateSASL, c.validateRegistry, c.validateWatermark, c.validateWindow,
 		c.validateAggregates, c.validateSink, c.validateService, c.validateState,
 	} {
-		if err := check(src); err != nil {
-			return err
-		}
+		errs = append(errs, check(src))
+		errs = append(errs, src.more...)
+		src.more = nil
 	}
-	return nil
+	return collect(append(errs, c.inapplicablePresent(src)...))
 }
 
 // inapplicable returns why key does not apply to c ("" if it does): such a
@@ -84,6 +91,18 @@ func (c *Config) checkApplies(src *sources, keys ...string) *KeyError {
 		}
 	}
 	return nil
+}
+
+// inapplicablePresent are the errors of every present key that does not
+// apply, by key.
+func (c *Config) inapplicablePresent(src *sources) []*KeyError {
+	var errs []*KeyError
+	for _, key := range slices.Sorted(maps.Keys(src.present)) {
+		if reason := c.inapplicable(key); reason != "" {
+			errs = append(errs, &KeyError{Key: key, Reason: reason})
+		}
+	}
+	return errs
 }
 
 func (c *Config) validateSource(*sources) *KeyError {
@@ -388,12 +407,17 @@ func (c *Config) validateAggregates(src *sources) *KeyError {
 	if len(c.Aggregates) == 0 {
 		return &KeyError{Key: "aggregates", Value: "[]", Reason: "required: at least one, such as {name: calls, fn: count}"}
 	}
+	var first *KeyError
 	for i := range c.Aggregates {
-		if err := c.validateAggregate(src, i); err != nil {
-			return err
+		switch err := c.validateAggregate(src, i); {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			src.more = append(src.more, err)
 		}
 	}
-	return nil
+	return first
 }
 
 func (c *Config) validateAggregate(src *sources, i int) *KeyError {
