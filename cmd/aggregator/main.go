@@ -179,8 +179,11 @@ func validateCmd(args []string, env []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *forCmd == "run" {
-		if err := errors.Join(cfg.ValidateKafka(), cfg.ValidateReachable()); err != nil {
+		if err := cfg.ValidateKafka(); err != nil {
 			return err
+		}
+		for _, w := range cfg.Warnings() { // run logs the same at its start
+			fmt.Fprintf(stderr, "aggregator: warning: %s\n", w)
 		}
 	}
 	_, err = stdout.Write(cfg.YAML())

@@ -43,6 +43,9 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, s
 	log.Info().Str("version", version).Strs("brokers", cfg.Source.Brokers).Str("group", cfg.Source.Group).
 		Strs("topics", cfg.Source.Topics).Str("delivery", cfg.Delivery).Str("results_topic", cfg.Sink.ResultsTopic).
 		Str("late_topic", cfg.Sink.LateTopic).Msg("starting")
+	for _, w := range cfg.Warnings() { // validate prints the same
+		log.Warn().Str("warning", w).Msg("config accepted with a warning")
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {

@@ -605,19 +605,17 @@ func (c Config) checkStateTopic(key, topic string) error {
 	return nil
 }
 
-// ValidateReachable reports an http.listen bound to a loopback address
-// (127.0.0.0/8, ::1, localhost): there /metrics, /healthz and /readyz
-// answer only on the host itself, so Kubernetes probes and Prometheus
-// scrapes fail and a rollout stalls. run allows it (a laptop may want it);
-// validate, the check before a deployment, does not.
-func (c Config) ValidateReachable() error {
+// Warnings are what run and validate (for run) both warn of and accept,
+// each naming its key and value: an http.listen bound to a loopback
+// address (127.0.0.0/8, ::1, localhost), where /metrics, /healthz and
+// /readyz answer only on the host itself, so Kubernetes probes and
+// Prometheus scrapes from elsewhere fail. Listening on loopback is a sound
+// choice on a laptop, or behind a sidecar on the same host.
+func (c Config) Warnings() []string {
 	host, _, err := net.SplitHostPort(c.HTTP.Listen)
-	if err != nil {
-		return &KeyError{Key: "http.listen", Value: c.HTTP.Listen, Reason: "must be host:port or :port, such as :9090"}
-	}
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
-		return &KeyError{Key: "http.listen", Value: c.HTTP.Listen,
-			Reason: "a loopback address answers only on this host: probes and scrapes from elsewhere fail; use :PORT to listen on every interface"}
+	if ip := net.ParseIP(host); err == nil && (host == "localhost" || ip != nil && ip.IsLoopback()) {
+		return []string{(&KeyError{Key: "http.listen", Value: c.HTTP.Listen,
+			Reason: "a loopback address answers only on this host: probes and scrapes from elsewhere fail; use :PORT to listen on every interface"}).Error()}
 	}
 	return nil
 }
