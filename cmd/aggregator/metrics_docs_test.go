@@ -131,10 +131,10 @@ func metricsWhenReady(t *testing.T, env ...string) []string {
 
 // TestRunLogs: at info, `run` in the console format writes a start line,
 // the warning of its http.listen on loopback (127.0.0.1:0 here: validate
-// prints the same), a ready line and, at SIGTERM, a stopped line; none of
-// the Kafka client's
-// own info messages; no ANSI colours on a stdout that is not a terminal;
-// and a millisecond time on every line.
+// prints the same), its partitions' assignment, a ready line and, at
+// SIGTERM, a stopped line; none of the Kafka client's own info messages;
+// no ANSI colours on a stdout that is not a terminal; and a millisecond
+// time on every line.
 func TestRunLogs(t *testing.T) {
 	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
 	defer stop()
@@ -148,11 +148,12 @@ func TestRunLogs(t *testing.T) {
 	wants := []*regexp.Regexp{
 		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} INF starting brokers=\["127\.0\.0\.1:\d+"\] delivery=exactly_once group=calls-local late_topic=calls-late results_topic=calls-windows topics=\["calls"\] version=dev$`),
 		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} WRN config accepted with a warning warning="http\.listen = \\"127\.0\.0\.1:0\\": a loopback address answers only on this host: probes and scrapes from elsewhere fail; use :PORT to listen on every interface"$`),
+		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} INF partitions rebalanced assigned="calls\[0,1\] calls-local-repartition\[0,1\]" component=consumer held="calls\[0,1\] calls-local-repartition\[0,1\]" revoked=none$`),
 		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} INF ready metrics_url=http://127\.0\.0\.1:\d+/metrics partitions=4 restored_records=0$`),
 		regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} INF stopped$`),
 	}
 	if len(lines) != len(wants) {
-		t.Fatalf("run logged %d lines, want %d (start, warning, ready, stopped):\n%s", len(lines), len(wants), out.String())
+		t.Fatalf("run logged %d lines, want %d (start, warning, assignment, ready, stopped):\n%s", len(lines), len(wants), out.String())
 	}
 	for i, re := range wants {
 		if !re.MatchString(lines[i]) {

@@ -226,7 +226,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		c.purge(c.repartitionOffsets(rd.Offsets))
 	} else {
 		c.m.Commits.WithLabelValues("aborted").Inc()
-		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
+		c.logAborted(err)
 		c.abort()
 	}
 	c.dropRevoked() // revoked while the transaction ended: after Accept or Abort
