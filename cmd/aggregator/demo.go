@@ -728,8 +728,20 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 	now := time.Now()
 	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
 		waiting: func() string { return "" }, stage2: stage2Topic(cfg),
-		state: demopkg.State{Stage2: !cfg.Source.ByKey(), Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
+		state: demopkg.State{Stage2: !cfg.Source.ByKey(), NothingLate: nothingLate(cfg.Window.Type), Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
 			Sessions: cfg.Window.Type == "session", Zone: cfg.Window.Zone()}}
+}
+
+// nothingLate says why no record is late in windows of type typ ("": they
+// have lateness).
+func nothingLate(typ string) string {
+	switch typ {
+	case "count":
+		return "nothing is late in count windows"
+	case "global":
+		return "nothing is late in a global window"
+	}
+	return ""
 }
 
 func (v *view) loop(ctx context.Context) {

@@ -311,3 +311,23 @@ func (s *syncBuffer) lastLine() string {
 	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
 	return lines[len(lines)-1]
 }
+
+// TestDemoNothingLate: with count and global windows the view says why
+// the generator's stragglers and too-late records are not late; with the
+// others it says nothing.
+func TestDemoNothingLate(t *testing.T) {
+	for window, late := range map[string]bool{"tumbling": true, "sliding": true, "session": true, "calendar": true, "count": false, "global": false} {
+		f, err := parseDemoFlags([]string{"--window", window}, new(bytes.Buffer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := demoConfig(f, []string{"127.0.0.1:9092"}, 1, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := newView(new(bytes.Buffer), f, "kfake", "http://localhost:9090/metrics", cfg, nil, nil, nil)
+		if got := v.state.NothingLate; (got == "") != late || !late && !strings.Contains(got, "nothing is late") {
+			t.Errorf("newView(--window %s).state.NothingLate = %q, want a reason: %v", window, got, !late)
+		}
+	}
+}

@@ -46,7 +46,11 @@ func Seq(r *kgo.Record) (int64, bool) {
 	return 0, false
 }
 
-// Sent returns how many records of each class were acknowledged.
+// Sent returns how many records of each class were given to the
+// producer. Each is acknowledged, or Run returns the error: counting them
+// then, not at the acknowledgement, keeps the count at or above what the
+// service has read (a record can be fetched before its producer hears the
+// broker's acknowledgement).
 func (s *Source) Sent() Counts {
 	var c Counts
 	for i := range s.sent {
@@ -93,12 +97,11 @@ func (s *Source) produce(ctx context.Context, r Record, fail func(error)) {
 	rec := &kgo.Record{Topic: s.Topic, Key: r.Key, Value: r.Value, Timestamp: r.EventTime,
 		Headers: []kgo.RecordHeader{{Key: SeqHeader, Value: strconv.AppendInt(nil, s.seq, 10)}}}
 	s.seq++
+	s.sent[r.Class].Add(1)
 	s.Client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			fail(fmt.Errorf("produce to %s: %w", s.Topic, err))
-			return
 		}
-		s.sent[r.Class].Add(1)
 	})
 }
 
@@ -310,7 +313,7 @@ func Waiting(ins []Instance, stage2 bool) string {
 }
 
 // plural is one when n is 1, else many.
-func plural(n int, one, many string) string {
+func plural[N int | int64](n N, one, many string) string {
 	if n == 1 {
 		return one
 	}

@@ -456,3 +456,49 @@ func TestRenderWaiting(t *testing.T) {
 		t.Errorf("Summary() = %q, want it to hold %q", got, want)
 	}
 }
+
+// TestRenderAt80Columns: at 80 columns, as docs/commands.md says, the
+// lines above the table wrap (between parts, and between words of a part
+// wider than the line) and nothing is cut; sessions show their bounds to
+// the millisecond (a session of one record is 1 ms long, never
+// "[05:32:44, 05:32:44)"); count and global windows say why nothing of
+// theirs is late; one result, late firing, late event and dead letter
+// are singular.
+func TestRenderAt80Columns(t *testing.T) {
+	now := time.Date(2030, 12, 1, 10, 10, 12, 0, time.UTC)
+	base := func() demo.State {
+		s := sampleState()
+		s.Width, s.Lines = 80, 24
+		s.Results, s.LateFirings, s.Late, s.DeadLetters = 1, 1, 1, 1
+		return s
+	}
+	sessions := base()
+	sessions.Sessions = true
+	sessions.Settings = "sessions, 500ms gap · max_out_of_orderness 1s · allowed_lateness 2s"
+	sessions.Rows = []demo.Row{
+		{Key: "sid_3", Start: now.Add(-7*time.Second + 44*time.Millisecond).UnixMilli(), End: now.Add(-7*time.Second + 45*time.Millisecond).UnixMilli(),
+			Count: 1, Aggregates: map[string]string{"calls": "1", "total_duration": "591", "avg_duration": "591", "p99_duration": "591"}, Firing: "on_time"},
+		{Key: "sid_4", Start: now.Add(-6 * time.Second).UnixMilli(), End: now.Add(-5*time.Second + 250*time.Millisecond).UnixMilli(),
+			Count: 2, Aggregates: map[string]string{"calls": "2", "total_duration": "1192", "avg_duration": "596", "p99_duration": "596.04"}, Firing: "on_time"},
+	}
+	count := base()
+	count.NothingLate = "nothing is late in count windows"
+	count.Settings = "count windows of 10 records, timeout 5s · max_out_of_orderness 1s · allowed_lateness 0s"
+	for name, s := range map[string]demo.State{"sessions": sessions, "count": count} {
+		t.Run(name, func(t *testing.T) {
+			got := demo.Render(s)
+			checkGolden(t, "testdata/view_80_"+name+".golden", got)
+			for line := range strings.Lines(got) {
+				if w := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); w > s.Width {
+					t.Errorf("Render(%s): line of %d columns: %q", name, w, line)
+				}
+			}
+			if strings.Contains(got, "…") {
+				t.Errorf("Render(%s) cut a line:\n%s", name, got)
+			}
+			if !strings.Contains(got, "1 result (1 late firing) · 1 late event · 1 dead letter") {
+				t.Errorf("Render(%s) lacks the singular output line:\n%s", name, got)
+			}
+		})
+	}
+}
