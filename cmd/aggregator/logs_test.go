@@ -19,6 +19,7 @@ import (
 // once it was given some); a transaction that the rebalance aborted at
 // info, not warn: no warn line at all.
 func TestRunLogsRebalances(t *testing.T) {
+	t.Parallel() // its own broker; mostly waits on the group's rebalances
 	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
 	defer stop()
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "calls"))
@@ -67,7 +68,8 @@ func TestRunLogsRebalances(t *testing.T) {
 
 // TestRunLogsOneLinePerRetry: with no broker answering, each connect
 // attempt is one warn line with its cause, not also the Kafka client's
-// own line for the failed dial.
+// own line for the failed dial. Sequential: a test running meanwhile
+// could take the closed broker's port.
 func TestRunLogsOneLinePerRetry(t *testing.T) {
 	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
 	defer stop()
