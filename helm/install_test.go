@@ -86,13 +86,12 @@ func selects(selector, labels map[string]string) bool {
 // TestValidateHookRejectsWhatThePodWould: configs the schema lets through
 // but the service rejects, so that only the hook stops them before a
 // rollout stalls. The hook's config, in the hook's environment, fails
-// `aggregator validate` (config.Parse, ValidateKafka, ValidateReachable)
+// `aggregator validate` (config.Parse, ValidateKafka)
 // naming the key.
 func TestValidateHookRejectsWhatThePodWould(t *testing.T) {
 	tests := map[string]struct{ values, key string }{
 		"unknown time zone":        {"config: {source: {timestamp: {timezone: Mars/Olympus_Mons}}}", "source.timestamp.timezone"},
 		"window offset above size": {"config: {window: {size: 5s, offset: 5s}}", "window.offset"},
-		"loopback http.listen":     {`config: {http: {listen: "127.0.0.1:9090"}}`, "http.listen"},
 		"an unknown variable":      {"extraEnv: [{name: AGGREGATOR_WINDOW_SIZEE, value: 5s}]", "AGGREGATOR_WINDOW_SIZEE"},
 	}
 	for name, tt := range tests {
@@ -123,7 +122,22 @@ func validate(t *testing.T, text string, pod corev1.PodSpec) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(cfg.ValidateKafka(), cfg.ValidateReachable())
+	return cfg.ValidateKafka()
+}
+
+// TestLoopbackListenFailsTheRender: the service accepts a loopback
+// http.listen with a warning, but in a pod the probes and scrapes come
+// from outside it: the chart refuses to render it, naming the key.
+func TestLoopbackListenFailsTheRender(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:9090", "localhost:9090", "[::1]:9090"} {
+		_, err := render(t, parseValues(t, `config: {http: {listen: "`+listen+`"}}`))
+		if err == nil || !strings.Contains(err.Error(), "config.http.listen") {
+			t.Errorf("render with http.listen %s = %v, want an error naming config.http.listen", listen, err)
+		}
+	}
+	if _, err := render(t, parseValues(t, `config: {http: {listen: ":9191"}}`)); err != nil {
+		t.Errorf("render with http.listen :9191 = %v, want it rendered", err)
+	}
 }
 
 // TestGroupDefaultsToTheRelease: two releases with the default values get

@@ -383,15 +383,16 @@ func newDemoInstances(f demoFlags, cfg config.Config, log zerolog.Logger, reg pr
 }
 
 // waitForInstances waits until every instance is ready and, with
-// several, each holds a partition and none is held twice: the generator
-// starts then, so that no instance meets a backlog in which some
-// partitions' records come before any of another's (its watermark then
-// holds nothing of the other partition, and too-late records would be
-// aggregated). It reports false if ctx ended first.
-func waitForInstances(ctx context.Context, pipes demoInstances, g prometheus.Gatherer) bool {
+// several, each holds a partition (of the input topic or, with the
+// repartition stage, of the repartition topic) and none is held twice:
+// the generator starts then, so that no instance meets a backlog in which
+// some partitions' records come before any of another's (its watermark
+// then holds nothing of the other partition, and too-late records would
+// be aggregated). It reports false if ctx ended first.
+func waitForInstances(ctx context.Context, pipes demoInstances, g prometheus.Gatherer, stage2 string) bool {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	for !pipes.ready() || !spread(pipes, g) {
+	for !pipes.ready() || unsettled(pipes, g, stage2) != "" {
 		select {
 		case <-ctx.Done():
 			return false
@@ -403,12 +404,13 @@ func waitForInstances(ctx context.Context, pipes demoInstances, g prometheus.Gat
 
 // watchWatermarks sets ok once every instance has a watermark (every
 // partition it holds had a record read; with the repartition stage, every
-// source partition reported), or ctx ends.
-func watchWatermarks(ctx context.Context, pipes demoInstances, g prometheus.Gatherer, ok *atomic.Bool) {
+// instance holding repartition partitions heard from every source
+// partition), or ctx ends.
+func watchWatermarks(ctx context.Context, pipes demoInstances, g prometheus.Gatherer, stage2 string, ok *atomic.Bool) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if haveWatermarks(pipes, g) {
+		if waitingForWatermarks(pipes, g, stage2) == "" {
 			ok.Store(true)
 			return
 		}
@@ -420,46 +422,39 @@ func watchWatermarks(ctx context.Context, pipes demoInstances, g prometheus.Gath
 	}
 }
 
-func haveWatermarks(pipes demoInstances, g prometheus.Gatherer) bool {
+// waitingForWatermarks says which instances have no watermark yet and
+// why; "" once every instance that has windows has one.
+func waitingForWatermarks(pipes demoInstances, g prometheus.Gatherer, stage2 string) string {
 	if len(pipes) == 1 {
-		p, err := demopkg.ReadPipeline(g)
-		return err == nil && p.Watermark != math.MinInt64
-	}
-	ins, err := demopkg.ReadInstances(g, demoInputTopic)
-	if err != nil || len(ins) != len(pipes) {
-		return false
-	}
-	for _, in := range ins {
-		if in.Watermark == math.MinInt64 {
-			return false
+		if p, err := demopkg.ReadPipeline(g); err != nil || p.Watermark == math.MinInt64 {
+			return "a watermark: a record of every partition"
 		}
+		return ""
 	}
-	return true
+	ins, err := demopkg.ReadInstances(g, demoInputTopic, stage2)
+	switch {
+	case err != nil:
+		return "the metrics: " + err.Error()
+	case len(ins) != len(pipes):
+		return "every instance's metrics"
+	}
+	return demopkg.Waiting(ins, stage2 != "")
 }
 
-// spread reports whether, with several instances, each holds a partition
-// of the input topic and none is held by two.
-func spread(pipes demoInstances, g prometheus.Gatherer) bool {
+// unsettled says why, with several instances, the group's assignment is
+// not one the generator may start on (demopkg.Unsettled); "" when it is.
+func unsettled(pipes demoInstances, g prometheus.Gatherer, stage2 string) string {
 	if len(pipes) == 1 {
-		return true
+		return ""
 	}
-	ins, err := demopkg.ReadInstances(g, demoInputTopic)
-	if err != nil || len(ins) != len(pipes) {
-		return false
+	ins, err := demopkg.ReadInstances(g, demoInputTopic, stage2)
+	switch {
+	case err != nil:
+		return "the metrics: " + err.Error()
+	case len(ins) != len(pipes):
+		return "every instance's metrics"
 	}
-	held := map[int32]bool{}
-	for _, in := range ins {
-		if len(in.Partitions) == 0 {
-			return false
-		}
-		for _, p := range in.Partitions {
-			if held[p] {
-				return false
-			}
-			held[p] = true
-		}
-	}
-	return true
+	return demopkg.Unsettled(ins)
 }
 
 // ready reports whether every instance is ready (/readyz).
@@ -539,11 +534,14 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 	var runErr, sourceErr, watchErr, refErr error
 	work.Go(func() { runErr = pipes.run(ctx, cancel) })
 	var watermarks atomic.Bool // every instance has one: too-late records may start
+	var started atomic.Bool    // the generator runs
+	stage2 := stage2Topic(cfg)
 	work.Go(func() {
-		if !waitForInstances(ctx, pipes, reg) {
+		if !waitForInstances(ctx, pipes, reg, stage2) {
 			return
 		}
-		go watchWatermarks(ctx, pipes, reg, &watermarks)
+		started.Store(true)
+		go watchWatermarks(ctx, pipes, reg, stage2, &watermarks)
 		source.Gen = newGen(time.Now(), watermarks.Load)
 		if sourceErr = source.Run(ctx); sourceErr != nil {
 			cancel(sourceErr)
@@ -565,6 +563,24 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 
 	v := newView(stdout, f, where, metricsURL(srv.Addr), cfg, source, board, reg)
 	v.check, v.state.CheckNote = check, checkNote
+	v.waiting = func() string {
+		if !started.Load() {
+			if len(pipes) == 1 {
+				return "the service to join the group before the generator starts"
+			}
+			if why := unsettled(pipes, reg, stage2); why != "" {
+				return "the group to settle before the generator starts: " + why
+			}
+			return ""
+		}
+		if watermarks.Load() {
+			return ""
+		}
+		if why := waitingForWatermarks(pipes, reg, stage2); why != "" && len(pipes) > 1 {
+			return "watermarks: " + why
+		}
+		return ""
+	}
 	v.loop(ctx)
 	work.Wait()
 	stop() // from here a second Ctrl-C kills the process at once
@@ -575,6 +591,15 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 	watching.Wait()
 	v.draw(true)
 	return errors.Join(runErr, sourceErr, watchErr, refErr, drainErr, srv.Shutdown(dctx))
+}
+
+// stage2Topic is the repartition topic with source.partitioning
+// repartition, "" by key.
+func stage2Topic(cfg config.Config) string {
+	if cfg.Source.ByKey() {
+		return ""
+	}
+	return cfg.State.RepartitionTopic
 }
 
 // demoClients makes the generator's producer (a Source without its
@@ -666,6 +691,8 @@ type view struct {
 	reg      prometheus.Gatherer
 	check    *demopkg.Check // nil: no one-instance check
 	lastTick time.Time
+	waiting  func() string // what the demo waits for; "" nothing
+	stage2   string        // the repartition topic; "" by key
 }
 
 func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, source *demopkg.Source, board *demopkg.Board, reg prometheus.Gatherer) *view {
@@ -700,8 +727,21 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 	}
 	now := time.Now()
 	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
-		state: demopkg.State{Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
+		waiting: func() string { return "" }, stage2: stage2Topic(cfg),
+		state: demopkg.State{Stage2: !cfg.Source.ByKey(), NothingLate: nothingLate(cfg.Window.Type), Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
 			Sessions: cfg.Window.Type == "session", Zone: cfg.Window.Zone()}}
+}
+
+// nothingLate says why no record is late in windows of type typ ("": they
+// have lateness).
+func nothingLate(typ string) string {
+	switch typ {
+	case "count":
+		return "nothing is late in count windows"
+	case "global":
+		return "nothing is late in a global window"
+	}
+	return ""
 }
 
 func (v *view) loop(ctx context.Context) {
@@ -732,8 +772,12 @@ func (v *view) draw(final bool) {
 	// The last frame keeps the partitions as they were before the drain:
 	// the instance that leaves the group first hands its partitions to
 	// those still draining.
-	if ins, err := demopkg.ReadInstances(v.reg, demoInputTopic); err == nil && !final {
+	if ins, err := demopkg.ReadInstances(v.reg, demoInputTopic, v.stage2); err == nil && !final {
 		s.Instances = ins
+	}
+	s.Waiting = ""
+	if !final {
+		s.Waiting = v.waiting()
 	}
 	if v.check != nil {
 		t := v.check.Tally()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -108,6 +109,8 @@ func checkDocCommand(t *testing.T, c docCommand) {
 		checkAggregator(t, c, words[1:], env)
 	case len(words) >= 2 && words[0] == "go" && words[1] == "test":
 		checkGoTest(t, words[2:])
+	case len(words) >= 2 && words[0] == "go" && (words[1] == "install" || words[1] == "build"):
+		checkGoBuild(t, words[1:])
 	case len(words) >= 1 && words[0] == "kcat":
 		checkKcat(t, words[1:])
 	case len(words) >= 1 && slices.Contains([]string{"docker", "kubectl", "helm"}, words[0]):
@@ -115,6 +118,26 @@ func checkDocCommand(t *testing.T, c docCommand) {
 		// and the chart's tests cover what they use.
 	default:
 		t.Fatalf("%q: no check for this command; add one to TestDocs", c.line)
+	}
+}
+
+// checkGoBuild checks a `go install` or `go build [-o NAME]` of the
+// aggregator: it builds the package named into a temporary directory (an
+// install would write to GOPATH/bin) and runs the binary's --version.
+func checkGoBuild(t *testing.T, words []string) {
+	args := words[1:]
+	if words[0] == "build" && len(args) >= 2 && args[0] == "-o" {
+		args = args[2:]
+	}
+	if len(args) != 1 || args[0] != "./cmd/aggregator" {
+		t.Fatalf("go %q: want the package ./cmd/aggregator and nothing else", words)
+	}
+	bin := filepath.Join(t.TempDir(), "aggregator")
+	if out, err := exec.Command("go", "build", "-o", bin, args[0]).CombinedOutput(); err != nil {
+		t.Fatalf("go build -o %s %s: %v\n%s", bin, args[0], err, out)
+	}
+	if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "aggregator ") {
+		t.Fatalf("%s --version = %q, %v", bin, out, err)
 	}
 }
 
@@ -344,14 +367,16 @@ func headingAnchors(md string) []string {
 
 // TestDocsConfigs loads every YAML block marked "docs-test: config" in
 // README.md and docs/*.md as `run` would: parsed, defaulted and checked,
-// the Kafka keys included.
+// the Kafka keys included; a block whose marker says file=PATH must be
+// that file, byte for byte.
 func TestDocsConfigs(t *testing.T) {
 	t.Chdir("../..")
 	files, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blockRE := regexp.MustCompile("(?ms)^<!-- docs-test: config[^\n]*-->\n```yaml\n(.*?)^```")
+	blockRE := regexp.MustCompile("(?ms)^<!-- docs-test: config([^\n]*)-->\n```yaml\n(.*?)^```")
+	fileRE := regexp.MustCompile(`\bfile=(\S+)`)
 	n := 0
 	for _, file := range append([]string{"README.md"}, files...) {
 		text, err := os.ReadFile(file)
@@ -360,7 +385,12 @@ func TestDocsConfigs(t *testing.T) {
 		}
 		for _, m := range blockRE.FindAllStringSubmatch(string(text), -1) {
 			n++
-			cfg, err := config.Parse([]byte(m[1]), nil)
+			if f := fileRE.FindStringSubmatch(m[1]); f != nil { // the block is that file, byte for byte
+				if want, err := os.ReadFile(f[1]); err != nil || string(want) != m[2] {
+					t.Errorf("%s: config block %d is not %s (%v):\n%s", file, n, f[1], err, m[2])
+				}
+			}
+			cfg, err := config.Parse([]byte(m[2]), nil)
 			if err == nil {
 				err = cfg.ValidateKafka()
 			}

@@ -2,14 +2,16 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // TestHelp: every subcommand's --help starts with its synopsis, a one-line
 // description and an example that TestDocs-style use would accept (the
-// command exists), then the flags; the top-level usage names every flag of
-// broker, --data-dir included.
+// command exists), then the flags; the top-level usage and
+// docs/commands.md name every flag of broker.
 func TestHelp(t *testing.T) {
 	for name, h := range commandHelp {
 		t.Run(name, func(t *testing.T) {
@@ -35,6 +37,28 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{"broker [--port 9092] [--topics calls] [--partitions 1] [--data-dir DIR]", "demo", "run", "replay", "validate"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("aggregator --help:\n%s\nwant %q", stdout.String(), want)
+		}
+	}
+	// Every flag of broker, as broker --help lists them, in the top-level
+	// usage and in docs/commands.md.
+	var brokerHelp bytes.Buffer
+	if err := run(t.Context(), []string{"broker", "--help"}, nil, nil, &brokerHelp, &brokerHelp); err != nil {
+		t.Fatal(err)
+	}
+	commands, err := os.ReadFile("../../docs/commands.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(brokerHelp.String(), -1)
+	if len(flags) < 6 {
+		t.Fatalf("broker --help lists %d flags, want 6 or more:\n%s", len(flags), brokerHelp.String())
+	}
+	for _, f := range flags {
+		if !strings.Contains(stdout.String(), "[--"+f[1]) {
+			t.Errorf("aggregator --help does not name broker's --%s:\n%s", f[1], stdout.String())
+		}
+		if !strings.Contains(string(commands), "--"+f[1]) {
+			t.Errorf("docs/commands.md does not name broker's --%s", f[1])
 		}
 	}
 }

@@ -43,6 +43,9 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, s
 	log.Info().Str("version", version).Strs("brokers", cfg.Source.Brokers).Str("group", cfg.Source.Group).
 		Strs("topics", cfg.Source.Topics).Str("delivery", cfg.Delivery).Str("results_topic", cfg.Sink.ResultsTopic).
 		Str("late_topic", cfg.Sink.LateTopic).Msg("starting")
+	for _, w := range cfg.Warnings() { // validate prints the same
+		log.Warn().Str("warning", w).Msg("config accepted with a warning")
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -67,26 +70,26 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, s
 // readyCheck is how often logReady looks at readiness.
 const readyCheck = 100 * time.Millisecond
 
-// logReady writes one info line each time the service becomes ready (at
-// start, and again after a rebalance or an outage): the partitions it
-// holds, the changelog records restored so far and where the metrics are.
-// It returns when ctx ends.
+// logReady writes one info line the first time the service is ready: the
+// partitions it holds, the changelog records restored so far and where
+// the metrics are. Later changes have lines of their own (each rebalance,
+// the brokers going silent and answering again); /readyz and
+// aggregator_ready follow every restore. It returns then, or when ctx
+// ends.
 func logReady(ctx context.Context, log zerolog.Logger, ready func() bool, reg prometheus.Gatherer, url string) {
 	t := time.NewTicker(readyCheck)
 	defer t.Stop()
-	was := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := ready()
-		if now && !was {
+		if ready() {
 			partitions, restored := readyFigures(reg)
 			log.Info().Int("partitions", partitions).Int64("restored_records", restored).Str("metrics_url", url).Msg("ready")
+			return
 		}
-		was = now
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,18 +36,20 @@ func TestValidate(t *testing.T) {
 		env    []string
 		want   string // "" = valid; else a text of the error
 	}{
-		"everything run needs":           {withKafka(""), nil, nil, ""},
-		"no results topic":               {strings.Replace(withKafka(""), "results_topic: calls-windows, ", "", 1), nil, nil, "sink.results_topic"},
-		"no Kafka keys":                  {forRun, nil, nil, "source.brokers"},
-		"no Kafka keys, --for run":       {forRun, []string{"--for", "run"}, nil, "source.brokers"},
-		"no Kafka keys, --for replay":    {replayOnly, []string{"--for", "replay"}, nil, ""},
-		"loopback listen":                {withKafka(`http: {listen: "127.0.0.1:9090"}`), nil, nil, "http.listen"},
-		"localhost listen":               {withKafka(`http: {listen: "localhost:9090"}`), nil, nil, "loopback"},
-		"IPv6 loopback listen":           {withKafka(`http: {listen: "[::1]:9090"}`), nil, nil, "loopback"},
-		"every interface":                {withKafka(`http: {listen: ":9090"}`), nil, nil, ""},
+		"everything run needs":        {withKafka(""), nil, nil, ""},
+		"no results topic":            {strings.Replace(withKafka(""), "results_topic: calls-windows, ", "", 1), nil, nil, "sink.results_topic"},
+		"no Kafka keys":               {forRun, nil, nil, "source.brokers"},
+		"no Kafka keys, --for run":    {forRun, []string{"--for", "run"}, nil, "source.brokers"},
+		"no Kafka keys, --for replay": {replayOnly, []string{"--for", "replay"}, nil, ""},
+		"loopback listen":             {withKafka(`http: {listen: "127.0.0.1:9090"}`), nil, nil, ""},
+		"localhost listen":            {withKafka(`http: {listen: "localhost:9090"}`), nil, nil, ""},
+		"IPv6 loopback listen":        {withKafka(`http: {listen: "[::1]:9090"}`), nil, nil, ""},
+		"every interface":             {withKafka(`http: {listen: ":9090"}`), nil, nil, ""},
+		"every error named": {strings.Replace(strings.Replace(withKafka(""), "window: {size: 5s}", "window: {sizee: 5s}", 1), "fn: sum", "fn: summ", 1), nil, nil,
+			`window.sizee = "5s": unknown key (did you mean window.size?)` + "\n" + `aggregates[0].fn = "summ": must be one of`},
 		"one interface":                  {withKafka(`http: {listen: "10.0.0.7:9090"}`), nil, nil, ""},
 		"loopback listen, --for replay":  {replayOnly + `http: {listen: "127.0.0.1:9090"}`, []string{"--for", "replay"}, nil, ""},
-		"loopback from the environment":  {withKafka(""), nil, []string{"AGGREGATOR_HTTP_LISTEN=127.0.0.1:9090"}, "http.listen"},
+		"loopback from the environment":  {withKafka(""), nil, []string{"AGGREGATOR_HTTP_LISTEN=127.0.0.1:9090"}, ""},
 		"unknown variable":               {withKafka(""), nil, []string{"AGGREGATOR_WINDOW_SIZEE=5s"}, "AGGREGATOR_WINDOW_SIZEE: no config key has this variable (did you mean AGGREGATOR_WINDOW_SIZE?)"},
 		"unknown variable, --for replay": {replayOnly, []string{"--for", "replay"}, []string{"AGGREGATOR_SORCE_GROUP=g"}, "did you mean AGGREGATOR_SOURCE_GROUP?"},
 		"other variables are ignored":    {withKafka(""), nil, []string{"HOME=/root", "AGGREGATOR=1", "KAFKA_BROKERS=x"}, ""},
@@ -75,6 +78,13 @@ func TestValidate(t *testing.T) {
 				t.Errorf("run(%q) = %v (exit %d), want exit 2 with an error containing %q", args, err, exitCode(err), tt.want)
 			case tt.want == "" && !strings.Contains(stdout.String(), "total_duration"):
 				t.Errorf("run(%q) printed %q, want the effective config", args, stdout.String())
+			}
+			// A loopback http.listen is a warning for run, which run logs too.
+			loopback := strings.Contains(name, "loopback") || strings.Contains(name, "localhost")
+			warned := strings.Contains(stderr.String(), "aggregator: warning: http.listen = ") &&
+				strings.Contains(stderr.String(), "a loopback address answers only on this host")
+			if forRun := !slices.Contains(tt.args, "replay"); warned != (loopback && forRun) {
+				t.Errorf("run(%q) wrote %q to stderr, want a warning about http.listen: %v", args, stderr.String(), loopback && forRun)
 			}
 		})
 	}

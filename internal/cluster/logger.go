@@ -18,7 +18,18 @@ import (
 // keep their level.
 type Logger struct {
 	log zerolog.Logger
+	// retried: the caller retries this client's failed requests and logs
+	// each attempt with its cause, so kgo's line per failed dial is debug.
+	retried bool
 }
+
+// dialFailed is kgo's message for a broker connection that failed.
+const dialFailed = "unable to open connection to broker"
+
+// Retried returns l for a client whose failed requests the caller
+// retries and logs, one line an attempt with the cause (the connect and
+// restore retries): kgo's own line per failed dial would say it twice.
+func (l *Logger) Retried() *Logger { return &Logger{log: l.log, retried: true} }
 
 var _ kgo.Logger = (*Logger)(nil)
 
@@ -44,6 +55,9 @@ func (l *Logger) Level() kgo.LogLevel {
 
 // Log writes one kgo message; keyvals are kgo's alternating keys and values.
 func (l *Logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if l.retried && msg == dialFailed {
+		level = kgo.LogLevelDebug
+	}
 	e := l.log.WithLevel(zerologLevel(level))
 	if e == nil {
 		return

@@ -493,3 +493,38 @@ func TestChangelogTopicDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestParseNamesEveryError: Parse names every error it finds in one run
+// (SPEC §1), one a line in the order of the keys, not only the first;
+// a key inside one already named, or a key "required" that an unknown key
+// was meant to be, is not named again.
+func TestParseNamesEveryError(t *testing.T) {
+	tests := map[string]struct {
+		sections map[string]string
+		want     string
+	}{
+		"unknown key and unknown fn": {map[string]string{"window": "{sizee: 5s}", "aggregates": "[{name: s, fn: summ, field: d}]"},
+			`window.sizee = "5s": unknown key (did you mean window.size?)` + "\n" +
+				`aggregates[0].fn = "summ": must be one of ` + strings.Join(aggFnNames[:], ", ")},
+		"count window with offset and allowed_lateness": {map[string]string{"window": "{type: count, size: 10, offset: 1s, allowed_lateness: 2s}"},
+			`window.offset = "1s": does not apply to window.type count: nothing is late in a count window, and it fires when full (or at its timeout)` + "\n" +
+				`window.allowed_lateness = "2s": does not apply to window.type count: nothing is late in a count window, and it fires when full (or at its timeout)`},
+		"two aggregates": {map[string]string{"aggregates": "[{name: a, fn: summ, field: d}, {name: b, fn: quantile, field: d}]"},
+			`aggregates[0].fn = "summ": must be one of ` + strings.Join(aggFnNames[:], ", ") + "\n" +
+				`aggregates[1].q: required for fn quantile: a number above 0, at most 1, such as 0.99`},
+		"two sections": {map[string]string{"source": "{timestamp: {field: t}, start_offset: first}", "sink": "{compression: brotli}"},
+			`source.start_offset = "first": must be one of earliest, latest` + "\n" +
+				`sink.compression = "brotli": must be one of none, gzip, snappy, lz4, zstd`},
+		"a section and the keys inside it": {map[string]string{"source": "{timestamp: {field: t}, csv: {columns: [a], delimiter: ';'}}"},
+			`source.csv: applies only to source.format csv`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			data := doc(tt.sections)
+			_, err := Parse(data, nil)
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalid) {
+				t.Errorf("Parse(%q) = %v, want (wrapping ErrInvalid):\n%s", data, err, tt.want)
+			}
+		})
+	}
+}

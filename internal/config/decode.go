@@ -23,15 +23,25 @@ type sources struct {
 	present map[string]bool
 	text    map[string]string // the value as written, for scalars
 	env     map[string]string // the environment variable, for overrides
+	// more are the errors found beside the one a check returns (every
+	// unknown key, every aggregate's first problem): validate names them
+	// all.
+	more []*KeyError
 }
 
 func newSources() *sources {
 	return &sources{present: map[string]bool{}, text: map[string]string{}, env: map[string]string{}}
 }
 
-// annotate fills a *KeyError in err with the value as written and its
+// annotate fills each *KeyError in err with the value as written and its
 // variable, and keeps secrets out of it.
 func (s *sources) annotate(err error) error {
+	if errs, ok := err.(Errors); ok {
+		for _, e := range errs {
+			s.annotate(e)
+		}
+		return err
+	}
 	var ke *KeyError
 	if !errors.As(err, &ke) {
 		return err
@@ -113,8 +123,8 @@ func (s *sources) mapping(n *yaml.Node, v reflect.Value, path string) error {
 			return &KeyError{Key: join(path, nodeText(kn)), Value: nodeText(vn), Reason: "a key must be a plain name"}
 		case seen[kn.Value]:
 			return &KeyError{Key: key, Value: nodeText(vn), Reason: "duplicate key"}
-		case !known:
-			return &KeyError{Key: key, Value: nodeText(vn), Reason: unknownKey(path, kn.Value, fields)}
+		case !known: // named with the rest: the keys around it are still read
+			s.more = append(s.more, &KeyError{Key: key, Value: nodeText(vn), Reason: unknownKey(path, kn.Value, fields)})
 		default:
 			seen[kn.Value] = true
 			if err := s.value(vn, v.Field(idx), key); err != nil {

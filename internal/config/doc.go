@@ -4,9 +4,9 @@
 // error Load and Parse return wraps ErrInvalid, and most are a *KeyError
 // naming the key and the offending value. A Config returned by Load is
 // complete: other packages use it as given and never re-check it, except
-// that the Kafka keys are checked by ValidateKafka, since replay needs none,
-// and an http.listen reachable from other hosts by ValidateReachable, which
-// only validate asks for. CheckEnv reports AGGREGATOR_* variables that
+// that the Kafka keys are checked by ValidateKafka, since replay needs none.
+// Warnings are what run and validate warn of and accept (an http.listen on
+// a loopback address). CheckEnv reports AGGREGATOR_* variables that
 // override no key.
 //
 // Key names and YAML enum strings live here only: the other packages ask

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -40,4 +41,53 @@ func SessionTimeoutRefused(st, lo, hi time.Duration) *KeyError {
 	return &KeyError{Key: "source.session_timeout", Value: formatDuration(st),
 		Reason: "the brokers refuse it (INVALID_SESSION_TIMEOUT): " + bounds +
 			" (group.min.session.timeout.ms, group.max.session.timeout.ms)"}
+}
+
+// Errors is every problem Parse found in a config, in the order of the
+// keys in Config (unknown keys first), when it found more than one: one
+// a line. Each is a *KeyError, and Errors wraps ErrInvalid through them.
+type Errors []error
+
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, err := range e {
+		lines[i] = err.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e Errors) Unwrap() []error { return e }
+
+// collect makes one error of errs: nil, the error itself, or Errors. It
+// leaves out nil ones and those that repeat another: a key named already
+// or inside one named (source.csv.columns after source.csv), and a key
+// "required" that an unknown key was taken for (window.size after
+// "window.sizee: unknown key (did you mean window.size?)").
+func collect(errs []*KeyError) error {
+	var out Errors
+	var named []*KeyError
+	repeats := func(err *KeyError) bool {
+		for _, n := range named {
+			inside := strings.HasPrefix(err.Key, n.Key) && len(err.Key) > len(n.Key) && strings.ContainsRune(".[", rune(err.Key[len(n.Key)]))
+			meant := strings.HasPrefix(err.Reason, "required") && strings.Contains(n.Reason, "(did you mean "+err.Key+"?)")
+			if err.Key == n.Key || inside || meant {
+				return true
+			}
+		}
+		return false
+	}
+	for _, err := range errs {
+		if err == nil || repeats(err) {
+			continue
+		}
+		named = append(named, err)
+		out = append(out, err)
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -28,9 +29,13 @@ func Parse(data []byte, getenv func(string) string) (Config, error) {
 	if err == nil && getenv != nil {
 		err = src.applyEnv(&c, getenv)
 	}
-	if err == nil {
+	var ke *KeyError
+	switch {
+	case err == nil:
 		c.deriveDefaults()
 		err = c.validate(src)
+	case errors.As(err, &ke):
+		err = collect(append(src.more, ke)) // the unknown keys found before it too
 	}
 	if err == nil {
 		err = c.readPasswordFile()

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -11,19 +12,25 @@ import (
 	"unicode/utf8"
 )
 
-// validate checks everything but the Kafka keys and returns the first
-// problem, in the order of the keys in Config.
+// validate checks everything but the Kafka keys and returns every
+// problem (SPEC §1: validate names every error found), in the order of
+// the keys in Config, after the unknown keys decoding found: each
+// section's first (a section's later checks assume its earlier ones
+// passed) and each aggregate's first, then every other key present where
+// it does not apply.
 func (c *Config) validate(src *sources) error {
+	errs := src.more
+	src.more = nil
 	for _, check := range []func(*sources) *KeyError{
 		c.validateSource, c.validateCSV, c.validateKey, c.validateTimestamp, c.validateFilter,
 		c.validateTLS, c.validateSASL, c.validateRegistry, c.validateWatermark, c.validateWindow,
 		c.validateAggregates, c.validateSink, c.validateService, c.validateState,
 	} {
-		if err := check(src); err != nil {
-			return err
-		}
+		errs = append(errs, check(src))
+		errs = append(errs, src.more...)
+		src.more = nil
 	}
-	return nil
+	return collect(append(errs, c.inapplicablePresent(src)...))
 }
 
 // inapplicable returns why key does not apply to c ("" if it does): such a
@@ -82,6 +89,18 @@ func (c *Config) checkApplies(src *sources, keys ...string) *KeyError {
 		}
 	}
 	return nil
+}
+
+// inapplicablePresent are the errors of every present key that does not
+// apply, by key.
+func (c *Config) inapplicablePresent(src *sources) []*KeyError {
+	var errs []*KeyError
+	for _, key := range slices.Sorted(maps.Keys(src.present)) {
+		if reason := c.inapplicable(key); reason != "" {
+			errs = append(errs, &KeyError{Key: key, Reason: reason})
+		}
+	}
+	return errs
 }
 
 func (c *Config) validateSource(*sources) *KeyError {
@@ -386,12 +405,17 @@ func (c *Config) validateAggregates(src *sources) *KeyError {
 	if len(c.Aggregates) == 0 {
 		return &KeyError{Key: "aggregates", Value: "[]", Reason: "required: at least one, such as {name: calls, fn: count}"}
 	}
+	var first *KeyError
 	for i := range c.Aggregates {
-		if err := c.validateAggregate(src, i); err != nil {
-			return err
+		switch err := c.validateAggregate(src, i); {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			src.more = append(src.more, err)
 		}
 	}
-	return nil
+	return first
 }
 
 func (c *Config) validateAggregate(src *sources, i int) *KeyError {
@@ -583,19 +607,17 @@ func (c Config) checkStateTopic(key, topic string) error {
 	return nil
 }
 
-// ValidateReachable reports an http.listen bound to a loopback address
-// (127.0.0.0/8, ::1, localhost): there /metrics, /healthz and /readyz
-// answer only on the host itself, so Kubernetes probes and Prometheus
-// scrapes fail and a rollout stalls. run allows it (a laptop may want it);
-// validate, the check before a deployment, does not.
-func (c Config) ValidateReachable() error {
+// Warnings are what run and validate (for run) both warn of and accept,
+// each naming its key and value: an http.listen bound to a loopback
+// address (127.0.0.0/8, ::1, localhost), where /metrics, /healthz and
+// /readyz answer only on the host itself, so Kubernetes probes and
+// Prometheus scrapes from elsewhere fail. Listening on loopback is a sound
+// choice on a laptop, or behind a sidecar on the same host.
+func (c Config) Warnings() []string {
 	host, _, err := net.SplitHostPort(c.HTTP.Listen)
-	if err != nil {
-		return &KeyError{Key: "http.listen", Value: c.HTTP.Listen, Reason: "must be host:port or :port, such as :9090"}
-	}
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
-		return &KeyError{Key: "http.listen", Value: c.HTTP.Listen,
-			Reason: "a loopback address answers only on this host: probes and scrapes from elsewhere fail; use :PORT to listen on every interface"}
+	if ip := net.ParseIP(host); err == nil && (host == "localhost" || ip != nil && ip.IsLoopback()) {
+		return []string{(&KeyError{Key: "http.listen", Value: c.HTTP.Listen,
+			Reason: "a loopback address answers only on this host: probes and scrapes from elsewhere fail; use :PORT to listen on every interface"}).Error()}
 	}
 	return nil
 }

@@ -46,8 +46,13 @@ func (c *Consumer) commit(ctx context.Context) error {
 // identical) but never counts a record twice (see package state).
 func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	rd1 := c.stage1Ready()
-	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data
 	rd := c.proc.Ready(true)
+	offsets := c.offsets(rd.Offsets, rd1.Offsets)
+	if c.nothingToCommit(offsets, rd, rd1) {
+		c.accept()
+		return nil
+	}
+	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data
 	c.writer.Write(rd.Outputs)
 	c.writer.Changelog(ctx, rd.Changelog)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
@@ -59,7 +64,6 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
-	offsets := c.offsets(rd.Offsets, rd1.Offsets)
 	if len(offsets) == 0 {
 		c.accept()
 		return nil
@@ -73,6 +77,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 		return fmt.Errorf("commit: %w", cerr)
 	}
 	c.m.Commits.WithLabelValues("committed").Inc()
+	c.noteCommitted(offsets)
 	c.writer.Committed()
 	c.accept()
 	c.purge(c.repartitionOffsets(rd.Offsets))
@@ -158,13 +163,16 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	rd := c.proc.Ready(true)
 	c.writer.Write(rd.Outputs)
 	offsets := c.offsets(rd.Offsets, rd1.Offsets)
-	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 && len(rd.Watermarks) == 0 && len(rd1.Outputs) == 0 {
+	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 && len(rd.Watermarks) == 0 && len(rd1.Outputs) == 0 ||
+		c.nothingToCommit(offsets, rd, rd1) {
 		// Nothing processed and nothing restored: the transaction holds
 		// no state change (outputs come from processed records or
 		// restored state, and both have a position). Ending it would cost
 		// 500ms: kgo takes a commit without offsets for a broker without
-		// KIP-447 and holds its session lock that long. It stays open,
-		// and nothing was written to accept.
+		// KIP-447 and holds its session lock that long. Or, caught up and
+		// idle, it would commit the last commit's offsets again (see
+		// nothingToCommit). It stays open, and nothing was written to
+		// accept.
 		return nil
 	}
 	c.writer.Changelog(ctx, rd.Changelog)
@@ -212,12 +220,13 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	}
 	if committed {
 		c.m.Commits.WithLabelValues("committed").Inc()
+		c.noteCommitted(offsets)
 		c.writer.Committed()
 		c.accept()
 		c.purge(c.repartitionOffsets(rd.Offsets))
 	} else {
 		c.m.Commits.WithLabelValues("aborted").Inc()
-		c.log.Warn().Err(err).Msg("transaction aborted (rebalance, fenced or a failed record); state goes back to the last commit")
+		c.logAborted(err)
 		c.abort()
 	}
 	c.dropRevoked() // revoked while the transaction ended: after Accept or Abort
@@ -292,6 +301,7 @@ func (c *Consumer) begin() error {
 // pipeline restores them before it applies their records again) and the
 // polls taken before. c.mu and c.fetch.polling are held.
 func (c *Consumer) abort() {
+	c.forgetCommitted()
 	c.proc.Abort(c.nowMs())
 	if c.parts.input != nil {
 		c.parts.input.core.Abort(c.nowMs())

@@ -87,6 +87,7 @@ type cycle struct {
 	closing    bool      // Drain or Close began: rebalance callbacks commit nothing more
 	inTxn      bool      // exactly_once: a transaction is open
 	unfetched  time.Time // last end-offset check of never-fetched partitions
+	idle       idleCommit
 }
 
 // clients are the Kafka clients and what watches them.
@@ -151,6 +152,9 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, err
 	}
+	// Its dials fail only within the connect and restore retries, which
+	// log each attempt with the cause.
+	base = append(base, kgo.WithLogger(cluster.NewLogger(log, "kafka_restore").Retried()))
 	// Every client reports to c.kafka.auth and c.kafka.reach; extra comes last.
 	c.kafka.extra = append([]kgo.Opt{kgo.WithHooks(c.kafka.auth, c.kafka.reach)}, extra...)
 	c.kafka.readOpts = append(base, c.kafka.extra...)

@@ -33,6 +33,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 			c.log.Debug().Str("topic", topic).Int32("partition", n).Msg("partition assigned")
 		}
 	}
+	c.logRebalance(added)
 	c.updateReady()
 }
 
@@ -45,6 +46,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 // transactions holding c.mu: so with exactly_once this only queues the
 // partitions, and the engine goroutine drops them (dropRevoked).
 func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	c.revocations.note(revoked)
 	if c.kafka.sess != nil {
 		c.revocations.add(revoked)
 		return
@@ -62,6 +64,7 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // lost drops partitions that another member may own already: committing
 // them could rewind its progress.
 func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	c.revocations.note(lost)
 	if c.kafka.sess != nil {
 		c.revocations.add(lost)
 		return
@@ -74,8 +77,9 @@ func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 // revocations are partitions revoked or lost (exactly_once) that the
 // engine goroutine has not dropped yet. Safe for concurrent use.
 type revocations struct {
-	mu    sync.Mutex
-	queue []topicPartition
+	mu     sync.Mutex
+	queue  []topicPartition
+	logged map[string][]int32 // revoked or lost since the last rebalance line
 }
 
 // add notes partitions to drop. No poll returns their records any more

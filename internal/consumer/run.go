@@ -196,9 +196,9 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.proc.Tick(now)
 	if s := c.parts.input; s != nil {
 		s.core.Tick(now)
-		c.writer.Write(s.core.Ready(false, now).Outputs)
+		c.write(s.core.Ready(false, now).Outputs)
 	}
-	c.writer.Write(c.proc.Ready(false).Outputs)
+	c.write(c.proc.Ready(false).Outputs)
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +46,11 @@ func Seq(r *kgo.Record) (int64, bool) {
 	return 0, false
 }
 
-// Sent returns how many records of each class were acknowledged.
+// Sent returns how many records of each class were given to the
+// producer. Each is acknowledged, or Run returns the error: counting them
+// then, not at the acknowledgement, keeps the count at or above what the
+// service has read (a record can be fetched before its producer hears the
+// broker's acknowledgement).
 func (s *Source) Sent() Counts {
 	var c Counts
 	for i := range s.sent {
@@ -92,12 +97,11 @@ func (s *Source) produce(ctx context.Context, r Record, fail func(error)) {
 	rec := &kgo.Record{Topic: s.Topic, Key: r.Key, Value: r.Value, Timestamp: r.EventTime,
 		Headers: []kgo.RecordHeader{{Key: SeqHeader, Value: strconv.AppendInt(nil, s.seq, 10)}}}
 	s.seq++
+	s.sent[r.Class].Add(1)
 	s.Client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			fail(fmt.Errorf("produce to %s: %w", s.Topic, err))
-			return
 		}
-		s.sent[r.Class].Add(1)
 	})
 }
 
@@ -167,15 +171,28 @@ const InstanceLabel = "demo_instance"
 // Instance is one service instance as its metrics show it.
 type Instance struct {
 	Name       string  // its InstanceLabel value
+	Ready      bool    // aggregator_ready
 	Partitions []int32 // the partitions of the input topic it holds, ascending
-	Watermark  int64   // its merged watermark in ms; math.MinInt64 if none yet
+	// Stage2 are the partitions of the repartition topic it holds (with
+	// source.partitioning repartition), ascending: its windows are there.
+	// An instance may hold partitions of one stage only: the group's
+	// balancer shares out the partitions of both topics together.
+	Stage2 []int32
+	// Silent are the held input partitions that have no watermark yet
+	// (no record read from them).
+	Silent []int32
+	// Unreported is how many source partitions no marker has reported to
+	// its stage 2 yet (aggregator_sources_unreported).
+	Unreported int
+	Watermark  int64 // its merged watermark in ms; math.MinInt64 if none yet
 }
 
 // ReadInstances returns, for each value of InstanceLabel in g (by name,
-// numbers in order), the partitions of topic that instance holds: those
-// with an aggregator_partition_watermark_seconds series, which an
-// instance keeps for each partition it is assigned.
-func ReadInstances(g prometheus.Gatherer, topic string) ([]Instance, error) {
+// numbers in order), the partitions of topic and of stage2 (the
+// repartition topic; "" by key) that instance holds: those with an
+// aggregator_partition_watermark_seconds series, which an instance keeps
+// for each partition it is assigned.
+func ReadInstances(g prometheus.Gatherer, topic, stage2 string) ([]Instance, error) {
 	families, err := g.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather metrics: %w", err)
@@ -198,14 +215,25 @@ func ReadInstances(g prometheus.Gatherer, topic string) ([]Instance, error) {
 				continue
 			}
 			in := note(name)
-			if f.GetName() == "aggregator_watermark_seconds" {
+			switch f.GetName() {
+			case "aggregator_watermark_seconds":
 				in.Watermark = watermarkMillis(m.GetGauge().GetValue())
-			}
-			if f.GetName() != "aggregator_partition_watermark_seconds" || labels["topic"] != topic {
-				continue
-			}
-			if p, err := strconv.ParseInt(labels["partition"], 10, 32); err == nil {
-				in.Partitions = append(in.Partitions, int32(p))
+			case "aggregator_ready":
+				in.Ready = m.GetGauge().GetValue() == 1
+			case "aggregator_sources_unreported":
+				in.Unreported = int(m.GetGauge().GetValue())
+			case "aggregator_partition_watermark_seconds":
+				p, err := strconv.ParseInt(labels["partition"], 10, 32)
+				switch {
+				case err != nil:
+				case labels["topic"] == topic:
+					in.Partitions = append(in.Partitions, int32(p))
+					if watermarkMillis(m.GetGauge().GetValue()) == math.MinInt64 {
+						in.Silent = append(in.Silent, int32(p))
+					}
+				case stage2 != "" && labels["topic"] == stage2:
+					in.Stage2 = append(in.Stage2, int32(p))
+				}
 			}
 		}
 	}
@@ -213,9 +241,83 @@ func ReadInstances(g prometheus.Gatherer, topic string) ([]Instance, error) {
 	for _, name := range slices.SortedFunc(maps.Keys(byName), naturalCompare) {
 		in := byName[name]
 		slices.Sort(in.Partitions)
+		slices.Sort(in.Stage2)
+		slices.Sort(in.Silent)
 		out = append(out, *in)
 	}
 	return out, nil
+}
+
+// Unsettled says why the group's assignment is not yet one the
+// generator may start on: an instance not ready, or holding no partition
+// (of either stage), or a partition held twice (mid-rebalance). "" when
+// every instance is ready and holds a partition, and none is held twice.
+// An instance holding only input partitions (stage 1) or only
+// repartition partitions (stage 2) is settled: the group's balancer
+// shares out both topics' partitions together.
+func Unsettled(ins []Instance) string {
+	var why []string
+	held := map[[2]int32]string{} // {stage, partition}: holder
+	for _, in := range ins {
+		switch {
+		case !in.Ready:
+			why = append(why, "#"+in.Name+" is not ready")
+		case len(in.Partitions)+len(in.Stage2) == 0:
+			why = append(why, "#"+in.Name+" holds no partition")
+		}
+		for stage, ps := range [][]int32{in.Partitions, in.Stage2} {
+			for _, p := range ps {
+				tp := [2]int32{int32(stage), p}
+				if other, ok := held[tp]; ok {
+					why = append(why, fmt.Sprintf("%s %d is held by #%s and #%s", stageName(stage), p, other, in.Name))
+				}
+				held[tp] = in.Name
+			}
+		}
+	}
+	return strings.Join(why, ", ")
+}
+
+func stageName(stage int) string {
+	if stage == 0 {
+		return "partition"
+	}
+	return "repartition partition"
+}
+
+// Waiting says which instances have no watermark yet, and what each waits
+// for: by key (stage2 false), a first record on each of its partitions;
+// with the repartition stage, a marker from every source partition, on
+// an instance holding repartition partitions (one holding only input
+// partitions has no windows, and no watermark of its own). "" when every
+// instance that needs one has a watermark.
+func Waiting(ins []Instance, stage2 bool) string {
+	var why []string
+	for _, in := range ins {
+		if in.Watermark != math.MinInt64 {
+			continue
+		}
+		switch {
+		case stage2 && len(in.Stage2) == 0:
+		case stage2 && in.Unreported > 0:
+			why = append(why, fmt.Sprintf("#%s for markers from %d source %s", in.Name, in.Unreported, plural(in.Unreported, "partition", "partitions")))
+		case stage2:
+			why = append(why, "#"+in.Name+" for a watermark from its repartition partitions")
+		case len(in.Silent) > 0:
+			why = append(why, fmt.Sprintf("#%s for a first record on %s %s", in.Name, plural(len(in.Silent), "partition", "partitions"), partitionsText(in.Silent)))
+		default:
+			why = append(why, "#"+in.Name+" for a partition")
+		}
+	}
+	return strings.Join(why, ", ")
+}
+
+// plural is one when n is 1, else many.
+func plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // watermarkMillis turns the gauge back into ms. The gauge starts at 0 and

@@ -31,6 +31,10 @@ type State struct {
 	// late for its own window still joins a session of its key that is
 	// open, so the view does not promise it is a late event.
 	Sessions bool
+	// NothingLate says why no record is late, e.g. "nothing is late in
+	// count windows": the generator's stragglers and too-late records are
+	// then aggregated like the others. "": windows with lateness.
+	NothingLate string
 	// Zone is calendar days' time zone: the table shows each window as
 	// its local day and length, the watermark as a local time (the event
 	// clock runs far from the wall clock). nil: times in UTC.
@@ -46,6 +50,13 @@ type State struct {
 	// Instances are the service instances (demo --instances), with the
 	// partitions each holds; the view lists them when there are several.
 	Instances []Instance
+	// Stage2 says the repartition stage runs: the instances list their
+	// repartition partitions too.
+	Stage2 bool
+	// Waiting is what the demo waits for, e.g. "the group to settle
+	// before the generator starts: #2 holds no partition"; "" when
+	// nothing holds it up.
+	Waiting string
 	// Check is the comparison with the one-instance reference run; nil
 	// when there is none, and then CheckNote says why.
 	Check     *CheckTally
@@ -76,8 +87,11 @@ func Render(s State) string {
 		fmt.Sprintf("produced %d (%.1f/s)", s.Sent.Total(), s.SentRate),
 		fmt.Sprintf("processed %.0f (%.1f/s)", s.Processed, s.ProcessedRate))
 	tooLate := fmt.Sprintf("%d too late", s.Sent[TooLate])
-	if s.Sessions {
+	switch {
+	case s.Sessions:
 		tooLate = fmt.Sprintf("%d too late for their own window (late events unless they join an open session)", s.Sent[TooLate])
+	case s.NothingLate != "":
+		tooLate = fmt.Sprintf("%d too late (%s: these and the stragglers are aggregated)", s.Sent[TooLate], s.NothingLate)
 	}
 	wrap(&b, s.Width, ", ", "    ", "  generated: "+strconv.FormatInt(s.Sent[OnTime], 10)+" on time",
 		fmt.Sprintf("%d stragglers", s.Sent[Straggler]), tooLate,
@@ -90,9 +104,12 @@ func Render(s State) string {
 	if len(s.Instances) > 1 {
 		parts := []string{fmt.Sprintf("%d instances", len(s.Instances))}
 		for _, in := range s.Instances {
-			parts = append(parts, "#"+in.Name+": partitions "+partitionsText(in.Partitions))
+			parts = append(parts, instanceText(in, s.Stage2))
 		}
 		wrap(&b, s.Width, " · ", "  ", parts...)
+	}
+	if s.Waiting != "" && len(s.Rows) > 0 {
+		wrap(&b, s.Width, " ", "  ", "waiting for", s.Waiting)
 	}
 	if s.Check != nil || s.CheckNote != "" {
 		wrap(&b, s.Width, " ", "  ", checkText(s.Check, s.CheckNote)...)
@@ -101,10 +118,15 @@ func Render(s State) string {
 		wrap(&b, s.Width, " ", "  ", fmt.Sprintf("sessions: %d retracted", s.Retractions),
 			"(tombstones of sessions that a late record merged after they fired)")
 	}
-	wrap(&b, s.Width, " · ", "", fmt.Sprintf("output: %d results (%d late firings)", s.Results, s.LateFirings),
-		fmt.Sprintf("%d late events", s.Late), fmt.Sprintf("%d dead letters", s.DeadLetters))
+	wrap(&b, s.Width, " · ", "", fmt.Sprintf("output: %d %s (%d late %s)", s.Results, plural(s.Results, "result", "results"),
+		s.LateFirings, plural(s.LateFirings, "firing", "firings")),
+		fmt.Sprintf("%d late %s", s.Late, plural(s.Late, "event", "events")), fmt.Sprintf("%d dead %s", s.DeadLetters, plural(s.DeadLetters, "letter", "letters")))
 	b.WriteString("\n")
-	if len(s.Rows) == 0 {
+	switch {
+	case len(s.Rows) == 0 && s.Waiting != "":
+		wrap(&b, s.Width, " ", "  ", "no results yet: waiting for", s.Waiting)
+		return b.String()
+	case len(s.Rows) == 0:
 		wrap(&b, s.Width, " ", "", "no results yet:", "the first window fires once the watermark passes its end")
 		return b.String()
 	}
@@ -125,9 +147,10 @@ func Render(s State) string {
 }
 
 // wrap writes parts joined by sep as one line, or, when width > 0 and
-// they do not fit, on as many lines as they need, breaking between parts;
-// continuation lines start with indent. A part wider than a line is cut
-// with "…". Every line ends in a newline.
+// they do not fit, on as many lines as they need, breaking between parts
+// and, within a part wider than a line, between its words; continuation
+// lines start with indent. Only a word wider than a line is cut, with
+// "…". Every line ends in a newline.
 func wrap(b *strings.Builder, width int, sep, indent string, parts ...string) {
 	line := ""
 	for _, p := range parts {
@@ -140,8 +163,29 @@ func wrap(b *strings.Builder, width int, sep, indent string, parts ...string) {
 			b.WriteString(cut(line, width) + "\n")
 			line = indent + p
 		}
+		for width > 0 && runes(line) > width {
+			head, rest, ok := breakWords(line, width, runes(indent))
+			if !ok {
+				break
+			}
+			b.WriteString(head + "\n")
+			line = indent + rest
+		}
 	}
 	b.WriteString(cut(line, width) + "\n")
+}
+
+// breakWords splits line at its last space that leaves at most width
+// runes before it and more than skip (the indent): ok is false if there
+// is none.
+func breakWords(line string, width, skip int) (head, rest string, ok bool) {
+	r := []rune(line)
+	for i := min(width, len(r)-1); i > skip; i-- {
+		if r[i] == ' ' {
+			return strings.TrimRight(string(r[:i]), " "), strings.TrimLeft(string(r[i+1:]), " "), true
+		}
+	}
+	return "", "", false
 }
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
@@ -177,7 +221,8 @@ func fitTable(aggregates []string, rows []Row, width int, zone *time.Location) (
 	revision := column{"revision", "rev", func(r Row) string { return strconv.FormatInt(r.Revision, 10) }}
 	aggs := make([]column, len(aggregates))
 	for i, name := range aggregates {
-		aggs[i] = column{name, name, func(r Row) string { return numberText(r.Aggregates[name]) }}
+		decimals := fractional(rows, name)
+		aggs[i] = column{name, name, func(r Row) string { return numberText(r.Aggregates[name], decimals) }}
 	}
 	// dropOrder lists the columns that may go, the first to go first.
 	dropOrder := []string{revision.head}
@@ -258,6 +303,16 @@ func fitRows(rows []Row, lines, n int) ([]Row, int) {
 	return shown, len(rows) - len(shown)
 }
 
+// instanceText is an instance's partitions: with the repartition stage,
+// those of the input topic (stage 1) and of the repartition topic (stage
+// 2, where its windows are).
+func instanceText(in Instance, stage2 bool) string {
+	if !stage2 {
+		return "#" + in.Name + ": partitions " + partitionsText(in.Partitions)
+	}
+	return "#" + in.Name + ": input " + partitionsText(in.Partitions) + ", repartition " + partitionsText(in.Stage2)
+}
+
 func partitionsText(ps []int32) string {
 	if len(ps) == 0 {
 		return "none"
@@ -297,6 +352,15 @@ func Summary(s State) string {
 			parts[i] = in.Name + ":" + partitionsText(in.Partitions)
 		}
 		line += fmt.Sprintf(" instances=%d partitions=%s", len(s.Instances), strings.Join(parts, ";"))
+		if s.Stage2 {
+			for i, in := range s.Instances {
+				parts[i] = in.Name + ":" + partitionsText(in.Stage2)
+			}
+			line += " repartition=" + strings.Join(parts, ";")
+		}
+	}
+	if s.Waiting != "" {
+		line += fmt.Sprintf(" waiting=%q", s.Waiting)
 	}
 	if c := s.Check; c != nil {
 		line += fmt.Sprintf(" compared=%d differ=%d", c.Compared, c.Differ)
@@ -342,11 +406,18 @@ func timeText(ms int64, layout string) string {
 	return time.UnixMilli(ms).UTC().Format(layout)
 }
 
+// windowText is a window's bounds: to the second, or to the millisecond
+// when a bound has milliseconds (sessions, count windows), so that a
+// window never reads as empty.
 func windowText(start, end int64) string {
 	if start == math.MinInt64 && end == math.MaxInt64 {
 		return "global (all time)"
 	}
-	return "[" + timeText(start, time.TimeOnly) + ", " + timeText(end, time.TimeOnly) + ")"
+	layout := time.TimeOnly
+	if start%1000 != 0 || end%1000 != 0 {
+		layout = "15:04:05.000"
+	}
+	return "[" + timeText(start, layout) + ", " + timeText(end, layout) + ")"
 }
 
 // dayText is a calendar day's window: its local date and its length,
@@ -356,13 +427,26 @@ func dayText(start, end int64, zone *time.Location) string {
 	return time.UnixMilli(start).In(zone).Format("Mon 2 Jan") + " (" + hours + "h)"
 }
 
-// numberText shortens fractions to one decimal; integers stay as written.
-func numberText(raw string) string {
+// fractional reports whether a row's value of the aggregate name has a
+// fraction: its column then shows every number with one decimal.
+func fractional(rows []Row, name string) bool {
+	for _, r := range rows {
+		if f, err := strconv.ParseFloat(r.Aggregates[name], 64); err == nil && f != math.Trunc(f) && !math.IsInf(f, 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// numberText is a number of a column: with one decimal in a column that
+// has fractions (decimals), else as written; "-" for none. What is not a
+// number stays as written.
+func numberText(raw string, decimals bool) string {
 	if raw == "" {
 		return "-"
 	}
 	f, err := strconv.ParseFloat(raw, 64)
-	if err != nil || f == math.Trunc(f) {
+	if err != nil || !decimals || math.IsInf(f, 0) || math.IsNaN(f) {
 		return raw
 	}
 	return strconv.FormatFloat(f, 'f', 1, 64)

@@ -332,14 +332,173 @@ func TestReadInstances(t *testing.T) {
 		}
 		if len(parts) > 0 {
 			m.Watermark.Set(1)
+			m.Ready.Set(1)
 		}
-		m.PartitionWatermark.WithLabelValues("calls-repartition", "7").Set(1) // another topic
+		m.PartitionWatermark.WithLabelValues("calls-repartition", "7").Set(1)
+		m.PartitionWatermark.WithLabelValues("other", "8").Set(1)
 	}
-	got, err := demo.ReadInstances(reg, "calls")
+	got, err := demo.ReadInstances(reg, "calls", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := fmt.Sprint(got); s != "[{1 [0 2] 1000} {2 [1] 1000} {10 [] -9223372036854775808}]" {
-		t.Errorf("ReadInstances() = %s, want [{1 [0 2] 1000} {2 [1] 1000} {10 [] -9223372036854775808}]: partitions and watermarks", s)
+	const want = "[{1 true [0 2] [] [] 0 1000} {2 true [1] [] [] 0 1000} {10 false [] [] [] 0 -9223372036854775808}]"
+	if s := fmt.Sprint(got); s != want {
+		t.Errorf("ReadInstances(by key) = %s, want %s: partitions and watermarks", s, want)
+	}
+}
+
+// TestReadInstancesStage2: with the repartition stage an instance holds
+// partitions of either topic or both; a held input partition without a
+// watermark is silent, and the sources its stage 2 has not heard from
+// are counted.
+func TestReadInstancesStage2(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	one := metrics.New(prometheus.WrapRegistererWith(prometheus.Labels{demo.InstanceLabel: "1"}, reg))
+	one.PartitionWatermark.WithLabelValues("calls-repartition", "2").Set(1)
+	one.PartitionWatermark.WithLabelValues("calls-repartition", "1").Set(1)
+	one.Watermark.Set(1)
+	two := metrics.New(prometheus.WrapRegistererWith(prometheus.Labels{demo.InstanceLabel: "2"}, reg))
+	two.PartitionWatermark.WithLabelValues("calls", "0").Set(math.Inf(-1))
+	two.PartitionWatermark.WithLabelValues("calls", "1").Set(2)
+	two.PartitionWatermark.WithLabelValues("calls-repartition", "0").Set(1)
+	two.SourcesUnreported.Set(3)
+	two.Watermark.Set(math.Inf(-1))
+	got, err := demo.ReadInstances(reg, "calls", "calls-repartition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "[{1 false [] [1 2] [] 0 1000} {2 false [0 1] [0] [0] 3 -9223372036854775808}]"
+	if s := fmt.Sprint(got); s != want {
+		t.Errorf("ReadInstances(repartition) = %s, want %s", s, want)
+	}
+}
+
+// TestUnsettled: the generator starts once every instance is ready and
+// holds a partition of either stage, none held twice. An instance that
+// holds only repartition partitions is settled: the group's balancer
+// shares out both topics' partitions together, and the demo once waited
+// for ever for such an instance to hold an input partition (issue 27).
+func TestUnsettled(t *testing.T) {
+	tests := map[string]struct {
+		ins  []demo.Instance
+		want string
+	}{
+		"by key, spread": {[]demo.Instance{{Name: "1", Ready: true, Partitions: []int32{0, 2}}, {Name: "2", Ready: true, Partitions: []int32{1}}}, ""},
+		"stage 2 only": {[]demo.Instance{
+			{Name: "1", Ready: true, Stage2: []int32{1, 2}},
+			{Name: "2", Ready: true, Partitions: []int32{0}, Stage2: []int32{0}},
+			{Name: "3", Ready: true, Partitions: []int32{1, 2}}}, ""},
+		"not ready":    {[]demo.Instance{{Name: "1", Partitions: []int32{0}}, {Name: "2", Ready: true, Partitions: []int32{1}}}, "#1 is not ready"},
+		"holding none": {[]demo.Instance{{Name: "1", Ready: true, Partitions: []int32{0, 1}}, {Name: "2", Ready: true}}, "#2 holds no partition"},
+		"held twice": {[]demo.Instance{{Name: "1", Ready: true, Partitions: []int32{0}, Stage2: []int32{1}}, {Name: "2", Ready: true, Stage2: []int32{1}}},
+			"repartition partition 1 is held by #1 and #2"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := demo.Unsettled(tt.ins); got != tt.want {
+				t.Errorf("Unsettled(%v) = %q, want %q", tt.ins, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWaiting: the view says which instances have no watermark and what
+// each waits for; an instance with only input partitions of a
+// repartitioned stream has no windows and needs none.
+func TestWaiting(t *testing.T) {
+	none := int64(math.MinInt64)
+	tests := map[string]struct {
+		ins    []demo.Instance
+		stage2 bool
+		want   string
+	}{
+		"all have one": {[]demo.Instance{{Name: "1", Watermark: 5}, {Name: "2", Watermark: 7}}, false, ""},
+		"by key, silent": {[]demo.Instance{{Name: "1", Watermark: 5}, {Name: "2", Partitions: []int32{1, 2}, Silent: []int32{1, 2}, Watermark: none}}, false,
+			"#2 for a first record on partitions 1,2"},
+		"by key, holding none": {[]demo.Instance{{Name: "1", Watermark: none}}, false, "#1 for a partition"},
+		"stage 1 only": {[]demo.Instance{{Name: "1", Partitions: []int32{0, 1}, Unreported: 3, Watermark: none},
+			{Name: "2", Stage2: []int32{0, 1}, Watermark: 9}}, true, ""},
+		"unreported sources": {[]demo.Instance{{Name: "1", Stage2: []int32{0}, Unreported: 1, Watermark: none},
+			{Name: "2", Stage2: []int32{1}, Unreported: 3, Watermark: none}}, true,
+			"#1 for markers from 1 source partition, #2 for markers from 3 source partitions"},
+		"stage 2, reported": {[]demo.Instance{{Name: "1", Stage2: []int32{0}, Watermark: none}}, true, "#1 for a watermark from its repartition partitions"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := demo.Waiting(tt.ins, tt.stage2); got != tt.want {
+				t.Errorf("Waiting(%v, %v) = %q, want %q", tt.ins, tt.stage2, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRenderWaiting: a frame of a demo held up says what it waits for,
+// with the repartition stage each instance's partitions of both topics;
+// the summary line carries both.
+func TestRenderWaiting(t *testing.T) {
+	s := sampleState()
+	s.Rows, s.Results, s.LateFirings, s.Late, s.DeadLetters = nil, 0, 0, 0, 0
+	s.Sent, s.Processed, s.SentRate, s.ProcessedRate, s.Watermark = demo.Counts{}, 0, 0, 0, math.MinInt64
+	s.Stage2 = true
+	s.Instances = []demo.Instance{{Name: "1", Stage2: []int32{1, 2}}, {Name: "2", Partitions: []int32{0}, Stage2: []int32{0}},
+		{Name: "3", Partitions: []int32{1, 2}}}
+	s.Waiting = "watermarks: #1 for markers from 3 source partitions"
+	s.Width = 80
+	got := demo.Render(s)
+	checkGolden(t, "testdata/view_waiting.golden", got)
+	for line := range strings.Lines(got) {
+		if w := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); w > s.Width {
+			t.Errorf("Render(waiting): line of %d columns: %q", w, line)
+		}
+	}
+	const want = ` instances=3 partitions=1:none;2:0;3:1,2 repartition=1:1,2;2:0;3:none waiting="watermarks: #1 for markers from 3 source partitions" kafka=`
+	if got := demo.Summary(s); !strings.Contains(got, want) {
+		t.Errorf("Summary() = %q, want it to hold %q", got, want)
+	}
+}
+
+// TestRenderAt80Columns: at 80 columns, as docs/commands.md says, the
+// lines above the table wrap (between parts, and between words of a part
+// wider than the line) and nothing is cut; sessions show their bounds to
+// the millisecond (a session of one record is 1 ms long, never
+// "[05:32:44, 05:32:44)"); count and global windows say why nothing of
+// theirs is late; one result, late firing, late event and dead letter
+// are singular.
+func TestRenderAt80Columns(t *testing.T) {
+	now := time.Date(2030, 12, 1, 10, 10, 12, 0, time.UTC)
+	base := func() demo.State {
+		s := sampleState()
+		s.Width, s.Lines = 80, 24
+		s.Results, s.LateFirings, s.Late, s.DeadLetters = 1, 1, 1, 1
+		return s
+	}
+	sessions := base()
+	sessions.Sessions = true
+	sessions.Settings = "sessions, 500ms gap · max_out_of_orderness 1s · allowed_lateness 2s"
+	sessions.Rows = []demo.Row{
+		{Key: "sid_3", Start: now.Add(-7*time.Second + 44*time.Millisecond).UnixMilli(), End: now.Add(-7*time.Second + 45*time.Millisecond).UnixMilli(),
+			Count: 1, Aggregates: map[string]string{"calls": "1", "total_duration": "591", "avg_duration": "591", "p99_duration": "591"}, Firing: "on_time"},
+		{Key: "sid_4", Start: now.Add(-6 * time.Second).UnixMilli(), End: now.Add(-5*time.Second + 250*time.Millisecond).UnixMilli(),
+			Count: 2, Aggregates: map[string]string{"calls": "2", "total_duration": "1192", "avg_duration": "596", "p99_duration": "596.04"}, Firing: "on_time"},
+	}
+	count := base()
+	count.NothingLate = "nothing is late in count windows"
+	count.Settings = "count windows of 10 records, timeout 5s · max_out_of_orderness 1s · allowed_lateness 0s"
+	for name, s := range map[string]demo.State{"sessions": sessions, "count": count} {
+		t.Run(name, func(t *testing.T) {
+			got := demo.Render(s)
+			checkGolden(t, "testdata/view_80_"+name+".golden", got)
+			for line := range strings.Lines(got) {
+				if w := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); w > s.Width {
+					t.Errorf("Render(%s): line of %d columns: %q", name, w, line)
+				}
+			}
+			if strings.Contains(got, "…") {
+				t.Errorf("Render(%s) cut a line:\n%s", name, got)
+			}
+			if !strings.Contains(got, "1 result (1 late firing) · 1 late event · 1 dead letter") {
+				t.Errorf("Render(%s) lacks the singular output line:\n%s", name, got)
+			}
+		})
 	}
 }

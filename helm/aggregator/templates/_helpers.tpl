@@ -76,10 +76,16 @@ Image reference; a digest pins it.
 {{- end }}
 
 {{/*
-Port of config.http.listen: the container, probe and Service port.
+Port of config.http.listen: the container, probe and Service port. A
+loopback address fails the render: the service accepts it with a warning
+(a sound choice on a laptop), but in a pod the kubelet's probes and
+Prometheus's scrapes come from outside it, and the rollout would stall.
 */}}
 {{- define "aggregator.metricsPort" -}}
 {{- $listen := dig "http" "listen" ":9090" .Values.config }}
+{{- if regexMatch `^(127\.|localhost:|\[::1\]:)` $listen }}
+{{- fail (printf "config.http.listen %q: a loopback address answers only inside the pod, so the probes and scrapes fail; use :PORT to listen on every interface" $listen) }}
+{{- end }}
 {{- regexFind "[0-9]+$" $listen }}
 {{- end }}
 
