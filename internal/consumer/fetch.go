@@ -347,6 +347,14 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 	}
 }
 
+// badForm reports whether err says a compact form could not be read (its
+// *record.DecodeError lives here, not in decodeRepartition, where it would
+// be an allocation per record).
+func badForm(err error) bool {
+	var de *record.DecodeError
+	return errors.As(err, &de) && de.Reason == record.ReasonBadRepartitionRecord
+}
+
 // decodeRepartition parses a record of repartition partition id back into
 // the input record it was made from, as stage 1 decoded it (format 2:
 // from the compact form in its value; format 1, with a header: by
@@ -359,8 +367,7 @@ func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, topics []st
 		var form []byte
 		if form, err = repartition.ParseValue(r.Value, id, r.Offset, topics, &d.in); err == nil {
 			d.kind, d.err = dec.DecodeCompact(r.Key, form, &d.in, &d.rec)
-			var de *record.DecodeError
-			if d.err == nil || !errors.As(d.err, &de) || de.Reason != record.ReasonBadRepartitionRecord {
+			if d.err == nil || !badForm(d.err) {
 				return // read; or, for a form of another config, the value's own outcome, as in format 1
 			}
 			err = d.err
