@@ -248,8 +248,8 @@ func (s *Sessions) fireEarly() {
 	for i := len(t.changed) - 1; i >= 0; i-- {
 		r := t.changed[i]
 		h := s.pool.hdr(r.pane)
-		k := &s.keys[r.key]
-		if h.flags&flagChanged == 0 || k.id == "" {
+		k, id := s.keys.ext(r.key), s.keys.at(r.key)
+		if h.flags&flagChanged == 0 || id.id == "" {
 			continue
 		}
 		h.flags &^= flagChanged
@@ -259,18 +259,17 @@ func (s *Sessions) fireEarly() {
 			continue
 		}
 		if x.end-1 > s.wm || s.global { // a global window is due only at the end of input, a tick
-			t.due = append(t.due, earlyDue{end: x.end, prefix: sortPrefix(k.sortKey()), ref: r})
+			t.due = append(t.due, earlyDue{end: x.end, prefix: sortPrefix(id.sortKey()), ref: r})
 		}
 	}
 	clear(t.changed)
 	t.changed = t.changed[:0]
 	t.sortDue(func(a, b int32) int {
-		ka, kb := &s.keys[a].keyState, &s.keys[b].keyState
+		ka, kb := s.keys.at(a), s.keys.at(b)
 		return cmp.Or(compareKeys(ka, kb), cmp.Compare(ka.part, kb.part))
 	})
 	for _, d := range t.due {
-		k := &s.keys[d.ref.key]
-		s.emit(d.ref.key, k.find(d.ref.pane), Early)
+		s.emit(d.ref.key, s.keys.ext(d.ref.key).find(d.ref.pane), Early)
 	}
 }
 

@@ -7,14 +7,11 @@ import "fmt"
 // a session without a timer entry at or before its due time.
 func (s *Sessions) check() {
 	open := 0
-	for ki := range s.keys {
-		k := &s.keys[ki]
-		if k.id == "" {
-			continue
-		}
+	for ki, id := range s.keys.live() {
+		k := s.keys.ext(ki)
 		for m, x := range k.sess {
 			fail := func(what string) {
-				panic(fmt.Sprintf("windowing: %s: session %d [%d, %d) of %s (partition %d): %s", "invariant", m, x.start, x.end, k.key(), k.part, what))
+				panic(fmt.Sprintf("windowing: %s: session %d [%d, %d) of %s (partition %d): %s", "invariant", m, x.start, x.end, id.key(), id.part, what))
 			}
 			h := s.pool.hdr(x.pane)
 			switch {

@@ -185,7 +185,7 @@ func (e *Engine) Changes(fn func(*Entry)) {
 		if k.id == "" {
 			continue
 		}
-		sk := e.keys.slide(r.key)
+		sk := e.slideOf(r.key)
 		j, ok := sk.findWin(r.start, e.slide)
 		if !ok {
 			continue
@@ -331,7 +331,7 @@ func (e *Engine) restoreWindow(ki int32, k *keyState, en *Entry) error {
 	if e.tumbling || en.Revision <= 0 || en.Revision > math.MaxInt32 {
 		return fmt.Errorf("restore: window entry at %d of %s (revision %d) does not fit a %s window", en.Start, en.ID[en.Split:], en.Revision, map[bool]string{true: "tumbling", false: "sliding"}[e.tumbling])
 	}
-	sk := e.keys.slide(ki)
+	sk := e.slideOf(ki)
 	j, ok := sk.findWin(en.Start, e.slide)
 	if !ok {
 		return fmt.Errorf("restore: window at %d of %s has no slice", en.Start, en.ID[en.Split:])
@@ -386,7 +386,7 @@ func (e *Engine) hasFired(ki int32, k *keyState, start int64) bool {
 	if e.tumbling {
 		return e.pool.hdr(e.findPane(k, start)).flags&flagFired != 0
 	}
-	sk := e.keys.slide(ki)
+	sk := e.slideOf(ki)
 	j, ok := sk.findWin(start, e.slide)
 	if !ok {
 		return false
@@ -396,15 +396,11 @@ func (e *Engine) hasFired(ki int32, k *keyState, start int64) bool {
 
 // keyByID returns key id of partition part, creating it if needed.
 func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
-	tag := e.table.hash(part, id[split:])
-	if ki, k := e.findKey(part, tag, id[split:]); k != nil {
-		return ki, k
+	tag := e.keys.hash(part, id[split:])
+	if ki, k := e.keys.find(part, tag, id[split:]); k != nil {
+		return ki, &k.keyState
 	}
-	ki := e.keys.alloc(!e.tumbling)
-	k := e.keys.at(ki)
-	*k = keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}
-	e.table.insert(tag, ki)
-	return ki, k
+	return e.addKey(part, tag, id, split)
 }
 
 // checkSlots returns an error unless en has the slots of layout l (nums
