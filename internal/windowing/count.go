@@ -122,6 +122,11 @@ func (c *Counts) Add(rec *record.Record) Outcome {
 		c.fireTumbling(ki, Timeout) // due already: fires at once
 	case !c.tumbling() && k.seen%c.s == 0:
 		c.fireSliding(ki)
+	default:
+		return Outcome{Kind: Aggregated}
+	}
+	if invariants { // at every firing: what the records changed since, and what it changed
+		c.check()
 	}
 	return Outcome{Kind: Aggregated}
 }
@@ -191,6 +196,9 @@ func (c *Counts) Advance(wm int64) {
 	}
 	c.wm = wm
 	c.fireTimeouts()
+	if invariants {
+		c.check()
+	}
 }
 
 // fireTimeouts fires the timeouts due at c.wm: by due time, then window
@@ -242,6 +250,9 @@ func (c *Counts) note(ki int32) {
 // OpenWindows returns the number of open slices.
 func (c *Counts) OpenWindows() int { return c.open }
 
+// Stats returns what c counts: nothing yet that count windows have.
+func (c *Counts) Stats() Stats { return Stats{} }
+
 // ProcessingTime does nothing: count windows have no early firings.
 func (c *Counts) ProcessingTime(int64) {}
 
@@ -261,6 +272,9 @@ func (c *Counts) RemovePartition(p int32) {
 	}
 	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
 	c.dirty = slices.DeleteFunc(c.dirty, func(ki int32) bool { return c.keys.at(ki).id == "" })
+	if invariants {
+		c.check()
+	}
 }
 
 // TrackChanges makes c note what changes, for Changes.
@@ -385,7 +399,12 @@ func (c *Counts) Restore(en *Entry, _ int64) error {
 }
 
 // FinishRestore fires the timeouts already due at the watermark.
-func (c *Counts) FinishRestore() { c.fireTimeouts() }
+func (c *Counts) FinishRestore() {
+	c.fireTimeouts()
+	if invariants {
+		c.check()
+	}
+}
 
 // timeoutAt is an open tumbling count window's timeout: due at at, for
 // key's window seq (stale once that window fired).

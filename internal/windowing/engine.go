@@ -199,6 +199,10 @@ func (e *Engine) Rewind(wm int64, keep []int32) {
 // OpenWindows returns the number of open (key, window) pairs.
 func (e *Engine) OpenWindows() int { return e.open }
 
+// Stats returns what e counts: nothing yet that tumbling and sliding
+// windows have.
+func (e *Engine) Stats() Stats { return Stats{} }
+
 // RemovePartition drops a revoked partition's state without firing.
 func (e *Engine) RemovePartition(p int32) {
 	e.clearFloor(p)
@@ -227,6 +231,9 @@ func (e *Engine) RemovePartition(p int32) {
 			i = next
 		}
 		e.forget(ki)
+	}
+	if invariants {
+		e.check()
 	}
 }
 

@@ -113,8 +113,8 @@ func (s *Sessions) Rewind(wm int64, keep []int32) {
 // OpenWindows returns the number of open sessions.
 func (s *Sessions) OpenWindows() int { return s.open }
 
-// Merges returns how many records bridged two sessions or more.
-func (s *Sessions) Merges() int64 { return s.merges }
+// Stats returns what s counted: its merges.
+func (s *Sessions) Stats() Stats { return Stats{Merges: s.merges} }
 
 // Add applies SPEC §3 steps 1–2 to one record: its window [t, t+gap)
 // merged with the key's sessions it intersects is late if its cleanup time
@@ -396,4 +396,7 @@ func (s *Sessions) RemovePartition(p int32) {
 		s.releaseIfDone(ki)
 	}
 	s.nextDue = min(s.fire.top(), s.clean.top())
+	if invariants {
+		s.check()
+	}
 }

@@ -162,6 +162,8 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 // firing).
 func (s *Sessions) FinishRestore() {
 	if s.wm >= s.nextDue {
-		s.fireDue()
+		s.fireDue() // checks the invariants
+	} else if invariants {
+		s.check()
 	}
 }

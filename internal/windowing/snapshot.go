@@ -367,6 +367,9 @@ func (e *Engine) FinishRestore() {
 	e.restoredMin = math.MaxInt64
 	e.fireDue()
 	e.nextDue = e.dueTime()
+	if invariants {
+		e.check()
+	}
 }
 
 // fireAhead is Add's late firing while a restored window may have fired
