@@ -49,6 +49,9 @@ func (s *keySlab[E]) at(i int32) *keyState { return &s.chunks[i>>slabBits][i&sla
 // ext returns the operator's state of slot i's key.
 func (s *keySlab[E]) ext(i int32) *E { return &s.chunks[i>>slabBits][i&slabMask].ext }
 
+// compare orders slots a and b's keys as firings are (compareKeys).
+func (s *keySlab[E]) compare(a, b int32) int { return compareKeys(s.at(a), s.at(b)) }
+
 // hash is the key table's hash tag of (part, key), for find and add.
 func (s *keySlab[E]) hash(part int32, key string) uint32 { return s.table.hash(part, key) }
 
