@@ -336,11 +336,8 @@ func (c *Counts) sliceEntry(en *Entry, x *countSlice) {
 
 // Restore adds one CountEntry of a partition with no state in c.
 func (c *Counts) Restore(en *Entry, _ int64) error {
-	if en.Deleted {
-		return nil
-	}
-	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
-		return fmt.Errorf("restore: malformed key %q", en.ID)
+	if ok, err := restorable(en); !ok {
+		return err
 	}
 	key := en.ID[en.Split:]
 	if en.Kind != CountEntry {

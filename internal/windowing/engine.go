@@ -206,7 +206,7 @@ func (e *Engine) Stats() Stats { return Stats{} }
 // RemovePartition drops a revoked partition's state without firing.
 func (e *Engine) RemovePartition(p int32) {
 	e.clearFloor(p)
-	e.changes.forget(e, p)
+	forgetPartition(&e.changes, &e.keys, p)
 	kept := e.buckets[:0]
 	fired := 0
 	for i, b := range e.buckets {

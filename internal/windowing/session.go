@@ -382,7 +382,7 @@ func (s *Sessions) addKey(part int32, tag uint32, id string, split int) (int32, 
 // RemovePartition drops a revoked partition's sessions without firing.
 func (s *Sessions) RemovePartition(p int32) {
 	s.clearFloor(p)
-	s.forgetChanges(p)
+	forgetPartition(&s.changes, &s.keys, p)
 	gone := func(t timer) bool { k := s.keys.at(t.key); return k.part == p && k.id != "" }
 	s.fire.deleteFunc(gone)
 	s.clean.deleteFunc(gone)

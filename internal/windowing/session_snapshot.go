@@ -24,13 +24,6 @@ func (s *Sessions) dropped(k *keyState, x *session) {
 	}
 }
 
-// forgetChanges drops what partition p's changelog lacks: p is leaving.
-func (s *Sessions) forgetChanges(p int32) {
-	c := &s.changes
-	c.panes = slices.DeleteFunc(c.panes, func(r paneRef) bool { return s.keys.at(r.key).part == p })
-	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
-}
-
 // Changes is Engine.Changes: tombstones of sessions that were stored and
 // are gone (dropped, merged away, or moved to a new start), then the
 // sessions that changed, each a SessionEntry.
@@ -40,15 +33,7 @@ func (s *Sessions) Changes(fn func(*Entry)) {
 	// A tombstone whose identity a new session took is left out: the new
 	// session's entry replaces the old one.
 	c.handOutGone(fn, s.liveGone())
-	// Newest first: a pane freed and reused since an older note has its
-	// flags cleared, so only its newest note counts.
-	for i := len(c.panes) - 1; i >= 0; i-- {
-		r := c.panes[i]
-		h := s.pool.hdr(r.pane)
-		if h.flags&flagDirty == 0 {
-			continue
-		}
-		h.flags = h.flags&^flagDirty | flagStored
+	for r := range c.takeDirty(&s.pool) {
 		k, id := s.keys.ext(r.key), s.keys.at(r.key)
 		m := slices.IndexFunc(k.sess, func(x session) bool { return x.pane == r.pane })
 		if m < 0 { // not reached: a live dirty pane is one of its key's sessions
@@ -58,7 +43,6 @@ func (s *Sessions) Changes(fn func(*Entry)) {
 		en.End = k.sess[m].end
 		fn(&en)
 	}
-	c.panes = c.panes[:0]
 }
 
 // sessionID identifies a session's changelog entry.
@@ -101,11 +85,8 @@ func (s *Sessions) liveGone() map[sessionID]bool {
 // no state in s. A session whose cleanup time is at or below dropped was
 // dropped by the previous owner and is not made again.
 func (s *Sessions) Restore(en *Entry, dropped int64) error {
-	if en.Deleted {
-		return nil
-	}
-	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
-		return fmt.Errorf("restore: malformed key %q", en.ID)
+	if ok, err := restorable(en); !ok {
+		return err
 	}
 	key := en.ID[en.Split:]
 	if en.Kind != SessionEntry {
