@@ -101,11 +101,10 @@ func (t *earlyTicks) note(p *panePool, ki, pi int32) {
 // so only its newest note counts. A note of a released key is skipped, as
 // is one that same (if not nil) says is not about the pane as it is now.
 func takeChanged[E any](t *earlyTicks, p *panePool, keys *keySlab[E], same func(r earlyRef, h *paneHdr) bool) iter.Seq2[earlyRef, *slabEntry[E]] {
+	// No defer, so that it inlines with the loop body (with one, the
+	// tumbling cases of BenchmarkEarly were 4% slower); a loop that stops
+	// early leaves the notes.
 	return func(yield func(earlyRef, *slabEntry[E]) bool) {
-		defer func() {
-			clear(t.changed)
-			t.changed = t.changed[:0]
-		}()
 		for i := len(t.changed) - 1; i >= 0; i-- {
 			r := t.changed[i]
 			k := keys.entry(r.key)
@@ -118,6 +117,8 @@ func takeChanged[E any](t *earlyTicks, p *panePool, keys *keySlab[E], same func(
 				return
 			}
 		}
+		clear(t.changed)
+		t.changed = t.changed[:0]
 	}
 }
 

@@ -166,7 +166,6 @@ func forgetPartition[E any](c *changes, keys *keySlab[E], p int32) {
 // only its newest note counts.
 func (c *changes) takeDirty(p *panePool) iter.Seq[paneRef] {
 	return func(yield func(paneRef) bool) {
-		defer func() { c.panes = c.panes[:0] }()
 		for i := len(c.panes) - 1; i >= 0; i-- {
 			r := c.panes[i]
 			h := p.hdr(r.pane)
@@ -178,6 +177,7 @@ func (c *changes) takeDirty(p *panePool) iter.Seq[paneRef] {
 				return
 			}
 		}
+		c.panes = c.panes[:0]
 	}
 }
 
