@@ -170,11 +170,7 @@ func (o *operators) flush() { o.each(func(op windowing.Operator) { op.Advance(ma
 // call, over every operator (0 for other windows).
 func (o *operators) takeMerges() int64 {
 	take := func(s *slot) int64 {
-		ss, ok := s.op.(*windowing.Sessions)
-		if !ok {
-			return 0
-		}
-		n := ss.Merges() - s.merges
+		n := s.op.Stats().Merges - s.merges
 		s.merges += n
 		return n
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
 
@@ -152,81 +153,35 @@ func TestCalendarEngineMatchesReference(t *testing.T) {
 }
 
 func compareCalendar(t *testing.T, loc *time.Location, base int64, emit string, seed uint64, steps int) (late, restored int) {
-	var seen seen
 	t.Helper()
 	const lateness = 30 * quarter
-	run := fmt.Sprintf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 13))
 	spec := windowing.Spec{Kind: windowing.KindCalendar, Calendar: windowing.CalendarDay, Zone: loc, Lateness: lateness, OnClose: emit == "on_close", Aggregates: allAggs}
 	if emit != "on_close" && emit != "on_watermark" {
 		spec.Early, emit = windowing.EarlySpec{Every: 12 * quarter, Event: true}, "on_watermark"
 	}
-	e, got := newEngine(t, spec)
 	ref := newReference(params{"tumbling", 0, 0, 0, lateness, emit}, allAggs)
 	ref.early = spec.Early
 	ref.cal = bruteCalendar(loc, windowing.CalendarDay)
-	store := newChangelog()
 	// Times in units of 15 minutes: 2 units a record at most, up to 140
 	// (35 hours) back, so records reach the day before and its lateness.
 	g := &streamGen{rng: rng, maxTs: 0, wm: math.MinInt64, gap: 3, age: 140}
 	scale := func(u int64) int64 { return base + u*quarter }
-	for step := range steps {
-		what := ""
-		switch r := rng.IntN(1000); {
-		case r < 725:
+	s := &stream{name: fmt.Sprintf("seed %d", seed), spec: spec, ref: ref, rng: rng, gen: g,
+		add: 725, tick: 945, commit: 965, crash: 975,
+		record: func() *record.Record {
 			rec := g.record()
 			rec.Time = scale(rec.Time)
-			what = fmt.Sprintf("Add(p%d %s t=%s)", rec.Partition, rec.Key, time.UnixMilli(rec.Time).In(loc).Format(time.RFC3339))
-			o, want := e.Add(rec), ref.Add(rec)
-			if o != want {
-				t.Fatalf("%s: step %d: %s = %+v, want %+v", run, step, what, o, want)
-			}
-			if o.Kind == windowing.LateEvent {
-				late++
-			}
-		case r < 945:
+			return rec
+		},
+		watermark: func() int64 {
 			g.wm = max(g.wm, g.maxTs-rng.Int64N(8))
-			wm := scale(g.wm) - rng.Int64N(2) // on and just before the grid
-			what = fmt.Sprintf("Advance(%s)", time.UnixMilli(wm).In(loc).Format(time.RFC3339Nano))
-			e.Advance(wm)
-			ref.Advance(wm)
-		case r < 965:
-			n, err := store.commit(e)
-			if err != nil {
-				t.Fatalf("%s: step %d: commit: %v", run, step, err)
-			}
-			what = fmt.Sprintf("commit (%d entries)", n)
-		case r < 975:
-			e = crash(t, fmt.Sprintf("%s: step %d", run, step), e, spec, got, store, rng, &seen)
-			restored += len(store.entries)
-			what = fmt.Sprintf("crash (%d entries restored)", len(store.entries))
-		default:
-			part := rng.Int32N(3)
-			what = fmt.Sprintf("RemovePartition(%d)", part)
-			e.RemovePartition(part)
-			ref.RemovePartition(part)
-			store.dropPartition(part)
-		}
-		checkCalendar(t, fmt.Sprintf("%s: step %d %s", run, step, what), e, ref, got.got)
+			return scale(g.wm) - rng.Int64N(2) // on and just before the grid
+		},
+		show: func(ms int64) string { return time.UnixMilli(ms).In(loc).Format(time.RFC3339Nano) }}
+	tl := s.run(t, steps)
+	for _, n := range tl.restored {
+		restored += n
 	}
-	e.Advance(math.MaxInt64)
-	ref.Advance(math.MaxInt64)
-	checkCalendar(t, run+": flush", e, ref, got.got)
-	return late, restored
-}
-
-func checkCalendar(t *testing.T, at string, e *windowing.Engine, ref *reference, got []windowing.Result) {
-	t.Helper()
-	if len(got) != len(ref.out) {
-		t.Fatalf("%s: %d results, want %d\ngot  %v\nwant %v", at, len(got), len(ref.out), got, ref.out)
-	}
-	for i := len(got) - ref.checked; i < len(got); i++ {
-		if err := sameResult(got[i], ref.out[i], ref.aggs); err != nil {
-			t.Fatalf("%s: result %d: %v\ngot  %+v\nwant %+v", at, i, err, got[i], ref.out[i])
-		}
-	}
-	ref.checked = 0
-	if n, want := e.OpenWindows(), len(ref.wins); n != want {
-		t.Fatalf("%s: OpenWindows() = %d, want %d", at, n, want)
-	}
+	return tl.outcomes[windowing.LateEvent], restored
 }

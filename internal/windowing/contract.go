@@ -41,6 +41,23 @@ type Operator interface {
 	Restore(en *Entry, dropped int64) error
 	// FinishRestore ends the restore of the entries given since the last.
 	FinishRestore()
+
+	// Stats returns what the operator has counted since it was made.
+	Stats() Stats
+
+	// check panics if the operator's structures are broken: its key slab
+	// (slab.go), its timers, each key's state. Every operator calls it
+	// when invariants is on (-race builds) wherever windows fire or drop,
+	// after a restore and after a partition is removed.
+	check()
+}
+
+// Stats is what an operator counts, for the service's metrics; a field
+// that does not apply to the operator's windows stays 0.
+type Stats struct {
+	// Merges counts the records that bridged two sessions or more
+	// (session windows).
+	Merges int64
 }
 
 var (

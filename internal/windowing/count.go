@@ -28,12 +28,10 @@ type Counts struct {
 	numbers
 	marks
 
-	keys  []countKey // by key index, found through table (findKey)
-	free  []int32    // slots of removed keys
-	table keyTable
-	pool  panePool
-	open  int
-	seq   uint64 // arrival number, for first/last
+	keys keySlab[countKey]
+	pool panePool
+	open int
+	seq  uint64 // arrival number, for first/last
 
 	due   *timeoutHeap // tumbling with a timeout: the open windows by due time
 	batch []timeoutAt  // fireTimeouts' scratch: the timeouts due at one time
@@ -46,17 +44,20 @@ type Counts struct {
 	acc *ownPane
 }
 
-// countKey is one (partition, key) of a count window.
+// countKey is a count window's state of one (partition, key), beside its
+// identity in the key slab.
 type countKey struct {
-	keyState
 	// seen counts the key's records: all of them with a slide; those of
 	// the open window without. seq is the open window's index (without a
 	// slide); with one, firings so far are seen / S.
 	seen, seq int64
 	slices    []countSlice // oldest first
 	dirty     bool
-	gen       uint32 // bumped when the slot is reused: older timeouts are stale
+	gen       uint32 // bumped when the slot is released: older timeouts are stale
 }
+
+// reset empties a released key's state, keeping its slices' memory.
+func (k *countKey) reset() { *k = countKey{gen: k.gen + 1, slices: k.slices[:0]} }
 
 // countSlice is gcd(N, S) records of a key (fewer while it fills): its
 // pane, its index (records idx·g … idx·g+g−1 of the key; without a slide,
@@ -76,7 +77,7 @@ func NewCounts(spec Spec, sink Sink) (*Counts, error) {
 		return nil, fmt.Errorf("count window: size %d, slide %d", spec.Size, spec.Slide)
 	}
 	c := &Counts{sink: sink, n: spec.Size, s: spec.Slide, timeout: spec.Timeout,
-		marks: marks{wm: math.MinInt64}, table: newKeyTable(), numbers: newNumbers()}
+		marks: marks{wm: math.MinInt64}, keys: newKeySlab((*countKey).reset), numbers: newNumbers()}
 	if c.s == 0 {
 		c.s = c.n
 	}
@@ -96,8 +97,7 @@ func (c *Counts) tumbling() bool { return c.s == c.n }
 
 // Add counts rec into its key's open slice and fires what it completes.
 func (c *Counts) Add(rec *record.Record) Outcome {
-	ki := c.keyOf(rec)
-	k := &c.keys[ki]
+	ki, k := c.keyOf(rec)
 	idx := k.seen / c.g
 	if c.tumbling() {
 		idx = k.seq
@@ -106,7 +106,7 @@ func (c *Counts) Add(rec *record.Record) Outcome {
 		k.slices = append(k.slices, countSlice{idx: idx, pane: c.pool.alloc(&c.agg, idx), lo: rec.Time, hi: rec.Time, first: rec.Time})
 		c.open++
 		if c.tumbling() && c.timeout > 0 {
-			heap.Push(c.due, timeoutAt{at: addSat(rec.Time, c.timeout), key: ki, gen: k.gen, seq: k.seq, id: k.keyState})
+			heap.Push(c.due, timeoutAt{at: addSat(rec.Time, c.timeout), key: ki, gen: k.gen, seq: k.seq, id: *c.keys.at(ki)})
 		}
 	}
 	x := &k.slices[len(k.slices)-1]
@@ -122,16 +122,21 @@ func (c *Counts) Add(rec *record.Record) Outcome {
 		c.fireTumbling(ki, Timeout) // due already: fires at once
 	case !c.tumbling() && k.seen%c.s == 0:
 		c.fireSliding(ki)
+	default:
+		return Outcome{Kind: Aggregated}
+	}
+	if invariants { // at every firing: what the records changed since, and what it changed
+		c.check()
 	}
 	return Outcome{Kind: Aggregated}
 }
 
 // fireTumbling fires key ki's open window and starts the next.
 func (c *Counts) fireTumbling(ki int32, f Firing) {
-	k := &c.keys[ki]
+	k := c.keys.ext(ki)
 	x := k.slices[0]
-	c.emit(k, x.pane, Window{Start: x.lo, End: addSat(x.hi, 1)}, k.seq, f)
-	c.drop(k, 0)
+	c.emit(ki, x.pane, Window{Start: x.lo, End: addSat(x.hi, 1)}, k.seq, f)
+	c.drop(ki, 0)
 	k.seq++
 	k.seen = 0
 	c.note(ki)
@@ -140,7 +145,7 @@ func (c *Counts) fireTumbling(ki int32, f Firing) {
 // fireSliding fires the window of key ki's last min(N, seen) records and
 // drops the slices no later window needs.
 func (c *Counts) fireSliding(ki int32) {
-	k := &c.keys[ki]
+	k := c.keys.ext(ki)
 	from := max(0, (k.seen-c.n)/c.g)
 	c.agg.clear(c.acc.pane)
 	w := Window{Start: math.MaxInt64, End: math.MinInt64}
@@ -150,29 +155,32 @@ func (c *Counts) fireSliding(ki int32) {
 			w.Start, w.End = min(w.Start, x.lo), max(w.End, addSat(x.hi, 1))
 		}
 	}
-	c.emitPane(k, c.acc.pane, w, k.seen/c.s-1, OnTime)
+	c.emitPane(ki, c.acc.pane, w, k.seen/c.s-1, OnTime)
 	keep := (k.seen + c.s - c.n) / c.g // the next firing's first slice
 	for len(k.slices) > 0 && k.slices[0].idx < keep {
-		c.drop(k, 0)
+		c.drop(ki, 0)
 	}
 }
 
-// drop frees key k's slice i.
-func (c *Counts) drop(k *countKey, i int) {
+// drop frees key ki's slice i.
+func (c *Counts) drop(ki int32, i int) {
+	k := c.keys.ext(ki)
 	x := k.slices[i]
 	if x.stored {
-		c.gone = append(c.gone, goneRef{kind: CountEntry, part: k.part, id: k.id, split: k.split, start: c.entryStart(x.idx)})
+		id := c.keys.at(ki)
+		c.gone = append(c.gone, goneRef{kind: CountEntry, part: id.part, id: id.id, split: id.split, start: c.entryStart(x.idx)})
 	}
 	c.pool.freePane(x.pane)
 	k.slices = slices.Delete(k.slices, i, i+1)
 	c.open--
 }
 
-func (c *Counts) emit(k *countKey, pane int32, w Window, seq int64, f Firing) {
-	c.emitPane(k, c.pool.view(pane), w, seq, f)
+func (c *Counts) emit(ki int32, pane int32, w Window, seq int64, f Firing) {
+	c.emitPane(ki, c.pool.view(pane), w, seq, f)
 }
 
-func (c *Counts) emitPane(k *countKey, p pane, w Window, seq int64, f Firing) {
+func (c *Counts) emitPane(ki int32, p pane, w Window, seq int64, f Firing) {
+	k := c.keys.at(ki)
 	r := &c.res
 	r.Partition, r.Key, r.Window, r.Count = k.part, k.key(), w, *p.count
 	r.Firing, r.Revision, r.Watermark, r.Seq = f, 0, c.wm, seq
@@ -188,6 +196,9 @@ func (c *Counts) Advance(wm int64) {
 	}
 	c.wm = wm
 	c.fireTimeouts()
+	if invariants {
+		c.check()
+	}
 }
 
 // fireTimeouts fires the timeouts due at c.wm: by due time, then window
@@ -198,14 +209,14 @@ func (c *Counts) fireTimeouts() {
 		at, batch := c.due.items[0].at, c.batch[:0]
 		for len(c.due.items) > 0 && c.due.items[0].at == at {
 			t := heap.Pop(c.due).(timeoutAt)
-			k := &c.keys[t.key]
-			if k.id == "" || k.gen != t.gen || k.seq != t.seq || len(k.slices) == 0 {
+			k := c.keys.ext(t.key)
+			if c.keys.at(t.key).id == "" || k.gen != t.gen || k.seq != t.seq || len(k.slices) == 0 {
 				continue // fired already when full, or the key is gone
 			}
 			batch = append(batch, t)
 		}
 		slices.SortFunc(batch, func(a, b timeoutAt) int {
-			return cmp.Or(cmp.Compare(c.keys[a.key].slices[0].hi, c.keys[b.key].slices[0].hi), compareKeys(&a.id, &b.id))
+			return cmp.Or(cmp.Compare(c.keys.ext(a.key).slices[0].hi, c.keys.ext(b.key).slices[0].hi), compareKeys(&a.id, &b.id))
 		})
 		for _, t := range batch {
 			c.fireTumbling(t.key, Timeout)
@@ -214,44 +225,23 @@ func (c *Counts) fireTimeouts() {
 	}
 }
 
-// keyOf returns the index of rec's key, adding it if needed.
-func (c *Counts) keyOf(rec *record.Record) int32 {
-	tag := c.table.hash(rec.Partition, rec.Key)
-	if ki := c.findKey(rec.Partition, tag, rec.Key); ki >= 0 {
-		return ki
+// keyOf returns the index and state of rec's key, adding it if needed.
+func (c *Counts) keyOf(rec *record.Record) (int32, *countKey) {
+	tag := c.keys.hash(rec.Partition, rec.Key)
+	if ki, k := c.keys.find(rec.Partition, tag, rec.Key); k != nil {
+		return ki, &k.ext
 	}
 	sort := appendSortKey(nil, rec.KeyFields)
-	return c.addKey(rec.Partition, tag, string(append(sort, rec.Key...)), len(sort))
-}
-
-// findKey returns the index of key key of partition part (hash tag), or -1.
-func (c *Counts) findKey(part int32, tag uint32, key string) int32 {
-	for ki := range c.table.probe(tag) {
-		if c.keys[ki].is(part, key) {
-			return ki
-		}
-	}
-	return -1
-}
-
-func (c *Counts) addKey(part int32, tag uint32, id string, split int) int32 {
-	k := countKey{keyState: keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}}
-	var ki int32
-	if n := len(c.free); n > 0 {
-		ki, c.free = c.free[n-1], c.free[:n-1]
-		k.gen, k.slices = c.keys[ki].gen+1, c.keys[ki].slices[:0]
-		c.keys[ki] = k
-	} else {
-		c.keys = append(c.keys, k)
-		ki = int32(len(c.keys) - 1)
-	}
-	c.table.insert(tag, ki)
-	return ki
+	ki, k := c.keys.add(rec.Partition, tag, string(append(sort, rec.Key...)), len(sort))
+	return ki, &k.ext
 }
 
 // note marks key ki changed, for Changes.
 func (c *Counts) note(ki int32) {
-	if k := &c.keys[ki]; c.track && !k.dirty {
+	if !c.track {
+		return
+	}
+	if k := c.keys.ext(ki); !k.dirty {
 		k.dirty = true
 		c.dirty = append(c.dirty, ki)
 	}
@@ -259,6 +249,9 @@ func (c *Counts) note(ki int32) {
 
 // OpenWindows returns the number of open slices.
 func (c *Counts) OpenWindows() int { return c.open }
+
+// Stats returns what c counts: nothing yet that count windows have.
+func (c *Counts) Stats() Stats { return Stats{} }
 
 // ProcessingTime does nothing: count windows have no early firings.
 func (c *Counts) ProcessingTime(int64) {}
@@ -270,21 +263,18 @@ func (c *Counts) Rewind(wm int64, keep []int32) { c.lower(wm, keep) }
 // RemovePartition drops a revoked partition's keys without firing.
 func (c *Counts) RemovePartition(p int32) {
 	c.clearFloor(p)
-	for ki := range c.keys {
-		k := &c.keys[ki]
-		if k.id == "" || k.part != p {
-			continue
-		}
-		for _, x := range k.slices {
+	for ki := range c.keys.inPartition(p) {
+		for _, x := range c.keys.ext(ki).slices {
 			c.pool.freePane(x.pane)
 			c.open--
 		}
-		c.table.remove(c.table.hash(p, k.key()), int32(ki))
-		c.keys[ki] = countKey{gen: k.gen, slices: k.slices[:0]}
-		c.free = append(c.free, int32(ki))
+		c.keys.release(ki)
 	}
 	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
-	c.dirty = slices.DeleteFunc(c.dirty, func(ki int32) bool { return c.keys[ki].id == "" })
+	c.dirty = slices.DeleteFunc(c.dirty, func(ki int32) bool { return c.keys.at(ki).id == "" })
+	if invariants {
+		c.check()
+	}
 }
 
 // TrackChanges makes c note what changes, for Changes.
@@ -314,10 +304,10 @@ func (c *Counts) Changes(fn func(*Entry)) {
 	clear(c.gone)
 	c.gone = c.gone[:0]
 	for _, ki := range c.dirty {
-		k := &c.keys[ki]
+		k, id := c.keys.ext(ki), c.keys.at(ki)
 		k.dirty = false
 		if c.tumbling() {
-			en = Entry{Kind: CountEntry, Partition: k.part, ID: k.id, Split: int(k.split), Revision: k.seq}
+			en = Entry{Kind: CountEntry, Partition: id.part, ID: id.id, Split: int(id.split), Revision: k.seq}
 			if len(k.slices) > 0 {
 				c.sliceEntry(&en, &k.slices[0])
 			}
@@ -326,7 +316,7 @@ func (c *Counts) Changes(fn func(*Entry)) {
 		}
 		for i := range k.slices {
 			if x := &k.slices[i]; x.freshened {
-				en = Entry{Kind: CountEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: x.idx}
+				en = Entry{Kind: CountEntry, Partition: id.part, ID: id.id, Split: int(id.split), Start: x.idx}
 				c.sliceEntry(&en, x)
 				fn(&en)
 			}
@@ -346,11 +336,8 @@ func (c *Counts) sliceEntry(en *Entry, x *countSlice) {
 
 // Restore adds one CountEntry of a partition with no state in c.
 func (c *Counts) Restore(en *Entry, _ int64) error {
-	if en.Deleted {
-		return nil
-	}
-	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
-		return fmt.Errorf("restore: malformed key %q", en.ID)
+	if ok, err := restorable(en); !ok {
+		return err
 	}
 	key := en.ID[en.Split:]
 	if en.Kind != CountEntry {
@@ -363,12 +350,12 @@ func (c *Counts) Restore(en *Entry, _ int64) error {
 	if en.Count < 0 || en.Count > limit || en.Count == 0 && !c.tumbling() || en.Start < 0 || en.Revision < 0 || en.Lo > en.Hi || c.tumbling() && en.Start != 0 {
 		return fmt.Errorf("restore: count slice %d of %s with %d records (window %d) does not fit count windows of %d every %d (was the window changed?)", en.Start, key, en.Count, en.Revision, c.n, c.s)
 	}
-	tag := c.table.hash(en.Partition, key)
-	ki := c.findKey(en.Partition, tag, key)
-	if ki < 0 {
-		ki = c.addKey(en.Partition, tag, en.ID, en.Split)
+	tag := c.keys.hash(en.Partition, key)
+	ki, ent := c.keys.find(en.Partition, tag, key)
+	if ent == nil {
+		ki, ent = c.keys.add(en.Partition, tag, en.ID, en.Split)
 	}
-	k := &c.keys[ki]
+	id, k := &ent.keyState, &ent.ext
 	if c.tumbling() {
 		k.seq = en.Revision
 		if en.Count == 0 {
@@ -399,7 +386,7 @@ func (c *Counts) Restore(en *Entry, _ int64) error {
 	if c.tumbling() {
 		k.seen = en.Count
 		if c.timeout > 0 {
-			heap.Push(c.due, timeoutAt{at: addSat(en.First, c.timeout), key: ki, gen: k.gen, seq: k.seq, id: k.keyState})
+			heap.Push(c.due, timeoutAt{at: addSat(en.First, c.timeout), key: ki, gen: k.gen, seq: k.seq, id: *id})
 		}
 	} else {
 		newest := k.slices[len(k.slices)-1]
@@ -409,7 +396,12 @@ func (c *Counts) Restore(en *Entry, _ int64) error {
 }
 
 // FinishRestore fires the timeouts already due at the watermark.
-func (c *Counts) FinishRestore() { c.fireTimeouts() }
+func (c *Counts) FinishRestore() {
+	c.fireTimeouts()
+	if invariants {
+		c.check()
+	}
+}
 
 // timeoutAt is an open tumbling count window's timeout: due at at, for
 // key's window seq (stale once that window fired).

@@ -37,7 +37,8 @@ func newCountRef(n, s, timeout int64, aggs []windowing.Aggregate) *countRef {
 	return &countRef{n: n, s: s, timeout: timeout, aggs: aggs, wm: math.MinInt64, keys: map[refKey]*countRefKey{}}
 }
 
-func (r *countRef) Add(rec *record.Record) {
+// Add counts rec; nothing is late in a count window.
+func (r *countRef) Add(rec *record.Record) windowing.Outcome {
 	r.seq++
 	id := refKey{rec.Partition, rec.Key}
 	k := r.keys[id]
@@ -56,7 +57,11 @@ func (r *countRef) Add(rec *record.Record) {
 	case r.s != r.n && seen%r.s == 0:
 		r.fire(id, k, k.recs[max(0, seen-r.n):], seen/r.s-1, windowing.OnTime)
 	}
+	return windowing.Outcome{Kind: windowing.Aggregated}
 }
+
+// ProcessingTime does nothing: count windows have no early firings.
+func (r *countRef) ProcessingTime(int64) {}
 
 func (r *countRef) fire(id refKey, k *countRefKey, recs []refRec, seq int64, f windowing.Firing) {
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
@@ -144,73 +149,12 @@ func TestCountsMatchReference(t *testing.T) {
 
 func compareCounts(t *testing.T, n, s, timeout int64, seed uint64, steps int, firings map[windowing.Firing]int) {
 	t.Helper()
-	run := fmt.Sprintf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 17))
-	spec := windowing.Spec{Kind: windowing.KindCount, Size: n, Slide: s, Timeout: timeout, Aggregates: allAggs}
-	got := &collector{}
-	e := newCounts(t, spec, got)
-	ref := newCountRef(n, s, timeout, allAggs)
-	store := newChangelog()
-	g := &streamGen{rng: rng, maxTs: 0, wm: math.MinInt64, gap: 4, age: 12}
-	check := func(at string) {
-		if len(got.got) != len(ref.out) {
-			t.Fatalf("%s: %s: %d results, want %d\ngot  %v\nwant %v", run, at, len(got.got), len(ref.out), got.got, ref.out)
-		}
-		for i := range got.got {
-			if err := sameResult(got.got[i], ref.out[i], allAggs); err != nil {
-				t.Fatalf("%s: %s: result %d: %v\ngot  %+v\nwant %+v", run, at, i, err, got.got[i], ref.out[i])
-			}
-		}
-	}
-	for step := range steps {
-		what := ""
-		switch r := rng.IntN(1000); {
-		case r < 700:
-			rec := g.record()
-			what = fmt.Sprintf("Add(p%d %s t=%d)", rec.Partition, rec.Key, rec.Time)
-			if o := e.Add(rec); o.Kind != windowing.Aggregated {
-				t.Fatalf("%s: step %d: %s = %+v, want Aggregated: nothing is late in a count window", run, step, what, o)
-			}
-			ref.Add(rec)
-		case r < 920:
-			g.wm = max(g.wm, g.maxTs-rng.Int64N(8))
-			what = fmt.Sprintf("Advance(%d)", g.wm)
-			e.Advance(g.wm)
-			ref.Advance(g.wm)
-		case r < 960:
-			if _, err := store.commit(e); err != nil {
-				t.Fatalf("%s: step %d: commit: %v", run, step, err)
-			}
-			what = "commit"
-		case r < 980:
-			if _, err := store.commit(e); err != nil {
-				t.Fatalf("%s: step %d: crash: commit: %v", run, step, err)
-			}
-			r := newCounts(t, spec, got)
-			r.Advance(e.Watermark())
-			if err := store.restore(r, rng); err != nil {
-				t.Fatalf("%s: step %d: crash: %v", run, step, err)
-			}
-			r.FinishRestore()
-			var changed []entryID
-			r.Changes(func(en *windowing.Entry) { changed = append(changed, idOf(en)) })
-			if len(changed) > 0 {
-				t.Fatalf("%s: step %d: crash: Changes after restoring at the same watermark handed out %v, want nothing", run, step, changed)
-			}
-			e, what = r, fmt.Sprintf("crash (%d entries restored)", len(store.entries))
-		default:
-			part := rng.Int32N(3)
-			what = fmt.Sprintf("RemovePartition(%d)", part)
-			e.RemovePartition(part)
-			ref.RemovePartition(part)
-			store.dropPartition(part)
-		}
-		check(fmt.Sprintf("step %d %s", step, what))
-	}
-	e.Advance(math.MaxInt64)
-	ref.Advance(math.MaxInt64)
-	check("flush")
-	for _, r := range got.got {
+	st := &stream{name: fmt.Sprintf("seed %d", seed), ref: newCountRef(n, s, timeout, allAggs), rng: rng,
+		spec: windowing.Spec{Kind: windowing.KindCount, Size: n, Slide: s, Timeout: timeout, Aggregates: allAggs},
+		gen:  &streamGen{rng: rng, maxTs: 0, wm: math.MinInt64, gap: 4, age: 12},
+		add:  700, tick: 920, commit: 960, crash: 980}
+	for _, r := range st.run(t, steps).results {
 		firings[r.Firing]++
 	}
 }

@@ -46,9 +46,12 @@ type Engine struct {
 	// FinishRestore; math.MaxInt64 for none.
 	restoredMin int64
 
-	keys  keySlab
-	table keyTable
-	pool  panePool
+	keys keySlab[struct{}]
+	// slides hold sliding windows' state of each key, by slab index, in
+	// chunks of their own: a tumbling key has none, and so costs its
+	// keyState only.
+	slides []*[slabChunk]slideKey
+	pool   panePool
 
 	// buckets are the live window starts, sorted; in emit mode
 	// on_watermark buckets[:fired] have had their on-time firing.
@@ -90,7 +93,6 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		aheadUntil:  math.MinInt64,
 		restoredMin: math.MaxInt64,
 		byStart:     map[int64]*bucket{},
-		table:       newKeyTable(),
 		early:       newEarlyTicks(spec.Early),
 	}
 	switch spec.Kind {
@@ -114,6 +116,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		return nil, err
 	}
 	e.tumbling = e.slide == e.size
+	e.keys = newKeySlab[struct{}](nil)
 	e.pool = panePool{stride: e.agg.nums, free: noPane}
 	e.acc = e.agg.newOwnPane()
 	e.fifo = e.usesFifo()
@@ -196,10 +199,14 @@ func (e *Engine) Rewind(wm int64, keep []int32) {
 // OpenWindows returns the number of open (key, window) pairs.
 func (e *Engine) OpenWindows() int { return e.open }
 
+// Stats returns what e counts: nothing yet that tumbling and sliding
+// windows have.
+func (e *Engine) Stats() Stats { return Stats{} }
+
 // RemovePartition drops a revoked partition's state without firing.
 func (e *Engine) RemovePartition(p int32) {
 	e.clearFloor(p)
-	e.changes.forget(e, p)
+	forgetPartition(&e.changes, &e.keys, p)
 	kept := e.buckets[:0]
 	fired := 0
 	for i, b := range e.buckets {
@@ -217,15 +224,16 @@ func (e *Engine) RemovePartition(p int32) {
 	}
 	clear(e.buckets[len(kept):])
 	e.buckets, e.fired = kept, fired
-	for ki := range e.keys.n {
-		if k := e.keys.at(ki); k.id != "" && k.part == p {
-			for i := k.first; i != noPane; {
-				next := e.pool.hdr(i).next
-				e.pool.freePane(i)
-				i = next
-			}
-			e.forget(ki, k)
+	for ki, k := range e.keys.inPartition(p) {
+		for i := k.first; i != noPane; {
+			next := e.pool.hdr(i).next
+			e.pool.freePane(i)
+			i = next
 		}
+		e.forget(ki)
+	}
+	if invariants {
+		e.check()
 	}
 }
 
@@ -283,39 +291,40 @@ func (e *Engine) freeBucket(b *bucket) {
 // keyOf returns the slab index and state of rec's key in partition part,
 // creating them if needed.
 func (e *Engine) keyOf(part int32, rec *record.Record) (int32, *keyState) {
-	tag := e.table.hash(part, rec.Key)
-	if ki, k := e.findKey(part, tag, rec.Key); k != nil {
-		return ki, k
+	tag := e.keys.hash(part, rec.Key)
+	if ki, k := e.keys.find(part, tag, rec.Key); k != nil {
+		return ki, &k.keyState
 	}
 	return e.newKey(part, tag, rec)
 }
 
-// findKey returns the key of partition part with the given text and hash
-// tag, or a nil *keyState if there is none.
-func (e *Engine) findKey(part int32, tag uint32, key string) (int32, *keyState) {
-	for ki := range e.table.probe(tag) {
-		if k := e.keys.at(ki); k.is(part, key) {
-			return ki, k
-		}
-	}
-	return 0, nil
-}
-
 func (e *Engine) newKey(part int32, tag uint32, rec *record.Record) (int32, *keyState) {
-	ki := e.keys.alloc(!e.tumbling)
-	k := e.keys.at(ki)
 	e.sortKey = appendSortKey(e.sortKey[:0], rec.KeyFields)
 	// One allocation holds both the sort key and a copy of rec.Key (the
 	// decoder may reuse the bytes behind rec.Key).
 	n := len(e.sortKey)
 	e.sortKey = append(e.sortKey, rec.Key...)
-	*k = keyState{id: string(e.sortKey), split: uint32(n), part: part, first: noPane, last: noPane}
-	e.table.insert(tag, ki)
-	return ki, k
+	return e.addKey(part, tag, string(e.sortKey), n)
 }
 
-// forget frees key ki, whose panes are already freed.
-func (e *Engine) forget(ki int32, k *keyState) {
-	e.table.remove(e.table.hash(k.part, k.key()), ki)
+// addKey adds key id (sort key, then JSON at split) of partition part,
+// hash tag, with its sliding state if the windows slide.
+func (e *Engine) addKey(part int32, tag uint32, id string, split int) (int32, *keyState) {
+	ki, k := e.keys.add(part, tag, id, split)
+	if !e.tumbling && int(ki>>slabBits) == len(e.slides) {
+		e.slides = append(e.slides, new([slabChunk]slideKey))
+	}
+	return ki, &k.keyState
+}
+
+// slideOf returns sliding key ki's windows and panes.
+func (e *Engine) slideOf(ki int32) *slideKey { return &e.slides[ki>>slabBits][ki&slabMask] }
+
+// forget frees key ki, whose panes are already freed; its sliding state
+// keeps its memory for the slot's next key.
+func (e *Engine) forget(ki int32) {
+	if !e.tumbling {
+		e.slideOf(ki).reset()
+	}
 	e.keys.release(ki)
 }

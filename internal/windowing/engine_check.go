@@ -11,14 +11,10 @@ func (e *Engine) check() {
 	fail := func(format string, args ...any) {
 		panic(fmt.Sprintf("windowing: invariant: "+format, args...))
 	}
-	for ki := range e.keys.n {
-		k := e.keys.at(ki)
-		if k.id == "" {
-			continue
-		}
-		if got, _ := e.findKey(k.part, e.table.hash(k.part, k.key()), k.key()); got != ki {
-			fail("key %s (partition %d) at %d, the table finds %d", k.key(), k.part, ki, got)
-		}
+	if err := e.keys.check(); err != nil {
+		fail("%v", err)
+	}
+	for _, k := range e.keys.live() {
 		prev := int32(noPane)
 		for p := k.first; p != noPane; p = e.pool.hdr(p).next {
 			h := e.pool.hdr(p)
@@ -48,7 +44,7 @@ func (e *Engine) check() {
 				fail("a window at %d of the free key slot %d", b.start, ki)
 			}
 			if !e.tumbling {
-				if _, ok := e.keys.slide(ki).findWin(b.start, e.slide); !ok {
+				if _, ok := e.slideOf(ki).findWin(b.start, e.slide); !ok {
 					fail("key %s: a timer of its window at %d, which it does not have", k.key(), b.start)
 				}
 			}

@@ -126,7 +126,7 @@ func (e *Engine) fifoFlip(sk *slideKey, f *fifoAgg) {
 // fifoNote keeps key ki's fifoAgg right after rec was added to the pane
 // that starts at paneStart.
 func (e *Engine) fifoNote(ki int32, paneStart int64, rec *record.Record, seq uint64) {
-	f := e.keys.slide(ki).fifo
+	f := e.slideOf(ki).fifo
 	if f == nil || !f.valid || paneStart < f.lo || paneStart >= f.hi {
 		return
 	}

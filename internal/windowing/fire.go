@@ -103,7 +103,7 @@ func (e *Engine) paneOf(ki int32, k *keyState, start, first, last int64) int32 {
 			return prev
 		}
 	} else {
-		sk = e.keys.slide(ki)
+		sk = e.slideOf(ki)
 		var found bool
 		j, found = e.findPaneIn(sk, start)
 		ps := sk.panes.live()
@@ -218,7 +218,7 @@ func (e *Engine) addWindows(ki, prev, next int32, first, last int64) {
 	if first > last {
 		return
 	}
-	sk := e.keys.slide(ki)
+	sk := e.slideOf(ki)
 	j, _ := sk.findWin(first, e.slide)
 	for s := first; ; s += e.slide {
 		if ws := sk.wins.live(); j >= len(ws) || ws[j].start != s {
@@ -417,7 +417,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 		h.flags = h.flags&^flagChanged | firedBy(f)
 		e.markPane(i, ki)
 	} else {
-		sk := e.keys.slide(ki)
+		sk := e.slideOf(ki)
 		j, _ := sk.findWin(start, e.slide)
 		w := &sk.wins.live()[j]
 		if f == OnTime && w.flags&flagFired != 0 {
@@ -471,7 +471,7 @@ func (e *Engine) dropBucket(b *bucket) {
 		k := e.keys.at(ki)
 		var sk *slideKey
 		if !e.tumbling {
-			sk = e.keys.slide(ki)
+			sk = e.slideOf(ki)
 			j, _ := sk.findWin(b.start, e.slide)
 			e.dropped(WindowEntry, k, b.start, sk.wins.live()[j].flags)
 			if j == 0 {
@@ -520,7 +520,7 @@ func (e *Engine) evictIdle(lastStart int64) {
 		if addSat(ik.since, e.size) > lastStart {
 			break
 		}
-		e.forget(ik.key, k)
+		e.forget(ik.key)
 	}
 	n := copy(e.idle, e.idle[i:])
 	e.idle = e.idle[:n]

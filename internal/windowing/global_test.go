@@ -23,7 +23,7 @@ func TestGlobalCrashes(t *testing.T) {
 				for crashes := range 2 {
 					rng := rand.New(rand.NewPCG(seed, 5))
 					got := &collector{}
-					e := newSessions(t, spec, got)
+					e := newOperator(t, spec, got)
 					store := newChangelog()
 					g := &streamGen{rng: rng, maxTs: 0, wm: math.MinInt64, gap: 3, age: 10}
 					now, restored := int64(math.MinInt64), 0 // the clock, once it starts
@@ -44,7 +44,7 @@ func TestGlobalCrashes(t *testing.T) {
 						default:
 							if crashes == 1 {
 								order := rand.New(rand.NewPCG(seed, uint64(step))) // not rng: both runs must see one stream
-								e = crashSessions(t, fmt.Sprintf("step %d", step), e, spec, got, store, order)
+								e = crashOperator(t, fmt.Sprintf("step %d", step), e, spec, got, store, order)
 								if now != math.MinInt64 {
 									e.ProcessingTime(now) // the restarted service sees the clock: where ticks count from
 								}

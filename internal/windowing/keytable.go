@@ -54,12 +54,11 @@ func le64(s string) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
-// probe yields the slab indices stored under tag, in probe order: the
-// lookup of Engine, Sessions and Counts, which keep their keys in
-// different slabs and stop at the index whose keyState is (part, key).
-// An iterator, because it inlines into each caller with the slab access
-// in the loop body (a find taking a func for the slab, which does not
-// inline, cost the tumbling benchmark 5-10%).
+// probe yields the slab indices stored under tag, in probe order:
+// keySlab.find stops at the index whose keyState is (part, key). An
+// iterator, because it inlines into find with the slab access in the loop
+// body (a find taking a func for the slab, which does not inline, cost the
+// tumbling benchmark 5-10%).
 func (t *keyTable) probe(tag uint32) iter.Seq[int32] {
 	return func(yield func(int32) bool) {
 		m := t.mask()

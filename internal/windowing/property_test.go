@@ -150,111 +150,25 @@ func (g *streamGen) record() *record.Record {
 
 func compareWithReference(t *testing.T, p params, early windowing.EarlySpec, aggs []windowing.Aggregate, gap int64, seed uint64, steps int, seen *seen) {
 	t.Helper()
-	run := fmt.Sprintf("seed %d, %d aggregates, gap %d", seed, len(aggs), gap)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	cfg := p.spec(aggs...)
-	cfg.Early = early
-	e, got := newEngine(t, cfg)
+	spec := p.spec(aggs...)
+	spec.Early = early
 	ref := newReference(p, aggs)
 	ref.early = early
-	now := int64(math.MinInt64) // the processing-time clock, once it starts
-	store := newChangelog()
-	g := &streamGen{rng: rng, maxTs: rng.Int64N(40) - 30, wm: math.MinInt64, gap: gap, age: max(13, p.size+p.lateness+4)}
-	for step := range steps {
-		what := ""
-		switch r := rng.IntN(1000); {
-		case r < 725:
-			rec := g.record()
-			what = fmt.Sprintf("Add(p%d %s t=%d)", rec.Partition, rec.Key, rec.Time)
-			o, want := e.Add(rec), ref.Add(rec)
-			if o != want {
-				t.Fatalf("%s: step %d: %s = %+v, want %+v", run, step, what, o, want)
-			}
-			seen.outcomes[want.Kind]++
-		case r < 945 && early.Every > 0 && !early.Event && rng.IntN(2) == 0:
-			now = max(now, -50) + rng.Int64N(2*early.Every)
-			what = fmt.Sprintf("ProcessingTime(%d)", now)
-			e.ProcessingTime(now)
-			ref.ProcessingTime(now)
-		case r < 945:
-			g.wm = max(g.wm, g.maxTs-rng.Int64N(8))
-			what = fmt.Sprintf("Advance(%d)", g.wm)
-			e.Advance(g.wm)
-			ref.Advance(g.wm)
-		case r < 965:
-			n, err := store.commit(e)
-			if err != nil {
-				t.Fatalf("%s: step %d: commit: %v", run, step, err)
-			}
-			what = fmt.Sprintf("commit (%d entries)", n)
-		case r < 970:
-			e = crash(t, fmt.Sprintf("%s: step %d", run, step), e, cfg, got, store, rng, seen)
-			what = fmt.Sprintf("crash at W=%d (%d entries restored)", e.Watermark(), len(store.entries))
-			if now != math.MinInt64 {
-				e.ProcessingTime(now) // the restarted service sees the clock: where ticks count from
-			}
-		default:
-			part := rng.Int32N(3)
-			what = fmt.Sprintf("RemovePartition(%d)", part)
-			e.RemovePartition(part)
-			ref.RemovePartition(part)
-			store.dropPartition(part)
-		}
-		checkState(t, fmt.Sprintf("%s: step %d %s", run, step, what), e, ref, got.got)
+	s := &stream{name: fmt.Sprintf("seed %d, %d aggregates, gap %d", seed, len(aggs), gap), spec: spec, ref: ref, rng: rng,
+		gen: &streamGen{rng: rng, maxTs: rng.Int64N(40) - 30, wm: math.MinInt64, gap: gap, age: max(13, p.size+p.lateness+4)},
+		add: 725, tick: 945, commit: 965, crash: 970}
+	tl := s.run(t, steps)
+	for k, n := range tl.outcomes {
+		seen.outcomes[k] += n
 	}
-	e.Advance(math.MaxInt64)
-	ref.Advance(math.MaxInt64)
-	checkState(t, run+": flush", e, ref, got.got)
-	for _, r := range got.got {
+	for k := range seen.restored {
+		seen.restored[k] += tl.restored[k]
+	}
+	for _, r := range tl.results {
 		if r.Firing == windowing.Early {
 			seen.early++
 		}
-	}
-}
-
-// crash commits e's changes to store and returns a fresh engine with e's
-// config and sink, advanced to e's watermark, restored from store (in an
-// order shuffled by rng) and done restoring. Restored at the same
-// watermark, it must hand out no changes: nothing changed.
-func crash(t *testing.T, at string, e *windowing.Engine, cfg windowing.Spec, sink windowing.Sink, store *changelog, rng *rand.Rand, seen *seen) *windowing.Engine {
-	t.Helper()
-	if _, err := store.commit(e); err != nil {
-		t.Fatalf("%s: crash: commit: %v", at, err)
-	}
-	r, err := windowing.NewEngine(cfg, sink)
-	if err != nil {
-		t.Fatalf("%s: crash: NewEngine: %v", at, err)
-	}
-	r.TrackChanges()
-	r.Advance(e.Watermark()) // a no-op at math.MinInt64
-	if err := store.restore(r, rng); err != nil {
-		t.Fatalf("%s: crash: %v", at, err)
-	}
-	r.FinishRestore()
-	for _, en := range store.entries {
-		seen.restored[en.Kind]++
-	}
-	var changed []entryID
-	r.Changes(func(en *windowing.Entry) { changed = append(changed, idOf(en)) })
-	if len(changed) > 0 {
-		t.Fatalf("%s: crash: Changes after restoring %d entries at the same watermark handed out %v, want nothing", at, len(store.entries), changed)
-	}
-	return r
-}
-
-func checkState(t *testing.T, at string, e *windowing.Engine, ref *reference, got []windowing.Result) {
-	t.Helper()
-	if len(got) != len(ref.out) {
-		t.Fatalf("%s: %d results, want %d\ngot  %v\nwant %v", at, len(got), len(ref.out), got, ref.out)
-	}
-	for i := len(got) - ref.checked; i < len(got); i++ {
-		if err := sameResult(got[i], ref.out[i], ref.aggs); err != nil {
-			t.Fatalf("%s: result %d: %v\ngot  %+v\nwant %+v", at, i, err, got[i], ref.out[i])
-		}
-	}
-	ref.checked = 0
-	if n, want := e.OpenWindows(), len(ref.wins); n != want {
-		t.Fatalf("%s: OpenWindows() = %d, want %d", at, n, want)
 	}
 }
 

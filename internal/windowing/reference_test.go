@@ -15,16 +15,15 @@ import (
 // assignment, every window keeps its records, aggregates are computed from
 // scratch at each firing, and Advance scans every window.
 type reference struct {
-	p       params
-	cal     func(ts int64) windowing.Window // calendar windows: tumbling, by this assigner
-	early   windowing.EarlySpec
-	procAt  int64 // the last processing-time tick index; math.MinInt64: none yet
-	aggs    []windowing.Aggregate
-	wm      int64
-	seq     uint64
-	wins    map[refID]*refWin
-	out     []windowing.Result
-	checked int // results not compared yet
+	p      params
+	cal    func(ts int64) windowing.Window // calendar windows: tumbling, by this assigner
+	early  windowing.EarlySpec
+	procAt int64 // the last processing-time tick index; math.MinInt64: none yet
+	aggs   []windowing.Aggregate
+	wm     int64
+	seq    uint64
+	wins   map[refID]*refWin
+	out    []windowing.Result
 }
 
 type refID struct {
@@ -224,7 +223,6 @@ func (r *reference) fire(w *refWin, f windowing.Firing) {
 		w.fired = true
 	}
 	r.out = append(r.out, res)
-	r.checked++
 }
 
 // aggregate computes aggregate a (the i-th) over recs in one pass, in

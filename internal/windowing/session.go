@@ -35,11 +35,9 @@ type Sessions struct {
 	nextDue int64 // no timer is due at a watermark below it
 	seq     uint64
 
-	keys  []sessKey // by key index, found through table (findKey)
-	free  []int32
-	table keyTable
-	pool  panePool
-	open  int
+	keys keySlab[sessKey]
+	pool panePool
+	open int
 
 	fire, clean timers
 
@@ -53,10 +51,10 @@ type Sessions struct {
 	sortKey []byte
 }
 
-// sessKey is one (partition, key) of a session window.
+// sessKey is a session window's state of one (partition, key), beside
+// its identity in the key slab.
 type sessKey struct {
-	keyState           // identity; first and last are unused
-	sess     []session // sorted by start, pairwise not intersecting
+	sess []session // sorted by start, pairwise not intersecting
 	// fireAt and cleanAt are the times of the key's live entries in the
 	// fire and clean queues (noTimer: none); entries at other times are
 	// stale. timers counts its entries, live or stale: the slot is
@@ -64,6 +62,9 @@ type sessKey struct {
 	fireAt, cleanAt int64
 	timers          int32
 }
+
+// reset empties a released key's state, keeping its sessions' memory.
+func (k *sessKey) reset() { *k = sessKey{sess: k.sess[:0], fireAt: noTimer, cleanAt: noTimer} }
 
 // session is one session window; its pane holds its accumulators, its
 // revision (firings so far) and its changelog flags.
@@ -83,13 +84,14 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 		return nil, fmt.Errorf("window kind %d: not session or global", spec.Kind)
 	}
 	s := &Sessions{sink: sink, gap: spec.Gap, lateness: spec.Lateness, onClose: spec.OnClose,
-		marks: marks{wm: math.MinInt64}, nextDue: noTimer, table: newKeyTable(), numbers: newNumbers(), early: newEarlyTicks(spec.Early)}
+		marks: marks{wm: math.MinInt64}, nextDue: noTimer, numbers: newNumbers(), early: newEarlyTicks(spec.Early)}
 	var err error
 	if s.agg, err = newLayout(spec.Aggregates); err != nil {
 		return nil, err
 	}
 	s.pool = panePool{stride: s.agg.nums, free: noPane}
 	s.res.Aggregates = make([]record.Value, len(s.agg.specs))
+	s.keys = newKeySlab((*sessKey).reset)
 	s.fire.keys, s.clean.keys = &s.keys, &s.keys
 	if spec.Kind == KindGlobal {
 		if spec.Early.Every <= 0 {
@@ -111,8 +113,8 @@ func (s *Sessions) Rewind(wm int64, keep []int32) {
 // OpenWindows returns the number of open sessions.
 func (s *Sessions) OpenWindows() int { return s.open }
 
-// Merges returns how many records bridged two sessions or more.
-func (s *Sessions) Merges() int64 { return s.merges }
+// Stats returns what s counted: its merges.
+func (s *Sessions) Stats() Stats { return Stats{Merges: s.merges} }
 
 // Add applies SPEC §3 steps 1–2 to one record: its window [t, t+gap)
 // merged with the key's sessions it intersects is late if its cleanup time
@@ -122,19 +124,19 @@ func (s *Sessions) Merges() int64 { return s.merges }
 func (s *Sessions) Add(rec *record.Record) Outcome {
 	w := s.window(rec.Time, rec.Gap)
 	wm := s.Judged(rec.Partition)
-	tag := s.table.hash(rec.Partition, rec.Key)
-	ki := s.findKey(rec.Partition, tag, rec.Key)
+	tag := s.keys.hash(rec.Partition, rec.Key)
+	ki, ent := s.keys.find(rec.Partition, tag, rec.Key)
 	i, j, merged := 0, 0, w
-	if ki >= 0 {
-		i, j, merged = intersecting(s.keys[ki].sess, w)
+	if ent != nil {
+		i, j, merged = intersecting(ent.ext.sess, w)
 	}
 	if merged.CleanupTime(s.lateness) <= wm {
 		return Outcome{Kind: LateEvent, Missed: merged}
 	}
-	if ki < 0 {
-		ki = s.newKey(rec.Partition, tag, rec)
+	if ent == nil {
+		ki, ent = s.newKey(rec.Partition, tag, rec)
 	}
-	k := &s.keys[ki]
+	k := &ent.ext
 	switch {
 	case j-i == 1 && k.sess[i].start == merged.Start && s.pool.hdr(k.sess[i].pane).rev == 0:
 		// The usual record: inside its key's session, or extending it to
@@ -195,13 +197,13 @@ func intersecting(ss []session, w Window) (i, j int, merged Window) {
 // their accumulators merge into the first one's pane, which starts over
 // at revision 0.
 func (s *Sessions) merge(ki int32, i, j int, merged Window) {
-	k := &s.keys[ki]
+	k, id := s.keys.ext(ki), s.keys.at(ki)
 	if j-i > 1 {
 		s.merges++
 	}
 	for m := i; m < j; m++ {
 		if x := &k.sess[m]; s.pool.hdr(x.pane).rev > 0 { // on_close: only early firings make it > 0
-			s.retract(k, x)
+			s.retract(id, x)
 		}
 	}
 	first := &k.sess[i]
@@ -209,13 +211,13 @@ func (s *Sessions) merge(ki int32, i, j int, merged Window) {
 	for m := i + 1; m < j; m++ {
 		x := &k.sess[m]
 		s.agg.merge(dst, s.pool.view(x.pane))
-		s.dropped(k, x)
+		s.dropped(id, x)
 		s.pool.freePane(x.pane)
 		s.open--
 	}
 	h := s.pool.hdr(first.pane)
 	if first.start != merged.Start { // a new changelog identity
-		s.dropped(k, first)
+		s.dropped(id, first)
 		h.flags &^= flagStored
 	}
 	h.start, h.rev = merged.Start, 0
@@ -225,7 +227,7 @@ func (s *Sessions) merge(ki int32, i, j int, merged Window) {
 }
 
 // retract emits the retraction of k's session x.
-func (s *Sessions) retract(k *sessKey, x *session) {
+func (s *Sessions) retract(k *keyState, x *session) {
 	r := &s.res
 	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
 	r.Count, r.Revision, r.Firing, r.Watermark = 0, 0, Retract, s.wm
@@ -235,7 +237,7 @@ func (s *Sessions) retract(k *sessKey, x *session) {
 
 // emit hands the result of key ki's session x to the sink.
 func (s *Sessions) emit(ki int32, x *session, f Firing) {
-	k := &s.keys[ki]
+	k := s.keys.at(ki)
 	h := s.pool.hdr(x.pane)
 	r := &s.res
 	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
@@ -254,8 +256,8 @@ func (s *Sessions) schedule(t *timers, ki int32, live *int64, at int64) {
 		return
 	}
 	*live = at
-	s.keys[ki].timers++
-	t.push(timer{at: at, key: ki, prefix: sortPrefix(s.keys[ki].sortKey())})
+	s.keys.ext(ki).timers++
+	t.push(timer{at: at, key: ki, prefix: sortPrefix(s.keys.at(ki).sortKey())})
 	s.nextDue = min(s.nextDue, at)
 }
 
@@ -292,7 +294,7 @@ func (s *Sessions) fireDue() { s.fireDueUntil(s.wm) }
 func (s *Sessions) fireDueUntil(wm int64) {
 	for !s.onClose && s.fire.due(wm) {
 		t := s.fire.head()
-		k := &s.keys[t.key]
+		k := s.keys.ext(t.key)
 		next := int64(noTimer)
 		if k.fireAt == t.at {
 			for m := range k.sess {
@@ -312,7 +314,7 @@ func (s *Sessions) fireDueUntil(wm int64) {
 	}
 	for s.clean.due(wm) {
 		t := s.clean.head()
-		k := &s.keys[t.key]
+		k := s.keys.ext(t.key)
 		next := int64(noTimer)
 		if k.cleanAt == t.at {
 			next = s.dropDue(t.key, t.at)
@@ -331,7 +333,7 @@ func (s *Sessions) fireDueUntil(wm int64) {
 // after their Final firing in emit mode on_close, and returns the
 // earliest cleanup time of the others (noTimer: none).
 func (s *Sessions) dropDue(ki int32, at int64) int64 {
-	k := &s.keys[ki]
+	k := s.keys.ext(ki)
 	next := int64(noTimer)
 	kept := k.sess[:0]
 	for m := range k.sess {
@@ -344,7 +346,7 @@ func (s *Sessions) dropDue(ki int32, at int64) int64 {
 		if s.onClose {
 			s.emit(ki, &x, Final)
 		}
-		s.dropped(k, &x)
+		s.dropped(s.keys.at(ki), &x)
 		s.pool.freePane(x.pane)
 		s.open--
 	}
@@ -354,68 +356,47 @@ func (s *Sessions) dropDue(ki int32, at int64) int64 {
 
 // releaseIfDone frees key ki once it has no session and no timer entry.
 func (s *Sessions) releaseIfDone(ki int32) {
-	k := &s.keys[ki]
-	if len(k.sess) > 0 || k.timers > 0 || k.id == "" {
+	k := s.keys.ext(ki)
+	if len(k.sess) > 0 || k.timers > 0 || s.keys.at(ki).id == "" {
 		return
 	}
-	s.table.remove(s.table.hash(k.part, k.key()), ki)
-	*k = sessKey{sess: k.sess[:0], fireAt: noTimer, cleanAt: noTimer}
-	s.free = append(s.free, ki)
+	s.keys.release(ki)
 }
 
-// findKey returns the index of key key of partition part (hash tag), or
-// -1 if there is none.
-func (s *Sessions) findKey(part int32, tag uint32, key string) int32 {
-	for ki := range s.table.probe(tag) {
-		if s.keys[ki].is(part, key) {
-			return ki
-		}
-	}
-	return -1
-}
-
-// newKey adds key id (sort key, then the key's JSON at split) of partition
-// part, hash tag.
-func (s *Sessions) newKey(part int32, tag uint32, rec *record.Record) int32 {
+// newKey adds rec's key of partition part, hash tag.
+func (s *Sessions) newKey(part int32, tag uint32, rec *record.Record) (int32, *slabEntry[sessKey]) {
 	s.sortKey = appendSortKey(s.sortKey[:0], rec.KeyFields)
 	n := len(s.sortKey)
 	s.sortKey = append(s.sortKey, rec.Key...)
 	return s.addKey(part, tag, string(s.sortKey), n)
 }
 
-func (s *Sessions) addKey(part int32, tag uint32, id string, split int) int32 {
-	var ki int32
-	if n := len(s.free); n > 0 {
-		ki, s.free = s.free[n-1], s.free[:n-1]
-	} else {
-		s.keys = append(s.keys, sessKey{})
-		ki = int32(len(s.keys) - 1)
-	}
-	k := &s.keys[ki]
-	k.keyState = keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}
-	k.fireAt, k.cleanAt = noTimer, noTimer
-	s.table.insert(tag, ki)
-	return ki
+// addKey adds key id (sort key, then the key's JSON at split) of partition
+// part, hash tag.
+func (s *Sessions) addKey(part int32, tag uint32, id string, split int) (int32, *slabEntry[sessKey]) {
+	ki, k := s.keys.add(part, tag, id, split)
+	k.ext.fireAt, k.ext.cleanAt = noTimer, noTimer // a slot never used is zero
+	return ki, k
 }
 
 // RemovePartition drops a revoked partition's sessions without firing.
 func (s *Sessions) RemovePartition(p int32) {
 	s.clearFloor(p)
-	s.forgetChanges(p)
-	gone := func(t timer) bool { return s.keys[t.key].part == p && s.keys[t.key].id != "" }
+	forgetPartition(&s.changes, &s.keys, p)
+	gone := func(t timer) bool { k := s.keys.at(t.key); return k.part == p && k.id != "" }
 	s.fire.deleteFunc(gone)
 	s.clean.deleteFunc(gone)
-	for ki := range s.keys {
-		k := &s.keys[ki]
-		if k.id == "" || k.part != p {
-			continue
-		}
+	for ki := range s.keys.inPartition(p) {
+		k := s.keys.ext(ki)
 		for _, x := range k.sess {
 			s.pool.freePane(x.pane)
 			s.open--
 		}
 		k.sess, k.timers = k.sess[:0], 0
-		s.releaseIfDone(int32(ki))
+		s.releaseIfDone(ki)
 	}
 	s.nextDue = min(s.fire.top(), s.clean.top())
+	if invariants {
+		s.check()
+	}
 }

@@ -70,7 +70,7 @@ func BenchmarkSessions(b *testing.B) {
 			b.Fatal(err)
 		}
 		newSessionStream(sessionKeys).run(b, func(r *record.Record) { e.Add(r) }, e.Advance)
-		b.ReportMetric(float64(e.Merges())/float64(b.N)*100, "%bridging")
+		b.ReportMetric(float64(e.Stats().Merges)/float64(b.N)*100, "%bridging")
 	})
 	b.Run("tumbling", func(b *testing.B) {
 		e := benchEngine(b, params{"tumbling", 1000, 0, 0, 1000, "on_watermark"})

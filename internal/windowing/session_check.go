@@ -2,19 +2,20 @@ package windowing
 
 import "fmt"
 
-// check panics if s's structure is broken: a key's sessions out of order,
-// intersecting or with a pane of another start, the open count wrong, or
-// a session without a timer entry at or before its due time.
+// check panics if s's structure is broken: its key slab, a key's sessions
+// out of order, intersecting or with a pane of another start, the open
+// count wrong, a session without a timer entry at or before its due time,
+// or the keys' counts of timer entries not the queues'.
 func (s *Sessions) check() {
-	open := 0
-	for ki := range s.keys {
-		k := &s.keys[ki]
-		if k.id == "" {
-			continue
-		}
+	if err := s.keys.check(); err != nil {
+		panic(fmt.Sprintf("windowing: invariant: %v", err))
+	}
+	open, entries := 0, 0
+	for ki, id := range s.keys.live() {
+		k := s.keys.ext(ki)
 		for m, x := range k.sess {
 			fail := func(what string) {
-				panic(fmt.Sprintf("windowing: %s: session %d [%d, %d) of %s (partition %d): %s", "invariant", m, x.start, x.end, k.key(), k.part, what))
+				panic(fmt.Sprintf("windowing: %s: session %d [%d, %d) of %s (partition %d): %s", "invariant", m, x.start, x.end, id.key(), id.part, what))
 			}
 			h := s.pool.hdr(x.pane)
 			switch {
@@ -33,6 +34,10 @@ func (s *Sessions) check() {
 			}
 			open++
 		}
+		entries += int(k.timers)
+	}
+	if entries != s.fire.n+s.clean.n {
+		panic(fmt.Sprintf("windowing: invariant: the keys count %d timer entries, the queues hold %d", entries, s.fire.n+s.clean.n))
 	}
 	if open != s.open {
 		panic(fmt.Sprintf("windowing: invariant: %d open sessions, counted %d", s.open, open))

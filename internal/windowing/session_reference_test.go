@@ -23,7 +23,6 @@ type sessionRef struct {
 	seq           uint64
 	keys          map[refKey]*refSessKey
 	out           []windowing.Result
-	checked       int
 }
 
 type refKey struct {
@@ -98,7 +97,6 @@ func (r *sessionRef) Add(rec *record.Record) windowing.Outcome {
 		if k.revs[w] > 0 { // on_close: only early firings make it > 0
 			r.out = append(r.out, windowing.Result{Partition: id.part, Key: id.key, Window: w, Firing: windowing.Retract,
 				Watermark: r.wm, Aggregates: make([]record.Value, len(r.aggs))})
-			r.checked++
 		}
 		delete(k.revs, w)
 		delete(k.fired, w)
@@ -129,7 +127,6 @@ func (r *sessionRef) fire(id refKey, k *refSessKey, w windowing.Window, f window
 		k.fired[w] = true
 	}
 	r.out = append(r.out, res)
-	r.checked++
 }
 
 type refDue struct {

@@ -18,17 +18,10 @@ func (s *Sessions) markPane(i, ki int32) {
 
 // dropped notes that k's session x is gone from the changelog identity
 // it had (dropped, absorbed by a merge, or moved to a new start).
-func (s *Sessions) dropped(k *sessKey, x *session) {
+func (s *Sessions) dropped(k *keyState, x *session) {
 	if s.pool.hdr(x.pane).flags&flagStored != 0 {
 		s.changes.gone = append(s.changes.gone, goneRef{SessionEntry, k.part, k.id, k.split, x.start})
 	}
-}
-
-// forgetChanges drops what partition p's changelog lacks: p is leaving.
-func (s *Sessions) forgetChanges(p int32) {
-	c := &s.changes
-	c.panes = slices.DeleteFunc(c.panes, func(r paneRef) bool { return s.keys[r.key].part == p })
-	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
 }
 
 // Changes is Engine.Changes: tombstones of sessions that were stored and
@@ -40,25 +33,16 @@ func (s *Sessions) Changes(fn func(*Entry)) {
 	// A tombstone whose identity a new session took is left out: the new
 	// session's entry replaces the old one.
 	c.handOutGone(fn, s.liveGone())
-	// Newest first: a pane freed and reused since an older note has its
-	// flags cleared, so only its newest note counts.
-	for i := len(c.panes) - 1; i >= 0; i-- {
-		r := c.panes[i]
-		h := s.pool.hdr(r.pane)
-		if h.flags&flagDirty == 0 {
-			continue
-		}
-		h.flags = h.flags&^flagDirty | flagStored
-		k := &s.keys[r.key]
+	for r := range c.takeDirty(&s.pool) {
+		k, id := s.keys.ext(r.key), s.keys.at(r.key)
 		m := slices.IndexFunc(k.sess, func(x session) bool { return x.pane == r.pane })
 		if m < 0 { // not reached: a live dirty pane is one of its key's sessions
-			panic(fmt.Sprintf("windowing: dirty session pane %d is not a session of %s", r.pane, k.key()))
+			panic(fmt.Sprintf("windowing: dirty session pane %d is not a session of %s", r.pane, id.key()))
 		}
-		s.pool.entry(&en, SessionEntry, &k.keyState, r.pane)
+		s.pool.entry(&en, SessionEntry, id, r.pane)
 		en.End = k.sess[m].end
 		fn(&en)
 	}
-	c.panes = c.panes[:0]
 }
 
 // sessionID identifies a session's changelog entry.
@@ -89,7 +73,7 @@ func (s *Sessions) liveGone() map[sessionID]bool {
 			continue
 		}
 		seen[r.pane] = true
-		k := &s.keys[r.key]
+		k := s.keys.at(r.key)
 		if id := (sessionID{k.part, k.id, h.start}); gone[id] {
 			live[id] = true
 		}
@@ -101,11 +85,8 @@ func (s *Sessions) liveGone() map[sessionID]bool {
 // no state in s. A session whose cleanup time is at or below dropped was
 // dropped by the previous owner and is not made again.
 func (s *Sessions) Restore(en *Entry, dropped int64) error {
-	if en.Deleted {
-		return nil
-	}
-	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
-		return fmt.Errorf("restore: malformed key %q", en.ID)
+	if ok, err := restorable(en); !ok {
+		return err
 	}
 	key := en.ID[en.Split:]
 	if en.Kind != SessionEntry {
@@ -121,12 +102,12 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 	if w.CleanupTime(s.lateness) <= dropped {
 		return nil
 	}
-	tag := s.table.hash(en.Partition, key)
-	ki := s.findKey(en.Partition, tag, key)
-	if ki < 0 {
-		ki = s.addKey(en.Partition, tag, en.ID, en.Split)
+	tag := s.keys.hash(en.Partition, key)
+	ki, ent := s.keys.find(en.Partition, tag, key)
+	if ent == nil {
+		ki, ent = s.addKey(en.Partition, tag, en.ID, en.Split)
 	}
-	k := &s.keys[ki]
+	k := &ent.ext
 	if i, j, _ := intersecting(k.sess, w); i != j {
 		return fmt.Errorf("restore: session [%d, %d) of %s intersects session [%d, %d)", en.Start, en.End, key, k.sess[i].start, k.sess[i].end)
 	}
@@ -162,6 +143,8 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 // firing).
 func (s *Sessions) FinishRestore() {
 	if s.wm >= s.nextDue {
-		s.fireDue()
+		s.fireDue() // checks the invariants
+	} else if invariants {
+		s.check()
 	}
 }

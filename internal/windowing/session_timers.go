@@ -21,7 +21,7 @@ type timer struct {
 // its life instead of sifting it through log n levels each time: a session
 // that keeps growing moves its timer on about once per gap.
 type timers struct {
-	keys    *[]sessKey
+	keys    *keySlab[sessKey]
 	last    int64 // no entry is earlier; bucket 0 holds those at last
 	buckets [65][]timer
 	n       int
@@ -150,8 +150,7 @@ func (t *timers) less(a, b *timer) bool {
 	if a.prefix != b.prefix {
 		return a.prefix < b.prefix
 	}
-	ks := *t.keys
-	return compareKeys(&ks[a.key].keyState, &ks[b.key].keyState) < 0
+	return compareKeys(t.keys.at(a.key), t.keys.at(b.key)) < 0
 }
 
 // deleteFunc removes the entries for which del is true.

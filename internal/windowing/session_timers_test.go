@@ -12,9 +12,10 @@ import (
 // key, against a sorted slice, with pushes below the last time taken out
 // (as after a Rewind), negative times, ties, and deletions.
 func TestTimersOrder(t *testing.T) {
-	keys := make([]sessKey, 10)
-	for i := range keys {
-		keys[i].keyState = keyState{id: string([]byte{2, byte('a' + i), 0, 0}), split: 4}
+	keys := newKeySlab((*sessKey).reset)
+	for i := range 10 {
+		key := `{"k":"` + string(rune('a'+i)) + `"}`
+		keys.add(0, keys.hash(0, key), string([]byte{2, byte('a' + i), 0, 0})+key, 4)
 	}
 	type entry struct {
 		at  int64
@@ -35,7 +36,7 @@ func TestTimersOrder(t *testing.T) {
 				if rng.IntN(100) == 0 {
 					e.at = math.MaxInt64 - 1 - rng.Int64N(3)
 				}
-				tm.push(timer{at: e.at, key: e.key, prefix: sortPrefix(keys[e.key].sortKey())})
+				tm.push(timer{at: e.at, key: e.key, prefix: sortPrefix(keys.at(e.key).sortKey())})
 				ref = append(ref, e)
 			case r < 52:
 				k := int32(rng.IntN(10))

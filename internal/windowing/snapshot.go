@@ -3,6 +3,7 @@ package windowing
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
@@ -148,14 +149,36 @@ func (e *Engine) dropped(kind EntryKind, k *keyState, start int64, flags uint8) 
 	}
 }
 
-// forget drops what partition p's changelog lacks: p is leaving.
-func (c *changes) forget(e *Engine, p int32) {
+// forgetPartition drops what partition p's changelog lacks from c, the
+// changes of an operator whose keys are keys: p is leaving.
+func forgetPartition[E any](c *changes, keys *keySlab[E], p int32) {
 	// The newest entry of a live dirty pane names its key; older entries
 	// may name a key the pane no longer has, and are skipped by its flags
 	// anyway. Freeing p's panes clears their flags.
-	c.panes = slices.DeleteFunc(c.panes, func(r paneRef) bool { return e.keys.at(r.key).part == p })
-	c.wins = slices.DeleteFunc(c.wins, func(r winRef) bool { return e.keys.at(r.key).part == p })
+	c.panes = slices.DeleteFunc(c.panes, func(r paneRef) bool { return keys.at(r.key).part == p })
+	c.wins = slices.DeleteFunc(c.wins, func(r winRef) bool { return keys.at(r.key).part == p })
 	c.gone = slices.DeleteFunc(c.gone, func(g goneRef) bool { return g.part == p })
+}
+
+// takeDirty yields, newest first, the noted panes still dirty in pool p,
+// marking each stored and no longer dirty; then it forgets the notes. A
+// pane freed and reused since an older note has its flags cleared, so
+// only its newest note counts.
+func (c *changes) takeDirty(p *panePool) iter.Seq[paneRef] {
+	return func(yield func(paneRef) bool) {
+		for i := len(c.panes) - 1; i >= 0; i-- {
+			r := c.panes[i]
+			h := p.hdr(r.pane)
+			if h.flags&flagDirty == 0 {
+				continue
+			}
+			h.flags = h.flags&^flagDirty | flagStored
+			if !yield(r) {
+				return
+			}
+		}
+		c.panes = c.panes[:0]
+	}
 }
 
 // Changes hands fn every entry that changed since the last call, for the
@@ -165,27 +188,17 @@ func (e *Engine) Changes(fn func(*Entry)) {
 	c := &e.changes
 	var en Entry
 	c.handOutGone(fn, nil)
-	// Newest first: a pane freed and reused since an older entry was
-	// marked has its flags cleared, so only its newest entry counts.
-	for i := len(c.panes) - 1; i >= 0; i-- {
-		r := c.panes[i]
-		h := e.pool.hdr(r.pane)
-		if h.flags&flagDirty == 0 {
-			continue
-		}
-		h.flags = h.flags&^flagDirty | flagStored
-		k := e.keys.at(r.key)
-		e.sliceEntry(&en, k, r.pane)
+	for r := range c.takeDirty(&e.pool) {
+		e.sliceEntry(&en, e.keys.at(r.key), r.pane)
 		fn(&en)
 	}
-	c.panes = c.panes[:0]
 	for i := len(c.wins) - 1; i >= 0; i-- {
 		r := c.wins[i]
 		k := e.keys.at(r.key)
 		if k.id == "" {
 			continue
 		}
-		sk := e.keys.slide(r.key)
+		sk := e.slideOf(r.key)
 		j, ok := sk.findWin(r.start, e.slide)
 		if !ok {
 			continue
@@ -252,11 +265,8 @@ func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
 // below dropped (the previous owner's watermark) were dropped there and
 // are not made again.
 func (e *Engine) Restore(en *Entry, dropped int64) error {
-	if en.Deleted {
-		return nil
-	}
-	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
-		return fmt.Errorf("restore: malformed key %q", en.ID)
+	if ok, err := restorable(en); !ok {
+		return err
 	}
 	ki, k := e.keyByID(en.Partition, en.ID, en.Split)
 	switch en.Kind {
@@ -268,6 +278,18 @@ func (e *Engine) Restore(en *Entry, dropped int64) error {
 		return fmt.Errorf("restore: session [%d, %d) of %s does not fit a tumbling or sliding window (was the window changed?)", en.Start, en.End, en.ID[en.Split:])
 	}
 	return fmt.Errorf("restore: unknown entry kind %d", en.Kind)
+}
+
+// restorable reports whether Restore takes en (a tombstone it skips), and
+// returns an error if en's ID does not hold a group key.
+func restorable(en *Entry) (bool, error) {
+	if en.Deleted {
+		return false, nil
+	}
+	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
+		return false, fmt.Errorf("restore: malformed key %q", en.ID)
+	}
+	return true, nil
 }
 
 // looksLikeKey reports whether key looks like a group key's JSON object.
@@ -331,7 +353,7 @@ func (e *Engine) restoreWindow(ki int32, k *keyState, en *Entry) error {
 	if e.tumbling || en.Revision <= 0 || en.Revision > math.MaxInt32 {
 		return fmt.Errorf("restore: window entry at %d of %s (revision %d) does not fit a %s window", en.Start, en.ID[en.Split:], en.Revision, map[bool]string{true: "tumbling", false: "sliding"}[e.tumbling])
 	}
-	sk := e.keys.slide(ki)
+	sk := e.slideOf(ki)
 	j, ok := sk.findWin(en.Start, e.slide)
 	if !ok {
 		return fmt.Errorf("restore: window at %d of %s has no slice", en.Start, en.ID[en.Split:])
@@ -367,6 +389,9 @@ func (e *Engine) FinishRestore() {
 	e.restoredMin = math.MaxInt64
 	e.fireDue()
 	e.nextDue = e.dueTime()
+	if invariants {
+		e.check()
+	}
 }
 
 // fireAhead is Add's late firing while a restored window may have fired
@@ -386,7 +411,7 @@ func (e *Engine) hasFired(ki int32, k *keyState, start int64) bool {
 	if e.tumbling {
 		return e.pool.hdr(e.findPane(k, start)).flags&flagFired != 0
 	}
-	sk := e.keys.slide(ki)
+	sk := e.slideOf(ki)
 	j, ok := sk.findWin(start, e.slide)
 	if !ok {
 		return false
@@ -396,15 +421,11 @@ func (e *Engine) hasFired(ki int32, k *keyState, start int64) bool {
 
 // keyByID returns key id of partition part, creating it if needed.
 func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
-	tag := e.table.hash(part, id[split:])
-	if ki, k := e.findKey(part, tag, id[split:]); k != nil {
-		return ki, k
+	tag := e.keys.hash(part, id[split:])
+	if ki, k := e.keys.find(part, tag, id[split:]); k != nil {
+		return ki, &k.keyState
 	}
-	ki := e.keys.alloc(!e.tumbling)
-	k := e.keys.at(ki)
-	*k = keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}
-	e.table.insert(tag, ki)
-	return ki, k
+	return e.addKey(part, tag, id, split)
 }
 
 // checkSlots returns an error unless en has the slots of layout l (nums

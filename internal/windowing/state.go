@@ -106,55 +106,13 @@ func (s *slideKey) findWin(start, slide int64) (int, bool) {
 	return slices.BinarySearchFunc(ws, start, func(w win, s int64) int { return cmp.Compare(w.start, s) })
 }
 
-// slabChunk is how many keys a slab chunk holds; chunks never move, so a
-// *keyState stays valid while keys are added.
-const (
-	slabBits  = 10
-	slabChunk = 1 << slabBits
-	slabMask  = slabChunk - 1
-)
-
-// keySlab holds every key's state, indexed by int32.
-type keySlab struct {
-	chunks []*[slabChunk]keyState
-	slides []*[slabChunk]slideKey // sliding windows only
-	free   []int32
-	n      int32 // slots ever used
-}
-
-func (s *keySlab) at(i int32) *keyState { return &s.chunks[i>>slabBits][i&slabMask] }
-
-func (s *keySlab) slide(i int32) *slideKey { return &s.slides[i>>slabBits][i&slabMask] }
-
-// alloc returns a free slot for a new key.
-func (s *keySlab) alloc(sliding bool) int32 {
-	if n := len(s.free); n > 0 {
-		i := s.free[n-1]
-		s.free = s.free[:n-1]
-		return i
+// reset empties a released key's sliding state, keeping its memory.
+func (s *slideKey) reset() {
+	s.wins.reset()
+	s.panes.reset()
+	if s.fifo != nil {
+		s.fifo.valid = false
 	}
-	if s.n&slabMask == 0 {
-		s.chunks = append(s.chunks, new([slabChunk]keyState))
-		if sliding {
-			s.slides = append(s.slides, new([slabChunk]slideKey))
-		}
-	}
-	s.n++
-	return s.n - 1
-}
-
-// release frees slot i; its sliding state keeps its memory for reuse.
-func (s *keySlab) release(i int32) {
-	*s.at(i) = keyState{}
-	if s.slides != nil {
-		sk := s.slide(i)
-		sk.wins.reset()
-		sk.panes.reset()
-		if sk.fifo != nil {
-			sk.fifo.valid = false
-		}
-	}
-	s.free = append(s.free, i)
 }
 
 // compareKeys orders keys as firings are ordered: key fields, then
