@@ -68,6 +68,20 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	c.kafka.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		cerr = errors.Join(err, commitErrors(resp))
 	})
+	if cerr != nil && groupMovedOn(cerr) {
+		// The outputs, the state's changes and the positions are
+		// written: the state the changelog holds is this commit's, and
+		// whoever owns a partition next (this instance after its rejoin,
+		// or another) restores it and skips the records below its
+		// position that the group's offset makes it read again. Only
+		// the offsets are behind; the client's heartbeat rejoins, and
+		// the next commit of a partition kept commits them.
+		c.m.Commits.WithLabelValues("rejected").Inc()
+		c.log.Warn().Err(cerr).Msg("offset commit refused: the group moved on without this member (a rebalance or a lost session); rejoining, the state and outputs are written")
+		c.writer.Committed()
+		c.accept()
+		return nil
+	}
 	if cerr != nil {
 		c.m.Commits.WithLabelValues("aborted").Inc()
 		return fmt.Errorf("commit: %w", cerr)
@@ -77,6 +91,20 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	c.accept()
 	c.purge(c.repartitionOffsets(rd.Offsets))
 	return nil
+}
+
+// groupMovedOn reports whether an offset commit was refused because the
+// group's generation moved on without this member: a rebalance under way
+// or done (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, and KIP-848's
+// member epochs), or a session the coordinator ended (UNKNOWN_MEMBER_ID).
+// The member rejoins; nothing is wrong with the service.
+func groupMovedOn(err error) bool {
+	for _, e := range []error{kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.StaleMemberEpoch, kerr.FencedMemberEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // stage1Ready is stage 1's commit Ready (none without it).

@@ -156,11 +156,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		Commits: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_commits_total",
-			Help: "Commits of state, outputs and offsets, by result (committed, aborted).",
+			Help: "Commits of state, outputs and offsets, by result (committed, aborted, rejected).",
 		}, []string{"result"}),
 	}
 	m.Commits.WithLabelValues("committed")
 	m.Commits.WithLabelValues("aborted")
+	m.Commits.WithLabelValues("rejected")
 	m.WatermarkSource.Set(-1)
 	for _, name := range firings {
 		m.Firings.WithLabelValues(name)
