@@ -37,6 +37,11 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 			start = res.Position.Offset
 		}
 		c.m.RestoredRecords.Add(float64(records))
+		if res.Stale > 0 {
+			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
+				Int("stale_records", res.Stale).
+				Msg("the changelog holds records an instance wrote after it lost the partition (a zombie: paused past its session); they are left out, the last owner's state is restored and repaired")
+		}
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", start).
 			Int("changelog_records", records).Int("entries", res.Entries).Int("repairs", len(res.Repairs)).
 			Msg("partition restored")

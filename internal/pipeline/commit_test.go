@@ -76,6 +76,10 @@ type shell struct {
 	// session took are revoked and assigned again there.
 	fail func(s *shell, commit int) bool
 	lost func(s *shell)
+	// pause, if set, is called in each commit once its outputs are
+	// written, before its changelog records: the process stops there
+	// (SIGSTOP) while the hook runs.
+	pause func(s *shell, commit int)
 }
 
 const commitEvery = 9
@@ -198,6 +202,9 @@ func (s *shell) commit(crashAt int, crash step) (crashed, ok bool) {
 	s.write(rd.Outputs)
 	if at(afterOutputs) {
 		return true, false
+	}
+	if s.pause != nil {
+		s.pause(s, n)
 	}
 	s.writeLog(rd.Changelog)
 	if at(afterChangelog) {
@@ -482,6 +489,42 @@ func TestCommitSessionLostMidTransaction(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A zombie (at_least_once): the process is paused in a commit, after its
+// outputs, past its session; another instance takes every partition over
+// from the changelog and commits a while; then the zombie wakes and
+// writes the commit's changelog records and positions after them (its
+// offset commit is refused, and it stops). A fresh instance restores
+// every partition (the zombie's records must not make that impossible,
+// nor win over the new owner's state) and finishes the stream: a reader
+// sees an uninterrupted run's outputs.
+func TestCommitZombieWritesAfterTakeover(t *testing.T) {
+	const parts = 3
+	ins := crashStream(9, 150, parts, true)
+	for _, name := range commitConfigs {
+		t.Run(name, func(t *testing.T) {
+			yaml := commitYAML(name)
+			want, commits := reference(t, yaml, false, ins, parts)
+			for pausedAt := 1; pausedAt < commits-1; pausedAt++ {
+				c := newCluster()
+				zombie := newShell(t, yaml, false, c, allParts(parts)...)
+				zombie.pause = func(_ *shell, n int) {
+					if n == pausedAt {
+						owner := newShell(t, yaml, false, c, allParts(parts)...)
+						owner.run(ins[:min(len(ins), (pausedAt+2)*commitEvery*2)], -1, noCrash)
+					}
+				}
+				if !zombie.run(ins, pausedAt, afterPositions) {
+					t.Fatalf("commit %d: the zombie did not stop", pausedAt)
+				}
+				newShell(t, yaml, false, c, allParts(parts)...).run(ins, -1, noCrash)
+				if got := readerView(t, c.outputs, false); !slices.Equal(got, want) {
+					t.Fatalf("zombie paused in commit %d: outputs differ from an uninterrupted run:\n%s", pausedAt, firstDiff(got, want))
+				}
+			}
+		})
 	}
 }
 

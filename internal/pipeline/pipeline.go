@@ -671,6 +671,9 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 			p.ops.at(partition).Advance(res.Position.Merged)
 		}
 	}
+	if res.Stale > 0 {
+		pp.written = -2 // a stale writer's position may be the log's last: the next commit writes one
+	}
 	p.advance(partition)
 	return res, nil
 }
