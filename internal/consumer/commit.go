@@ -34,17 +34,18 @@ func (c *Consumer) lockedCommit(ctx context.Context) error {
 // changes and the partitions' positions in the changelog, and the
 // consumed offsets. c.mu is held, and with exactly_once c.fetch.polling.
 func (c *Consumer) commit(ctx context.Context) error {
+	prev := c.cycle.lastCommit
 	c.cycle.lastCommit = time.Now() // the commit cadence is the real clock's, whatever clock judges idleness
 	if c.kafka.sess != nil {
 		return c.commitTransaction(ctx)
 	}
-	return c.commitAtLeastOnce(ctx)
+	return c.commitAtLeastOnce(ctx, prev)
 }
 
 // commitAtLeastOnce: outputs and state changes acknowledged, then the
 // positions, then the offsets; a crash in between repeats outputs (each
 // identical) but never counts a record twice (see package state).
-func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
+func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error {
 	rd1 := c.stage1Ready()
 	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data
 	rd := c.proc.Ready(true)
@@ -53,6 +54,20 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
 	if err := c.flushRewriting(ctx); err != nil {
 		return err
+	}
+	if c.goneStill() || c.paused(prev) && !c.stillMember(ctx) {
+		// A zombie: the process was paused past its session and
+		// another member may own the partitions and have committed
+		// since. Its positions would land after the new owner's; the
+		// changes just written have none, so a restore leaves them out.
+		// The client drops the partitions (lost) and rejoins; until
+		// then no commit writes positions or offsets.
+		c.cycle.gone, c.cycle.goneGen = true, c.generation()
+		c.m.Commits.WithLabelValues("rejected").Inc()
+		c.log.Warn().Dur("since_last_commit", time.Since(prev)).
+			Msg("the group session was lost while this instance was paused (a zombie): its commit writes no position and no offset; rejoining")
+		c.accept()
+		return nil
 	}
 	c.writer.Changelog(ctx, rd.Positions)
 	c.publish(ctx, rd.Watermarks) // with the positions: the state they describe is durable first
@@ -91,6 +106,49 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	c.accept()
 	c.purge(c.repartitionOffsets(rd.Offsets))
 	return nil
+}
+
+// paused reports whether the commit that began after prev may have been
+// held past half the session timeout (the process stopped, a long
+// pause): the session may be gone, and is asked about.
+func (c *Consumer) paused(prev time.Time) bool {
+	return time.Since(prev) > c.cfg.Source.SessionTimeout/2
+}
+
+// generation is the group generation the client is in (-1: none).
+func (c *Consumer) generation() int32 {
+	_, gen := c.kafka.cl.GroupMetadata()
+	return gen
+}
+
+// goneStill reports whether the coordinator said this member is gone, and
+// the client has not joined a generation since.
+func (c *Consumer) goneStill() bool {
+	return c.cycle.gone && c.generation() == c.cycle.goneGen
+}
+
+// stillMember asks the group coordinator with a heartbeat whether this
+// member is still in its generation. The client's own heartbeat would
+// say it too, but its lost callback waits for this commit to end. Only an
+// answer that the member is gone (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+// FENCED_INSTANCE_ID) says no: brokers out of reach leave the commit to
+// its own errors.
+func (c *Consumer) stillMember(ctx context.Context) bool {
+	member, gen := c.kafka.cl.GroupMetadata()
+	if member == "" {
+		return true // never joined: nothing to commit either
+	}
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group, req.MemberID, req.Generation = c.cfg.Source.Group, member, gen
+	if c.cfg.Source.InstanceID != "" {
+		req.InstanceID = &c.cfg.Source.InstanceID
+	}
+	resp, err := req.RequestWith(ctx, c.kafka.cl)
+	if err != nil {
+		return true
+	}
+	err = kerr.ErrorForCode(resp.ErrorCode)
+	return !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.IllegalGeneration) && !errors.Is(err, kerr.FencedInstanceID)
 }
 
 // groupMovedOn reports whether an offset commit was refused because the

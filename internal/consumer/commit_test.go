@@ -609,3 +609,64 @@ func (h *txnHarness) wantResults2() {
 		h.t.Errorf("reader of %s sees %q, want the two results of window [0, 5s) (a: 2, b: 1)", txnResults, got)
 	}
 }
+
+// TestCommitAtLeastOnceZombie: with at_least_once the process was paused
+// past its session in the middle of the commit cycle (SIGSTOP), and the
+// coordinator no longer knows the member: the commit writes no position
+// and commits no offset (the partitions' next owner may have committed
+// meanwhile, and a restore leaves out changes without a position), and
+// the service goes on (the client drops the partitions and rejoins).
+func TestCommitAtLeastOnceZombie(t *testing.T) {
+	h := newHarness(t, "at_least_once")
+	h.process() // and commits: the first commit is due at once
+	h.produce(txnInput, `{"sid":"c","t":13000}`)
+	h.stepUntil(int64(len(txnInputs))) // applied, not committed
+	h.kc.ControlKey(kmsg.Heartbeat.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		h.kc.KeepControl()
+		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	h.c.mu.Lock()
+	h.c.cycle.lastCommit = time.Now().Add(-time.Minute) // paused for a minute: the session (45 s) is gone
+	h.c.mu.Unlock()
+	if err := h.commit(h.ctx); err != nil {
+		t.Fatalf("commit = %v, want nil (the zombie rejoins)", err)
+	}
+	if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
+		t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
+	}
+	if pos, ok := h.changelogPosition(); !ok || pos.Offset != int64(len(txnInputs)) {
+		t.Errorf("the changelog's position = %+v (%v), want the last commit's, offset %d (none of the zombie's)", pos, ok, len(txnInputs))
+	}
+	if off := h.committedOffset(); off != int64(len(txnInputs)) {
+		t.Errorf("committed offset = %d, want the last commit's, %d", off, len(txnInputs))
+	}
+}
+
+// stepUntil polls and processes until a poll returned the input
+// partition's record at offset last; it fails after a deadline.
+func (h *txnHarness) stepUntil(last int64) {
+	h.t.Helper()
+	c, f := h.c, h.c.fetch
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the consumer did not apply offset %d within 30s", last)
+		}
+		p := f.next(h.ctx)
+		f.poll(h.ctx, p)
+		p.decoding.Wait()
+		done := slices.ContainsFunc(p.parts, func(pp polledPart) bool {
+			return pp.hi > pp.lo && pp.records[len(pp.records)-1].Offset >= last
+		})
+		err := c.step(h.ctx, p)
+		f.free <- p
+		if err != nil {
+			h.t.Fatalf("step: %v", err)
+		}
+		if done {
+			return
+		}
+	}
+}

@@ -86,6 +86,8 @@ type cycle struct {
 	lastCommit time.Time
 	closing    bool      // Drain or Close began: rebalance callbacks commit nothing more
 	inTxn      bool      // exactly_once: a transaction is open
+	gone       bool      // at_least_once: the coordinator said the member is gone; commits write no position until lost, assigned or a new generation
+	goneGen    int32     // the generation gone was said in
 	unfetched  time.Time // last end-offset check of never-fetched partitions
 }
 

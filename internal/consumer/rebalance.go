@@ -13,6 +13,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropRevoked() // a partition revoked and assigned again starts afresh
+	c.cycle.gone = false
 	c.health.joined.Store(true)
 	now := c.nowMs()
 	for topic, ps := range added {
@@ -68,6 +69,7 @@ func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cycle.gone = false
 	c.drop(c.lookup(lost))
 }
 
