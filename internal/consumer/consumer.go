@@ -70,6 +70,9 @@ type Consumer struct {
 
 	revocations revocations
 	health      health
+	// blocked are the partitions whose restore waits on an open
+	// transaction in their changelog partition (guarded by mu).
+	blocked map[int32]*blockedRestore
 }
 
 // schemaSource is where registry-format records find their schemas: the
@@ -89,6 +92,8 @@ type cycle struct {
 	gone       bool      // at_least_once: the coordinator said the member is gone; commits write no position until lost, assigned or a new generation
 	goneGen    int32     // the generation gone was said in
 	unfetched  time.Time // last end-offset check of never-fetched partitions
+	// blockedChecked is the last check of the blocked restores' last stable offsets.
+	blockedChecked time.Time
 }
 
 // clients are the Kafka clients and what watches them.

@@ -135,6 +135,7 @@ func (c *Consumer) drop(ps []*partition) {
 		} else {
 			c.proc.Revoke(p.id)
 			delete(c.parts.byID, p.id)
+			c.forgetBlocked(p)
 		}
 		c.forgetMetrics(p)
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")

@@ -68,6 +68,7 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 		}
 		err := c.step(ctx, p)
 		c.checkUnfetched(ctx)
+		c.checkBlocked(ctx)
 		if err == nil {
 			err = c.checkSources(ctx)
 		}
@@ -169,11 +170,12 @@ func (c *Consumer) commitNow(ctx context.Context) error {
 	return err
 }
 
-// restoreWaits reports whether an assigned partition waits for its restore.
+// restoreWaits reports whether an assigned partition waits for its
+// restore (not one that waits on an open transaction in its changelog).
 func (c *Consumer) restoreWaits() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.proc.Unrestored()) > 0
+	return len(c.toRestore()) > 0
 }
 
 // process applies the poll and reports whether a commit is due.
@@ -239,7 +241,7 @@ func (c *Consumer) apply(pl *poll) {
 	now := c.nowMs()
 	for _, pp := range pl.parts {
 		p := c.parts.byTP[pp.tp]
-		if p == nil {
+		if p == nil || pl.rewinds < p.rewound {
 			continue
 		}
 		if p.input {

@@ -35,6 +35,7 @@ type Metrics struct {
 	RestoringParts     prometheus.Gauge       // partitions whose changelog is being read
 	RestoredRecords    prometheus.Counter     // changelog records read by restores
 	RestoreSeconds     prometheus.Histogram   // one restore of newly assigned partitions
+	HangingTxns        prometheus.Gauge       // changelog partitions held by a hanging transaction
 	ChangelogRecords   prometheus.Counter     // changelog records written (tombstones included)
 	Commits            *prometheus.CounterVec // {result}: committed, aborted
 
@@ -124,6 +125,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		RestoredRecords: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_restored_records_total",
 			Help: "Changelog records read while restoring state.",
+		}),
+		HangingTxns: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_hanging_transactions",
+			Help: "Changelog partitions this instance must restore whose last stable offset has not moved past an open transaction for longer than the transaction timeout.",
 		}),
 		RestoreSeconds: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "aggregator_restore_duration_seconds",
