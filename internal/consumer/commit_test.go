@@ -54,6 +54,12 @@ func newTxnHarness(t *testing.T) *txnHarness {
 // at_least_once).
 func newHarness(t *testing.T, delivery string) *txnHarness {
 	t.Helper()
+	return newHarnessCommitting(t, delivery, "10m")
+}
+
+// newHarnessCommitting is newHarness with state.commit_interval interval.
+func newHarnessCommitting(t *testing.T, delivery, interval string) *txnHarness {
+	t.Helper()
 	txnTimeout := ""
 	if delivery == "exactly_once" {
 		txnTimeout = ", transaction_timeout: 15m"
@@ -70,8 +76,8 @@ window: {type: tumbling, size: 5s}
 aggregates: [{name: calls, fn: count}]
 sink: {results_topic: %s, linger: 1ms}
 delivery: %s
-state: {commit_interval: 10m%s}
-`, kc.ListenAddrs()[0], txnInput, txnGroup, txnResults, delivery, txnTimeout)
+state: {commit_interval: %s%s}
+`, kc.ListenAddrs()[0], txnInput, txnGroup, txnResults, delivery, interval, txnTimeout)
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)

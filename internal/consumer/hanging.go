@@ -74,7 +74,7 @@ func (c *Consumer) block(p *partition, s stall) {
 // unblock resumes p's input once its restore is done, from the restored
 // position: the records polled before it was paused were not applied.
 // c.mu is held.
-func (c *Consumer) unblock(ctx context.Context, p *partition, position int64) {
+func (c *Consumer) unblock(p *partition, position int64) {
 	b := c.blocked[p.id]
 	if b == nil {
 		return
@@ -83,8 +83,11 @@ func (c *Consumer) unblock(ctx context.Context, p *partition, position int64) {
 	c.setHanging()
 	tp := map[string][]int32{p.tp.topic: {p.tp.partition}}
 	if position < 0 {
-		position = c.committedOffset(ctx, p.tp)
+		// No state: input resumes where the group's offset rules
+		// started it, the first record polled and not applied.
+		position = p.firstDropped
 	}
+	p.firstDropped = -1
 	if position >= 0 {
 		// No poll is under way (c.fetch.polling): the polls taken before
 		// hold records fetched before the pause, which p.rewound drops.
@@ -100,21 +103,6 @@ func (c *Consumer) unblock(ctx context.Context, p *partition, position int64) {
 	}
 	ev.Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", position).
 		Msg("the changelog partition's open transaction ended: the partition is restored and its input resumes")
-}
-
-// committedOffset is the group's committed offset of tp (-1: none, or
-// unknown).
-func (c *Consumer) committedOffset(ctx context.Context, tp topicPartition) int64 {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	offs, err := kadm.NewClient(c.kafka.cl).FetchOffsets(ctx, c.cfg.Source.Group)
-	if err != nil {
-		return -1
-	}
-	if o, ok := offs.Lookup(tp.topic, tp.partition); ok && o.Err == nil {
-		return o.At
-	}
-	return -1
 }
 
 // forgetBlocked forgets a dropped partition's wait and resumes its input

@@ -38,6 +38,10 @@ type partition struct {
 	// position was set back (a restore that waited on an open
 	// transaction): polls taken before hold records of it from before.
 	rewound uint64
+	// firstDropped is the first offset of the records polled while the
+	// partition's restore waited (-1: none): without a restored
+	// position, its input resumes there.
+	firstDropped int64
 }
 
 // flushCounts adds the outcomes counted since the last flush to the

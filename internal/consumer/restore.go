@@ -39,7 +39,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		if res.HasPosition {
 			start = res.Position.Offset
 		}
-		c.unblock(ctx, p, start)
+		c.unblock(p, start)
 		c.m.RestoredRecords.Add(float64(records))
 		if res.Stale > 0 {
 			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).

@@ -35,6 +35,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	for {
+		err := c.runSession(ctx)
+		if !errors.Is(err, errRenew) || ctx.Err() != nil {
+			return err
+		}
+		if err := c.renew(err); err != nil {
+			return err
+		}
+	}
+}
+
+// runSession runs the fetcher and applies its polls until ctx is canceled
+// or an error; errRenew (exactly_once: the producer fenced) makes Run
+// replace the session and go on.
+func (c *Consumer) runSession(ctx context.Context) error {
 	f := c.fetch
 	f.ready = make(chan *poll, pollsInFlight)
 	fctx, stop := context.WithCancel(ctx)
@@ -67,6 +82,9 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 			return err
 		}
 		err := c.step(ctx, p)
+		if c.kafka.sess != nil && fenced(err) {
+			err = fmt.Errorf("%w: %w", errRenew, err)
+		}
 		c.checkUnfetched(ctx)
 		c.checkBlocked(ctx)
 		if err == nil {
@@ -246,6 +264,14 @@ func (c *Consumer) apply(pl *poll) {
 		}
 		if p.input {
 			c.parts.input.apply(p, pl.recs[pp.lo:pp.hi], pp.hwm, now)
+			continue
+		}
+		if c.blocked != nil && c.blocked[p.id] != nil {
+			// Its restore waits on an open transaction: not applied,
+			// read again once it is restored (unblock).
+			if p.firstDropped < 0 && len(pp.records) > 0 {
+				p.firstDropped = pp.records[0].Offset
+			}
 			continue
 		}
 		for i := pp.lo; i < pp.hi; i++ {

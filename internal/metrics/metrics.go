@@ -36,6 +36,7 @@ type Metrics struct {
 	RestoredRecords    prometheus.Counter     // changelog records read by restores
 	RestoreSeconds     prometheus.Histogram   // one restore of newly assigned partitions
 	HangingTxns        prometheus.Gauge       // changelog partitions held by a hanging transaction
+	Renewals           prometheus.Counter     // exactly_once sessions made again after a fenced producer
 	ChangelogRecords   prometheus.Counter     // changelog records written (tombstones included)
 	Commits            *prometheus.CounterVec // {result}: committed, aborted
 
@@ -125,6 +126,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		RestoredRecords: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_restored_records_total",
 			Help: "Changelog records read while restoring state.",
+		}),
+		Renewals: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_producer_renewals_total",
+			Help: "exactly_once: times the transactional producer was fenced and the group client made again (the partitions restored from the last commit).",
 		}),
 		HangingTxns: f.NewGauge(prometheus.GaugeOpts{
 			Name: "aggregator_hanging_transactions",
