@@ -65,6 +65,21 @@ type chaosBroker struct {
 	port int
 	dir  string
 	run  *binaryRun
+	outs []*durBuffer // of every run
+}
+
+// recovered is the crash-recovery lines of every run: the transactions a
+// restart aborted.
+func (b *chaosBroker) recovered() []string {
+	var out []string
+	for _, o := range b.outs {
+		for l := range strings.Lines(o.String()) {
+			if strings.Contains(l, "crash recovery:") {
+				out = append(out, strings.TrimSpace(l))
+			}
+		}
+	}
+	return out
 }
 
 func (b *chaosBroker) start(t *testing.T) {
@@ -78,7 +93,7 @@ func (b *chaosBroker) start(t *testing.T) {
 	}
 	go func() { r.exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	b.run = r
+	b.run, b.outs = r, append(b.outs, r.out)
 	waitFor(t, waitTimeout, "the broker listening", func() bool { return strings.Contains(r.out.String(), "broker: Kafka (kfake) at") })
 }
 
@@ -128,7 +143,9 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 				t.Logf("%s run %d, service log:\n%s", id, i, (&durProc{out: r.out}).logTail(40))
 			}
 		}
-		t.Logf("broker log:\n%s", broker.run.out.String())
+		for i, o := range broker.outs {
+			t.Logf("broker run %d log:\n%s", i, o.String())
+		}
 	})
 	start := func(id string) {
 		runs[id] = append(runs[id], startBinary(t, instanceConfig(id)))
@@ -245,7 +262,7 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 		t.Errorf("the fresh instance: exit %d after SIGTERM, want 0", code)
 	}
 	durCheck(t, brokers, s, want, delivery)
-	t.Logf("seed %d (%s): %d records, %d results, %d late events, %d dead letters in %v; results topic: %d records uncommitted or repeated\n  %s",
+	t.Logf("seed %d (%s): %d records, %d results, %d late events, %d dead letters in %v; results topic: %d records uncommitted or repeated\n  %s\nbroker crash recovery:\n  %s",
 		seed, delivery, len(s.lines), len(want.results), s.late, s.dead, time.Since(began).Round(time.Millisecond),
-		durUncommitted(t, brokers, resultsTopic)-len(want.results), strings.Join(log, "\n  "))
+		durUncommitted(t, brokers, resultsTopic)-len(want.results), strings.Join(log, "\n  "), strings.Join(broker.recovered(), "\n  "))
 }
