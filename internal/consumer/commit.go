@@ -63,6 +63,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		// The client drops the partitions (lost) and rejoins; until
 		// then no commit writes positions or offsets.
 		c.cycle.gone, c.cycle.goneGen = true, c.generation()
+		c.proc.PositionsUnwritten() // a partition the rejoin keeps has them written by its next commit
 		c.m.Commits.WithLabelValues("rejected").Inc()
 		c.log.Warn().Dur("since_last_commit", time.Since(prev)).
 			Msg("the group session was lost while this instance was paused (a zombie): its commit writes no position and no offset; rejoining")
@@ -128,11 +129,12 @@ func (c *Consumer) goneStill() bool {
 }
 
 // stillMember asks the group coordinator with a heartbeat whether this
-// member is still in its generation. The client's own heartbeat would
-// say it too, but its lost callback waits for this commit to end. Only an
-// answer that the member is gone (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
-// FENCED_INSTANCE_ID) says no: brokers out of reach leave the commit to
-// its own errors.
+// member is still in the group. The client's own heartbeat would say it
+// too, but its lost callback waits for this commit to end. Only an answer
+// that the member is gone (UNKNOWN_MEMBER_ID: its session expired;
+// FENCED_INSTANCE_ID) says no; ILLEGAL_GENERATION is a rebalance the
+// member takes part in (its revoked partitions are committed then), and
+// brokers out of reach leave the commit to its own errors.
 func (c *Consumer) stillMember(ctx context.Context) bool {
 	member, gen := c.kafka.cl.GroupMetadata()
 	if member == "" {
@@ -148,7 +150,7 @@ func (c *Consumer) stillMember(ctx context.Context) bool {
 		return true
 	}
 	err = kerr.ErrorForCode(resp.ErrorCode)
-	return !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.IllegalGeneration) && !errors.Is(err, kerr.FencedInstanceID)
+	return !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.FencedInstanceID)
 }
 
 // groupMovedOn reports whether an offset commit was refused because the

@@ -652,3 +652,41 @@ func TestPartitionProgress(t *testing.T) {
 		t.Error("RestoreRecord without BeginRestore succeeded")
 	}
 }
+
+// PositionsUnwritten: the positions of a Checkpoint that were not written
+// (at_least_once: a zombie's commit stops before them) are written by the
+// next Checkpoint, though the partition has not moved since.
+func TestPositionsUnwritten(t *testing.T) {
+	cfg, err := config.Parse([]byte(commitYAML("tumbling")), nil)
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.TrackState()
+	dec, err := p.NewDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Assign(0, 0)
+	p.BeginRestore(0)
+	if _, _, err := p.FinishRestore(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	in := pipeline.Input{Partition: 0, Offset: 0, Value: []byte(crashStream(1, 1, 1, false)[0].value)}
+	var rec record.Record
+	kind, derr := pipeline.Decode(dec, &in, &rec)
+	p.Apply(&in, &rec, kind, derr, math.MaxInt64)
+	if _, pos := p.Checkpoint(); len(pos) != 1 {
+		t.Fatalf("first Checkpoint: %d positions, want 1", len(pos))
+	}
+	if _, pos := p.Checkpoint(); len(pos) != 0 {
+		t.Fatalf("Checkpoint with nothing moved: %d positions, want 0", len(pos))
+	}
+	p.PositionsUnwritten()
+	if _, pos := p.Checkpoint(); len(pos) != 1 || pos[0].Partition != 0 {
+		t.Fatalf("Checkpoint after PositionsUnwritten: %d positions, want partition 0's", len(pos))
+	}
+}
