@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -234,7 +236,7 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 				if code != 0 {
 					t.Errorf("%s: exit %d after SIGTERM, want 0", id, code)
 				}
-				durWaitMembers(t, brokers, group, 2, 8)
+				chaosWaitMembers(t, brokers, group, 2, 8)
 				step("2 members")
 				start(id)
 			}
@@ -247,6 +249,10 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 		step("chunks 0..%d committed", r)
 	}
 	alive()
+	// Every instance joined (one started just now may still be joining:
+	// stopped then, it would join after it left, and the group would wait
+	// for it up to the rebalance timeout).
+	chaosWaitMembers(t, brokers, group, len(ids), 8)
 	for _, id := range ids {
 		if code, _ := sigterm(current(id)); code != 0 {
 			t.Errorf("%s: exit %d after SIGTERM, want 0", id, code)
@@ -277,4 +283,33 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 	t.Logf("seed %d (%s): %d records, %d results, %d late events, %d dead letters in %v; results topic: %d records uncommitted or repeated\n  %s\nbroker crash recovery:\n  %s",
 		seed, delivery, len(s.lines), len(want.results), s.late, s.dead, time.Since(began).Round(time.Millisecond),
 		durUncommitted(t, brokers, resultsTopic)-len(want.results), strings.Join(log, "\n  "), strings.Join(broker.recovered(), "\n  "))
+}
+
+// chaosWaitMembers waits until group is stable with n members that have
+// every one of its parts partitions between them.
+func chaosWaitMembers(t testing.TB, brokers []string, group string, n, parts int) {
+	t.Helper()
+	adm := kadm.NewClient(client(t, brokers))
+	var last string
+	waitForf(t, waitTimeout, pollEvery, func() bool {
+		gs, err := adm.DescribeGroups(context.Background(), group)
+		g, ok := gs[group]
+		if err != nil || !ok {
+			return false
+		}
+		total := 0
+		var counts []int
+		for _, m := range g.Members {
+			c, _ := m.Assigned.AsConsumer()
+			k := 0
+			for _, tp := range c.Topics {
+				k += len(tp.Partitions)
+			}
+			counts, total = append(counts, k), total+k
+		}
+		last = fmt.Sprintf("%s, partitions per member %v", g.State, counts)
+		return g.State == "Stable" && len(g.Members) == n && total == parts
+	}, func() string {
+		return fmt.Sprintf("group %s stable with %d members holding its %d partitions; last %s", group, n, parts, last)
+	})
 }

@@ -55,7 +55,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 	if err := c.flushRewriting(ctx); err != nil {
 		return err
 	}
-	if c.goneStill() || c.paused(prev) && !c.stillMember(ctx) {
+	if already := c.goneStill(); already || c.paused(prev) && !c.stillMember(ctx) {
 		// A zombie: the process was paused past its session and
 		// another member may own the partitions and have committed
 		// since. Its positions would land after the new owner's; the
@@ -65,8 +65,10 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		c.cycle.gone, c.cycle.goneGen = true, c.generation()
 		c.proc.PositionsUnwritten() // a partition the rejoin keeps has them written by its next commit
 		c.m.Commits.WithLabelValues("rejected").Inc()
-		c.log.Warn().Dur("since_last_commit", time.Since(prev)).
-			Msg("the group session was lost while this instance was paused (a zombie): its commit writes no position and no offset; rejoining")
+		if !already {
+			c.log.Warn().Dur("since_last_commit", time.Since(prev)).
+				Msg("the group session was lost while this instance was paused (a zombie): its commit writes no position and no offset; rejoining")
+		}
 		c.accept()
 		return nil
 	}
