@@ -292,7 +292,13 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	// refused. End may have left the transaction open in the client (and
 	// Begin would fail): it is ended first, so that the records its abort
 	// fails are gone before Abort discards the writer's failures.
-	goesOn := err != nil && !committed && (cluster.Transient(err) || refused)
+	// FENCED_INSTANCE_ID answers the transaction's offset commit of a
+	// static member that lost its session (a stop past it) and whose
+	// client joined again meanwhile under a new member ID: the
+	// transaction is a zombie's, aborted, and the member goes on (two
+	// live processes with one instance ID end at the group's own
+	// FENCED_INSTANCE_ID instead).
+	goesOn := err != nil && !committed && (cluster.Transient(err) || refused || errors.Is(err, kerr.FencedInstanceID))
 	var endErr error
 	if goesOn {
 		if cluster.Transient(err) {

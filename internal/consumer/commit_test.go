@@ -304,6 +304,22 @@ func TestCommitTransactionAborts(t *testing.T) {
 				return resp
 			})
 		},
+		"TxnOffsetCommit: FENCED_INSTANCE_ID (a static member that lost its session joined again)": func(h *txnHarness) {
+			h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+				for _, rt := range r.(*kmsg.TxnOffsetCommitRequest).Topics {
+					st := kmsg.NewTxnOffsetCommitResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, kerr.FencedInstanceID.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp
+			})
+		},
 		"EndTxn: TRANSACTION_ABORTABLE": func(h *txnHarness) {
 			h.answer(kmsg.EndTxn.Int16(), func(r kmsg.Request) kmsg.Response {
 				resp := r.ResponseKind().(*kmsg.EndTxnResponse)
