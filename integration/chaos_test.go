@@ -204,7 +204,15 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 			durProgress(t, brokers, resultsTopic, int64(n), waitTimeout)
 			step("waited for %d results", n)
 			id := ids[sched.IntN(len(ids))]
-			switch fault := sched.IntN(5); fault {
+			fault := sched.IntN(5)
+			if fault == 2 || fault == 4 {
+				// SIGTERM once every instance joined: one stopped while its
+				// join is under way (a restart just now) joins after it left,
+				// and the group waits for it up to the rebalance timeout
+				// (see the report of issue 28; not what this test is about).
+				chaosWaitMembers(t, brokers, group, len(ids), 8)
+			}
+			switch fault {
 			case 0:
 				signal(id, syscall.SIGKILL)
 				<-current(id).exited
