@@ -209,7 +209,8 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 				// SIGTERM once every instance joined: one stopped while its
 				// join is under way (a restart just now) joins after it left,
 				// and the group waits for it up to the rebalance timeout
-				// (see the report of issue 28; not what this test is about).
+				// (Drain does not wait for a join under way; not what this
+				// test is about).
 				chaosWaitMembers(t, brokers, group, len(ids), 8)
 			}
 			switch fault {
