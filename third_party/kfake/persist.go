@@ -1218,7 +1218,6 @@ func (c *Cluster) loadPartition(fsys fs, dir, topic string, part int32, pd *part
 	slices.Sort(segFiles)
 
 	// Try using snapshot for fast startup
-	logStart := int64(-1)
 	if snapData != nil && len(segFiles) > 0 {
 		var snap persistPartSnapshot
 		if err := json.Unmarshal(snapData, &snap); err == nil && snap.Version <= currentPersistVersion {
@@ -1229,18 +1228,11 @@ func (c *Cluster) loadPartition(fsys fs, dir, topic string, part int32, pd *part
 			if snapshotMatchesSegments(snap, segFiles, fsys, pdir) && (!crashed || snap.LastStableOffset >= snap.HighWatermark) {
 				return c.loadPartitionFromSnapshot(pd, snap, segFiles, fsys, pdir)
 			}
-			logStart = snap.LogStartOffset
 		}
 	}
 
 	// Full replay - scan all segments
-	if err := c.loadPartitionFullReplay(pd, segFiles, fsys, pdir, crashed, crashAbortedMu, crashAbortedPIDs); err != nil {
-		return err
-	}
-	if logStart > pd.logStartOffset && logStart <= pd.highWatermark {
-		pd.logStartOffset = logStart // aggregator patch: records deleted (DeleteRecords) stay deleted
-	}
-	return nil
+	return c.loadPartitionFullReplay(pd, segFiles, fsys, pdir, crashed, crashAbortedMu, crashAbortedPIDs)
 }
 
 func snapshotMatchesSegments(snap persistPartSnapshot, segFiles []int64, fsys fs, pdir string) bool {
