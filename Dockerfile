@@ -17,6 +17,8 @@ FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
 # Modules first, so a source change does not download them again.
 COPY go.mod go.sum ./
+# The patched kfake go.mod replaces (third_party/kfake/PATCHES.md).
+COPY third_party/kfake/go.mod third_party/kfake/go.mod
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY . .

@@ -80,7 +80,7 @@ func brokerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		opts = append(opts, kfake.SeedTopics(int32(f.partitions), f.topics...))
 	}
 	if f.dataDir != "" {
-		opts = append(opts, kfake.DataDir(f.dataDir))
+		opts = append(opts, kfake.DataDir(f.dataDir), kfake.WithLogger(recoveryLogger{stderr}))
 	}
 	kc, err := kfake.NewCluster(opts...)
 	if err != nil {
@@ -110,6 +110,17 @@ func brokerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// recoveryLogger prints kfake's crash-recovery lines (the transactions a
+// restart from --data-dir aborted, see third_party/kfake) and drops the
+// rest of its log.
+type recoveryLogger struct{ w io.Writer }
+
+func (l recoveryLogger) Logf(_ kfake.LogLevel, format string, args ...any) {
+	if strings.HasPrefix(format, "crash recovery:") {
+		fmt.Fprintf(l.w, "broker: "+format+"\n", args...)
+	}
 }
 
 // serveRegistry serves srfake, an in-memory Schema Registry speaking the

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,4 +168,155 @@ func TestBrokerCreatesTopicsOnFirstUse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBrokerCrashAbortsOpenTransactions: `broker --data-dir` killed while a
+// transaction is open (the data directory as the kill left it: a copy
+// taken while the broker runs), then started again from it. The restart
+// aborts the transaction with an abort marker, as Kafka's coordinator
+// does, and says so: the partition's last stable offset reaches its end,
+// and a read_committed reader reads past the aborted records to what the
+// same transactional producer commits afterwards (without the marker,
+// the reader's aborted-transaction tracking took those for aborted). Both
+// ways a transaction can be open at the kill: begun since the broker
+// started, or open already at a clean stop before (restored then from
+// its session state, so the partition's snapshot holds its open range).
+func TestBrokerCrashAbortsOpenTransactions(t *testing.T) {
+	for _, cleanStopFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clean_stop_first=%v", cleanStopFirst), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			dir := filepath.Join(t.TempDir(), "data")
+			b := startBroker(t, ctx, dir)
+			prod := txnProducer(t, b.addr)
+			for _, v := range [][]string{{"a"}, {"open-1", "open-2"}} {
+				if err := prod.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				for _, x := range v {
+					if err := prod.ProduceSync(ctx, kgo.StringRecord(x)).FirstErr(); err != nil {
+						t.Fatalf("produce %s: %v", x, err)
+					}
+				}
+				if x := v[0]; x == "a" {
+					if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if cleanStopFirst {
+				b.stop()
+				b = startBroker(t, ctx, dir)
+			}
+			crashed := filepath.Join(t.TempDir(), "crashed")
+			if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+				t.Fatalf("copy the data directory: %v", err)
+			}
+			b.stop()
+			prod.Close()
+
+			b = startBroker(t, ctx, crashed)
+			line := waitFor(t, ctx, b.out, regexp.MustCompile(`(broker: crash recovery: t-0: aborted the transaction of producer id \d+ \(epoch \d+\) open at the crash, offsets 2 to 3, with an abort marker at 4)`))
+			t.Log(line)
+			prod = txnProducer(t, b.addr) // the same transactional ID: its producer ID, the next epoch
+			if err := prod.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := prod.ProduceSync(ctx, kgo.StringRecord("after")).FirstErr(); err != nil {
+				t.Fatalf("produce after the restart: %v", err)
+			}
+			if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+			lso, hwm := stableOffset(t, ctx, b.addr)
+			if lso != hwm {
+				t.Errorf("last stable offset %d, high watermark %d: want them equal (no transaction open)", lso, hwm)
+			}
+			rd, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumeTopics("t"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer rcancel()
+			var got []string
+			for !slices.Contains(got, "after") && rctx.Err() == nil {
+				rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+			}
+			if !slices.Equal(got, []string{"a", "after"}) {
+				t.Errorf("read_committed reader read %q, want [a after]", got)
+			}
+		})
+	}
+}
+
+// runningBroker is `aggregator broker` run in the test's process.
+type runningBroker struct {
+	addr string
+	out  *lockedBuffer
+	stop func() // a clean stop (SIGTERM), waited for
+}
+
+// startBroker runs `aggregator broker --data-dir dir` with topic t.
+func startBroker(t *testing.T, ctx context.Context, dir string) *runningBroker {
+	t.Helper()
+	bctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	b := &runningBroker{out: &lockedBuffer{}}
+	wg.Go(func() {
+		if err := run(bctx, []string{"broker", "--port", "0", "--data-dir", dir, "--topics", "t"}, nil, nil, b.out, b.out); err != nil {
+			t.Errorf("broker: %v", err)
+		}
+	})
+	b.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(b.stop)
+	b.addr = waitFor(t, ctx, b.out, regexp.MustCompile(`at (127\.0\.0\.1:\d+), topics t`))
+	return b
+}
+
+// txnProducer is a transactional producer of topic t, transactional ID p.
+func txnProducer(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("t"), kgo.TransactionalID("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// stableOffset is partition t[0]'s last stable offset (what a
+// read_committed ListOffsets answers) and high watermark.
+func stableOffset(t *testing.T, ctx context.Context, addr string) (lso, hwm int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i, level := range []int8{1, 0} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = level
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = 0, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			lso = p.Offset
+		} else {
+			hwm = p.Offset
+		}
+	}
+	return lso, hwm
 }

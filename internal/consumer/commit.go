@@ -34,17 +34,18 @@ func (c *Consumer) lockedCommit(ctx context.Context) error {
 // changes and the partitions' positions in the changelog, and the
 // consumed offsets. c.mu is held, and with exactly_once c.fetch.polling.
 func (c *Consumer) commit(ctx context.Context) error {
+	prev := c.cycle.lastCommit
 	c.cycle.lastCommit = time.Now() // the commit cadence is the real clock's, whatever clock judges idleness
 	if c.kafka.sess != nil {
 		return c.commitTransaction(ctx)
 	}
-	return c.commitAtLeastOnce(ctx)
+	return c.commitAtLeastOnce(ctx, prev)
 }
 
 // commitAtLeastOnce: outputs and state changes acknowledged, then the
 // positions, then the offsets; a crash in between repeats outputs (each
 // identical) but never counts a record twice (see package state).
-func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
+func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error {
 	rd1 := c.stage1Ready()
 	rd := c.proc.Ready(true)
 	offsets := c.offsets(rd.Offsets, rd1.Offsets)
@@ -59,6 +60,23 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	if err := c.flushRewriting(ctx); err != nil {
 		return err
 	}
+	if already := c.goneStill(); already || c.paused(prev) && !c.stillMember(ctx) {
+		// A zombie: the process was paused past its session and
+		// another member may own the partitions and have committed
+		// since. Its positions would land after the new owner's; the
+		// changes just written have none, so a restore leaves them out.
+		// The client drops the partitions (lost) and rejoins; until
+		// then no commit writes positions or offsets.
+		c.cycle.gone, c.cycle.goneGen = true, c.generation()
+		c.proc.PositionsUnwritten() // a partition the rejoin keeps has them written by its next commit
+		c.m.Commits.WithLabelValues("rejected").Inc()
+		if !already {
+			c.log.Warn().Dur("since_last_commit", time.Since(prev)).
+				Msg("the group session was lost while this instance was paused (a zombie): its commit writes no position and no offset; rejoining")
+		}
+		c.accept()
+		return nil
+	}
 	c.writer.Changelog(ctx, rd.Positions)
 	c.publish(ctx, rd.Watermarks) // with the positions: the state they describe is durable first
 	if err := c.flush(ctx); err != nil {
@@ -72,6 +90,20 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	c.kafka.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		cerr = errors.Join(err, commitErrors(resp))
 	})
+	if cerr != nil && groupMovedOn(cerr) {
+		// The outputs, the state's changes and the positions are
+		// written: the state the changelog holds is this commit's, and
+		// whoever owns a partition next (this instance after its rejoin,
+		// or another) restores it and skips the records below its
+		// position that the group's offset makes it read again. Only
+		// the offsets are behind; the client's heartbeat rejoins, and
+		// the next commit of a partition kept commits them.
+		c.m.Commits.WithLabelValues("rejected").Inc()
+		c.log.Warn().Err(cerr).Msg("offset commit refused: the group moved on without this member (a rebalance or a lost session); rejoining, the state and outputs are written")
+		c.writer.Committed()
+		c.accept()
+		return nil
+	}
 	if cerr != nil {
 		c.m.Commits.WithLabelValues("aborted").Inc()
 		return fmt.Errorf("commit: %w", cerr)
@@ -82,6 +114,64 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context) error {
 	c.accept()
 	c.purge(c.repartitionOffsets(rd.Offsets))
 	return nil
+}
+
+// paused reports whether the commit that began after prev may have been
+// held past half the session timeout (the process stopped, a long
+// pause): the session may be gone, and is asked about.
+func (c *Consumer) paused(prev time.Time) bool {
+	return time.Since(prev) > c.cfg.Source.SessionTimeout/2
+}
+
+// generation is the group generation the client is in (-1: none).
+func (c *Consumer) generation() int32 {
+	_, gen := c.kafka.cl.GroupMetadata()
+	return gen
+}
+
+// goneStill reports whether the coordinator said this member is gone, and
+// the client has not joined a generation since.
+func (c *Consumer) goneStill() bool {
+	return c.cycle.gone && c.generation() == c.cycle.goneGen
+}
+
+// stillMember asks the group coordinator with a heartbeat whether this
+// member is still in the group. The client's own heartbeat would say it
+// too, but its lost callback waits for this commit to end. Only an answer
+// that the member is gone (UNKNOWN_MEMBER_ID: its session expired;
+// FENCED_INSTANCE_ID) says no; ILLEGAL_GENERATION is a rebalance the
+// member takes part in (its revoked partitions are committed then), and
+// brokers out of reach leave the commit to its own errors.
+func (c *Consumer) stillMember(ctx context.Context) bool {
+	member, gen := c.kafka.cl.GroupMetadata()
+	if member == "" {
+		return true // never joined: nothing to commit either
+	}
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group, req.MemberID, req.Generation = c.cfg.Source.Group, member, gen
+	if c.cfg.Source.InstanceID != "" {
+		req.InstanceID = &c.cfg.Source.InstanceID
+	}
+	resp, err := req.RequestWith(ctx, c.kafka.cl)
+	if err != nil {
+		return true
+	}
+	err = kerr.ErrorForCode(resp.ErrorCode)
+	return !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.FencedInstanceID)
+}
+
+// groupMovedOn reports whether an offset commit was refused because the
+// group's generation moved on without this member: a rebalance under way
+// or done (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, and KIP-848's
+// member epochs), or a session the coordinator ended (UNKNOWN_MEMBER_ID).
+// The member rejoins; nothing is wrong with the service.
+func groupMovedOn(err error) bool {
+	for _, e := range []error{kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.RebalanceInProgress, kerr.StaleMemberEpoch, kerr.FencedMemberEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // stage1Ready is stage 1's commit Ready (none without it).
@@ -210,7 +300,13 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 	// refused. End may have left the transaction open in the client (and
 	// Begin would fail): it is ended first, so that the records its abort
 	// fails are gone before Abort discards the writer's failures.
-	goesOn := err != nil && !committed && (cluster.Transient(err) || refused)
+	// FENCED_INSTANCE_ID answers the transaction's offset commit of a
+	// static member that lost its session (a stop past it) and whose
+	// client joined again meanwhile under a new member ID: the
+	// transaction is a zombie's, aborted, and the member goes on (two
+	// live processes with one instance ID end at the group's own
+	// FENCED_INSTANCE_ID instead).
+	goesOn := err != nil && !committed && (cluster.Transient(err) || refused || errors.Is(err, kerr.FencedInstanceID))
 	var endErr error
 	if goesOn {
 		if cluster.Transient(err) {

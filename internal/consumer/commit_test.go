@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"aggregator/internal/config"
+	"aggregator/internal/state"
 )
 
 // The topics of the commit tests: one partition each, so that a reader
@@ -46,6 +47,23 @@ type txnHarness struct {
 
 func newTxnHarness(t *testing.T) *txnHarness {
 	t.Helper()
+	return newHarness(t, "exactly_once")
+}
+
+// newHarness is newTxnHarness with delivery (exactly_once or
+// at_least_once).
+func newHarness(t *testing.T, delivery string) *txnHarness {
+	t.Helper()
+	return newHarnessCommitting(t, delivery, "10m")
+}
+
+// newHarnessCommitting is newHarness with state.commit_interval interval.
+func newHarnessCommitting(t *testing.T, delivery, interval string) *txnHarness {
+	t.Helper()
+	txnTimeout := ""
+	if delivery == "exactly_once" {
+		txnTimeout = ", transaction_timeout: 15m"
+	}
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, txnInput, txnResults))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
@@ -57,9 +75,9 @@ watermark: {max_out_of_orderness: 1s}
 window: {type: tumbling, size: 5s}
 aggregates: [{name: calls, fn: count}]
 sink: {results_topic: %s, linger: 1ms}
-delivery: exactly_once
-state: {commit_interval: 10m, transaction_timeout: 15m}
-`, kc.ListenAddrs()[0], txnInput, txnGroup, txnResults)
+delivery: %s
+state: {commit_interval: %s%s}
+`, kc.ListenAddrs()[0], txnInput, txnGroup, txnResults, delivery, interval, txnTimeout)
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
@@ -286,6 +304,22 @@ func TestCommitTransactionAborts(t *testing.T) {
 				return resp
 			})
 		},
+		"TxnOffsetCommit: FENCED_INSTANCE_ID (a static member that lost its session joined again)": func(h *txnHarness) {
+			h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
+				resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+				for _, rt := range r.(*kmsg.TxnOffsetCommitRequest).Topics {
+					st := kmsg.NewTxnOffsetCommitResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, kerr.FencedInstanceID.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp
+			})
+		},
 		"EndTxn: TRANSACTION_ABORTABLE": func(h *txnHarness) {
 			h.answer(kmsg.EndTxn.Int16(), func(r kmsg.Request) kmsg.Response {
 				resp := r.ResponseKind().(*kmsg.EndTxnResponse)
@@ -503,5 +537,158 @@ func TestCommitTransactionOutputFailed(t *testing.T) {
 	}
 	if off := h.committedOffset(); off != -1 {
 		t.Errorf("committed offset = %d, want none", off)
+	}
+}
+
+// TestCommitAtLeastOnceRejected: with at_least_once the group coordinator
+// refuses the offset commit because the group moved on without the
+// member (a rebalance, a lost session): the service goes on (the client
+// rejoins), the refusal is counted, and the changelog holds the state and
+// the position the next owner restores (past every input record, whatever
+// offset the group holds). The offsets are committed after the rejoin.
+func TestCommitAtLeastOnceRejected(t *testing.T) {
+	for _, code := range []*kerr.Error{kerr.IllegalGeneration, kerr.UnknownMemberID} {
+		t.Run(code.Message, func(t *testing.T) {
+			h := newHarness(t, "at_least_once")
+			h.process()
+			h.answer(kmsg.OffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
+				req := r.(*kmsg.OffsetCommitRequest)
+				resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewOffsetCommitResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, code.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp
+			})
+			if err := h.commit(h.ctx); err != nil {
+				t.Fatalf("commit = %v, want nil (a refused offset commit means rejoin)", err)
+			}
+			if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
+				t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
+			}
+			if pos, ok := h.changelogPosition(); !ok || pos.Offset != int64(len(txnInputs)) {
+				t.Errorf("the changelog's position = %+v (%v), want offset %d: the next owner skips what the state holds", pos, ok, len(txnInputs))
+			}
+			h.wantResults2()
+			if err := h.commit(h.ctx); err != nil {
+				t.Fatalf("the next commit = %v, want nil", err)
+			}
+			if off := h.committedOffset(); off != int64(len(txnInputs)) {
+				t.Errorf("committed offset = %d after the next commit, want %d", off, len(txnInputs))
+			}
+		})
+	}
+}
+
+// changelogPosition is the position the next owner of the input
+// partition restores from the changelog.
+func (h *txnHarness) changelogPosition() (state.Position, bool) {
+	h.t.Helper()
+	topic := h.c.cfg.State.ChangelogTopic
+	ends, err := kadm.NewClient(h.client()).ListEndOffsets(h.ctx, topic)
+	if err != nil {
+		h.t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	cl := h.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	r := state.NewRestorer()
+	for next := int64(0); next < end.Offset; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("read %s: offset %d of %d within 30s", topic, next, end.Offset)
+		}
+		for _, rec := range fs.Records() {
+			next = rec.Offset + 1
+			var tag []byte
+			for _, hd := range rec.Headers {
+				if hd.Key == state.TagHeader {
+					tag = hd.Value
+				}
+			}
+			if err := r.Add(rec.Key, rec.Value, tag); err != nil {
+				h.t.Fatalf("restore %s offset %d: %v", topic, rec.Offset, err)
+			}
+		}
+	}
+	return r.Position()
+}
+
+// wantResults2 checks that a read_committed reader sees the window's two
+// results (at_least_once: what was flushed is visible).
+func (h *txnHarness) wantResults2() {
+	h.t.Helper()
+	got := h.visible(txnResults)
+	if len(got) != 2 || !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, `"calls":2`) }) {
+		h.t.Errorf("reader of %s sees %q, want the two results of window [0, 5s) (a: 2, b: 1)", txnResults, got)
+	}
+}
+
+// TestCommitAtLeastOnceZombie: with at_least_once the process was paused
+// past its session in the middle of the commit cycle (SIGSTOP), and the
+// coordinator no longer knows the member: the commit writes no position
+// and commits no offset (the partitions' next owner may have committed
+// meanwhile, and a restore leaves out changes without a position), and
+// the service goes on (the client drops the partitions and rejoins).
+func TestCommitAtLeastOnceZombie(t *testing.T) {
+	h := newHarness(t, "at_least_once")
+	h.process() // and commits: the first commit is due at once
+	h.produce(txnInput, `{"sid":"c","t":13000}`)
+	h.stepUntil(int64(len(txnInputs))) // applied, not committed
+	h.kc.ControlKey(kmsg.Heartbeat.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		h.kc.KeepControl()
+		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	h.c.mu.Lock()
+	h.c.cycle.lastCommit = time.Now().Add(-time.Minute) // paused for a minute: the session (45 s) is gone
+	h.c.mu.Unlock()
+	if err := h.commit(h.ctx); err != nil {
+		t.Fatalf("commit = %v, want nil (the zombie rejoins)", err)
+	}
+	if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
+		t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
+	}
+	if pos, ok := h.changelogPosition(); !ok || pos.Offset != int64(len(txnInputs)) {
+		t.Errorf("the changelog's position = %+v (%v), want the last commit's, offset %d (none of the zombie's)", pos, ok, len(txnInputs))
+	}
+	if off := h.committedOffset(); off != int64(len(txnInputs)) {
+		t.Errorf("committed offset = %d, want the last commit's, %d", off, len(txnInputs))
+	}
+}
+
+// stepUntil polls and processes until a poll returned the input
+// partition's record at offset last; it fails after a deadline.
+func (h *txnHarness) stepUntil(last int64) {
+	h.t.Helper()
+	c, f := h.c, h.c.fetch
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the consumer did not apply offset %d within 30s", last)
+		}
+		p := f.next(h.ctx)
+		f.poll(h.ctx, p)
+		p.decoding.Wait()
+		done := slices.ContainsFunc(p.parts, func(pp polledPart) bool {
+			return pp.hi > pp.lo && pp.records[len(pp.records)-1].Offset >= last
+		})
+		err := c.step(h.ctx, p)
+		f.free <- p
+		if err != nil {
+			h.t.Fatalf("step: %v", err)
+		}
+		if done {
+			return
+		}
 	}
 }

@@ -70,6 +70,9 @@ type Consumer struct {
 
 	revocations revocations
 	health      health
+	// blocked are the partitions whose restore waits on an open
+	// transaction in their changelog partition (guarded by mu).
+	blocked map[int32]*blockedRestore
 }
 
 // schemaSource is where registry-format records find their schemas: the
@@ -86,8 +89,12 @@ type cycle struct {
 	lastCommit time.Time
 	closing    bool      // Drain or Close began: rebalance callbacks commit nothing more
 	inTxn      bool      // exactly_once: a transaction is open
+	gone       bool      // at_least_once: the coordinator said the member is gone; commits write no position until lost, assigned or a new generation
+	goneGen    int32     // the generation gone was said in
 	unfetched  time.Time // last end-offset check of never-fetched partitions
 	idle       idleCommit
+	// blockedChecked is the last check of the blocked restores' last stable offsets.
+	blockedChecked time.Time
 }
 
 // clients are the Kafka clients and what watches them.
@@ -101,6 +108,13 @@ type clients struct {
 	reg      prometheus.Registerer
 	auth     *cluster.AuthWatch    // notices brokers refusing the SASL credentials
 	reach    *cluster.Reachability // notices brokers not answering
+	// limits and avroResults are what connect found, for the writer of
+	// a client made again (renew).
+	limits      map[string]int32
+	avroResults *producer.AvroEncoder
+	// renewals are the times the exactly_once session was made again
+	// after its producer was fenced (renew), within renewWindow.
+	renewals []time.Time
 }
 
 // health is what /readyz and aggregator_ready say.
@@ -195,16 +209,11 @@ func (c *Consumer) connect(ctx context.Context) error {
 		avroResults = producer.NewAvroEncoder(c.cfg, id)
 		c.log.Info().Str("subject", subject).Uint32("schema_id", id).Msg("results are Avro")
 	}
+	c.kafka.limits, c.kafka.avroResults = limits, avroResults
 	if err = c.newClients(limits); err != nil {
 		return err
 	}
-	c.writer = producer.NewWriter(c.kafka.pr, c.cfg, c.m, c.clock, producer.Limits(limits), c.kafka.root)
-	if c.parts.input != nil {
-		c.writer.SetRepartitionPartitions(c.parts.input.partitions)
-	}
-	if avroResults != nil {
-		c.writer.EncodeResults(avroResults)
-	}
+	c.newWriter()
 	c.log.Debug().Interface("max_message_bytes", limits).Msg("connected; joining the group")
 	if c.kafka.sess == nil {
 		return nil
@@ -212,6 +221,17 @@ func (c *Consumer) connect(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.begin()
+}
+
+// newWriter makes the writer of the producing client.
+func (c *Consumer) newWriter() {
+	c.writer = producer.NewWriter(c.kafka.pr, c.cfg, c.m, c.clock, producer.Limits(c.kafka.limits), c.kafka.root)
+	if c.parts.input != nil {
+		c.writer.SetRepartitionPartitions(c.parts.input.partitions)
+	}
+	if c.kafka.avroResults != nil {
+		c.writer.EncodeResults(c.kafka.avroResults)
+	}
 }
 
 // outputTopics are the topics the service writes: their limits bound the
@@ -611,7 +631,7 @@ func (c *Consumer) id(tp topicPartition) int32 { return c.parts.base[tp.topic] +
 
 func (c *Consumer) newPartition(tp topicPartition) *partition {
 	labels := []string{tp.topic, strconv.Itoa(int(tp.partition))}
-	p := &partition{tp: tp, id: c.id(tp), input: c.parts.input != nil && tp.topic != c.parts.input.topic,
+	p := &partition{tp: tp, id: c.id(tp), firstDropped: -1, input: c.parts.input != nil && tp.topic != c.parts.input.topic,
 		lag: c.m.ConsumerLag.WithLabelValues(labels...), wm: c.m.PartitionWatermark.WithLabelValues(labels...)}
 	for _, o := range pipeline.Outcomes() {
 		p.records[o] = c.m.Records.WithLabelValues(tp.topic, labels[1], o.String())

@@ -23,6 +23,7 @@ import (
 type poll struct {
 	fetchedAt time.Time
 	epoch     uint64 // Consumer.epoch when polled: a poll from before an abort is dropped
+	rewinds   uint64 // fetcher.rewinds when polled
 	closed    bool   // the client was closed
 	// unresolved: ctx ended while the schemas its records name were being
 	// fetched; none of it is applied (nor committed: read again later).
@@ -96,6 +97,8 @@ type fetcher struct {
 	// epoch counts transaction aborts: a poll taken before the last abort
 	// holds records past the rewound positions and is dropped.
 	epoch atomic.Uint64
+	// rewinds counts fetch positions set back (see partition.rewound).
+	rewinds atomic.Uint64
 	// rebalanceWaits is set when kgo signals that a rebalance waits for the
 	// polled records to be applied.
 	rebalanceWaits atomic.Bool
@@ -203,7 +206,7 @@ func (f *fetcher) poll(ctx context.Context, p *poll) {
 	pctx, cancel := context.WithTimeout(ctx, tickInterval)
 	f.c.fetch.polling.Lock()
 	f.setCancel(cancel)
-	p.epoch = f.epoch.Load()
+	p.epoch, p.rewinds = f.epoch.Load(), f.rewinds.Load()
 	fs := f.c.kafka.cl.PollRecords(pctx, maxPollRecords)
 	f.setCancel(nil)
 	f.c.fetch.polling.Unlock()
@@ -277,7 +280,7 @@ func missingSchemas(schemas *record.Schemas, p *poll) bool {
 func (f *fetcher) tick() {
 	select {
 	case e := <-f.free:
-		e.epoch, e.fetchedAt, e.closed, e.fatal, e.unresolved = f.epoch.Load(), f.c.clock(), false, nil, false
+		e.epoch, e.rewinds, e.fetchedAt, e.closed, e.fatal, e.unresolved = f.epoch.Load(), f.rewinds.Load(), f.c.clock(), false, nil, false
 		e.recs, e.parts = e.recs[:0], e.parts[:0]
 		f.ready <- e // never blocks: ready has room for every poll
 	default:

@@ -34,6 +34,14 @@ type partition struct {
 	counts  [6]uint64             // outcomes not yet added to records
 	lag     prometheus.Gauge
 	wm      prometheus.Gauge
+	// rewound is the fetcher's rewinds count when the partition's fetch
+	// position was set back (a restore that waited on an open
+	// transaction): polls taken before hold records of it from before.
+	rewound uint64
+	// firstDropped is the first offset of the records polled while the
+	// partition's restore waited (-1: none): without a restored
+	// position, its input resumes there.
+	firstDropped int64
 }
 
 // flushCounts adds the outcomes counted since the last flush to the

@@ -13,6 +13,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropRevoked() // a partition revoked and assigned again starts afresh
+	c.cycle.gone = false
 	c.health.joined.Store(true)
 	now := c.nowMs()
 	for topic, ps := range added {
@@ -71,6 +72,7 @@ func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cycle.gone = false
 	c.drop(c.lookup(lost))
 }
 
@@ -137,6 +139,7 @@ func (c *Consumer) drop(ps []*partition) {
 		} else {
 			c.proc.Revoke(p.id)
 			delete(c.parts.byID, p.id)
+			c.forgetBlocked(p)
 		}
 		c.forgetMetrics(p)
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")

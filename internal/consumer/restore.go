@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,19 +16,21 @@ import (
 // its changelog partition, read to its end (read_committed) before any of
 // its input is applied. c.mu is held.
 func (c *Consumer) restorePending(ctx context.Context) error {
-	var ps []*partition
-	for _, id := range c.proc.Unrestored() {
-		ps = append(ps, c.parts.byID[id])
-	}
+	ps := c.toRestore()
 	if len(ps) == 0 {
 		return nil
 	}
 	began := time.Now()
-	if err := c.readChangelog(ctx, ps); err != nil {
+	stalled, err := c.readChangelog(ctx, ps)
+	if err != nil {
 		return fmt.Errorf("restore: %w", err) // the next attempt reads from the start again (BeginRestore)
 	}
 	now := c.nowMs()
 	for _, p := range ps {
+		if s, ok := stalled[p.id]; ok {
+			c.block(p, s)
+			continue
+		}
 		res, records, err := c.proc.FinishRestore(p.id, now)
 		if err != nil {
 			return fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
@@ -36,7 +39,13 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		if res.HasPosition {
 			start = res.Position.Offset
 		}
+		c.unblock(p, start)
 		c.m.RestoredRecords.Add(float64(records))
+		if res.Stale > 0 {
+			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
+				Int("stale_records", res.Stale).
+				Msg("the changelog holds records an instance wrote after it lost the partition (a zombie: paused past its session); they are left out, the last owner's state is restored and repaired")
+		}
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", start).
 			Int("changelog_records", records).Int("entries", res.Entries).Int("repairs", len(res.Repairs)).
 			Msg("partition restored")
@@ -46,51 +55,76 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	return nil
 }
 
+// toRestore are the assigned partitions to restore now: not restored,
+// and not waiting on an open transaction in their changelog partition
+// (unless its last stable offset moved since). c.mu is held.
+func (c *Consumer) toRestore() []*partition {
+	var ps []*partition
+	for _, id := range c.proc.Unrestored() {
+		if b := c.blocked[id]; b == nil || b.retry {
+			ps = append(ps, c.parts.byID[id])
+		}
+	}
+	return ps
+}
+
 // readChangelog reads the changelog partitions of ps from their start to
-// their end into the pipeline, with a client of its own.
-func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) error {
+// their end into the pipeline, with a client of its own. When the read
+// has seen nothing new for restoreStall and every partition not at its
+// end has its last stable offset at its read position (an open
+// transaction holds them back), it returns those partitions: stalled.
+func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled map[int32]stall, err error) {
 	for _, p := range ps {
 		c.proc.BeginRestore(p.id)
 	}
+	topic := c.cfg.State.ChangelogTopic
 	cl, err := kgo.NewClient(append(c.kafka.readOpts[:len(c.kafka.readOpts):len(c.kafka.readOpts)], kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
+		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.State.TransactionTimeout+commitTimeout)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, c.cfg.State.ChangelogTopic)
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("end offsets of %s: %w", c.cfg.State.ChangelogTopic, err)
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
 	next := map[int32]int64{} // changelog partition → next offset to read, for those not at their end
 	end := map[int32]int64{}
 	for _, p := range ps {
-		o, ok := ends.Lookup(c.cfg.State.ChangelogTopic, p.id)
+		o, ok := ends.Lookup(topic, p.id)
 		if !ok || o.Err != nil {
-			return fmt.Errorf("end offset of %s[%d]: %v", c.cfg.State.ChangelogTopic, p.id, o.Err)
+			return nil, fmt.Errorf("end offset of %s[%d]: %v", topic, p.id, o.Err)
 		}
 		if o.Offset > 0 {
 			next[p.id], end[p.id] = 0, o.Offset
 		}
 	}
 	if len(next) == 0 {
-		return nil
+		return nil, nil
 	}
 	from := map[int32]kgo.Offset{}
 	for id := range next {
 		from[id] = kgo.NewOffset().AtStart()
 	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.cfg.State.ChangelogTopic: from})
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
+	moved := time.Now() // the last record read
 	for len(next) > 0 {
-		fs := cl.PollFetches(ctx)
+		pctx, pcancel := context.WithTimeout(ctx, restoreStall/4)
+		fs := cl.PollFetches(pctx)
+		pcancel()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read %s: %w", c.cfg.State.ChangelogTopic, err)
+			return nil, fmt.Errorf("read %s: %w", topic, err)
 		}
 		var ferr error
-		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("read %s[%d]: %w", t, p, err) })
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) { // the poll's own deadline
+				ferr = fmt.Errorf("read %s[%d]: %w", t, p, err)
+			}
+		})
 		if ferr != nil {
-			return ferr
+			return nil, ferr
 		}
 		var aerr error
 		fs.EachRecord(func(r *kgo.Record) {
@@ -98,6 +132,7 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) error {
 				return
 			}
 			next[r.Partition] = r.Offset + 1
+			moved = time.Now()
 			if r.Attrs.IsControl() {
 				return
 			}
@@ -108,17 +143,38 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) error {
 				}
 			}
 			if err := c.proc.RestoreRecord(r.Partition, r.Key, r.Value, tag); err != nil {
-				aerr = fmt.Errorf("%s[%d] offset %d: %w", c.cfg.State.ChangelogTopic, r.Partition, r.Offset, err)
+				aerr = fmt.Errorf("%s[%d] offset %d: %w", topic, r.Partition, r.Offset, err)
 			}
 		})
 		if aerr != nil {
-			return aerr
+			return nil, aerr
 		}
 		for id, n := range next {
 			if n >= end[id] {
 				delete(next, id)
 			}
 		}
+		if len(next) == 0 || time.Since(moved) < restoreStall {
+			continue
+		}
+		// Nothing new for restoreStall: the partitions left may wait on
+		// open transactions (read_committed reads up to the last stable
+		// offset). If every one does, the others are restored and these
+		// wait, paused (see blockedRestore).
+		moved = time.Now()
+		lsos, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			continue
+		}
+		stalled = map[int32]stall{}
+		for id, n := range next {
+			if o, ok := lsos.Lookup(topic, id); ok && o.Err == nil && o.Offset <= n {
+				stalled[id] = stall{lso: o.Offset, end: end[id]}
+			}
+		}
+		if len(stalled) == len(next) {
+			return stalled, nil
+		}
 	}
-	return nil
+	return nil, nil
 }

@@ -35,6 +35,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	for {
+		err := c.runSession(ctx)
+		if !errors.Is(err, errRenew) || ctx.Err() != nil {
+			return err
+		}
+		if err := c.renew(err); err != nil {
+			return err
+		}
+	}
+}
+
+// runSession runs the fetcher and applies its polls until ctx is canceled
+// or an error; errRenew (exactly_once: the producer fenced) makes Run
+// replace the session and go on.
+func (c *Consumer) runSession(ctx context.Context) error {
 	f := c.fetch
 	f.ready = make(chan *poll, pollsInFlight)
 	fctx, stop := context.WithCancel(ctx)
@@ -67,7 +82,11 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 			return err
 		}
 		err := c.step(ctx, p)
+		if c.kafka.sess != nil && fenced(err) {
+			err = fmt.Errorf("%w: %w", errRenew, err)
+		}
 		c.checkUnfetched(ctx)
+		c.checkBlocked(ctx)
 		if err == nil {
 			err = c.checkSources(ctx)
 		}
@@ -169,11 +188,12 @@ func (c *Consumer) commitNow(ctx context.Context) error {
 	return err
 }
 
-// restoreWaits reports whether an assigned partition waits for its restore.
+// restoreWaits reports whether an assigned partition waits for its
+// restore (not one that waits on an open transaction in its changelog).
 func (c *Consumer) restoreWaits() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.proc.Unrestored()) > 0
+	return len(c.toRestore()) > 0
 }
 
 // process applies the poll and reports whether a commit is due.
@@ -239,11 +259,19 @@ func (c *Consumer) apply(pl *poll) {
 	now := c.nowMs()
 	for _, pp := range pl.parts {
 		p := c.parts.byTP[pp.tp]
-		if p == nil {
+		if p == nil || pl.rewinds < p.rewound {
 			continue
 		}
 		if p.input {
 			c.parts.input.apply(p, pl.recs[pp.lo:pp.hi], pp.hwm, now)
+			continue
+		}
+		if c.blocked != nil && c.blocked[p.id] != nil {
+			// Its restore waits on an open transaction: not applied,
+			// read again once it is restored (unblock).
+			if p.firstDropped < 0 && len(pp.records) > 0 {
+				p.firstDropped = pp.records[0].Offset
+			}
 			continue
 		}
 		for i := pp.lo; i < pp.hi; i++ {

@@ -35,6 +35,8 @@ type Metrics struct {
 	RestoringParts     prometheus.Gauge       // partitions whose changelog is being read
 	RestoredRecords    prometheus.Counter     // changelog records read by restores
 	RestoreSeconds     prometheus.Histogram   // one restore of newly assigned partitions
+	HangingTxns        prometheus.Gauge       // changelog partitions held by a hanging transaction
+	Renewals           prometheus.Counter     // exactly_once sessions made again after a fenced producer
 	ChangelogRecords   prometheus.Counter     // changelog records written (tombstones included)
 	Commits            *prometheus.CounterVec // {result}: committed, aborted
 
@@ -125,6 +127,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_restored_records_total",
 			Help: "Changelog records read while restoring state.",
 		}),
+		Renewals: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_producer_renewals_total",
+			Help: "exactly_once: times the transactional producer was fenced and the group client made again (the partitions restored from the last commit).",
+		}),
+		HangingTxns: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_hanging_transactions",
+			Help: "Changelog partitions this instance must restore whose last stable offset has not moved past an open transaction for longer than the transaction timeout.",
+		}),
 		RestoreSeconds: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "aggregator_restore_duration_seconds",
 			Help:    "Time to restore the state of newly assigned partitions from the changelog.",
@@ -156,11 +166,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		Commits: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_commits_total",
-			Help: "Commits of state, outputs and offsets, by result (committed, aborted).",
+			Help: "Commits of state, outputs and offsets, by result (committed, aborted, rejected).",
 		}, []string{"result"}),
 	}
 	m.Commits.WithLabelValues("committed")
 	m.Commits.WithLabelValues("aborted")
+	m.Commits.WithLabelValues("rejected")
 	m.WatermarkSource.Set(-1)
 	for _, name := range firings {
 		m.Firings.WithLabelValues(name)

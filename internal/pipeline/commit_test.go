@@ -76,6 +76,10 @@ type shell struct {
 	// session took are revoked and assigned again there.
 	fail func(s *shell, commit int) bool
 	lost func(s *shell)
+	// pause, if set, is called in each commit once its outputs are
+	// written, before its changelog records: the process stops there
+	// (SIGSTOP) while the hook runs.
+	pause func(s *shell, commit int)
 }
 
 const commitEvery = 9
@@ -198,6 +202,9 @@ func (s *shell) commit(crashAt int, crash step) (crashed, ok bool) {
 	s.write(rd.Outputs)
 	if at(afterOutputs) {
 		return true, false
+	}
+	if s.pause != nil {
+		s.pause(s, n)
 	}
 	s.writeLog(rd.Changelog)
 	if at(afterChangelog) {
@@ -491,6 +498,42 @@ func TestCommitSessionLostMidTransaction(t *testing.T) {
 	}
 }
 
+// A zombie (at_least_once): the process is paused in a commit, after its
+// outputs, past its session; another instance takes every partition over
+// from the changelog and commits a while; then the zombie wakes and
+// writes the commit's changelog records and positions after them (its
+// offset commit is refused, and it stops). A fresh instance restores
+// every partition (the zombie's records must not make that impossible,
+// nor win over the new owner's state) and finishes the stream: a reader
+// sees an uninterrupted run's outputs.
+func TestCommitZombieWritesAfterTakeover(t *testing.T) {
+	const parts = 3
+	ins := crashStream(9, 150, parts, true)
+	for _, name := range commitConfigs {
+		t.Run(name, func(t *testing.T) {
+			yaml := commitYAML(name)
+			want, commits := reference(t, yaml, false, ins, parts)
+			for pausedAt := 1; pausedAt < commits-1; pausedAt++ {
+				c := newCluster()
+				zombie := newShell(t, yaml, false, c, allParts(parts)...)
+				zombie.pause = func(_ *shell, n int) {
+					if n == pausedAt {
+						owner := newShell(t, yaml, false, c, allParts(parts)...)
+						owner.run(ins[:min(len(ins), (pausedAt+2)*commitEvery*2)], -1, noCrash)
+					}
+				}
+				if !zombie.run(ins, pausedAt, afterPositions) {
+					t.Fatalf("commit %d: the zombie did not stop", pausedAt)
+				}
+				newShell(t, yaml, false, c, allParts(parts)...).run(ins, -1, noCrash)
+				if got := readerView(t, c.outputs, false); !slices.Equal(got, want) {
+					t.Fatalf("zombie paused in commit %d: outputs differ from an uninterrupted run:\n%s", pausedAt, firstDiff(got, want))
+				}
+			}
+		})
+	}
+}
+
 // A partition is revoked while the windows it holds back are due (its
 // event time lags), and goes to another instance: the windows of the
 // partitions left fire at the revocation. The process then crashes after
@@ -613,5 +656,43 @@ func TestPartitionProgress(t *testing.T) {
 	}
 	if err := p.RestoreRecord(0, []byte("k"), nil, nil); err == nil {
 		t.Error("RestoreRecord without BeginRestore succeeded")
+	}
+}
+
+// PositionsUnwritten: the positions of a Checkpoint that were not written
+// (at_least_once: a zombie's commit stops before them) are written by the
+// next Checkpoint, though the partition has not moved since.
+func TestPositionsUnwritten(t *testing.T) {
+	cfg, err := config.Parse([]byte(commitYAML("tumbling")), nil)
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.TrackState()
+	dec, err := p.NewDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Assign(0, 0)
+	p.BeginRestore(0)
+	if _, _, err := p.FinishRestore(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	in := pipeline.Input{Partition: 0, Offset: 0, Value: []byte(crashStream(1, 1, 1, false)[0].value)}
+	var rec record.Record
+	kind, derr := pipeline.Decode(dec, &in, &rec)
+	p.Apply(&in, &rec, kind, derr, math.MaxInt64)
+	if _, pos := p.Checkpoint(); len(pos) != 1 {
+		t.Fatalf("first Checkpoint: %d positions, want 1", len(pos))
+	}
+	if _, pos := p.Checkpoint(); len(pos) != 0 {
+		t.Fatalf("Checkpoint with nothing moved: %d positions, want 0", len(pos))
+	}
+	p.PositionsUnwritten()
+	if _, pos := p.Checkpoint(); len(pos) != 1 || pos[0].Partition != 0 {
+		t.Fatalf("Checkpoint after PositionsUnwritten: %d positions, want partition 0's", len(pos))
 	}
 }

@@ -606,6 +606,18 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 	return data, positions
 }
 
+// PositionsUnwritten tells the core that the positions of its last
+// Checkpoint were not written (at_least_once: a commit that stopped
+// before them): the next Checkpoint writes every assigned partition's
+// position again.
+func (p *Processor) PositionsUnwritten() {
+	for id := range p.parts {
+		if pp := &p.parts[id]; pp.assigned {
+			pp.written = -2
+		}
+	}
+}
+
 // lowerFor lowers the watermark to wm, the watermark of a partition being
 // restored, if it is above: else the partition's windows fire early and
 // its on-time records are judged against the others' watermark. The
@@ -679,6 +691,9 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 			// idle_advance did; a generator's watermark is restored).
 			p.ops.at(partition).Advance(res.Position.Merged)
 		}
+	}
+	if res.Stale > 0 {
+		pp.written = -2 // a stale writer's position may be the log's last: the next commit writes one
 	}
 	p.advance(partition)
 	return res, nil

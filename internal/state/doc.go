@@ -10,7 +10,12 @@
 // offset and watermark generator) is written after the commit's other
 // records: a Restorer takes, for each entry, its latest record whose tag
 // is not past the last position, so a commit cut short by a crash (at
-// least once delivery: no transaction) is left out as a whole.
+// least once delivery: no transaction) is left out as a whole. The owner
+// of a partition tags every record it writes after a position above that
+// position's tag: a record (or position) tagged at or below the last
+// position comes from a stale writer, an instance that lost the partition
+// and still wrote (at least once: a zombie), and is left out; the keys it
+// wrote are written again by the next commit (Result.Stale).
 //
 // The package is pure: no I/O, no clock. A Restorer is not safe for
 // concurrent use.

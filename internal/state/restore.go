@@ -17,8 +17,14 @@ type Restorer struct {
 	pos     Position
 	posTag  uint64
 	hasPos  bool
+	seenPos bool // a position was taken: records tagged posTag or below come from a stale writer
 	maxTag  uint64
 	records int
+	stale   int
+	// staleKeys are the keys a stale writer wrote: the next commit writes
+	// their committed value (or a tombstone) again after its records, so
+	// that compaction cannot keep a stale record as the key's last.
+	staleKeys map[string]bool
 }
 
 // chain is what a Restorer keeps of one key's records: the latest one
@@ -74,13 +80,34 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 		if err != nil {
 			return fmt.Errorf("position: %w", err)
 		}
-		r.pos, r.posTag, r.hasPos = p, pt, true
+		if r.seenPos && pt <= r.posTag {
+			// A writer that had not read the last position: a zombie,
+			// an instance that kept writing after it lost the partition
+			// (see Stale). It does not move the partition back.
+			r.stale++
+			return nil
+		}
+		r.pos, r.posTag, r.hasPos, r.seenPos = p, pt, true, true
 		return nil
 	}
 	c := r.chains[string(key)]
 	if c == nil {
 		c = &chain{}
 		r.chains[string(key)] = c
+	}
+	if r.seenPos && t <= r.posTag {
+		// The owner that wrote the last position tags every later record
+		// above it (the next commit's tag, or a restore's NextTag):
+		// this one is a stale writer's.
+		r.stale++
+		if r.staleKeys == nil {
+			r.staleKeys = map[string]bool{}
+		}
+		r.staleKeys[string(key)] = true
+		return nil
+	}
+	if r.staleKeys != nil {
+		delete(r.staleKeys, string(key)) // written again after: the repair, or a later change
 	}
 	// Keep the newest revision not past the last position, and what
 	// follows it; a revision of the same tag supersedes.
@@ -118,6 +145,15 @@ type Result struct {
 	// commit cut short: each restores the key's committed value or deletes it.
 	Repairs []Repair
 	Entries int // entries handed to the engine
+	// Stale counts the records left out because a stale writer wrote
+	// them: tagged at or below a position already written, so by an
+	// instance that had not read that position (with at_least_once, a
+	// zombie: paused past its session, it finishes the commit it had in
+	// hand after the partition's next owner committed). The owner's
+	// state wins, key by key; the keys the zombie wrote are repaired.
+	// The next commit must write a position (a zombie's position may be
+	// the last one in the log).
+	Stale int
 }
 
 // A Repair is a changelog record to write again; Value nil is a tombstone.
@@ -127,7 +163,7 @@ type Repair struct{ Key, Value []byte }
 // session) first, then every window. A slice's *Entry is valid during the call only (the
 // engine copies it), a window's is fn's to keep.
 func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
-	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: max(r.maxTag, r.posTag) + 1}
+	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: max(r.maxTag, r.posTag) + 1, Stale: r.stale}
 	// In key order: a key's slices by start (the engine appends each after
 	// the last), and the same order on every restore.
 	type keyed struct {
@@ -149,7 +185,7 @@ func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 				chosen = i
 			}
 		}
-		if chosen != len(c)-1 {
+		if chosen != len(c)-1 || r.staleKeys[kc.key] {
 			rep := Repair{Key: []byte(kc.key)}
 			if chosen >= 0 && c[chosen].len >= 0 {
 				rep.Value = retag(r.value(c[chosen]), res.NextTag)

@@ -333,3 +333,53 @@ func TestRestorerCopies(t *testing.T) {
 		t.Errorf("Finish() after the caller cleared its buffers = %q, want %q", g, w)
 	}
 }
+
+// TestRestorerStaleWriter: a zombie (at_least_once: an instance paused
+// past its session, then finishing the commit it had in hand) writes a
+// commit tagged at or below the positions the partition's next owner
+// wrote meanwhile, interleaved with them. The owner's state wins key by
+// key: the zombie's records and its position are left out (Stale counts
+// them), and the keys it wrote are repaired (a tombstone where the owner
+// deleted the key or never wrote it), so that compaction cannot make a
+// stale record a key's last.
+func TestRestorerStaleWriter(t *testing.T) {
+	log := []rec{
+		put("a", 0, 1, 1), posRec(1, 10), // the zombie's last commit before its pause
+		put("a", 0, 2, 2), posRec(2, 20), // the next owner restored (NextTag 2) and commits
+		del("a", 0, 3), put("a", 1000, 1, 3), posRec(3, 30), // the slice at 0 is dropped: its windows fired
+		put("a", 0, 5, 2), put("b", 0, 1, 2), // the zombie wakes: its commit tagged 2
+		posRec(4, 40),        // the owner's next position (only the position moved)
+		posRec(2, 15),        // the zombie's position, last in the log
+		put("a", 1000, 2, 5), // the owner's next commit, cut short
+	}
+	got := restore(t, log)
+	if g, w := briefs(got.entries), []string{brief(sliceEn("a", 1000, 1))}; !slices.Equal(g, w) {
+		t.Errorf("entries = %q, want %q (the owner's state, not the zombie's slice at 0 nor its key b)", g, w)
+	}
+	if !got.res.HasPosition || got.res.Position.Offset != 40 {
+		t.Errorf("position = %v at %d, want the owner's, at 40", got.res.HasPosition, got.res.Position.Offset)
+	}
+	if got.res.Stale != 3 {
+		t.Errorf("Stale = %d, want 3 (two records and a position)", got.res.Stale)
+	}
+	wantRepairs := slices.Sorted(slices.Values([]string{
+		tombstoneOf(sliceEn("a", 0, 0)), tombstoneOf(sliceEn("b", 0, 0)), // the zombie's keys
+		repairOf(sliceEn("a", 1000, 1), 6), // the owner's commit cut short
+	}))
+	if g := briefRepairs(t, got.res.Repairs); !slices.Equal(g, wantRepairs) {
+		t.Errorf("Repairs = %q,\nwant %q", g, wantRepairs)
+	}
+	if got.res.NextTag != 6 {
+		t.Errorf("NextTag = %d, want 6", got.res.NextTag)
+	}
+	// Repaired (the repairs and a position tagged NextTag), the log
+	// restores the same state with nothing left to repair.
+	repaired := slices.Concat(log, repairRecs(got.res), []rec{posRec(got.res.NextTag, 50)})
+	again := restore(t, repaired)
+	if g, w := briefs(again.entries), briefs(got.entries); !slices.Equal(g, w) {
+		t.Errorf("repaired log: entries = %q, want %q", g, w)
+	}
+	if len(again.res.Repairs) != 0 || again.res.Position.Offset != 50 {
+		t.Errorf("repaired log: repairs %q, position at %d; want none, 50", briefRepairs(t, again.res.Repairs), again.res.Position.Offset)
+	}
+}
