@@ -42,9 +42,8 @@ type Writer struct {
 	enc    *Encoder      // used by the writer goroutine only
 	values ResultEncoder // result values: enc, or Avro (EncodeResults)
 	now    func() time.Time
-	limits Limits
 	log    zerolog.Logger
-	seed   maphash.Seed
+	ref    refusals // the first failure and the outputs refused per record
 
 	firings             [6]prometheus.Counter // by windowing.Firing
 	results, late, dead topicMetrics
@@ -62,8 +61,6 @@ type Writer struct {
 	stopping atomic.Bool
 	stopped  chan struct{}
 
-	unwritableCount func(topic string) prometheus.Counter
-
 	changelog        string // the changelog topic
 	repart           repartitionTopic
 	changelogDone    func(*kgo.Record, error) // its records' promise
@@ -71,17 +68,6 @@ type Writer struct {
 
 	published   topicMetrics             // the watermark topic's (by_key with watermark.scope global)
 	publishDone func(*kgo.Record, error) // its records' promise
-
-	mu           sync.Mutex // guards what follows
-	err          error
-	otherFailure bool               // a failure since the last Discard or RewriteRefused was not per record
-	refused      map[uint64]refusal // by identity, each output refused per record
-	refusedRecs  []*kgo.Record      // refused since the last Discard or RewriteRefused
-	anyRefused   atomic.Bool        // refused is not empty
-
-	warnMu   sync.Mutex // guards the rate of unwritable's warn lines
-	lastWarn time.Time
-	unwarned int
 }
 
 // topicMetrics are one output topic's counters.
@@ -138,7 +124,7 @@ func (b *batch) reset() {
 // the end-to-end latency; limits are the output topics' sizes; log gets
 // the warn lines of outputs that cannot be written whole.
 func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time, limits Limits, log zerolog.Logger) *Writer {
-	w := &Writer{cl: cl, sink: cfg.Sink, now: now, limits: limits, seed: maphash.MakeSeed(),
+	w := &Writer{cl: cl, sink: cfg.Sink, now: now,
 		log:   log.With().Str("component", "producer").Logger(),
 		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -157,7 +143,8 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	}
 	w.results, w.late, w.dead = topic(cfg.Sink.ResultsTopic), topic(cfg.Sink.LateTopic), topic(cfg.Sink.DeadLetterTopic)
 	w.latency = m.Latency
-	w.unwritableCount = func(topic string) prometheus.Counter { return m.Unwritable.WithLabelValues(topic) }
+	w.ref = refusals{results: cfg.Sink.ResultsTopic, limits: limits, seed: maphash.MakeSeed(), now: now, log: w.log,
+		unwritableCount: func(topic string) prometheus.Counter { return m.Unwritable.WithLabelValues(topic) }}
 	w.pool.New = func() any { return new(resultRecord) }
 	// Promises are made once, not per record: a closure per record is an
 	// allocation per record.
@@ -173,7 +160,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 			if w.acked(&w.repart.metrics, rec, err) {
 				return
 			}
-			w.fail(fmt.Errorf("produce to repartition topic %s[%d]: %w", rec.Topic, rec.Partition, err))
+			w.ref.fail(fmt.Errorf("produce to repartition topic %s[%d]: %w", rec.Topic, rec.Partition, err))
 		}
 	}
 	if cfg.PublishesWatermarks() {
@@ -186,11 +173,11 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 			return
 		}
 		w.published.failed.Inc()
-		w.fail(fmt.Errorf("produce to watermark topic %s: %w", r.Topic, err))
+		w.ref.fail(fmt.Errorf("produce to watermark topic %s: %w", r.Topic, err))
 	}
 	w.changelogDone = func(r *kgo.Record, err error) {
 		if err != nil {
-			w.fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
+			w.ref.fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
 		}
 	}
 	w.setResultDone()
@@ -338,7 +325,7 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 	}
 	v := w.values.AppendResult(k, r)
 	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:], Timestamp: now}
-	rec, alone := w.replacement(&out.rec)
+	rec, alone := w.ref.replacement(&out.rec)
 	if rec == nil {
 		out.rec = kgo.Record{}
 		w.pool.Put(out)
@@ -368,7 +355,7 @@ func (w *Writer) DeadLetter(in *ready.Input, err error) {
 // produceOriginal queues the original record; its headers are made now,
 // as in is valid only during the call.
 func (w *Writer) produceOriginal(topic string, in *ready.Input, headers []kgo.RecordHeader, done func(*kgo.Record, error)) {
-	rec, alone := w.replacement(&kgo.Record{
+	rec, alone := w.ref.replacement(&kgo.Record{
 		Topic:     topic,
 		Key:       in.Key,
 		Value:     in.Value,
@@ -390,66 +377,67 @@ func (w *Writer) acked(m *topicMetrics, rec *kgo.Record, err error) bool {
 		return true
 	}
 	m.failed.Inc()
-	if perRecord(err) {
-		w.refuse(rec, err)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = fmt.Errorf("produce to %s: %w", rec.Topic, err)
-	}
-	w.otherFailure = w.otherFailure || !perRecord(err)
+	w.ref.failed(rec, err)
 	return false
 }
 
 // Err returns the first produce failure, or nil.
-func (w *Writer) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
+func (w *Writer) Err() error { return w.ref.firstErr() }
 
 // OnlyRefused reports whether there is a failure and every failure since
 // the last Discard or RewriteRefused was an output refused for itself (too
 // large, invalid): writing stubs in their place fixes it.
-func (w *Writer) OnlyRefused() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err != nil && !w.otherFailure
-}
-
-// fail records err as a produce failure, unless one is recorded already.
-func (w *Writer) fail(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = err
-	}
-	w.otherFailure = true
-}
+func (w *Writer) OnlyRefused() bool { return w.ref.onlyRefused() }
 
 // Committed forgets the outputs refused per record: the commit that just
 // succeeded put them (written alone or as stubs) behind every offset the
 // service can go back to. Until then every output is looked up among
 // them, and they would pile up over a long run.
-func (w *Writer) Committed() {
-	if !w.anyRefused.Load() {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	clear(w.refused)
-	w.anyRefused.Store(false)
-}
+func (w *Writer) Committed() { w.ref.committed() }
 
 // Discard forgets a recorded failure: the transaction it belonged to was
 // aborted, and everything since the last commit is processed again.
 // Outputs refused per record stay remembered: their reprocessing writes
 // stubs.
-func (w *Writer) Discard() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.err, w.otherFailure, w.refusedRecs = nil, false, nil
+func (w *Writer) Discard() { w.ref.discard() }
+
+// RewriteRefused produces again, each alone, the outputs refused with a
+// per-record error since the last call, or in their place the stubs of
+// those refused alone already (results: nothing); if no other failure
+// happened, it forgets the failure and reports true. With at_least_once,
+// a flush that failed for those alone is followed by this and another
+// flush. No produce may be under way.
+func (w *Writer) RewriteRefused(ctx context.Context) bool {
+	recs := w.ref.takeRefused()
+	if recs == nil {
+		return false
+	}
+	for _, r := range recs {
+		done := w.deadDone
+		switch r.Topic {
+		case w.sink.ResultsTopic:
+			done = w.copiedResultDone
+		case w.sink.LateTopic:
+			done = w.lateDone
+		}
+		if rec, alone := w.ref.replacement(r); rec != nil {
+			w.produce(ctx, rec, done, alone)
+		}
+	}
+	return true
+}
+
+// produce produces r, alone in its batch if alone: the client's buffer is
+// flushed before and after.
+func (w *Writer) produce(ctx context.Context, r *kgo.Record, done func(*kgo.Record, error), alone bool) {
+	f, ok := w.cl.(interface{ Flush(context.Context) error })
+	if !alone || !ok {
+		w.cl.Produce(ctx, r, done)
+		return
+	}
+	_ = f.Flush(ctx) // a failure is the promise's to report
+	w.cl.Produce(ctx, r, done)
+	_ = f.Flush(ctx)
 }
 
 // Changelog produces changelog records, each to the changelog partition it
