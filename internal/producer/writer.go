@@ -19,7 +19,6 @@ import (
 	"aggregator/internal/record"
 	"aggregator/internal/repartition"
 	"aggregator/internal/state"
-	"aggregator/internal/windowing"
 )
 
 // Client is what a Writer needs from Kafka. *kgo.Client has it; tests use
@@ -45,7 +44,7 @@ type Writer struct {
 	log    zerolog.Logger
 	ref    refusals // the first failure and the outputs refused per record
 
-	firings             [6]prometheus.Counter // by windowing.Firing
+	firings             [6]prometheus.Counter // by ready.Firing
 	results, late, dead topicMetrics
 	latency             prometheus.Observer
 	fetched             time.Time                // when the records being processed were fetched
@@ -99,7 +98,7 @@ const (
 // goroutine, in emission order.
 type batch struct {
 	outs       []output
-	results    []windowing.Result // copies of the results; Aggregates are in vals
+	results    []ready.WindowResult // copies of the results; Aggregates are in vals
 	vals       []record.Value
 	resultDone func(*kgo.Record, error) // the promise of the batch's results
 	synced     chan struct{}            // if set, closed once the batch is handed to the client
@@ -134,7 +133,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
-	for _, f := range windowing.Firings {
+	for _, f := range ready.Firings {
 		w.firings[f] = m.Firings.WithLabelValues(f.String())
 	}
 	topic := func(name string) topicMetrics {
@@ -236,7 +235,7 @@ func (w *Writer) Write(outs []ready.Output) {
 }
 
 // Result queues one window firing for the results topic.
-func (w *Writer) Result(r *windowing.Result) {
+func (w *Writer) Result(r *ready.WindowResult) {
 	w.firings[r.Firing].Inc()
 	b := w.cur
 	lo := len(b.vals)
@@ -314,11 +313,11 @@ func (w *Writer) write(ctx context.Context, b *batch) {
 }
 
 // produceResult encodes a result into a reused record and produces it.
-func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now time.Time, done func(*kgo.Record, error)) {
+func (w *Writer) produceResult(ctx context.Context, r *ready.WindowResult, now time.Time, done func(*kgo.Record, error)) {
 	out := w.pool.Get().(*resultRecord)
 	k := w.enc.AppendKey(out.buf[:0], r)
 	n := len(k)
-	if r.Firing == windowing.Retract { // a tombstone under the superseded session's key
+	if r.Firing == ready.Retract { // a tombstone under the superseded session's key
 		out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: k[:n:n], Timestamp: now}
 		w.cl.Produce(ctx, &out.rec, done)
 		return
@@ -339,7 +338,7 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 func (w *Writer) EncodeResults(enc ResultEncoder) { w.values = enc }
 
 // Late produces the original record to the late topic with its provenance.
-func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed windowing.Window) {
+func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed ready.Window) {
 	w.produceOriginal(w.sink.LateTopic, in, LateHeaders(in, eventTime, watermark, missed), w.lateDone)
 }
 

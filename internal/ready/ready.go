@@ -82,6 +82,21 @@ type Event struct {
 	Err                  error // DeadLetter: a *record.DecodeError
 }
 
+// The window types a Result output carries, named here so that the shell
+// (the producer) knows the core through this package only.
+type (
+	WindowResult = windowing.Result // a window firing: Output.Result
+	Window       = windowing.Window
+	Firing       = windowing.Firing
+)
+
+// Retract is the firing of a retraction: a tombstone for the results
+// topic, under the key of the session a merge superseded.
+const Retract = windowing.Retract
+
+// Firings are every Firing, for metrics that count each from the start.
+var Firings = windowing.Firings
+
 // Input is one record as read from Kafka or a replay file.
 type Input = record.Input
 
