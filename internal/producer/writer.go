@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -16,7 +15,6 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 	"aggregator/internal/ready"
-	"aggregator/internal/record"
 	"aggregator/internal/repartition"
 	"aggregator/internal/state"
 )
@@ -53,12 +51,7 @@ type Writer struct {
 	copiedResultDone    func(*kgo.Record, error) // of a result produced again by RewriteRefused
 	pool                sync.Pool                // *resultRecord: a result's record is reused once acknowledged
 
-	cur      *batch             // being filled by the engine goroutine
-	queue    chan *batch        // to the writer goroutine, in order
-	free     chan *batch        // back from it
-	cancel   context.CancelFunc // unblocks a Produce waiting on a full buffer, at Close
-	stopping atomic.Bool
-	stopped  chan struct{}
+	q batcher // the outputs on their way to the writer goroutine
 
 	changelog        string // the changelog topic
 	repart           repartitionTopic
@@ -83,51 +76,13 @@ type resultRecord struct {
 	buf [resultSize]byte
 }
 
-const (
-	// batchOutputs is how many outputs a batch holds before it is handed
-	// over without waiting for Send: large enough to make the hand-over
-	// cost nothing per output, small enough to keep the writer busy.
-	batchOutputs = 1024
-	// batches is how many batches exist: one being filled, the others
-	// queued or being written. With all of them queued, the engine
-	// goroutine waits: the writer's backpressure.
-	batches = 4
-)
-
-// A batch is outputs on their way from the engine goroutine to the writer
-// goroutine, in emission order.
-type batch struct {
-	outs       []output
-	results    []ready.WindowResult // copies of the results; Aggregates are in vals
-	vals       []record.Value
-	resultDone func(*kgo.Record, error) // the promise of the batch's results
-	synced     chan struct{}            // if set, closed once the batch is handed to the client
-}
-
-// output is one output of a batch: rec (a late event or dead letter,
-// produced with done), or else results[res] with its aggregates vals[lo:hi].
-type output struct {
-	rec         *kgo.Record
-	done        func(*kgo.Record, error)
-	alone       bool // rec is produced alone in its batch (see replacement)
-	res, lo, hi int
-}
-
-func (b *batch) reset() {
-	clear(b.outs) // drop the records, so they can be collected
-	b.outs, b.results, b.vals, b.synced = b.outs[:0], b.results[:0], b.vals[:0], nil
-}
-
 // NewWriter returns a Writer producing with cl, and starts its goroutine;
 // Close stops it. m may be nil (no metrics); now is the wall clock, for
 // the end-to-end latency; limits are the output topics' sizes; log gets
 // the warn lines of outputs that cannot be written whole.
 func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time, limits Limits, log zerolog.Logger) *Writer {
 	w := &Writer{cl: cl, sink: cfg.Sink, now: now,
-		log:   log.With().Str("component", "producer").Logger(),
-		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
+		log: log.With().Str("component", "producer").Logger()}
 	w.enc = EncoderFor(cfg)
 	w.values = w.enc
 	if m == nil {
@@ -180,11 +135,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 		}
 	}
 	w.setResultDone()
-	for range batches - 1 {
-		w.free <- &batch{}
-	}
-	w.cur = &batch{resultDone: w.resultDone}
-	go w.run(ctx)
+	w.q.start(w.resultDone, w.write)
 	return w
 }
 
@@ -194,10 +145,10 @@ func (w *Writer) SetFetched(t time.Time) {
 	if !t.Equal(w.fetched) {
 		w.fetched = t
 		w.setResultDone()
-		if len(w.cur.outs) > 0 {
+		if len(w.q.cur.outs) > 0 {
 			w.Send()
 		}
-		w.cur.resultDone = w.resultDone
+		w.q.cur.resultDone = w.resultDone
 	}
 }
 
@@ -237,7 +188,7 @@ func (w *Writer) Write(outs []ready.Output) {
 // Result queues one window firing for the results topic.
 func (w *Writer) Result(r *ready.WindowResult) {
 	w.firings[r.Firing].Inc()
-	b := w.cur
+	b := w.q.cur
 	lo := len(b.vals)
 	b.vals = append(b.vals, r.Aggregates...)
 	b.outs = append(b.outs, output{res: len(b.results), lo: lo, hi: len(b.vals)})
@@ -247,52 +198,27 @@ func (w *Writer) Result(r *ready.WindowResult) {
 }
 
 // Send hands the outputs so far to the writer goroutine.
-func (w *Writer) Send() {
-	w.queue <- w.cur
-	w.cur = <-w.free
-	w.cur.resultDone = w.resultDone
-}
+func (w *Writer) Send() { w.q.send(w.resultDone) }
 
 // Sync hands the outputs so far to the writer goroutine and returns once
 // each has been given to the client: a client Flush after Sync waits for
 // every output so far to be acknowledged.
-func (w *Writer) Sync() {
-	done := make(chan struct{})
-	w.cur.synced = done
-	w.Send()
-	<-done
-}
+func (w *Writer) Sync() { w.q.sync(w.resultDone) }
 
 // Close stops the writer goroutine; outputs not yet handed to the client
 // are dropped (a crash, as far as they are concerned: nothing past them was
 // committed). Produce calls blocked on a full buffer are canceled.
-func (w *Writer) Close() {
-	if w.stopping.Swap(true) {
-		return
-	}
-	w.cancel()
-	close(w.queue)
-	<-w.stopped
+func (w *Writer) Close() { w.q.close() }
+
+// add queues an output that is a record.
+func (w *Writer) add(o output) {
+	w.q.cur.outs = append(w.q.cur.outs, o)
+	w.sendIfFull()
 }
 
 func (w *Writer) sendIfFull() {
-	if len(w.cur.outs) >= batchOutputs {
+	if len(w.q.cur.outs) >= batchOutputs {
 		w.Send()
-	}
-}
-
-// run is the writer goroutine: it encodes and produces the batches in order.
-func (w *Writer) run(ctx context.Context) {
-	defer close(w.stopped)
-	for b := range w.queue {
-		if !w.stopping.Load() {
-			w.write(ctx, b)
-		}
-		if b.synced != nil {
-			close(b.synced)
-		}
-		b.reset()
-		w.free <- b // never blocks: free has room for every batch
 	}
 }
 
@@ -364,8 +290,7 @@ func (w *Writer) produceOriginal(topic string, in *ready.Input, headers []kgo.Re
 	if rec == nil {
 		return
 	}
-	w.cur.outs = append(w.cur.outs, output{rec: rec, done: done, alone: alone})
-	w.sendIfFull()
+	w.add(output{rec: rec, done: done, alone: alone})
 }
 
 // acked counts an acknowledgement and keeps the first failure; it reports
@@ -568,8 +493,7 @@ func (w *Writer) repartitionData(r *ready.Repart) {
 		rec.Value = t.keep(repartition.AppendValue(t.room(repartition.ValueSize(&r.In, r.Record)), &r.In, r.Record))
 		t.bytes.Add(float64(len(rec.Key) + len(rec.Value)))
 	}
-	w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
-	w.sendIfFull()
+	w.add(output{rec: rec, done: w.repart.done})
 }
 
 // repartitionMarker queues a watermark marker for every repartition partition.
@@ -577,7 +501,7 @@ func (w *Writer) repartitionMarker(r *ready.Repart) {
 	h := []kgo.RecordHeader{{Key: repartition.Header, Value: repartition.AppendMarker(nil, r.Mark)}}
 	for p := range w.repart.partitions {
 		rec := &kgo.Record{Topic: w.repart.name, Partition: p, Headers: h}
-		w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
+		w.q.cur.outs = append(w.q.cur.outs, output{rec: rec, done: w.repart.done})
 	}
 	w.repart.bytes.Add(float64(int(w.repart.partitions) * (len(repartition.Header) + len(h[0].Value))))
 	w.sendIfFull()
