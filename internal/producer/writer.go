@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -33,22 +32,15 @@ type Client interface {
 // fills). It remembers the first produce failure (Err): the consumer must
 // not commit past it. The promises run on the client's goroutines.
 type Writer struct {
-	cl     Client
-	sink   config.Sink
-	enc    *Encoder      // used by the writer goroutine only
-	values ResultEncoder // result values: enc, or Avro (EncodeResults)
-	now    func() time.Time
-	log    zerolog.Logger
-	ref    refusals // the first failure and the outputs refused per record
+	cl   Client
+	sink config.Sink
+	now  func() time.Time
+	log  zerolog.Logger
+	ref  refusals // the first failure and the outputs refused per record
 
-	firings             [6]prometheus.Counter // by ready.Firing
-	results, late, dead topicMetrics
-	latency             prometheus.Observer
-	fetched             time.Time                // when the records being processed were fetched
-	resultDone          func(*kgo.Record, error) // the promise of results caused by those records
-	lateDone, deadDone  func(*kgo.Record, error)
-	copiedResultDone    func(*kgo.Record, error) // of a result produced again by RewriteRefused
-	pool                sync.Pool                // *resultRecord: a result's record is reused once acknowledged
+	res                resultsTopic
+	late, dead         topicMetrics
+	lateDone, deadDone func(*kgo.Record, error)
 
 	q batcher // the outputs on their way to the writer goroutine
 
@@ -60,17 +52,6 @@ type Writer struct {
 // topicMetrics are one output topic's counters.
 type topicMetrics struct{ produced, failed prometheus.Counter }
 
-// resultSize is the room for a result's key and value that comes with its
-// record: the record and the bytes are one allocation (512 bytes, a size
-// class). A longer result grows out of it.
-const resultSize = 352
-
-// resultRecord is a result's Kafka record and the bytes of its key and value.
-type resultRecord struct {
-	rec kgo.Record
-	buf [resultSize]byte
-}
-
 // NewWriter returns a Writer producing with cl, and starts its goroutine;
 // Close stops it. m may be nil (no metrics); now is the wall clock, for
 // the end-to-end latency; limits are the output topics' sizes; log gets
@@ -78,28 +59,28 @@ type resultRecord struct {
 func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time, limits Limits, log zerolog.Logger) *Writer {
 	w := &Writer{cl: cl, sink: cfg.Sink, now: now,
 		log: log.With().Str("component", "producer").Logger()}
-	w.enc = EncoderFor(cfg)
-	w.values = w.enc
+	w.res.name, w.res.enc = cfg.Sink.ResultsTopic, EncoderFor(cfg)
+	w.res.values = w.res.enc
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
 	for _, f := range ready.Firings {
-		w.firings[f] = m.Firings.WithLabelValues(f.String())
+		w.res.firings[f] = m.Firings.WithLabelValues(f.String())
 	}
 	topic := func(name string) topicMetrics {
 		m.Unwritable.WithLabelValues(name) // at 0 from the start, for dashboards and absent() alerts
 		return topicMetrics{m.Produced.WithLabelValues(name), m.ProduceErrors.WithLabelValues(name)}
 	}
-	w.results, w.late, w.dead = topic(cfg.Sink.ResultsTopic), topic(cfg.Sink.LateTopic), topic(cfg.Sink.DeadLetterTopic)
-	w.latency = m.Latency
+	w.res.metrics, w.late, w.dead = topic(cfg.Sink.ResultsTopic), topic(cfg.Sink.LateTopic), topic(cfg.Sink.DeadLetterTopic)
+	w.res.latency = m.Latency
 	w.ref = refusals{results: cfg.Sink.ResultsTopic, limits: limits, seed: maphash.MakeSeed(), now: now, log: w.log,
 		unwritableCount: func(topic string) prometheus.Counter { return m.Unwritable.WithLabelValues(topic) }}
-	w.pool.New = func() any { return new(resultRecord) }
+	w.res.pool.New = func() any { return new(resultRecord) }
 	// Promises are made once, not per record: a closure per record is an
 	// allocation per record.
 	w.lateDone = func(rec *kgo.Record, err error) { w.acked(&w.late, rec, err) }
 	w.deadDone = func(rec *kgo.Record, err error) { w.acked(&w.dead, rec, err) }
-	w.copiedResultDone = func(rec *kgo.Record, err error) { w.acked(&w.results, rec, err) }
+	w.res.copiedDone = func(rec *kgo.Record, err error) { w.acked(&w.res.metrics, rec, err) }
 	w.changelog = changelogTopic{name: cfg.State.ChangelogTopic, records: m.ChangelogRecords}
 	if !cfg.Source.ByKey() {
 		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic, format1: cfg.State.RepartitionFormat == repartition.Format1,
@@ -130,34 +111,32 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 		}
 	}
 	w.setResultDone()
-	w.q.start(w.resultDone, w.write)
+	w.q.start(w.res.done, w.write)
 	return w
 }
 
 // SetFetched records when the records about to be processed were fetched;
 // results they cause observe the latency from then to their acknowledgement.
 func (w *Writer) SetFetched(t time.Time) {
-	if !t.Equal(w.fetched) {
-		w.fetched = t
+	if !t.Equal(w.res.fetched) {
+		w.res.fetched = t
 		w.setResultDone()
 		if len(w.q.cur.outs) > 0 {
 			w.Send()
 		}
-		w.q.cur.resultDone = w.resultDone
+		w.q.cur.resultDone = w.res.done
 	}
 }
 
 // setResultDone makes the results' promise for the current fetch time.
 // Once a result is acknowledged its record is reused.
 func (w *Writer) setResultDone() {
-	fetched := w.fetched
-	w.resultDone = func(rec *kgo.Record, err error) {
-		if w.acked(&w.results, rec, err) && !fetched.IsZero() {
-			w.latency.Observe(w.now().Sub(fetched).Seconds())
+	fetched := w.res.fetched
+	w.res.done = func(rec *kgo.Record, err error) {
+		if w.acked(&w.res.metrics, rec, err) && !fetched.IsZero() {
+			w.res.latency.Observe(w.now().Sub(fetched).Seconds())
 		}
-		out := (*resultRecord)(unsafe.Pointer(rec)) // rec is the first field of a resultRecord
-		out.rec = kgo.Record{}
-		w.pool.Put(out)
+		w.res.release((*resultRecord)(unsafe.Pointer(rec))) // rec is the first field of a resultRecord
 	}
 }
 
@@ -182,7 +161,7 @@ func (w *Writer) Write(outs []ready.Output) {
 
 // Result queues one window firing for the results topic.
 func (w *Writer) Result(r *ready.WindowResult) {
-	w.firings[r.Firing].Inc()
+	w.res.firings[r.Firing].Inc()
 	b := w.q.cur
 	lo := len(b.vals)
 	b.vals = append(b.vals, r.Aggregates...)
@@ -193,12 +172,12 @@ func (w *Writer) Result(r *ready.WindowResult) {
 }
 
 // Send hands the outputs so far to the writer goroutine.
-func (w *Writer) Send() { w.q.send(w.resultDone) }
+func (w *Writer) Send() { w.q.send(w.res.done) }
 
 // Sync hands the outputs so far to the writer goroutine and returns once
 // each has been given to the client: a client Flush after Sync waits for
 // every output so far to be acknowledged.
-func (w *Writer) Sync() { w.q.sync(w.resultDone) }
+func (w *Writer) Sync() { w.q.sync(w.res.done) }
 
 // Close stops the writer goroutine; outputs not yet handed to the client
 // are dropped (a crash, as far as they are concerned: nothing past them was
@@ -235,20 +214,14 @@ func (w *Writer) write(ctx context.Context, b *batch) {
 
 // produceResult encodes a result into a reused record and produces it.
 func (w *Writer) produceResult(ctx context.Context, r *ready.WindowResult, now time.Time, done func(*kgo.Record, error)) {
-	out := w.pool.Get().(*resultRecord)
-	k := w.enc.AppendKey(out.buf[:0], r)
-	n := len(k)
-	if r.Firing == ready.Retract { // a tombstone under the superseded session's key
-		out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: k[:n:n], Timestamp: now}
+	out := w.res.record(r, now)
+	if r.Firing == ready.Retract { // a tombstone: produced as it is
 		w.cl.Produce(ctx, &out.rec, done)
 		return
 	}
-	v := w.values.AppendResult(k, r)
-	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:], Timestamp: now}
 	rec, alone := w.ref.replacement(&out.rec)
 	if rec == nil {
-		out.rec = kgo.Record{}
-		w.pool.Put(out)
+		w.res.release(out)
 		return
 	}
 	w.produce(ctx, rec, done, alone)
@@ -256,7 +229,7 @@ func (w *Writer) produceResult(ctx context.Context, r *ready.WindowResult, now t
 
 // EncodeResults makes w write result values with enc (sink.format avro)
 // instead of JSON; keys stay JSON. Call it before the first output.
-func (w *Writer) EncodeResults(enc ResultEncoder) { w.values = enc }
+func (w *Writer) EncodeResults(enc ResultEncoder) { w.res.values = enc }
 
 // Late produces the original record to the late topic with its provenance.
 func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed ready.Window) {
@@ -335,7 +308,7 @@ func (w *Writer) RewriteRefused(ctx context.Context) bool {
 		done := w.deadDone
 		switch r.Topic {
 		case w.sink.ResultsTopic:
-			done = w.copiedResultDone
+			done = w.res.copiedDone
 		case w.sink.LateTopic:
 			done = w.lateDone
 		}
