@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/ready"
-	"aggregator/internal/repartition"
 )
 
 // repartitionTopic is where stage 1 of source.partitioning repartition
@@ -17,7 +16,6 @@ import (
 // a record of it to the partition it names.
 type repartitionTopic struct {
 	name       string
-	format1    bool // state.repartition_format 1: data records as releases before format 2 read them
 	partitions int32
 	keys       kgo.TopicPartitioner
 	metrics    topicMetrics
@@ -92,23 +90,21 @@ func keyPartition(keys kgo.TopicPartitioner, r *kgo.Record, n int32) int32 {
 }
 
 // repartitionData queues an accepted input record for the repartition
-// topic: its group key as the key, and in format 2 a value that holds
-// where it came from, what stage 1 decoded of it and its value (made now:
-// the input is valid only during the call; no header, which costs the
-// reader allocations); in format 1 the input value unchanged and where it
-// came from in the header.
+// topic: its group key as the key, and the bytes stage 1 encoded
+// (ready.Repart.Encoded) as its value, or in the header it names with the
+// input value as the value (format 1). The key is copied now: the input
+// is valid only during the call.
 func (w *Writer) repartitionData(r *ready.Repart) {
 	t := &w.repart
 	key := t.keep(append(t.room(len(r.Key)), r.Key...))
 	rec := t.record()
 	rec.Key, rec.Timestamp = key, time.UnixMilli(r.In.Timestamp)
 	rec.Partition = keyPartition(t.keys, rec, t.partitions)
-	if t.format1 {
-		header := t.keep(repartition.AppendData(t.room(40+len(r.In.Topic)+len(r.In.Key)), &r.In))
-		rec.Value, rec.Headers = r.In.Value, append(t.header(), kgo.RecordHeader{Key: repartition.Header, Value: header})
-		t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header)))
+	if r.Header != "" {
+		rec.Value, rec.Headers = r.In.Value, append(t.header(), kgo.RecordHeader{Key: r.Header, Value: r.Encoded})
+		t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(r.Header) + len(r.Encoded)))
 	} else {
-		rec.Value = t.keep(repartition.AppendValue(t.room(repartition.ValueSize(&r.In, r.Record)), &r.In, r.Record))
+		rec.Value = r.Encoded
 		t.bytes.Add(float64(len(rec.Key) + len(rec.Value)))
 	}
 	w.add(output{rec: rec, done: w.repart.done})
@@ -116,11 +112,11 @@ func (w *Writer) repartitionData(r *ready.Repart) {
 
 // repartitionMarker queues a watermark marker for every repartition partition.
 func (w *Writer) repartitionMarker(r *ready.Repart) {
-	h := []kgo.RecordHeader{{Key: repartition.Header, Value: repartition.AppendMarker(nil, r.Mark)}}
+	h := []kgo.RecordHeader{{Key: r.Header, Value: r.Encoded}}
 	for p := range w.repart.partitions {
 		rec := &kgo.Record{Topic: w.repart.name, Partition: p, Headers: h}
 		w.q.cur.outs = append(w.q.cur.outs, output{rec: rec, done: w.repart.done})
 	}
-	w.repart.bytes.Add(float64(int(w.repart.partitions) * (len(repartition.Header) + len(h[0].Value))))
+	w.repart.bytes.Add(float64(int(w.repart.partitions) * (len(r.Header) + len(r.Encoded))))
 	w.sendIfFull()
 }

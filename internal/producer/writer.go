@@ -14,7 +14,6 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 	"aggregator/internal/ready"
-	"aggregator/internal/repartition"
 )
 
 // Client is what a Writer needs from Kafka. *kgo.Client has it; tests use
@@ -83,7 +82,7 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	w.res.copiedDone = func(rec *kgo.Record, err error) { w.acked(&w.res.metrics, rec, err) }
 	w.changelog = changelogTopic{name: cfg.State.ChangelogTopic, records: m.ChangelogRecords}
 	if !cfg.Source.ByKey() {
-		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic, format1: cfg.State.RepartitionFormat == repartition.Format1,
+		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic,
 			keys:    kgo.StickyKeyPartitioner(nil).ForTopic(cfg.State.RepartitionTopic),
 			metrics: topic(cfg.State.RepartitionTopic), bytes: m.RepartitionBytes}
 		w.repart.done = func(rec *kgo.Record, err error) {

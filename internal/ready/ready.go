@@ -69,6 +69,13 @@ type Repart struct {
 	// In.Value again. Its bytes are never reused: a writer may keep them.
 	Record []byte
 	Mark   watermark.Mark
+	// Encoded is the record in the repartition topic's format, as
+	// package repartition encodes it (AppendRepart, MarkerRepart): the
+	// value of the header named Header if Header is set (a marker, whose
+	// record has no value, or a data record of format 1, whose value is
+	// In.Value), else the record's value. Its bytes are never reused.
+	Header  string
+	Encoded []byte
 }
 
 // An Event is an input record that goes to the late or the dead-letter
