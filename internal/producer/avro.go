@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"aggregator/internal/config"
-	"aggregator/internal/windowing"
+	"aggregator/internal/ready"
 )
 
 // A ResultEncoder appends a result's value: *Encoder writes JSON,
 // *AvroEncoder Avro in the wire format.
 type ResultEncoder interface {
-	AppendResult(dst []byte, r *windowing.Result) []byte
+	AppendResult(dst []byte, r *ready.WindowResult) []byte
 }
 
 // avroAgg is the Avro type of an aggregate's value.
@@ -158,7 +158,7 @@ func (e *AvroEncoder) appendTime(dst []byte, ms int64) []byte {
 }
 
 // AppendResult appends r as an Avro record in the wire format.
-func (e *AvroEncoder) AppendResult(dst []byte, r *windowing.Result) []byte {
+func (e *AvroEncoder) AppendResult(dst []byte, r *ready.WindowResult) []byte {
 	dst = append(dst, e.header...)
 	dst = e.appendKey(dst, r.Key)
 	dst = binary.AppendVarint(dst, r.Window.Start)

@@ -9,7 +9,6 @@ import (
 
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
-	"aggregator/internal/windowing"
 )
 
 // Header names on late events and dead letters (SPEC §4).
@@ -33,7 +32,7 @@ const ReasonLate = "late"
 // quoted once. Not safe for concurrent use.
 type Encoder struct {
 	names  [][]byte // `"name":` per aggregate
-	win    windowing.Window
+	win    ready.Window
 	text   []byte         // `,"window_start":…,"window_end":…` then `,"start":"…","end":"…"` of win
 	keyEnd int            // where the key's part of text ends
 	zone   *time.Location // calendar windows: start and end in this zone; nil: UTC
@@ -50,7 +49,7 @@ func NewEncoder(names []string) *Encoder {
 }
 
 // window makes text hold the parts of w's text.
-func (e *Encoder) window(w windowing.Window) {
+func (e *Encoder) window(w ready.Window) {
 	if e.text != nil && w == e.win {
 		return
 	}
@@ -79,7 +78,7 @@ func (e *Encoder) window(w windowing.Window) {
 
 // AppendKey appends the Kafka record key of r: the same for every revision
 // of one (group key, window), so a compacted topic keeps the latest result.
-func (e *Encoder) AppendKey(dst []byte, r *windowing.Result) []byte {
+func (e *Encoder) AppendKey(dst []byte, r *ready.WindowResult) []byte {
 	e.window(r.Window)
 	dst = append(dst, `{"key":`...)
 	dst = append(dst, r.Key...)
@@ -91,7 +90,7 @@ func (e *Encoder) AppendKey(dst []byte, r *windowing.Result) []byte {
 }
 
 // AppendResult appends the results-topic value of r (SPEC §4).
-func (e *Encoder) AppendResult(dst []byte, r *windowing.Result) []byte {
+func (e *Encoder) AppendResult(dst []byte, r *ready.WindowResult) []byte {
 	e.window(r.Window)
 	dst = append(dst, `{"key":`...)
 	dst = append(dst, r.Key...)
@@ -209,7 +208,7 @@ func AppendNumber(dst []byte, f float64) []byte {
 }
 
 // LateHeaders are the provenance headers of a late event.
-func LateHeaders(in *ready.Input, eventTime, watermark int64, missed windowing.Window) []kgo.RecordHeader {
+func LateHeaders(in *ready.Input, eventTime, watermark int64, missed ready.Window) []kgo.RecordHeader {
 	return append(sourceHeaders(in),
 		header(HeaderEventTime, eventTime),
 		header(HeaderWatermark, watermark),

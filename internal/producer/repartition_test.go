@@ -57,8 +57,8 @@ func TestWriterRepartition(t *testing.T) {
 			in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 42, Key: []byte("req-9"), Value: []byte(`{"sid":"a"}`), Timestamp: 1234}
 			form := []byte{1, 2, 3}
 			w.Write([]ready.Output{
-				{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: `{"sid":"a"}`, Record: form}},
-				{Kind: ready.Marker, Repart: &ready.Repart{Mark: watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true}}},
+				{Kind: ready.Repartition, Repart: encoded(ready.Repart{In: in, Key: `{"sid":"a"}`, Record: form}, cfg.State.RepartitionFormat)},
+				{Kind: ready.Marker, Repart: repartition.MarkerRepart(watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true})},
 			})
 			w.Sync()
 			if len(cl.recs) != 4 {
@@ -123,7 +123,7 @@ func TestWriterRepartitionChunks(t *testing.T) {
 			for i := range n {
 				key := fmt.Sprintf(`{"sid":"%s"}`, strings.Repeat("x", i*37%5000))
 				in := ready.Input{Topic: "calls", Partition: int32(i % 3), Offset: int64(i), Key: []byte(fmt.Sprint("req-", i)), Value: []byte(value(i))}
-				w.Write([]ready.Output{{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: key, Record: []byte(fmt.Sprint("form-", i))}}})
+				w.Write([]ready.Output{{Kind: ready.Repartition, Repart: encoded(ready.Repart{In: in, Key: key, Record: []byte(fmt.Sprint("form-", i))}, format)}})
 			}
 			w.Sync()
 			if len(cl.recs) != n {
@@ -157,11 +157,18 @@ func TestWriterRepartitionAllocs(t *testing.T) {
 	w := newWriter(t, discard{}, cfg, nil, time.Now)
 	w.SetRepartitionPartitions(8)
 	in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 42, Key: []byte("req-9"), Value: []byte(`{"sid":"a"}`), Timestamp: 1234}
-	outs := []ready.Output{{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Key: `{"sid":"a"}`, Record: []byte{1, 2, 3}}}}
+	outs := []ready.Output{{Kind: ready.Repartition, Repart: encoded(ready.Repart{In: in, Key: `{"sid":"a"}`, Record: []byte{1, 2, 3}}, repartition.Format2)}}
 	w.Write(outs)
 	allocs := testing.AllocsPerRun(1000, func() { w.Write(outs) })
 	if allocs > 0.05 {
 		t.Errorf("Write(a repartition record): %v allocations per record, want at most 0.05", allocs)
 	}
 	w.Sync()
+}
+
+// encoded is r as stage 1 hands it to the writer: encoded in format (0
+// is format 2).
+func encoded(r ready.Repart, format int32) *ready.Repart {
+	repartition.AppendRepart(nil, &r, format)
+	return &r
 }

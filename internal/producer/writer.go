@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -16,10 +14,6 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 	"aggregator/internal/ready"
-	"aggregator/internal/record"
-	"aggregator/internal/repartition"
-	"aggregator/internal/state"
-	"aggregator/internal/windowing"
 )
 
 // Client is what a Writer needs from Kafka. *kgo.Client has it; tests use
@@ -37,195 +31,111 @@ type Client interface {
 // fills). It remembers the first produce failure (Err): the consumer must
 // not commit past it. The promises run on the client's goroutines.
 type Writer struct {
-	cl     Client
-	sink   config.Sink
-	enc    *Encoder      // used by the writer goroutine only
-	values ResultEncoder // result values: enc, or Avro (EncodeResults)
-	now    func() time.Time
-	limits Limits
-	log    zerolog.Logger
-	seed   maphash.Seed
+	cl   Client
+	sink config.Sink
+	now  func() time.Time
+	log  zerolog.Logger
+	ref  refusals // the first failure and the outputs refused per record
 
-	firings             [6]prometheus.Counter // by windowing.Firing
-	results, late, dead topicMetrics
-	latency             prometheus.Observer
-	fetched             time.Time                // when the records being processed were fetched
-	resultDone          func(*kgo.Record, error) // the promise of results caused by those records
-	lateDone, deadDone  func(*kgo.Record, error)
-	copiedResultDone    func(*kgo.Record, error) // of a result produced again by RewriteRefused
-	pool                sync.Pool                // *resultRecord: a result's record is reused once acknowledged
+	res                resultsTopic
+	late, dead         topicMetrics
+	lateDone, deadDone func(*kgo.Record, error)
 
-	cur      *batch             // being filled by the engine goroutine
-	queue    chan *batch        // to the writer goroutine, in order
-	free     chan *batch        // back from it
-	cancel   context.CancelFunc // unblocks a Produce waiting on a full buffer, at Close
-	stopping atomic.Bool
-	stopped  chan struct{}
+	q batcher // the outputs on their way to the writer goroutine
 
-	unwritableCount func(topic string) prometheus.Counter
-
-	changelog        string // the changelog topic
-	repart           repartitionTopic
-	changelogDone    func(*kgo.Record, error) // its records' promise
-	changelogRecords prometheus.Counter
-
-	published   topicMetrics             // the watermark topic's (by_key with watermark.scope global)
-	publishDone func(*kgo.Record, error) // its records' promise
-
-	mu           sync.Mutex // guards what follows
-	err          error
-	otherFailure bool               // a failure since the last Discard or RewriteRefused was not per record
-	refused      map[uint64]refusal // by identity, each output refused per record
-	refusedRecs  []*kgo.Record      // refused since the last Discard or RewriteRefused
-	anyRefused   atomic.Bool        // refused is not empty
-
-	warnMu   sync.Mutex // guards the rate of unwritable's warn lines
-	lastWarn time.Time
-	unwarned int
+	changelog changelogTopic
+	repart    repartitionTopic
+	published watermarkTopic
 }
 
 // topicMetrics are one output topic's counters.
 type topicMetrics struct{ produced, failed prometheus.Counter }
-
-// resultSize is the room for a result's key and value that comes with its
-// record: the record and the bytes are one allocation (512 bytes, a size
-// class). A longer result grows out of it.
-const resultSize = 352
-
-// resultRecord is a result's Kafka record and the bytes of its key and value.
-type resultRecord struct {
-	rec kgo.Record
-	buf [resultSize]byte
-}
-
-const (
-	// batchOutputs is how many outputs a batch holds before it is handed
-	// over without waiting for Send: large enough to make the hand-over
-	// cost nothing per output, small enough to keep the writer busy.
-	batchOutputs = 1024
-	// batches is how many batches exist: one being filled, the others
-	// queued or being written. With all of them queued, the engine
-	// goroutine waits: the writer's backpressure.
-	batches = 4
-)
-
-// A batch is outputs on their way from the engine goroutine to the writer
-// goroutine, in emission order.
-type batch struct {
-	outs       []output
-	results    []windowing.Result // copies of the results; Aggregates are in vals
-	vals       []record.Value
-	resultDone func(*kgo.Record, error) // the promise of the batch's results
-	synced     chan struct{}            // if set, closed once the batch is handed to the client
-}
-
-// output is one output of a batch: rec (a late event or dead letter,
-// produced with done), or else results[res] with its aggregates vals[lo:hi].
-type output struct {
-	rec         *kgo.Record
-	done        func(*kgo.Record, error)
-	alone       bool // rec is produced alone in its batch (see replacement)
-	res, lo, hi int
-}
-
-func (b *batch) reset() {
-	clear(b.outs) // drop the records, so they can be collected
-	b.outs, b.results, b.vals, b.synced = b.outs[:0], b.results[:0], b.vals[:0], nil
-}
 
 // NewWriter returns a Writer producing with cl, and starts its goroutine;
 // Close stops it. m may be nil (no metrics); now is the wall clock, for
 // the end-to-end latency; limits are the output topics' sizes; log gets
 // the warn lines of outputs that cannot be written whole.
 func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time, limits Limits, log zerolog.Logger) *Writer {
-	w := &Writer{cl: cl, sink: cfg.Sink, now: now, limits: limits, seed: maphash.MakeSeed(),
-		log:   log.With().Str("component", "producer").Logger(),
-		queue: make(chan *batch, batches), free: make(chan *batch, batches), stopped: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	w.enc = EncoderFor(cfg)
-	w.values = w.enc
+	w := &Writer{cl: cl, sink: cfg.Sink, now: now,
+		log: log.With().Str("component", "producer").Logger()}
+	w.res.name, w.res.enc = cfg.Sink.ResultsTopic, EncoderFor(cfg)
+	w.res.values = w.res.enc
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
-	for _, f := range windowing.Firings {
-		w.firings[f] = m.Firings.WithLabelValues(f.String())
+	for _, f := range ready.Firings {
+		w.res.firings[f] = m.Firings.WithLabelValues(f.String())
 	}
 	topic := func(name string) topicMetrics {
 		m.Unwritable.WithLabelValues(name) // at 0 from the start, for dashboards and absent() alerts
 		return topicMetrics{m.Produced.WithLabelValues(name), m.ProduceErrors.WithLabelValues(name)}
 	}
-	w.results, w.late, w.dead = topic(cfg.Sink.ResultsTopic), topic(cfg.Sink.LateTopic), topic(cfg.Sink.DeadLetterTopic)
-	w.latency = m.Latency
-	w.unwritableCount = func(topic string) prometheus.Counter { return m.Unwritable.WithLabelValues(topic) }
-	w.pool.New = func() any { return new(resultRecord) }
+	w.res.metrics, w.late, w.dead = topic(cfg.Sink.ResultsTopic), topic(cfg.Sink.LateTopic), topic(cfg.Sink.DeadLetterTopic)
+	w.res.latency = m.Latency
+	w.ref = refusals{results: cfg.Sink.ResultsTopic, limits: limits, seed: maphash.MakeSeed(), now: now, log: w.log,
+		unwritableCount: func(topic string) prometheus.Counter { return m.Unwritable.WithLabelValues(topic) }}
+	w.res.pool.New = func() any { return new(resultRecord) }
 	// Promises are made once, not per record: a closure per record is an
 	// allocation per record.
 	w.lateDone = func(rec *kgo.Record, err error) { w.acked(&w.late, rec, err) }
 	w.deadDone = func(rec *kgo.Record, err error) { w.acked(&w.dead, rec, err) }
-	w.copiedResultDone = func(rec *kgo.Record, err error) { w.acked(&w.results, rec, err) }
-	w.changelog, w.changelogRecords = cfg.State.ChangelogTopic, m.ChangelogRecords
+	w.res.copiedDone = func(rec *kgo.Record, err error) { w.acked(&w.res.metrics, rec, err) }
+	w.changelog = changelogTopic{name: cfg.State.ChangelogTopic, records: m.ChangelogRecords}
 	if !cfg.Source.ByKey() {
-		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic, format1: cfg.State.RepartitionFormat == repartition.Format1,
+		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic,
 			keys:    kgo.StickyKeyPartitioner(nil).ForTopic(cfg.State.RepartitionTopic),
 			metrics: topic(cfg.State.RepartitionTopic), bytes: m.RepartitionBytes}
 		w.repart.done = func(rec *kgo.Record, err error) {
 			if w.acked(&w.repart.metrics, rec, err) {
 				return
 			}
-			w.fail(fmt.Errorf("produce to repartition topic %s[%d]: %w", rec.Topic, rec.Partition, err))
+			w.ref.fail(fmt.Errorf("produce to repartition topic %s[%d]: %w", rec.Topic, rec.Partition, err))
 		}
 	}
 	if cfg.PublishesWatermarks() {
 		name := cfg.State.WatermarkTopic
-		w.published = topicMetrics{m.Produced.WithLabelValues(name), m.ProduceErrors.WithLabelValues(name)}
+		w.published.metrics = topicMetrics{m.Produced.WithLabelValues(name), m.ProduceErrors.WithLabelValues(name)}
 	}
-	w.publishDone = func(r *kgo.Record, err error) {
+	w.published.done = func(r *kgo.Record, err error) {
 		if err == nil {
-			w.published.produced.Inc()
+			w.published.metrics.produced.Inc()
 			return
 		}
-		w.published.failed.Inc()
-		w.fail(fmt.Errorf("produce to watermark topic %s: %w", r.Topic, err))
+		w.published.metrics.failed.Inc()
+		w.ref.fail(fmt.Errorf("produce to watermark topic %s: %w", r.Topic, err))
 	}
-	w.changelogDone = func(r *kgo.Record, err error) {
+	w.changelog.done = func(r *kgo.Record, err error) {
 		if err != nil {
-			w.fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
+			w.ref.fail(fmt.Errorf("produce to changelog %s[%d]: %w", r.Topic, r.Partition, err))
 		}
 	}
 	w.setResultDone()
-	for range batches - 1 {
-		w.free <- &batch{}
-	}
-	w.cur = &batch{resultDone: w.resultDone}
-	go w.run(ctx)
+	w.q.start(w.res.done, w.write)
 	return w
 }
 
 // SetFetched records when the records about to be processed were fetched;
 // results they cause observe the latency from then to their acknowledgement.
 func (w *Writer) SetFetched(t time.Time) {
-	if !t.Equal(w.fetched) {
-		w.fetched = t
+	if !t.Equal(w.res.fetched) {
+		w.res.fetched = t
 		w.setResultDone()
-		if len(w.cur.outs) > 0 {
+		if len(w.q.cur.outs) > 0 {
 			w.Send()
 		}
-		w.cur.resultDone = w.resultDone
+		w.q.cur.resultDone = w.res.done
 	}
 }
 
 // setResultDone makes the results' promise for the current fetch time.
 // Once a result is acknowledged its record is reused.
 func (w *Writer) setResultDone() {
-	fetched := w.fetched
-	w.resultDone = func(rec *kgo.Record, err error) {
-		if w.acked(&w.results, rec, err) && !fetched.IsZero() {
-			w.latency.Observe(w.now().Sub(fetched).Seconds())
+	fetched := w.res.fetched
+	w.res.done = func(rec *kgo.Record, err error) {
+		if w.acked(&w.res.metrics, rec, err) && !fetched.IsZero() {
+			w.res.latency.Observe(w.now().Sub(fetched).Seconds())
 		}
-		out := (*resultRecord)(unsafe.Pointer(rec)) // rec is the first field of a resultRecord
-		out.rec = kgo.Record{}
-		w.pool.Put(out)
+		w.res.release((*resultRecord)(unsafe.Pointer(rec))) // rec is the first field of a resultRecord
 	}
 }
 
@@ -249,9 +159,9 @@ func (w *Writer) Write(outs []ready.Output) {
 }
 
 // Result queues one window firing for the results topic.
-func (w *Writer) Result(r *windowing.Result) {
-	w.firings[r.Firing].Inc()
-	b := w.cur
+func (w *Writer) Result(r *ready.WindowResult) {
+	w.res.firings[r.Firing].Inc()
+	b := w.q.cur
 	lo := len(b.vals)
 	b.vals = append(b.vals, r.Aggregates...)
 	b.outs = append(b.outs, output{res: len(b.results), lo: lo, hi: len(b.vals)})
@@ -261,52 +171,27 @@ func (w *Writer) Result(r *windowing.Result) {
 }
 
 // Send hands the outputs so far to the writer goroutine.
-func (w *Writer) Send() {
-	w.queue <- w.cur
-	w.cur = <-w.free
-	w.cur.resultDone = w.resultDone
-}
+func (w *Writer) Send() { w.q.send(w.res.done) }
 
 // Sync hands the outputs so far to the writer goroutine and returns once
 // each has been given to the client: a client Flush after Sync waits for
 // every output so far to be acknowledged.
-func (w *Writer) Sync() {
-	done := make(chan struct{})
-	w.cur.synced = done
-	w.Send()
-	<-done
-}
+func (w *Writer) Sync() { w.q.sync(w.res.done) }
 
 // Close stops the writer goroutine; outputs not yet handed to the client
 // are dropped (a crash, as far as they are concerned: nothing past them was
 // committed). Produce calls blocked on a full buffer are canceled.
-func (w *Writer) Close() {
-	if w.stopping.Swap(true) {
-		return
-	}
-	w.cancel()
-	close(w.queue)
-	<-w.stopped
+func (w *Writer) Close() { w.q.close() }
+
+// add queues an output that is a record.
+func (w *Writer) add(o output) {
+	w.q.cur.outs = append(w.q.cur.outs, o)
+	w.sendIfFull()
 }
 
 func (w *Writer) sendIfFull() {
-	if len(w.cur.outs) >= batchOutputs {
+	if len(w.q.cur.outs) >= batchOutputs {
 		w.Send()
-	}
-}
-
-// run is the writer goroutine: it encodes and produces the batches in order.
-func (w *Writer) run(ctx context.Context) {
-	defer close(w.stopped)
-	for b := range w.queue {
-		if !w.stopping.Load() {
-			w.write(ctx, b)
-		}
-		if b.synced != nil {
-			close(b.synced)
-		}
-		b.reset()
-		w.free <- b // never blocks: free has room for every batch
 	}
 }
 
@@ -327,21 +212,15 @@ func (w *Writer) write(ctx context.Context, b *batch) {
 }
 
 // produceResult encodes a result into a reused record and produces it.
-func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now time.Time, done func(*kgo.Record, error)) {
-	out := w.pool.Get().(*resultRecord)
-	k := w.enc.AppendKey(out.buf[:0], r)
-	n := len(k)
-	if r.Firing == windowing.Retract { // a tombstone under the superseded session's key
-		out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: k[:n:n], Timestamp: now}
+func (w *Writer) produceResult(ctx context.Context, r *ready.WindowResult, now time.Time, done func(*kgo.Record, error)) {
+	out := w.res.record(r, now)
+	if r.Firing == ready.Retract { // a tombstone: produced as it is
 		w.cl.Produce(ctx, &out.rec, done)
 		return
 	}
-	v := w.values.AppendResult(k, r)
-	out.rec = kgo.Record{Topic: w.sink.ResultsTopic, Key: v[:n:n], Value: v[n:], Timestamp: now}
-	rec, alone := w.replacement(&out.rec)
+	rec, alone := w.ref.replacement(&out.rec)
 	if rec == nil {
-		out.rec = kgo.Record{}
-		w.pool.Put(out)
+		w.res.release(out)
 		return
 	}
 	w.produce(ctx, rec, done, alone)
@@ -349,10 +228,10 @@ func (w *Writer) produceResult(ctx context.Context, r *windowing.Result, now tim
 
 // EncodeResults makes w write result values with enc (sink.format avro)
 // instead of JSON; keys stay JSON. Call it before the first output.
-func (w *Writer) EncodeResults(enc ResultEncoder) { w.values = enc }
+func (w *Writer) EncodeResults(enc ResultEncoder) { w.res.values = enc }
 
 // Late produces the original record to the late topic with its provenance.
-func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed windowing.Window) {
+func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed ready.Window) {
 	w.produceOriginal(w.sink.LateTopic, in, LateHeaders(in, eventTime, watermark, missed), w.lateDone)
 }
 
@@ -368,7 +247,7 @@ func (w *Writer) DeadLetter(in *ready.Input, err error) {
 // produceOriginal queues the original record; its headers are made now,
 // as in is valid only during the call.
 func (w *Writer) produceOriginal(topic string, in *ready.Input, headers []kgo.RecordHeader, done func(*kgo.Record, error)) {
-	rec, alone := w.replacement(&kgo.Record{
+	rec, alone := w.ref.replacement(&kgo.Record{
 		Topic:     topic,
 		Key:       in.Key,
 		Value:     in.Value,
@@ -378,8 +257,7 @@ func (w *Writer) produceOriginal(topic string, in *ready.Input, headers []kgo.Re
 	if rec == nil {
 		return
 	}
-	w.cur.outs = append(w.cur.outs, output{rec: rec, done: done, alone: alone})
-	w.sendIfFull()
+	w.add(output{rec: rec, done: done, alone: alone})
 }
 
 // acked counts an acknowledgement and keeps the first failure; it reports
@@ -390,208 +268,65 @@ func (w *Writer) acked(m *topicMetrics, rec *kgo.Record, err error) bool {
 		return true
 	}
 	m.failed.Inc()
-	if perRecord(err) {
-		w.refuse(rec, err)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = fmt.Errorf("produce to %s: %w", rec.Topic, err)
-	}
-	w.otherFailure = w.otherFailure || !perRecord(err)
+	w.ref.failed(rec, err)
 	return false
 }
 
 // Err returns the first produce failure, or nil.
-func (w *Writer) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
+func (w *Writer) Err() error { return w.ref.firstErr() }
 
 // OnlyRefused reports whether there is a failure and every failure since
 // the last Discard or RewriteRefused was an output refused for itself (too
 // large, invalid): writing stubs in their place fixes it.
-func (w *Writer) OnlyRefused() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err != nil && !w.otherFailure
-}
-
-// fail records err as a produce failure, unless one is recorded already.
-func (w *Writer) fail(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = err
-	}
-	w.otherFailure = true
-}
+func (w *Writer) OnlyRefused() bool { return w.ref.onlyRefused() }
 
 // Committed forgets the outputs refused per record: the commit that just
 // succeeded put them (written alone or as stubs) behind every offset the
 // service can go back to. Until then every output is looked up among
 // them, and they would pile up over a long run.
-func (w *Writer) Committed() {
-	if !w.anyRefused.Load() {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	clear(w.refused)
-	w.anyRefused.Store(false)
-}
+func (w *Writer) Committed() { w.ref.committed() }
 
 // Discard forgets a recorded failure: the transaction it belonged to was
 // aborted, and everything since the last commit is processed again.
 // Outputs refused per record stay remembered: their reprocessing writes
 // stubs.
-func (w *Writer) Discard() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.err, w.otherFailure, w.refusedRecs = nil, false, nil
-}
+func (w *Writer) Discard() { w.ref.discard() }
 
-// Changelog produces changelog records, each to the changelog partition it
-// names (the client's partitioner must send it there); a failure is the
-// Writer's (Err), like a failed output. Called from the engine goroutine,
-// like the outputs.
-func (w *Writer) Changelog(ctx context.Context, recs []ready.Changelog) {
-	krs := make([]kgo.Record, len(recs)) // one allocation, not one per record
-	for i := range recs {
-		r := &recs[i]
-		kr := &krs[i]
-		*kr = kgo.Record{Topic: w.changelog, Partition: r.Partition, Key: r.Key, Value: r.Value}
-		if r.Value == nil {
-			kr.Headers = []kgo.RecordHeader{{Key: state.TagHeader, Value: state.AppendTag(nil, r.Tag)}}
+// RewriteRefused produces again, each alone, the outputs refused with a
+// per-record error since the last call, or in their place the stubs of
+// those refused alone already (results: nothing); if no other failure
+// happened, it forgets the failure and reports true. With at_least_once,
+// a flush that failed for those alone is followed by this and another
+// flush. No produce may be under way.
+func (w *Writer) RewriteRefused(ctx context.Context) bool {
+	recs := w.ref.takeRefused()
+	if recs == nil {
+		return false
+	}
+	for _, r := range recs {
+		done := w.deadDone
+		switch r.Topic {
+		case w.sink.ResultsTopic:
+			done = w.res.copiedDone
+		case w.sink.LateTopic:
+			done = w.lateDone
 		}
-		w.cl.Produce(ctx, kr, w.changelogDone)
+		if rec, alone := w.ref.replacement(r); rec != nil {
+			w.produce(ctx, rec, done, alone)
+		}
 	}
-	w.changelogRecords.Add(float64(len(recs)))
+	return true
 }
 
-// Publish produces records of the watermark topic, each to the partition
-// it names; a failure is the Writer's (Err), as Changelog's are. Called
-// from the engine goroutine; the client holds recs until it acknowledges
-// them.
-func (w *Writer) Publish(ctx context.Context, recs []kgo.Record) {
-	for i := range recs {
-		w.cl.Produce(ctx, &recs[i], w.publishDone)
+// produce produces r, alone in its batch if alone: the client's buffer is
+// flushed before and after.
+func (w *Writer) produce(ctx context.Context, r *kgo.Record, done func(*kgo.Record, error), alone bool) {
+	f, ok := w.cl.(interface{ Flush(context.Context) error })
+	if !alone || !ok {
+		w.cl.Produce(ctx, r, done)
+		return
 	}
-}
-
-// repartitionTopic is where stage 1 of source.partitioning repartition
-// writes: its data records go to the partition Kafka's default
-// partitioner picks for their group key (murmur2, as a Java producer or
-// Kafka Streams would), its markers to every partition. The client sends
-// a record of it to the partition it names.
-type repartitionTopic struct {
-	name       string
-	format1    bool // state.repartition_format 1: data records as releases before format 2 read them
-	partitions int32
-	keys       kgo.TopicPartitioner
-	metrics    topicMetrics
-	bytes      prometheus.Counter
-	done       func(*kgo.Record, error)
-	// Records, headers and their bytes are cut from chunks (the engine
-	// goroutine's): four allocations per record were most of stage 1's
-	// garbage. A chunk is freed once the client let go of all its records.
-	recs []kgo.Record
-	hdrs []kgo.RecordHeader
-	buf  []byte
-}
-
-const (
-	chunkRecords = 256
-	chunkBytes   = 64 << 10
-)
-
-// record returns a fresh record of the repartition topic.
-func (t *repartitionTopic) record() *kgo.Record {
-	if len(t.recs) == 0 {
-		t.recs = make([]kgo.Record, chunkRecords)
-	}
-	r := &t.recs[0]
-	r.Topic, t.recs = t.name, t.recs[1:]
-	return r
-}
-
-// header returns room for one header that the client may hold.
-func (t *repartitionTopic) header() []kgo.RecordHeader {
-	if len(t.hdrs) == 0 {
-		t.hdrs = make([]kgo.RecordHeader, chunkRecords)
-	}
-	h := t.hdrs[:0:1]
-	t.hdrs = t.hdrs[1:]
-	return h
-}
-
-// room returns room for n bytes (appended to from empty) that the client
-// may hold until it acknowledges the record.
-func (t *repartitionTopic) room(n int) []byte {
-	if cap(t.buf)-len(t.buf) < n {
-		t.buf = make([]byte, 0, max(chunkBytes, n))
-	}
-	return t.buf[len(t.buf):len(t.buf)]
-}
-
-// keep takes b, appended to room's slice, out of the chunk (unless it
-// outgrew the room and has an array of its own).
-func (t *repartitionTopic) keep(b []byte) []byte {
-	if free := t.buf[len(t.buf):cap(t.buf)]; len(b) > 0 && len(free) >= len(b) && &free[0] == &b[0] {
-		t.buf = t.buf[:len(t.buf)+len(b)]
-	}
-	return b[:len(b):len(b)]
-}
-
-// SetRepartitionPartitions sets the repartition topic's partition count,
-// once it is known (at connect).
-func (w *Writer) SetRepartitionPartitions(n int32) { w.repart.partitions = n }
-
-// RepartitionPartition is the repartition partition of a group key, of n:
-// Kafka's murmur2 partitioner's choice for that record key.
-func RepartitionPartition(keys kgo.TopicPartitioner, key []byte, n int32) int32 {
-	return keyPartition(keys, &kgo.Record{Key: key}, n)
-}
-
-// keyPartition is RepartitionPartition for a record that has its key
-// (which the partitioner reads, through an interface: a record made for
-// the call would be one allocation per record).
-func keyPartition(keys kgo.TopicPartitioner, r *kgo.Record, n int32) int32 {
-	return int32(keys.Partition(r, int(n)))
-}
-
-// repartitionData queues an accepted input record for the repartition
-// topic: its group key as the key, and in format 2 a value that holds
-// where it came from, what stage 1 decoded of it and its value (made now:
-// the input is valid only during the call; no header, which costs the
-// reader allocations); in format 1 the input value unchanged and where it
-// came from in the header.
-func (w *Writer) repartitionData(r *ready.Repart) {
-	t := &w.repart
-	key := t.keep(append(t.room(len(r.Key)), r.Key...))
-	rec := t.record()
-	rec.Key, rec.Timestamp = key, time.UnixMilli(r.In.Timestamp)
-	rec.Partition = keyPartition(t.keys, rec, t.partitions)
-	if t.format1 {
-		header := t.keep(repartition.AppendData(t.room(40+len(r.In.Topic)+len(r.In.Key)), &r.In))
-		rec.Value, rec.Headers = r.In.Value, append(t.header(), kgo.RecordHeader{Key: repartition.Header, Value: header})
-		t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(repartition.Header) + len(header)))
-	} else {
-		rec.Value = t.keep(repartition.AppendValue(t.room(repartition.ValueSize(&r.In, r.Record)), &r.In, r.Record))
-		t.bytes.Add(float64(len(rec.Key) + len(rec.Value)))
-	}
-	w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
-	w.sendIfFull()
-}
-
-// repartitionMarker queues a watermark marker for every repartition partition.
-func (w *Writer) repartitionMarker(r *ready.Repart) {
-	h := []kgo.RecordHeader{{Key: repartition.Header, Value: repartition.AppendMarker(nil, r.Mark)}}
-	for p := range w.repart.partitions {
-		rec := &kgo.Record{Topic: w.repart.name, Partition: p, Headers: h}
-		w.cur.outs = append(w.cur.outs, output{rec: rec, done: w.repart.done})
-	}
-	w.repart.bytes.Add(float64(int(w.repart.partitions) * (len(repartition.Header) + len(h[0].Value))))
-	w.sendIfFull()
+	_ = f.Flush(ctx) // a failure is the promise's to report
+	w.cl.Produce(ctx, r, done)
+	_ = f.Flush(ctx)
 }

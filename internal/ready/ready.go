@@ -69,6 +69,13 @@ type Repart struct {
 	// In.Value again. Its bytes are never reused: a writer may keep them.
 	Record []byte
 	Mark   watermark.Mark
+	// Encoded is the record in the repartition topic's format, as
+	// package repartition encodes it (AppendRepart, MarkerRepart): the
+	// value of the header named Header if Header is set (a marker, whose
+	// record has no value, or a data record of format 1, whose value is
+	// In.Value), else the record's value. Its bytes are never reused.
+	Header  string
+	Encoded []byte
 }
 
 // An Event is an input record that goes to the late or the dead-letter
@@ -81,6 +88,21 @@ type Event struct {
 	Missed               windowing.Window
 	Err                  error // DeadLetter: a *record.DecodeError
 }
+
+// The window types a Result output carries, named here so that the shell
+// (the producer) knows the core through this package only.
+type (
+	WindowResult = windowing.Result // a window firing: Output.Result
+	Window       = windowing.Window
+	Firing       = windowing.Firing
+)
+
+// Retract is the firing of a retraction: a tombstone for the results
+// topic, under the key of the session a merge superseded.
+const Retract = windowing.Retract
+
+// Firings are every Firing, for metrics that count each from the start.
+var Firings = windowing.Firings
 
 // Input is one record as read from Kafka or a replay file.
 type Input = record.Input

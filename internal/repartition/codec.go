@@ -122,6 +122,36 @@ func (r *reader) source(partition int32, offset int64, topics []string, in *read
 	in.Topic = topic(r.bytes(r.uvarint()), topics)
 }
 
+// AppendRepart appends to dst the bytes of r, a data record, in format
+// (Format1, else Format2: the value of AppendValue of r.In and r.Record)
+// and sets r.Header and r.Encoded to say how the repartition topic's
+// record holds them (ready.Repart). r.Encoded is dst's new part; dst has
+// room for it (RepartSize), or it grows out of it.
+func AppendRepart(dst []byte, r *ready.Repart, format int32) []byte {
+	start := len(dst)
+	if format == Format1 {
+		dst = AppendData(dst, &r.In)
+		r.Header, r.Encoded = Header, dst[start:len(dst):len(dst)]
+		return dst
+	}
+	dst = AppendValue(dst, &r.In, r.Record)
+	r.Header, r.Encoded = "", dst[start:len(dst):len(dst)]
+	return dst
+}
+
+// RepartSize is an upper bound of the length of AppendRepart's bytes.
+func RepartSize(r *ready.Repart, format int32) int {
+	if format == Format1 {
+		return 2 + 8*binary.MaxVarintLen64 + len(r.In.Topic) + 1 + len(r.In.Key)
+	}
+	return ValueSize(&r.In, r.Record)
+}
+
+// MarkerRepart returns the Repart of a marker record of m, encoded.
+func MarkerRepart(m watermark.Mark) *ready.Repart {
+	return &ready.Repart{Mark: m, Header: Header, Encoded: AppendMarker(nil, m)}
+}
+
 // AppendMarker appends the Header value of a marker record.
 func AppendMarker(dst []byte, m watermark.Mark) []byte {
 	dst = append(dst, version, kindMarker)

@@ -67,6 +67,16 @@ func (s *Stage) form(rec *record.Record) []byte {
 	return s.forms[start:len(s.forms):len(s.forms)]
 }
 
+// encode encodes r for the repartition topic (the producer writes its
+// Encoded bytes as they are), in bytes that are never reused: they are
+// cut from the chunk of the compact forms.
+func (s *Stage) encode(r *ready.Repart) {
+	if n := RepartSize(r, s.cfg.State.RepartitionFormat); cap(s.forms)-len(s.forms) < n {
+		s.forms = make([]byte, 0, max(formChunk, n))
+	}
+	s.forms = AppendRepart(s.forms, r, s.cfg.State.RepartitionFormat)
+}
+
 const unassigned = -2
 
 // New builds a Stage from a validated config; sources is the number of
@@ -201,6 +211,7 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 	r := s.repart(ready.Repart{In: *in, Key: rec.Key, Record: s.form(rec)})
 	r.In.Sources, r.In.Before = s.sources, before
 	r.In.After, _ = s.marks.Partition(in.Partition)
+	s.encode(r)
 	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})
 	return Forwarded, true
 }
@@ -236,7 +247,7 @@ func (s *Stage) Ready(commit bool, now int64) ready.Ready {
 	if commit {
 		s.markBuf = s.announce.Due(s.markBuf[:0], s.marks, s.marks.Partitions(), s.sources, now)
 		for _, m := range s.markBuf {
-			s.outs = append(s.outs, ready.Output{Kind: ready.Marker, Repart: &ready.Repart{Mark: m}})
+			s.outs = append(s.outs, ready.Output{Kind: ready.Marker, Repart: MarkerRepart(m)})
 		}
 		for id, next := range s.next {
 			if next >= 0 {

@@ -358,3 +358,47 @@ func TestCodecValue(t *testing.T) {
 		}
 	}
 }
+
+// TestStageEncoded: the stage hands the writer its records encoded: a
+// data record of format 2 as a value that reads back as the input and
+// its compact form, of format 1 as the header value beside the input
+// value, a marker as the header value; the writer writes those bytes as
+// they are.
+func TestStageEncoded(t *testing.T) {
+	for _, format := range []int32{repartition.Format2, repartition.Format1} {
+		t.Run(fmt.Sprint("format ", format), func(t *testing.T) {
+			s := newStage(t, yaml+fmt.Sprintf("state: {repartition_format: %d}\n", format), 3, 1)
+			in := input(1, 41, "r", `{"user":"a","t":5000,"kind":"click"}`)
+			s.Process(in, 0)
+			rd := s.Ready(true, 0)
+			if len(rd.Outputs) != 2 || rd.Outputs[0].Kind != ready.Repartition || rd.Outputs[1].Kind != ready.Marker {
+				t.Fatalf("outputs = %v, want a data record and a marker", describe(rd))
+			}
+			r := rd.Outputs[0].Repart
+			var got ready.Input
+			var form []byte
+			var err error
+			if format == repartition.Format1 {
+				if r.Header != repartition.Header {
+					t.Fatalf("format 1: header %q, want %q", r.Header, repartition.Header)
+				}
+				_, _, err = repartition.Parse(r.Encoded, r.In.Value, 0, 0, nil, &got)
+				form = r.Record
+			} else {
+				if r.Header != "" {
+					t.Fatalf("format 2: header %q, want none", r.Header)
+				}
+				form, err = repartition.ParseValue(r.Encoded, 0, 0, nil, &got)
+			}
+			if err != nil || got.SourceID != 1 || got.Offset != 41 || string(got.Key) != "r" || got.Sources != 3 ||
+				got.After != r.In.After || got.Before != r.In.Before || string(got.Value) != string(in.Value) || string(form) != string(r.Record) {
+				t.Errorf("data record reads back as %+v, form %v, %v", got, form, err)
+			}
+			mk := rd.Outputs[1].Repart
+			m, marker, err := repartition.Parse(mk.Encoded, nil, 0, 0, nil, &got)
+			if mk.Header != repartition.Header || err != nil || !marker || m != mk.Mark {
+				t.Errorf("marker: header %q, reads back as %+v, %v, %v, want %+v", mk.Header, m, marker, err, mk.Mark)
+			}
+		})
+	}
+}

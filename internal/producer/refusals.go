@@ -2,12 +2,16 @@ package producer
 
 import (
 	"bytes"
-	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -60,9 +64,104 @@ func batchSize(r *kgo.Record) int {
 	return n
 }
 
+// refusals is the Writer's store of failures: the first produce failure,
+// the outputs refused per record (to produce them again alone, or their
+// stubs in their place) and the rate limit of the warn lines about them.
+// Its methods are safe for concurrent use: the client's promises record
+// failures, the engine goroutine and the writer goroutine look outputs up.
+type refusals struct {
+	results         string // the results topic: its outputs are dropped, not stubbed
+	limits          Limits
+	seed            maphash.Seed
+	now             func() time.Time
+	log             zerolog.Logger
+	unwritableCount func(topic string) prometheus.Counter
+
+	mu           sync.Mutex // guards what follows
+	err          error
+	otherFailure bool               // a failure since the last discard or takeRefused was not per record
+	refused      map[uint64]refusal // by identity, each output refused per record
+	refusedRecs  []*kgo.Record      // refused since the last discard or takeRefused
+	anyRefused   atomic.Bool        // refused is not empty
+
+	warnMu   sync.Mutex // guards the rate of unwritable's warn lines
+	lastWarn time.Time
+	unwarned int
+}
+
+// failed counts a produce failure of rec: it keeps the first failure and
+// remembers rec if it was refused for itself.
+func (rs *refusals) failed(rec *kgo.Record, err error) {
+	if perRecord(err) {
+		rs.refuse(rec, err)
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.err == nil {
+		rs.err = fmt.Errorf("produce to %s: %w", rec.Topic, err)
+	}
+	rs.otherFailure = rs.otherFailure || !perRecord(err)
+}
+
+// fail records err as a produce failure, unless one is recorded already.
+func (rs *refusals) fail(err error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.err == nil {
+		rs.err = err
+	}
+	rs.otherFailure = true
+}
+
+// firstErr returns the first produce failure, or nil.
+func (rs *refusals) firstErr() error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.err
+}
+
+// onlyRefused is Writer.OnlyRefused.
+func (rs *refusals) onlyRefused() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.err != nil && !rs.otherFailure
+}
+
+// committed is Writer.Committed.
+func (rs *refusals) committed() {
+	if !rs.anyRefused.Load() {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	clear(rs.refused)
+	rs.anyRefused.Store(false)
+}
+
+// discard is Writer.Discard.
+func (rs *refusals) discard() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.err, rs.otherFailure, rs.refusedRecs = nil, false, nil
+}
+
+// takeRefused returns the outputs refused per record since the last call
+// and forgets the failure, if no other failure happened; else nil.
+func (rs *refusals) takeRefused() []*kgo.Record {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	recs, other := rs.refusedRecs, rs.otherFailure
+	rs.refusedRecs = nil
+	if other || len(recs) == 0 {
+		return nil
+	}
+	rs.err = nil
+	return recs
+}
+
 // fits reports whether r alone fits in a batch for its topic.
-func (w *Writer) fits(r *kgo.Record) bool {
-	return batchSize(r) <= int(w.limits.Batch(r.Topic))
+func (rs *refusals) fits(r *kgo.Record) bool {
+	return batchSize(r) <= int(rs.limits.Batch(r.Topic))
 }
 
 // maxReason bounds the reason header of a stub.
@@ -72,7 +171,7 @@ const maxReason = 1024
 // headers (the reason cut to maxReason), HeaderTruncated and
 // HeaderOriginalBytes, and as much of its key (at most a quarter of the
 // room) and value as fits the topic's limit.
-func (w *Writer) stub(r *kgo.Record) *kgo.Record {
+func (rs *refusals) stub(r *kgo.Record) *kgo.Record {
 	s := &kgo.Record{Topic: r.Topic, Timestamp: r.Timestamp,
 		Headers: make([]kgo.RecordHeader, 0, len(r.Headers)+2)}
 	for _, h := range r.Headers {
@@ -83,7 +182,7 @@ func (w *Writer) stub(r *kgo.Record) *kgo.Record {
 	}
 	s.Headers = append(s.Headers, kgo.RecordHeader{Key: HeaderTruncated, Value: []byte("true")},
 		header(HeaderOriginalBytes, int64(len(r.Key)+len(r.Value))))
-	room := max(int(w.limits.Batch(r.Topic))-batchSize(s), 0)
+	room := max(int(rs.limits.Batch(r.Topic))-batchSize(s), 0)
 	s.Key = r.Key[:min(len(r.Key), room/4)]
 	s.Value = r.Value[:min(len(r.Value), room-len(s.Key))]
 	return s
@@ -114,9 +213,9 @@ func perRecord(err error) bool {
 // identity identifies an output across a reprocessing: the same input
 // gives the same topic, key and value (and number of headers, which tells
 // a stub that kept everything from its original).
-func (w *Writer) identity(r *kgo.Record) uint64 {
+func (rs *refusals) identity(r *kgo.Record) uint64 {
 	var h maphash.Hash
-	h.SetSeed(w.seed)
+	h.SetSeed(rs.seed)
 	h.WriteString(r.Topic)
 	h.WriteByte(0)
 	_, _ = h.Write(strconv.AppendInt(nil, int64(len(r.Headers)), 10))
@@ -141,71 +240,40 @@ type refusal struct {
 // reprocessing that follows an abort (exactly_once) or RewriteRefused
 // (at_least_once). A result's record is reused once acknowledged, so it
 // is copied.
-func (w *Writer) refuse(r *kgo.Record, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.refused == nil {
-		w.refused = map[uint64]refusal{}
+func (rs *refusals) refuse(r *kgo.Record, err error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.refused == nil {
+		rs.refused = map[uint64]refusal{}
 	}
-	id := w.identity(r)
-	f := w.refused[id]
+	id := rs.identity(r)
+	f := rs.refused[id]
 	f.why, f.times = err.Error(), f.times+1
-	w.refused[id] = f
-	w.anyRefused.Store(true)
-	if r.Topic == w.sink.ResultsTopic {
+	rs.refused[id] = f
+	rs.anyRefused.Store(true)
+	if r.Topic == rs.results {
 		r = &kgo.Record{Topic: r.Topic, Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value), Timestamp: r.Timestamp}
 	}
-	w.refusedRecs = append(w.refusedRecs, r)
+	rs.refusedRecs = append(rs.refusedRecs, r)
 }
 
 // refusedBefore returns how r was refused before, if it was.
-func (w *Writer) refusedBefore(r *kgo.Record) refusal {
-	if !w.anyRefused.Load() {
+func (rs *refusals) refusedBefore(r *kgo.Record) refusal {
+	if !rs.anyRefused.Load() {
 		return refusal{}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.refused[w.identity(r)]
-}
-
-// RewriteRefused produces again, each alone, the outputs refused with a
-// per-record error since the last call, or in their place the stubs of
-// those refused alone already (results: nothing); if no other failure
-// happened, it forgets the failure and reports true. With at_least_once,
-// a flush that failed for those alone is followed by this and another
-// flush. No produce may be under way.
-func (w *Writer) RewriteRefused(ctx context.Context) bool {
-	w.mu.Lock()
-	recs, other := w.refusedRecs, w.otherFailure
-	w.refusedRecs = nil
-	if other || len(recs) == 0 {
-		w.mu.Unlock()
-		return false
-	}
-	w.err = nil
-	w.mu.Unlock()
-	for _, r := range recs {
-		done := w.deadDone
-		switch r.Topic {
-		case w.sink.ResultsTopic:
-			done = w.copiedResultDone
-		case w.sink.LateTopic:
-			done = w.lateDone
-		}
-		if rec, alone := w.replacement(r); rec != nil {
-			w.produce(ctx, rec, done, alone)
-		}
-	}
-	return true
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.refused[rs.identity(r)]
 }
 
 // replacement returns what to produce in place of r, and whether alone:
 // r itself; r alone if it was refused once; its stub if it does not fit
 // its topic or was refused alone too; nil for such a result, or if even
 // the stub was refused.
-func (w *Writer) replacement(r *kgo.Record) (rec *kgo.Record, alone bool) {
-	f := w.refusedBefore(r)
-	fits := w.fits(r)
+func (rs *refusals) replacement(r *kgo.Record) (rec *kgo.Record, alone bool) {
+	f := rs.refusedBefore(r)
+	fits := rs.fits(r)
 	switch {
 	case fits && f.times == 0:
 		return r, false
@@ -215,12 +283,12 @@ func (w *Writer) replacement(r *kgo.Record) (rec *kgo.Record, alone bool) {
 	default:
 		f.why = kerr.MessageTooLarge.Message + ": larger than the topic's max.message.bytes"
 	}
-	w.unwritable(r, f.why)
-	if r.Topic == w.sink.ResultsTopic || isStub(r) {
+	rs.unwritable(r, f.why)
+	if r.Topic == rs.results || isStub(r) {
 		return nil, false // a result is written whole or not at all
 	}
-	s := w.stub(r)
-	switch sf := w.refusedBefore(s); sf.times {
+	s := rs.stub(r)
+	switch sf := rs.refusedBefore(s); sf.times {
 	case 0:
 		return s, false
 	case 1:
@@ -229,37 +297,24 @@ func (w *Writer) replacement(r *kgo.Record) (rec *kgo.Record, alone bool) {
 	return nil, false
 }
 
-// produce produces r, alone in its batch if alone: the client's buffer is
-// flushed before and after.
-func (w *Writer) produce(ctx context.Context, r *kgo.Record, done func(*kgo.Record, error), alone bool) {
-	f, ok := w.cl.(interface{ Flush(context.Context) error })
-	if !alone || !ok {
-		w.cl.Produce(ctx, r, done)
-		return
-	}
-	_ = f.Flush(ctx) // a failure is the promise's to report
-	w.cl.Produce(ctx, r, done)
-	_ = f.Flush(ctx)
-}
-
 // unwritable counts an output written as a stub (late events, dead
 // letters) or dropped (results) and logs it, one warn line per minute
 // at most (the line says how many it stands for).
-func (w *Writer) unwritable(r *kgo.Record, why string) {
-	w.unwritableCount(r.Topic).Inc()
-	w.warnMu.Lock()
-	now := w.now()
-	if !w.lastWarn.IsZero() && now.Sub(w.lastWarn) < time.Minute {
-		w.unwarned++
-		w.warnMu.Unlock()
+func (rs *refusals) unwritable(r *kgo.Record, why string) {
+	rs.unwritableCount(r.Topic).Inc()
+	rs.warnMu.Lock()
+	now := rs.now()
+	if !rs.lastWarn.IsZero() && now.Sub(rs.lastWarn) < time.Minute {
+		rs.unwarned++
+		rs.warnMu.Unlock()
 		return
 	}
-	since := w.unwarned
-	w.lastWarn, w.unwarned = now, 0
-	w.warnMu.Unlock()
-	e := w.log.Warn().Str("topic", r.Topic).Str("cause", why).Int("bytes", len(r.Key)+len(r.Value)).
-		Int32("max_message_bytes", w.limits.Batch(r.Topic)).Int("more_since_last_warning", since)
-	if r.Topic == w.sink.ResultsTopic {
+	since := rs.unwarned
+	rs.lastWarn, rs.unwarned = now, 0
+	rs.warnMu.Unlock()
+	e := rs.log.Warn().Str("topic", r.Topic).Str("cause", why).Int("bytes", len(r.Key)+len(r.Value)).
+		Int32("max_message_bytes", rs.limits.Batch(r.Topic)).Int("more_since_last_warning", since)
+	if r.Topic == rs.results {
 		e.Bytes("key", r.Key).Msg("result cannot be written: dropped (counted in aggregator_unwritable_outputs_total)")
 		return
 	}
