@@ -431,12 +431,9 @@ func waitingForWatermarks(pipes demoInstances, g prometheus.Gatherer, stage2 str
 		}
 		return ""
 	}
-	ins, err := demopkg.ReadInstances(g, demoInputTopic, stage2)
-	switch {
-	case err != nil:
-		return "the metrics: " + err.Error()
-	case len(ins) != len(pipes):
-		return "every instance's metrics"
+	ins, missing := readInstances(pipes, g, stage2)
+	if missing != "" {
+		return missing
 	}
 	return demopkg.Waiting(ins, stage2 != "")
 }
@@ -447,14 +444,24 @@ func unsettled(pipes demoInstances, g prometheus.Gatherer, stage2 string) string
 	if len(pipes) == 1 {
 		return ""
 	}
+	ins, missing := readInstances(pipes, g, stage2)
+	if missing != "" {
+		return missing
+	}
+	return demopkg.Unsettled(ins)
+}
+
+// readInstances reads every instance's partitions and watermarks from the
+// metrics; missing says what is not there yet ("" once it all is).
+func readInstances(pipes demoInstances, g prometheus.Gatherer, stage2 string) (ins []demopkg.Instance, missing string) {
 	ins, err := demopkg.ReadInstances(g, demoInputTopic, stage2)
 	switch {
 	case err != nil:
-		return "the metrics: " + err.Error()
+		return nil, "the metrics: " + err.Error()
 	case len(ins) != len(pipes):
-		return "every instance's metrics"
+		return nil, "every instance's metrics"
 	}
-	return demopkg.Unsettled(ins)
+	return ins, ""
 }
 
 // ready reports whether every instance is ready (/readyz).
