@@ -46,14 +46,12 @@ func (c *Consumer) commit(ctx context.Context) error {
 // positions, then the offsets; a crash in between repeats outputs (each
 // identical) but never counts a record twice (see package state).
 func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error {
-	rd1 := c.stage1Ready()
-	rd := c.proc.Ready(true)
-	offsets := c.offsets(rd.Offsets, rd1.Offsets)
-	if c.nothingToCommit(offsets, rd, rd1) {
-		c.accept()
+	rd := c.core.Commit(c.nowMs())
+	offsets := kafkaOffsets(rd.Offsets)
+	if c.nothingToCommit(offsets, rd) {
+		c.core.Accept()
 		return nil
 	}
-	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data
 	c.writer.Write(rd.Outputs)
 	c.writer.Changelog(ctx, rd.Changelog)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
@@ -68,13 +66,13 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		// The client drops the partitions (lost) and rejoins; until
 		// then no commit writes positions or offsets.
 		c.cycle.gone, c.cycle.goneGen = true, c.generation()
-		c.proc.PositionsUnwritten() // a partition the rejoin keeps has them written by its next commit
+		c.core.PositionsUnwritten() // a partition the rejoin keeps has them written by its next commit
 		c.m.Commits.WithLabelValues("rejected").Inc()
 		if !already {
 			c.log.Warn().Dur("since_last_commit", time.Since(prev)).
 				Msg("the group session was lost while this instance was paused (a zombie): its commit writes no position and no offset; rejoining")
 		}
-		c.accept()
+		c.core.Accept()
 		return nil
 	}
 	c.writer.Changelog(ctx, rd.Positions)
@@ -83,7 +81,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		return err
 	}
 	if len(offsets) == 0 {
-		c.accept()
+		c.core.Accept()
 		return nil
 	}
 	var cerr error
@@ -101,7 +99,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		c.m.Commits.WithLabelValues("rejected").Inc()
 		c.log.Warn().Err(cerr).Msg("offset commit refused: the group moved on without this member (a rebalance or a lost session); rejoining, the state and outputs are written")
 		c.writer.Committed()
-		c.accept()
+		c.core.Accept()
 		return nil
 	}
 	if cerr != nil {
@@ -111,8 +109,8 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 	c.m.Commits.WithLabelValues("committed").Inc()
 	c.noteCommitted(offsets)
 	c.writer.Committed()
-	c.accept()
-	c.purge(c.repartitionOffsets(rd.Offsets))
+	c.core.Accept()
+	c.purge(rd.Offsets)
 	return nil
 }
 
@@ -174,35 +172,6 @@ func groupMovedOn(err error) bool {
 	return false
 }
 
-// stage1Ready is stage 1's commit Ready (none without it).
-func (c *Consumer) stage1Ready() ready.Ready {
-	if c.parts.input == nil {
-		return ready.Ready{}
-	}
-	return c.parts.input.core.Ready(true, c.nowMs())
-}
-
-// accept tells both stages their commit is durable.
-func (c *Consumer) accept() {
-	c.proc.Accept()
-	if c.parts.input != nil {
-		c.parts.input.core.Accept()
-	}
-}
-
-// repartitionOffsets are stage 2's committed offsets by repartition
-// partition (nil without a repartition stage), for the purge.
-func (c *Consumer) repartitionOffsets(offs []ready.Offset) map[int32]int64 {
-	if c.parts.input == nil {
-		return nil
-	}
-	m := make(map[int32]int64, len(offs))
-	for _, o := range offs {
-		m[o.Partition] = o.Offset
-	}
-	return m
-}
-
 // flushRewriting is flush for outputs and state changes: the outputs
 // refused for themselves (too large, invalid) get their stubs written in
 // their place, until all is written or a failure of another kind.
@@ -248,13 +217,11 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		return nil // ended by Drain
 	}
 	c.dropRevoked()
-	rd1 := c.stage1Ready()
-	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data
-	rd := c.proc.Ready(true)
+	rd := c.core.Commit(c.nowMs())
 	c.writer.Write(rd.Outputs)
-	offsets := c.offsets(rd.Offsets, rd1.Offsets)
-	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 && len(rd.Watermarks) == 0 && len(rd1.Outputs) == 0 ||
-		c.nothingToCommit(offsets, rd, rd1) {
+	offsets := kafkaOffsets(rd.Offsets)
+	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 && len(rd.Watermarks) == 0 && len(rd.Outputs) == 0 ||
+		c.nothingToCommit(offsets, rd) {
 		// Nothing processed and nothing restored: the transaction holds
 		// no state change (outputs come from processed records or
 		// restored state, and both have a position). Ending it would cost
@@ -318,8 +285,8 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		c.m.Commits.WithLabelValues("committed").Inc()
 		c.noteCommitted(offsets)
 		c.writer.Committed()
-		c.accept()
-		c.purge(c.repartitionOffsets(rd.Offsets))
+		c.core.Accept()
+		c.purge(rd.Offsets)
 	} else {
 		c.m.Commits.WithLabelValues("aborted").Inc()
 		c.logAborted(err)
@@ -398,31 +365,20 @@ func (c *Consumer) begin() error {
 // polls taken before. c.mu and c.fetch.polling are held.
 func (c *Consumer) abort() {
 	c.forgetCommitted()
-	c.proc.Abort(c.nowMs())
-	if c.parts.input != nil {
-		c.parts.input.core.Abort(c.nowMs())
-	}
+	c.core.Abort(c.nowMs())
 	c.fetch.epoch.Add(1)
 	c.writer.Discard()
 	c.updateReady()
 }
 
-// offsets maps the pipeline's offsets (offs) and stage 1's (input) to
-// the Kafka partitions.
-func (c *Consumer) offsets(offs, input []ready.Offset) map[string]map[int32]kgo.EpochOffset {
+// kafkaOffsets are a commit Ready's offsets as the client commits them.
+func kafkaOffsets(offs []ready.Offset) map[string]map[int32]kgo.EpochOffset {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
-	if c.parts.input != nil {
-		c.parts.input.offsets(offsets, input)
-	}
 	for _, o := range offs {
-		p := c.parts.byID[o.Partition]
-		if p == nil {
-			continue
+		if offsets[o.Topic] == nil {
+			offsets[o.Topic] = map[int32]kgo.EpochOffset{}
 		}
-		if offsets[p.tp.topic] == nil {
-			offsets[p.tp.topic] = map[int32]kgo.EpochOffset{}
-		}
-		offsets[p.tp.topic][p.tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
+		offsets[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
 	}
 	return offsets
 }

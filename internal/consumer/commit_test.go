@@ -144,10 +144,10 @@ func (h *txnHarness) appliedAll() bool {
 	h.c.mu.Lock()
 	defer h.c.mu.Unlock()
 	p := h.c.parts.byTP[topicPartition{txnInput, 0}]
-	if p == nil || len(h.c.proc.Unrestored()) > 0 {
+	if p == nil || len(h.c.core.Unrestored()) > 0 {
 		return false
 	}
-	lag, ok := h.c.proc.Lag(p.id)
+	lag, ok := h.c.core.Lag(p.id)
 	return ok && lag == 0
 }
 
@@ -162,7 +162,7 @@ func (h *txnHarness) told() (committed, aborted float64, restoring bool) {
 	defer h.c.mu.Unlock()
 	return testutil.ToFloat64(h.c.m.Commits.WithLabelValues("committed")),
 		testutil.ToFloat64(h.c.m.Commits.WithLabelValues("aborted")),
-		len(h.c.proc.Unrestored()) > 0
+		len(h.c.core.Unrestored()) > 0
 }
 
 // visible is what a read_committed reader of topic sees: every record

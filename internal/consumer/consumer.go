@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,7 +25,6 @@ import (
 	"aggregator/internal/producer"
 	"aggregator/internal/record"
 	"aggregator/internal/registry"
-	"aggregator/internal/repartition"
 )
 
 const (
@@ -47,9 +45,9 @@ const (
 	maxPollRecords = 10_000
 )
 
-// Consumer consumes source.topics in a group, drives a
-// pipeline.Processor and writes its Readies. It holds clients and the
-// topic layout; the partitions' progress is the pipeline's.
+// Consumer consumes source.topics in a group, drives a pipeline.Core
+// and writes its Readies. It holds the clients; the topic layout and the
+// partitions' progress are the core's.
 type Consumer struct {
 	cfg     config.Config
 	log     zerolog.Logger
@@ -63,8 +61,14 @@ type Consumer struct {
 	// global; nil otherwise).
 	peers *peerReader
 
-	mu    sync.Mutex // guards what follows; the engine goroutine holds it while processing
-	proc  *pipeline.Processor
+	// repart is the repartition topic's purge and the input topics'
+	// partition counts (source.partitioning repartition; nil otherwise).
+	repart *repartitionTopic
+
+	mu sync.Mutex // guards what follows; the engine goroutine holds it while processing
+	// core is made by connect, once the input topics' partitions are
+	// known; it is not replaced after (the fetcher's decoders read it).
+	core  *pipeline.Core
 	parts partitions
 	cycle cycle
 
@@ -135,22 +139,20 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 // and future timestamps by; tests pass a clock they move.
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
-		parts: partitions{base: map[string]int32{}, byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
+		parts: partitions{byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
 		kafka: clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
-	var err error
-	if c.proc, err = pipeline.New(cfg); err != nil {
+	// The core is made at connect, with the input topics' layout; its
+	// config is checked here.
+	if _, err := pipeline.NewCore(pipeline.Spec{Config: cfg}); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	c.proc.TrackState()
-	c.schemas.decoded = c.proc.Schemas()
-	if !cfg.Source.ByKey() {
-		c.proc.Repartitioned()
-		core, err := repartition.New(cfg, 0, c.proc.Schemas())
-		if err != nil {
-			return nil, fmt.Errorf("repartition: %w", err)
-		}
-		c.parts.input = &stage1{core: core, byID: map[int32]*partition{}, topic: cfg.State.RepartitionTopic}
+	if cfg.RecordSpec().Format.Registry() {
+		c.schemas.decoded = record.NewSchemas()
 	}
+	if !cfg.Source.ByKey() {
+		c.repart = &repartitionTopic{topic: cfg.State.RepartitionTopic}
+	}
+	var err error
 	if cfg.PublishesWatermarks() {
 		c.peers = &peerReader{topic: cfg.State.WatermarkTopic}
 	}
@@ -226,8 +228,8 @@ func (c *Consumer) connect(ctx context.Context) error {
 // newWriter makes the writer of the producing client.
 func (c *Consumer) newWriter() {
 	c.writer = producer.NewWriter(c.kafka.pr, c.cfg, c.m, c.clock, producer.Limits(c.kafka.limits), c.kafka.root)
-	if c.parts.input != nil {
-		c.writer.SetRepartitionPartitions(c.parts.input.partitions)
+	if n := c.core.Layout().RepartitionPartitions(); n > 0 {
+		c.writer.SetRepartitionPartitions(n)
 	}
 	if c.kafka.avroResults != nil {
 		c.writer.EncodeResults(c.kafka.avroResults)
@@ -245,8 +247,8 @@ func (c *Consumer) outputTopics() []string {
 	if c.peers != nil {
 		topics = append(topics, c.peers.topic)
 	}
-	if c.parts.input != nil {
-		topics = append(topics, c.cfg.State.RepartitionTopic)
+	if c.repart != nil {
+		topics = append(topics, c.repart.topic)
 	}
 	return topics
 }
@@ -261,12 +263,13 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	if err != nil {
 		return err
 	}
-	total := int32(0)
-	for i, t := range c.cfg.Source.Topics {
-		c.parts.base[t] = total
-		total += counts[i]
+	core, err := pipeline.NewCore(pipeline.Spec{Config: c.cfg, Partitions: counts, Schemas: c.schemas.decoded})
+	if err != nil {
+		return err
 	}
-	c.parts.group = total
+	c.mu.Lock()
+	c.core = core
+	c.mu.Unlock()
 	if err := cluster.EnsureOutputs(ctx, adm, c.cfg.Sink); err != nil {
 		return err
 	}
@@ -274,27 +277,18 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 		if err := cluster.EnsureWatermarks(ctx, adm, c.peers.topic, c.cfg.Sink); err != nil {
 			return err
 		}
-		c.mu.Lock()
-		c.proc.ShareWatermarks(total)
-		c.mu.Unlock()
 	}
-	s := c.parts.input
-	if s == nil {
-		return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, total, "", c.cfg.Sink)
+	l := core.Layout()
+	if r := l.RepartitionTopic(); r != "" {
+		c.repart.lastCount = time.Now()
+		if err := cluster.EnsureRepartition(ctx, adm, r, l.RepartitionPartitions(), c.cfg.Sink); err != nil {
+			return err
+		}
 	}
-	// Stage 2's state partitions are the repartition partitions: changelog
-	// partition i holds repartition partition i's state.
-	s.partitions = c.cfg.State.RepartitionPartitions
-	if s.partitions == 0 {
-		s.partitions = total
-	}
-	s.core.SetSources(total)
-	s.counts, s.lastCount = counts, time.Now()
-	c.parts.base[s.topic] = 0
-	if err := cluster.EnsureRepartition(ctx, adm, s.topic, s.partitions, c.cfg.Sink); err != nil {
-		return err
-	}
-	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, s.partitions, s.topic, c.cfg.Sink)
+	// The changelog has a partition per partition that keeps window
+	// state: changelog partition i holds partition i's (the repartition
+	// partitions' with source.partitioning repartition).
+	return cluster.EnsureChangelog(ctx, adm, c.cfg.State.ChangelogTopic, l.Changelog(), l.RepartitionTopic(), c.cfg.Sink)
 }
 
 // newClients makes the group consumer and the producer: one transactional
@@ -310,8 +304,8 @@ func (c *Consumer) newClients(limits map[string]int32) error {
 		return err
 	}
 	manual := changelogPartitioner{changelog: c.cfg.State.ChangelogTopic, watermarks: c.cfg.State.WatermarkTopic, outputs: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
-	if c.parts.input != nil {
-		manual.repartition = c.parts.input.topic // the writer picks the partition: murmur2 of the group key, or every one for a marker
+	if c.repart != nil {
+		manual.repartition = c.repart.topic // the writer picks the partition: murmur2 of the group key, or every one for a marker
 	}
 	prod = append(prod, kgo.RecordPartitioner(manual))
 	if c.cfg.ExactlyOnce() {
@@ -411,7 +405,7 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 	if id := c.cfg.Source.InstanceID; id != "" {
 		opts = append(opts, kgo.InstanceID(id))
 	}
-	if c.parts.input != nil && c.cfg.Source.StartAtLatest() {
+	if c.repart != nil && c.cfg.Source.StartAtLatest() {
 		opts = append(opts, kgo.AdjustFetchOffsetsFn(c.repartitionFromStart))
 	}
 	st := c.cfg.Source.SessionTimeout
@@ -446,24 +440,16 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 // would lose them. kgo passes a partition without a committed offset the
 // reset offset, whose offset is negative (AtEnd).
 func (c *Consumer) repartitionFromStart(_ context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	for p, o := range offs[c.parts.input.topic] {
+	for p, o := range offs[c.repart.topic] {
 		if o.EpochOffset().Offset < 0 {
-			offs[c.parts.input.topic][p] = kgo.NewOffset().AtStart()
+			offs[c.repart.topic][p] = kgo.NewOffset().AtStart()
 		}
 	}
 	return offs, nil
 }
 
-// consumeTopics are the topics the group consumes: the input topics, and
-// with source.partitioning repartition the repartition topic too (both
-// stages run in one client, as a Kafka Streams thread runs the tasks of
-// both sub-topologies).
-func (c *Consumer) consumeTopics() []string {
-	if c.parts.input == nil {
-		return c.cfg.Source.Topics
-	}
-	return append(slices.Clone(c.cfg.Source.Topics), c.parts.input.topic)
-}
+// consumeTopics are the topics the group consumes: the core's.
+func (c *Consumer) consumeTopics() []string { return c.core.Layout().Topics() }
 
 // Ready reports whether the group is joined, every assigned partition is
 // restored, the brokers and the schema registry answer, and the consumer
@@ -626,12 +612,10 @@ func (c *Consumer) leaveStatic(ctx context.Context) {
 	}
 }
 
-// id is the dense id of tp.
-func (c *Consumer) id(tp topicPartition) int32 { return c.parts.base[tp.topic] + tp.partition }
-
-func (c *Consumer) newPartition(tp topicPartition) *partition {
+// newPartition is an assigned partition, id its core id.
+func (c *Consumer) newPartition(tp topicPartition, id int32) *partition {
 	labels := []string{tp.topic, strconv.Itoa(int(tp.partition))}
-	p := &partition{tp: tp, id: c.id(tp), firstDropped: -1, input: c.parts.input != nil && tp.topic != c.parts.input.topic,
+	p := &partition{tp: tp, id: id, firstDropped: -1,
 		lag: c.m.ConsumerLag.WithLabelValues(labels...), wm: c.m.PartitionWatermark.WithLabelValues(labels...)}
 	for _, o := range pipeline.Outcomes() {
 		p.records[o] = c.m.Records.WithLabelValues(tp.topic, labels[1], o.String())

@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -13,8 +12,6 @@ import (
 
 	"aggregator/internal/pipeline"
 	"aggregator/internal/record"
-	"aggregator/internal/repartition"
-	"aggregator/internal/watermark"
 )
 
 // A poll is one PollRecords result on its way from the fetcher to the
@@ -29,10 +26,10 @@ type poll struct {
 	// fetched; none of it is applied (nor committed: read again later).
 	unresolved bool
 	fatal      error // a poll error that retrying cannot fix
-	recs       []decoded
+	recs       []pipeline.Decoded
 	parts      []polledPart      // the partitions with records, in poll order
 	decs       []*record.Decoder // one per decoding worker
-	topics     []string          // source.topics: a repartition record's source topic is one of them
+	core       *pipeline.Core    // decodes: set by prepare
 	decoding   sync.WaitGroup    // the workers decoding recs
 }
 
@@ -40,25 +37,10 @@ type poll struct {
 // records, decoded into recs[lo:hi].
 type polledPart struct {
 	tp      topicPartition
-	id      int32 // the engine's partition id (see Consumer.id)
+	id      int32 // the core's partition id (pipeline.Layout)
 	hwm     int64
 	lo, hi  int
 	records []*kgo.Record
-	repart  bool // a partition of the repartition topic: its records are parsed first
-}
-
-// decoded is one input record and what its decoder made of it.
-type decoded struct {
-	in   pipeline.Input
-	rec  record.Record
-	kind record.Kind // of a repartition record: record.Marker for a watermark marker (mark)
-	err  error
-	mark watermark.Mark
-	// control: a transaction's commit or abort marker, which the group
-	// client keeps (kgo.KeepControlRecords): no data, but the position
-	// moves past it (in has its partition and offset), so a partition
-	// read to its end is at its log end.
-	control bool
 }
 
 // pollsInFlight is how many polls exist at once: one being applied by the
@@ -136,9 +118,9 @@ func (f *fetcher) setCancel(cancel context.CancelFunc) {
 func newFetcher(c *Consumer) (*fetcher, error) {
 	f := &fetcher{c: c, free: make(chan *poll, pollsInFlight)}
 	for range pollsInFlight {
-		p := &poll{topics: c.cfg.Source.Topics}
+		p := &poll{}
 		for range max(runtime.GOMAXPROCS(0), 1) {
-			dec, err := c.proc.NewDecoder()
+			dec, err := record.NewDecoder(c.cfg.RecordSpec(), c.schemas.decoded)
 			if err != nil {
 				return nil, fmt.Errorf("decoder: %w", err)
 			}
@@ -292,18 +274,19 @@ func (f *fetcher) tick() {
 func (f *fetcher) prepare(p *poll, fs kgo.Fetches) {
 	n := fs.NumRecords()
 	if cap(p.recs) < n {
-		p.recs = append(p.recs[:cap(p.recs)], make([]decoded, n-cap(p.recs))...)
+		p.recs = append(p.recs[:cap(p.recs)], make([]pipeline.Decoded, n-cap(p.recs))...)
 	}
 	p.recs, p.parts = p.recs[:n], p.parts[:0]
+	p.core = f.c.core // made before the fetcher started, and not replaced
+	l := p.core.Layout()
 	i := 0
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) == 0 {
 			return
 		}
 		tp := topicPartition{fp.Topic, fp.Partition}
-		p.parts = append(p.parts, polledPart{tp: tp, id: f.c.id(tp), hwm: fp.HighWatermark,
-			lo: i, hi: i + len(fp.Records), records: fp.Records,
-			repart: f.c.parts.input != nil && fp.Topic == f.c.parts.input.topic})
+		p.parts = append(p.parts, polledPart{tp: tp, id: l.ID(fp.Topic, fp.Partition), hwm: fp.HighWatermark,
+			lo: i, hi: i + len(fp.Records), records: fp.Records})
 		i += len(fp.Records)
 	})
 }
@@ -330,74 +313,20 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 	for j < len(p.parts) && p.parts[j].hi <= lo {
 		j++
 	}
+	var f pipeline.Fetched
 	for i := lo; i < hi; i++ {
 		for p.parts[j].hi <= i {
 			j++
 		}
 		pp := &p.parts[j]
-		r, d := pp.records[i-pp.lo], &p.recs[i]
-		if d.control = r.Attrs.IsControl(); d.control {
-			d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, KafkaPartition: r.Partition, Offset: r.Offset, RepartitionOffset: r.Offset}
-			continue
-		}
-		if pp.repart {
-			decodeRepartition(dec, pp.id, r, p.topics, d)
-			continue
-		}
-		d.in = pipeline.Input{Topic: r.Topic, Partition: pp.id, KafkaPartition: r.Partition, Offset: r.Offset,
-			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
-		d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
-	}
-}
-
-// badForm reports whether err says a compact form could not be read (its
-// *record.DecodeError lives here, not in decodeRepartition, where it would
-// be an allocation per record).
-func badForm(err error) bool {
-	var de *record.DecodeError
-	return errors.As(err, &de) && de.Reason == record.ReasonBadRepartitionRecord
-}
-
-// decodeRepartition parses a record of repartition partition id back into
-// the input record it was made from, as stage 1 decoded it (format 2:
-// from the compact form in its value; format 1, with a header: by
-// decoding the value again, as decoding is deterministic), or into its
-// watermark marker. A record this release cannot parse is a dead letter
-// of stage 2.
-func decodeRepartition(dec *record.Decoder, id int32, r *kgo.Record, topics []string, d *decoded) {
-	var err error
-	if len(r.Headers) == 0 {
-		var form []byte
-		if form, err = repartition.ParseValue(r.Value, id, r.Offset, topics, &d.in); err == nil {
-			d.kind, d.err = dec.DecodeCompact(r.Key, form, &d.in, &d.rec)
-			if d.err == nil || !badForm(d.err) {
-				return // read; or, for a form of another config, the value's own outcome, as in format 1
-			}
-			err = d.err
-		} else {
-			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()}
-		}
-	} else {
-		var header []byte
+		r := pp.records[i-pp.lo]
+		f = pipeline.Fetched{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+			Timestamp: r.Timestamp.UnixMilli(), Control: r.Attrs.IsControl(), Headers: len(r.Headers) > 0}
 		for _, h := range r.Headers {
-			if h.Key == repartition.Header {
-				header = h.Value
+			if h.Key == pipeline.RepartitionHeader {
+				f.Header = h.Value
 			}
 		}
-		m, marker, perr := repartition.Parse(header, r.Value, id, r.Offset, topics, &d.in)
-		switch {
-		case perr != nil:
-			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: perr.Error()}
-		case marker:
-			d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset, RepartitionOffset: r.Offset}
-			d.kind, d.err, d.mark = record.Marker, nil, m
-			return
-		default: // format 1: a bad value is its own dead letter, as stage 1 judged it
-			d.kind, d.err = pipeline.Decode(dec, &d.in, &d.rec)
-			return
-		}
+		p.core.Decode(dec, pp.id, &f, &p.recs[i])
 	}
-	d.in = pipeline.Input{Topic: r.Topic, Partition: id, KafkaPartition: r.Partition, Offset: r.Offset,
-		Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), SourceID: -1, RepartitionOffset: r.Offset}
-	d.kind, d.err = record.Event, err
 }

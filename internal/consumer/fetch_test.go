@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
 	"aggregator/internal/record"
 )
 
@@ -30,6 +31,7 @@ delivery: at_least_once
 // boundaries: each record lands in its slot with its partition's engine id.
 func TestPollDecodeSplitsAcrossPartitions(t *testing.T) {
 	cfg := testConfig(t)
+	cfg.Source.Partitioning = "by_key" // an input partition's id is its engine id
 	tests := map[string]struct {
 		sizes   []int // records per partition
 		workers int
@@ -41,7 +43,11 @@ func TestPollDecodeSplitsAcrossPartitions(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			p := &poll{}
+			core, err := pipeline.NewCore(pipeline.Spec{Config: cfg, Partitions: []int32{int32(len(tt.sizes))}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &poll{core: core}
 			for range tt.workers {
 				dec, err := record.NewDecoder(cfg.RecordSpec(), nil)
 				if err != nil {
@@ -59,15 +65,15 @@ func TestPollDecodeSplitsAcrossPartitions(t *testing.T) {
 				p.parts = append(p.parts, polledPart{id: int32(100 + part), lo: n, hi: n + size, records: recs})
 				n += size
 			}
-			p.recs = make([]decoded, n)
+			p.recs = make([]pipeline.Decoded, n)
 			p.decode()
 			p.decoding.Wait()
 			for _, pp := range p.parts {
 				for i := pp.lo; i < pp.hi; i++ {
 					d, want := &p.recs[i], pp.records[i-pp.lo]
-					if d.err != nil || d.in.Partition != pp.id || d.in.Offset != want.Offset || d.rec.Time != 1000*want.Offset {
+					if d.Err != nil || d.In.Partition != pp.id || d.In.Offset != want.Offset || d.Rec.Time != 1000*want.Offset {
 						t.Errorf("recs[%d] = partition %d offset %d time %d err %v, want partition %d offset %d time %d",
-							i, d.in.Partition, d.in.Offset, d.rec.Time, d.err, pp.id, want.Offset, 1000*want.Offset)
+							i, d.In.Partition, d.In.Offset, d.Rec.Time, d.Err, pp.id, want.Offset, 1000*want.Offset)
 					}
 				}
 			}

@@ -31,12 +31,11 @@ func (c *Consumer) write(outs []ready.Output) {
 	c.writer.Write(outs)
 }
 
-// nothingToCommit reports whether a commit of offsets, rd (stage 2's, or
-// the only stage's) and rd1 (stage 1's) would repeat the last one: the
-// same offsets, no output since, and no state change, position or
-// watermark to write. c.mu is held.
-func (c *Consumer) nothingToCommit(offsets map[string]map[int32]kgo.EpochOffset, rd, rd1 ready.Ready) bool {
-	if c.cycle.idle.wrote || len(rd.Outputs) > 0 || len(rd1.Outputs) > 0 || len(rd.Changelog) > 0 ||
+// nothingToCommit reports whether a commit of offsets and rd would
+// repeat the last one: the same offsets, no output since, and no state
+// change, position or watermark to write. c.mu is held.
+func (c *Consumer) nothingToCommit(offsets map[string]map[int32]kgo.EpochOffset, rd ready.Ready) bool {
+	if c.cycle.idle.wrote || len(rd.Outputs) > 0 || len(rd.Changelog) > 0 ||
 		len(rd.Positions) > 0 || len(rd.Watermarks) > 0 || c.cycle.idle.committed == nil {
 		return false
 	}

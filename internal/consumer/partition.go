@@ -1,37 +1,31 @@
 package consumer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// A topicPartition names an input partition.
+	"aggregator/internal/pipeline"
+)
+
+// A topicPartition names a partition the group consumes.
 type topicPartition struct {
 	topic     string
 	partition int32
 }
 
-// partitions are the assigned input partitions, by name and by dense id,
-// and the dense id of each input topic's partition 0 (base: set once, by
-// connect, before the fetcher reads it).
+// partitions are the assigned partitions, by name and by the core's id.
 type partitions struct {
-	base  map[string]int32
-	group int32                         // the input topics' partitions in all (set by connect, with base)
-	byTP  map[topicPartition]*partition // of both stages
-	byID  map[int32]*partition          // the pipeline's (with repartition: the repartition partitions)
-	// input is stage 1 of source.partitioning repartition, which owns the
-	// input partitions then; nil for by_key.
-	input *stage1
+	byTP map[topicPartition]*partition
+	byID map[int32]*partition
 }
 
-// partition is an assigned input partition: its names and metrics (its
-// progress is the pipeline's).
+// partition is an assigned partition: its names and metrics (its
+// progress is the core's).
 type partition struct {
 	tp topicPartition
-	id int32 // the dense id: engine partition and changelog partition (stage 1's partition id)
-	// input: an input partition of stage 1 (source.partitioning
-	// repartition); its progress is stage 1's.
-	input bool
+	id int32 // the core's id (pipeline.Layout); a partition with window state: its changelog partition
 
 	records [6]prometheus.Counter // by windowing.OutcomeKind (pipeline.Outcome)
-	counts  [6]uint64             // outcomes not yet added to records
+	counts  pipeline.Counts       // outcomes not yet added to records
 	lag     prometheus.Gauge
 	wm      prometheus.Gauge
 	// rewound is the fetcher's rewinds count when the partition's fetch

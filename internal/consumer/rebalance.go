@@ -19,18 +19,15 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 	for topic, ps := range added {
 		for _, n := range ps {
 			tp := topicPartition{topic, n}
-			if _, ok := c.parts.byTP[tp]; ok || c.parts.input.added(tp, c.cfg.Source.Topics) {
+			if _, ok := c.parts.byTP[tp]; ok {
 				continue
 			}
-			p := c.newPartition(tp)
-			c.parts.byTP[tp] = p
-			if p.input {
-				c.parts.input.byID[p.id] = p
-				c.parts.input.core.Assign(p.id, now) // ready at once: stage 1 keeps no state
-			} else {
-				c.parts.byID[p.id] = p
-				c.proc.Assign(p.id, now)
+			id, ok := c.core.Assign(topic, n, now)
+			if !ok {
+				continue // an input topic's new partition stage 1 cannot number: checkSources ends the service
 			}
+			p := c.newPartition(tp, id)
+			c.parts.byTP[tp], c.parts.byID[id] = p, p
 			c.log.Debug().Str("topic", topic).Int32("partition", n).Msg("partition assigned")
 		}
 	}
@@ -133,14 +130,9 @@ func (c *Consumer) lookup(m map[string][]int32) []*partition {
 func (c *Consumer) drop(ps []*partition) {
 	for _, p := range ps {
 		delete(c.parts.byTP, p.tp)
-		if p.input {
-			c.parts.input.core.Revoke(p.id)
-			delete(c.parts.input.byID, p.id)
-		} else {
-			c.proc.Revoke(p.id)
-			delete(c.parts.byID, p.id)
-			c.forgetBlocked(p)
-		}
+		delete(c.parts.byID, p.id)
+		c.core.Revoke(p.id)
+		c.forgetBlocked(p)
 		c.forgetMetrics(p)
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")
 	}
@@ -149,7 +141,7 @@ func (c *Consumer) drop(ps []*partition) {
 
 // updateReady sets /readyz: joined, every partition restored, not closing.
 func (c *Consumer) updateReady() {
-	restoring := len(c.proc.Unrestored())
+	restoring := len(c.core.Unrestored())
 	c.m.RestoringParts.Set(float64(restoring))
 	c.setReady(!c.cycle.closing && restoring == 0)
 }

@@ -31,7 +31,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 			c.block(p, s)
 			continue
 		}
-		res, records, err := c.proc.FinishRestore(p.id, now)
+		res, records, err := c.core.FinishRestore(p.id, now)
 		if err != nil {
 			return fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
 		}
@@ -60,7 +60,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 // (unless its last stable offset moved since). c.mu is held.
 func (c *Consumer) toRestore() []*partition {
 	var ps []*partition
-	for _, id := range c.proc.Unrestored() {
+	for _, id := range c.core.Unrestored() {
 		if b := c.blocked[id]; b == nil || b.retry {
 			ps = append(ps, c.parts.byID[id])
 		}
@@ -75,7 +75,7 @@ func (c *Consumer) toRestore() []*partition {
 // transaction holds them back), it returns those partitions: stalled.
 func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled map[int32]stall, err error) {
 	for _, p := range ps {
-		c.proc.BeginRestore(p.id)
+		c.core.BeginRestore(p.id)
 	}
 	topic := c.cfg.State.ChangelogTopic
 	cl, err := kgo.NewClient(append(c.kafka.readOpts[:len(c.kafka.readOpts):len(c.kafka.readOpts)], kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
@@ -142,7 +142,7 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 					tag = h.Value
 				}
 			}
-			if err := c.proc.RestoreRecord(r.Partition, r.Key, r.Value, tag); err != nil {
+			if err := c.core.RestoreRecord(r.Partition, r.Key, r.Value, tag); err != nil {
 				aerr = fmt.Errorf("%s[%d] offset %d: %w", topic, r.Partition, r.Offset, err)
 			}
 		})

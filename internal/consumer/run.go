@@ -17,7 +17,6 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
-	"aggregator/internal/record"
 )
 
 // Run connects (see connect), then consumes until ctx is canceled and
@@ -213,12 +212,8 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 		c.apply(p)
 	}
 	now := c.nowMs()
-	c.proc.Tick(now)
-	if s := c.parts.input; s != nil {
-		s.core.Tick(now)
-		c.write(s.core.Ready(false, now).Outputs)
-	}
-	c.write(c.proc.Ready(false).Outputs)
+	c.core.Tick(now)
+	c.write(c.core.Step(now).Outputs)
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
 	c.updateMetrics(now)
 	if err := c.writer.Err(); err != nil {
@@ -252,18 +247,14 @@ func (c *Consumer) restoreRetrying(ctx context.Context) error {
 	}
 }
 
-// apply runs the poll's records through the pipeline, partition by
-// partition in offset order (the pipeline skips what is in its state
+// apply runs the poll's records through the core, partition by
+// partition in offset order (the core skips what is in its state
 // already: at_least_once, records fetched again after a restore).
 func (c *Consumer) apply(pl *poll) {
 	now := c.nowMs()
 	for _, pp := range pl.parts {
 		p := c.parts.byTP[pp.tp]
 		if p == nil || pl.rewinds < p.rewound {
-			continue
-		}
-		if p.input {
-			c.parts.input.apply(p, pl.recs[pp.lo:pp.hi], pp.hwm, now)
 			continue
 		}
 		if c.blocked != nil && c.blocked[p.id] != nil {
@@ -274,21 +265,7 @@ func (c *Consumer) apply(pl *poll) {
 			}
 			continue
 		}
-		for i := pp.lo; i < pp.hi; i++ {
-			d := &pl.recs[i]
-			if d.control {
-				c.proc.Skip(&d.in)
-				continue
-			}
-			if pp.repart && d.kind == record.Marker && d.err == nil {
-				c.proc.ApplyMark(p.id, d.in.RepartitionOffset, d.mark)
-				continue
-			}
-			if out, ok := c.proc.Apply(&d.in, &d.rec, d.kind, d.err, now); ok {
-				p.counts[out]++
-			}
-		}
-		c.proc.Fetched(p.id, pp.hwm, now)
+		c.core.Apply(p.id, pl.recs[pp.lo:pp.hi], pp.hwm, now, &p.counts)
 	}
 }
 
@@ -296,36 +273,40 @@ func (c *Consumer) nowMs() int64 { return c.clock().UnixMilli() }
 
 // updateMetrics adds the poll's outcome counts and sets the gauges.
 func (c *Consumer) updateMetrics(now int64) {
-	w := c.proc.Watermark()
-	c.m.Watermark.Set(metrics.Seconds(w))
-	if w > math.MinInt64 {
-		c.m.WatermarkLag.Set(float64(now-w) / 1000)
+	st := c.core.Stats(now)
+	c.m.Watermark.Set(metrics.Seconds(st.Watermark))
+	if st.Watermark > math.MinInt64 {
+		c.m.WatermarkLag.Set(float64(now-st.Watermark) / 1000)
 	}
-	c.m.OpenWindows.Set(float64(c.proc.OpenWindows()))
-	c.m.SessionMerges.Add(float64(c.proc.TakeSessionMerges()))
-	n, conflict, ok := c.proc.TakeConflicts(now)
-	c.m.KeyConflicts.Add(float64(n))
-	if ok {
-		c.logConflict(conflict)
+	c.m.OpenWindows.Set(float64(st.OpenWindows))
+	c.m.SessionMerges.Add(float64(st.SessionMerges))
+	c.m.KeyConflicts.Add(float64(st.KeyConflicts))
+	if st.LogConflict {
+		c.logConflict(st.Conflict)
 	}
-	c.m.IdlePartitions.Set(float64(c.proc.IdleCount()))
+	c.m.IdlePartitions.Set(float64(st.IdlePartitions))
 	for _, p := range c.parts.byTP {
 		p.flushCounts()
-		wm, lag := c.proc.PartitionWatermark, c.proc.Lag
-		if p.input {
-			wm, lag = c.parts.input.core.PartitionWatermark, c.parts.input.core.Lag
-		}
-		pw, _ := wm(p.id)
+		pw, _ := c.core.PartitionWatermark(p.id)
 		p.wm.Set(metrics.Seconds(pw))
-		if n, ok := lag(p.id); ok {
+		if n, ok := c.core.Lag(p.id); ok {
 			p.lag.Set(float64(n))
 		}
 	}
-	c.sourceMetrics()
-	c.peerMetrics()
+	if st.HasSources {
+		// What the instance knows of the source partitions: each one's
+		// watermark, which one holds W, and how many have not reported.
+		for i, src := range st.Sources {
+			if src.Reported {
+				c.m.SourceWatermark.WithLabelValues(strconv.Itoa(i)).Set(metrics.Seconds(src.Watermark))
+			}
+		}
+		c.m.SourcesUnreported.Set(float64(st.Unreported))
+		c.m.WatermarkSource.Set(float64(st.Holder))
+	}
 }
 
-// checkUnfetched tells the pipeline (and stage 1) which partitions that
+// checkUnfetched tells the core which partitions that
 // have not returned a record since their assignment are at their log
 // end: an empty partition must be able to go idle too.
 func (c *Consumer) checkUnfetched(ctx context.Context) {
@@ -376,28 +357,17 @@ func (c *Consumer) checkUnfetched(ctx context.Context) {
 		} else if pos < 0 {
 			pos = start.Offset
 		}
-		if p.input {
-			c.parts.input.core.SetCaughtUp(p.id, pos >= end.Offset, now)
-		} else {
-			c.proc.SetCaughtUp(p.id, pos >= end.Offset, now)
-		}
+		c.core.SetCaughtUp(p.id, pos >= end.Offset, now)
 	}
 }
 
-// unfetched are the partitions of both stages no fetch has returned a
-// record of since their assignment, with their positions. c.mu is held.
+// unfetched are the partitions no fetch has returned a record of since
+// their assignment, with their positions. c.mu is held.
 func (c *Consumer) unfetched() map[*partition]int64 {
 	out := map[*partition]int64{}
-	for id, pos := range c.proc.Unfetched() {
+	for id, pos := range c.core.Unfetched() {
 		if p := c.parts.byID[id]; p != nil {
 			out[p] = pos
-		}
-	}
-	if s := c.parts.input; s != nil {
-		for id, pos := range s.core.Unfetched() {
-			if p := s.byID[id]; p != nil {
-				out[p] = pos
-			}
 		}
 	}
 	return out

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/cluster"
-	"aggregator/internal/metrics"
 	"aggregator/internal/watermark"
 )
 
@@ -26,21 +24,21 @@ type peerReader struct {
 	// pending is the latest value read of each partition since the
 	// engine goroutine last took them: only the latest counts, so a
 	// backlog (a long topic read at start) is one value per partition.
-	pending map[int32]peerValue
+	pending map[topicPartition]peerValue
 	fatal   error // a fetch error that retrying cannot fix
 }
 
-// peerValue is one published value: an input partition's dense id, its
-// watermark and idleness.
+// peerValue is one published value: an input partition, its watermark
+// and idleness.
 type peerValue struct {
-	id   int32
+	tp   topicPartition
 	wm   int64
 	idle bool
 }
 
 // take returns the latest value of each partition read since the last
 // call (nil if none) and forgets them.
-func (r *peerReader) take() map[int32]peerValue {
+func (r *peerReader) take() map[topicPartition]peerValue {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.pending
@@ -98,46 +96,25 @@ func (c *Consumer) readPeers(ctx context.Context) {
 		var vals []peerValue
 		fs.EachRecord(func(rec *kgo.Record) {
 			topic, n, wm, idle, err := watermark.ParsePublished(rec.Key, rec.Value)
-			id, ok := c.denseID(topic, n)
-			if err != nil || !ok {
-				// Another release's, or an input topic's partition this
-				// instance does not know (the topics changed): skipped.
+			if err != nil {
+				// Another release's: skipped (and so is an input topic's
+				// partition the core does not know: the topics changed).
 				c.log.Debug().Err(err).Str("topic", rec.Topic).Int64("offset", rec.Offset).Bytes("key", rec.Key).Msg("skip a record of the watermark topic")
 				return
 			}
-			vals = append(vals, peerValue{id: id, wm: wm, idle: idle})
+			vals = append(vals, peerValue{tp: topicPartition{topic, n}, wm: wm, idle: idle})
 		})
 		if len(vals) > 0 {
 			r.mu.Lock()
 			if r.pending == nil {
-				r.pending = map[int32]peerValue{}
+				r.pending = map[topicPartition]peerValue{}
 			}
 			for _, v := range vals { // in offset order: the latest stays
-				r.pending[v.id] = v
+				r.pending[v.tp] = v
 			}
 			r.mu.Unlock()
 		}
 	}
-}
-
-// denseID is the dense id of partition n of input topic topic; ok is
-// false for a topic that is not an input or a partition it does not have.
-func (c *Consumer) denseID(topic string, n int32) (id int32, ok bool) {
-	for i, t := range c.cfg.Source.Topics {
-		if t == topic {
-			id = c.parts.base[t] + n
-			return id, n >= 0 && id < c.inputEnd(i)
-		}
-	}
-	return 0, false
-}
-
-// inputEnd is the dense id after the last partition of the i-th input topic.
-func (c *Consumer) inputEnd(i int) int32 {
-	if i+1 < len(c.cfg.Source.Topics) {
-		return c.parts.base[c.cfg.Source.Topics[i+1]]
-	}
-	return c.parts.group
 }
 
 // applyPeers hands the published values read since the last call to the
@@ -147,7 +124,7 @@ func (c *Consumer) applyPeers() {
 		return
 	}
 	for _, v := range c.peers.take() {
-		c.proc.Peer(v.id, v.wm, v.idle)
+		c.core.Peer(v.tp.topic, v.tp.partition, v.wm, v.idle)
 	}
 }
 
@@ -159,7 +136,7 @@ func (c *Consumer) publish(ctx context.Context, marks []watermark.Mark) {
 	}
 	recs := make([]kgo.Record, 0, len(marks))
 	for _, m := range marks {
-		topic, n, ok := c.topicPartition(m.Source)
+		topic, n, ok := c.core.Layout().SourcePartition(m.Source)
 		if !ok {
 			continue
 		}
@@ -167,39 +144,4 @@ func (c *Consumer) publish(ctx context.Context, marks []watermark.Mark) {
 			Key: watermark.AppendPublishedKey(nil, topic, n), Value: watermark.AppendPublished(nil, m.Watermark, m.Idle)})
 	}
 	c.writer.Publish(ctx, recs)
-}
-
-// topicPartition is the input topic and partition of a dense id.
-func (c *Consumer) topicPartition(id int32) (topic string, n int32, ok bool) {
-	for i, t := range c.cfg.Source.Topics {
-		if b := c.parts.base[t]; b <= id && id < c.inputEnd(i) {
-			return t, id - b, true
-		}
-	}
-	return "", 0, false
-}
-
-// peerMetrics sets what this instance knows of the group's partitions
-// (by_key with watermark.scope global): each one's watermark (its own
-// partitions' live ones, the others' latest published), which one holds
-// the merged watermark, and how many have not been published yet.
-func (c *Consumer) peerMetrics() {
-	n := c.proc.Group()
-	if n == 0 {
-		return
-	}
-	holder, holderWm, unreported := -1, int64(1<<63-1), 0
-	for id := range n {
-		wm, idle, reported := c.proc.GroupPartition(id)
-		if !reported {
-			unreported++
-			continue
-		}
-		c.m.SourceWatermark.WithLabelValues(strconv.Itoa(int(id))).Set(metrics.Seconds(wm))
-		if !idle && wm < holderWm {
-			holder, holderWm = int(id), wm
-		}
-	}
-	c.m.SourcesUnreported.Set(float64(unreported))
-	c.m.WatermarkSource.Set(float64(holder))
 }

@@ -99,10 +99,13 @@ type partPos struct {
 }
 
 // New builds a Processor from a validated config.
-func New(cfg config.Config) (*Processor, error) {
+func New(cfg config.Config) (*Processor, error) { return newProcessor(cfg, nil) }
+
+// newProcessor is New with the registry schemas its decoders read (made
+// here if nil and source.format is a registry format).
+func newProcessor(cfg config.Config, schemas *record.Schemas) (*Processor, error) {
 	recSpec := cfg.RecordSpec()
-	var schemas *record.Schemas
-	if recSpec.Format.Registry() {
+	if schemas == nil && recSpec.Format.Registry() {
 		schemas = record.NewSchemas()
 	}
 	dec, err := record.NewDecoder(recSpec, schemas)

@@ -13,12 +13,12 @@ import (
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/repartition"
-	"aggregator/internal/watermark"
+	"aggregator/internal/state"
 )
 
 // The two-stage commit protocol of source.partitioning repartition, step
-// by step, as commit_test.go does it for one stage: one process runs both
-// stages over an in-memory cluster (input partitions, the repartition
+// by step, as commit_test.go does it for one stage: one process runs one
+// pipeline.Core, which holds both stages, over an in-memory cluster (input partitions, the repartition
 // topic, the outputs, the changelog, the group's offsets of both), one
 // commit holds both stages' outputs and offsets, and the process is
 // thrown away after each step of a commit. What a reader sees of the
@@ -62,16 +62,22 @@ type txn2 struct {
 	log     []pipeline.ChangelogRecord
 }
 
-// twoStage is one process: both cores and the fetch positions.
+// The topics of the two-stage tests.
+const (
+	inTopic     = "in"
+	repartTopic = "in-repartition"
+)
+
+// twoStage is one process: its core and the fetch positions.
 type twoStage struct {
 	t           *testing.T
 	exactlyOnce bool
 	c           *cluster2
 	tx          *txn2
-	s1          *repartition.Stage
-	s2          *pipeline.Processor
+	core        *pipeline.Core
 	dec         *record.Decoder
-	rec         record.Record
+	recs        []pipeline.Decoded // the record being applied
+	counts      pipeline.Counts
 	fetch1      [sourceParts]int64
 	fetch2      [repartParts]int64
 	rounds      int
@@ -89,23 +95,20 @@ func newTwoStage(t *testing.T, exactlyOnce bool, c *cluster2) *twoStage {
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	s := &twoStage{t: t, exactlyOnce: exactlyOnce, c: c, tx: &txn2{repart: map[int32][]repRecord{}}, failAt: -1}
-	if s.s1, err = repartition.New(cfg, sourceParts, nil); err != nil {
-		t.Fatalf("repartition.New: %v", err)
+	cfg.Source.Topics, cfg.State.RepartitionTopic, cfg.State.RepartitionPartitions = []string{inTopic}, repartTopic, repartParts
+	s := &twoStage{t: t, exactlyOnce: exactlyOnce, c: c, tx: &txn2{repart: map[int32][]repRecord{}}, failAt: -1,
+		recs: make([]pipeline.Decoded, 1)}
+	if s.core, err = pipeline.NewCore(pipeline.Spec{Config: cfg, Partitions: []int32{sourceParts}}); err != nil {
+		t.Fatalf("pipeline.NewCore: %v", err)
 	}
-	if s.s2, err = pipeline.New(cfg); err != nil {
-		t.Fatalf("pipeline.New: %v", err)
-	}
-	s.s2.Repartitioned()
-	s.s2.TrackState()
-	if s.dec, err = s.s2.NewDecoder(); err != nil {
+	if s.dec, err = record.NewDecoder(cfg.RecordSpec(), nil); err != nil {
 		t.Fatalf("NewDecoder: %v", err)
 	}
 	for p := range int32(sourceParts) {
-		s.s1.Assign(p, twoStageNow)
+		s.core.Assign(inTopic, p, twoStageNow)
 	}
 	for r := range int32(repartParts) {
-		s.s2.Assign(r, twoStageNow)
+		s.core.Assign(repartTopic, r, twoStageNow)
 	}
 	s.rejoin()
 	return s
@@ -117,8 +120,18 @@ func (s *twoStage) rejoin() {
 	for p := range s.fetch1 {
 		s.fetch1[p] = s.c.off1[int32(p)]
 	}
-	for _, r := range s.s2.Unrestored() {
-		res, err := s.s2.Restore(r, s.c.log.restorer(s.t, r), twoStageNow)
+	for _, r := range s.core.Unrestored() {
+		s.core.BeginRestore(r)
+		for _, rec := range s.c.log[r] {
+			var tag []byte
+			if rec.value == nil {
+				tag = state.AppendTag(nil, rec.tag)
+			}
+			if err := s.core.RestoreRecord(r, rec.key, rec.value, tag); err != nil {
+				s.t.Fatalf("RestoreRecord(%d): %v", r, err)
+			}
+		}
+		res, _, err := s.core.FinishRestore(r, twoStageNow)
 		if err != nil {
 			s.t.Fatalf("Restore(%d): %v", r, err)
 		}
@@ -127,7 +140,7 @@ func (s *twoStage) rejoin() {
 			s.fetch2[r] = res.Position.Offset
 		}
 	}
-	s.write2(s.s2.Ready(false).Outputs)
+	s.write(s.core.Step(twoStageNow).Outputs, -1)
 }
 
 func partitionOf(key string) int32 {
@@ -136,8 +149,9 @@ func partitionOf(key string) int32 {
 	return int32(h.Sum32() % repartParts)
 }
 
-// write1 writes stage 1's outputs; with n >= 0 only the first n markers.
-func (s *twoStage) write1(outs []ready.Output, n int) {
+// write writes a Ready's outputs; with n >= 0 only those before marker
+// n+1 (stage 1's outputs come first, its markers after its data).
+func (s *twoStage) write(outs []ready.Output, n int) {
 	put := func(r int32, rec repRecord) {
 		if s.exactlyOnce {
 			s.tx.repart[r] = append(s.tx.repart[r], rec)
@@ -165,22 +179,13 @@ func (s *twoStage) write1(outs []ready.Output, n int) {
 			for r := range int32(repartParts) {
 				put(r, repRecord{header: repartition.AppendMarker(nil, o.Repart.Mark)})
 			}
-		case ready.DeadLetter:
+		case ready.DeadLetter: // stage 1's: stage 2 reads no bad record here
 			s.output(fmt.Sprintf("dead src%d@%d %v", o.Event.In.Partition, o.Event.In.Offset, o.Event.Err))
-		default:
-			s.t.Fatalf("stage 1 output of kind %d", o.Kind)
-		}
-	}
-}
-
-func (s *twoStage) write2(outs []ready.Output) {
-	for i := range outs {
-		o := &outs[i]
-		if o.Kind == ready.Late { // named by its source record
+		case ready.Late: // named by its source record
 			s.output(fmt.Sprintf("late src%d@%d p%d wm %d", o.Event.In.KafkaPartition, o.Event.In.Offset, o.Event.In.Partition, o.Event.Watermark))
-			continue
+		default:
+			s.output(outputString(o))
 		}
-		s.output(outputString(o))
 	}
 }
 
@@ -202,11 +207,10 @@ func (s *twoStage) round() bool {
 		}
 		off := s.fetch1[p]
 		s.fetch1[p]++
-		in := ready.Input{Topic: "in", Partition: int32(p), KafkaPartition: int32(p), Offset: off, Value: []byte(s.c.input[p][off])}
-		s.s1.Process(&in, twoStageNow)
+		s.apply(&pipeline.Fetched{Topic: inTopic, Partition: int32(p), Offset: off, Value: []byte(s.c.input[p][off])}, int64(len(s.c.input[p])))
 		any = true
 	}
-	s.write1(s.s1.Ready(false, twoStageNow).Outputs, -1)
+	s.write(s.core.Step(twoStageNow).Outputs, -1)
 	for r := range s.fetch2 {
 		if s.fetch2[r] >= int64(len(s.c.repart[r])) {
 			continue
@@ -214,29 +218,23 @@ func (s *twoStage) round() bool {
 		off := s.fetch2[r]
 		s.fetch2[r]++
 		rec := s.c.repart[r][off]
-		var in ready.Input
-		var m watermark.Mark
-		var marker bool
-		var form []byte
-		var err error
-		if rec.header == nil {
-			form, err = repartition.ParseValue(rec.value, int32(r), off, nil, &in)
-		} else {
-			m, marker, err = repartition.Parse(rec.header, rec.value, int32(r), off, nil, &in)
-		}
-		if err != nil {
-			s.t.Fatalf("Parse: %v", err)
-		}
-		if marker {
-			s.s2.ApplyMark(int32(r), off, m)
-		} else {
-			kind, err := repartition.Decode(s.dec, form, rec.key, &in, &s.rec)
-			s.s2.Apply(&in, &s.rec, kind, err, twoStageNow)
-		}
+		s.apply(&pipeline.Fetched{Topic: repartTopic, Partition: int32(r), Offset: off, Key: rec.key, Value: rec.value,
+			Headers: rec.header != nil, Header: rec.header}, int64(len(s.c.repart[r])))
 		any = true
 	}
-	s.write2(s.s2.Ready(false).Outputs)
+	s.write(s.core.Step(twoStageNow).Outputs, -1)
 	return any
+}
+
+// apply decodes and applies one fetched record, of a partition whose
+// high watermark is hwm.
+func (s *twoStage) apply(f *pipeline.Fetched, hwm int64) {
+	id := s.core.Layout().ID(f.Topic, f.Partition)
+	s.core.Decode(s.dec, id, f, &s.recs[0])
+	if d := &s.recs[0]; d.Err != nil && f.Topic == repartTopic {
+		s.t.Fatalf("a repartition record stage 2 cannot read: %v", d.Err)
+	}
+	s.core.Apply(id, s.recs, hwm, twoStageNow, &s.counts)
 }
 
 const roundsPerCommit = 3
@@ -283,38 +281,38 @@ func (s *twoStage) commit(crashAt int, crash step) (crashed, ok bool) {
 	n := s.commits
 	s.commits++
 	at := func(st step) bool { return n == crashAt && crash == st }
-	rd1 := s.s1.Ready(true, twoStageNow)
-	rd2 := s.s2.Ready(true)
+	rd := s.core.Commit(twoStageNow)
 	if at(midMarkers) {
-		s.write1(rd1.Outputs, 1)
+		s.write(rd.Outputs, 1)
 		return true, false
 	}
-	s.write1(rd1.Outputs, -1)
-	s.write2(rd2.Outputs)
+	s.write(rd.Outputs, -1)
 	if at(afterOutputs) {
 		return true, false
 	}
-	s.writeLog(rd2.Changelog)
+	s.writeLog(rd.Changelog)
 	if at(afterChangelog) {
 		return true, false
 	}
 	if n == s.failAt {
 		s.tx = &txn2{repart: map[int32][]repRecord{}}
-		s.s1.Abort(twoStageNow)
-		s.s2.Abort(twoStageNow)
+		s.core.Abort(twoStageNow)
 		return false, false
 	}
-	s.writeLog(rd2.Positions)
+	s.writeLog(rd.Positions)
 	if at(afterPositions) {
 		return true, false
 	}
-	offs := func(dst map[int32]int64, os []ready.Offset) {
-		for _, o := range os {
-			dst[o.Partition] = o.Offset
+	for _, o := range rd.Offsets { // one list, named by topic
+		switch o.Topic {
+		case inTopic:
+			s.c.off1[o.Partition] = o.Offset
+		case repartTopic:
+			s.c.off2[o.Partition] = o.Offset
+		default:
+			s.t.Fatalf("offset of topic %q", o.Topic)
 		}
 	}
-	offs(s.c.off1, rd1.Offsets)
-	offs(s.c.off2, rd2.Offsets)
 	if s.exactlyOnce {
 		for r, rs := range s.tx.repart {
 			s.c.repart[r] = append(s.c.repart[r], rs...)
@@ -326,8 +324,7 @@ func (s *twoStage) commit(crashAt int, crash step) (crashed, ok bool) {
 	if at(afterOffsets) {
 		return true, false
 	}
-	s.s1.Accept()
-	s.s2.Accept()
+	s.core.Accept()
 	return false, true
 }
 

@@ -117,8 +117,11 @@ type Changelog struct {
 }
 
 // Offset is an input partition's position to commit: the offset of the
-// next record to process.
+// next record to process. In a pipeline.Core's Ready it names the
+// partition by Topic and Kafka partition; a single stage's (Processor,
+// repartition.Stage) leaves Topic empty and Partition is its own id.
 type Offset struct {
-	Partition int32 // the state id
+	Topic     string
+	Partition int32
 	Offset    int64
 }

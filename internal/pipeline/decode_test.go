@@ -1,4 +1,4 @@
-package consumer
+package pipeline
 
 import (
 	"encoding/hex"
@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"aggregator/internal/config"
-	"aggregator/internal/pipeline"
 	"aggregator/internal/record"
 	"aggregator/internal/repartition"
 	"aggregator/internal/watermark"
@@ -50,10 +47,16 @@ func unhex(t *testing.T, s string) []byte {
 	return b
 }
 
-// repartRecord is a record of repartition partition 2 at offset 7.
-func repartRecord(value string, headers ...kgo.RecordHeader) *kgo.Record {
-	return &kgo.Record{Topic: "g-repartition", Partition: 2, Offset: 7, Key: []byte(goldenKey), Value: []byte(value),
-		Timestamp: time.UnixMilli(1_922_350_204_456), Headers: headers}
+// repartRecord is a record of repartition partition 2 at offset 7, as
+// the shell fetched it, with the value of its repartition.Header header
+// if header is given.
+func repartRecord(value string, header ...[]byte) *Fetched {
+	f := &Fetched{Topic: "g-repartition", Partition: 2, Offset: 7, Key: []byte(goldenKey), Value: []byte(value),
+		Timestamp: time.UnixMilli(1_922_350_204_456).UnixMilli(), Headers: len(header) > 0}
+	if len(header) > 0 {
+		f.Header = header[0]
+	}
+	return f
 }
 
 // TestDecodeRepartitionGolden: stage 2 reads format 2 data records (no
@@ -62,7 +65,7 @@ func repartRecord(value string, headers ...kgo.RecordHeader) *kgo.Record {
 // input record, decoded alike; from format 2, the input value is not
 // decoded.
 func TestDecodeRepartitionGolden(t *testing.T) {
-	want := pipeline.Input{Topic: "calls", Partition: 2, KafkaPartition: 1, Offset: 1042, Key: []byte("req-9"),
+	want := Input{Topic: "calls", Partition: 2, KafkaPartition: 1, Offset: 1042, Key: []byte("req-9"),
 		Value: []byte(goldenValue), Timestamp: 1_922_350_204_456, SourceID: 5, RepartitionOffset: 7,
 		Sources: 8, Before: 1_922_350_200_000, After: 1_922_350_203_456}
 	dec := goldenDecoder(t)
@@ -76,9 +79,9 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 		in.Partition, in.Value = in.SourceID, []byte(value)
 		return string(repartition.AppendValue(nil, &in, form))
 	}
-	header := kgo.RecordHeader{Key: repartition.Header, Value: unhex(t, goldenV1Data)}
+	header := unhex(t, goldenV1Data)
 	tests := map[string]struct {
-		rec       *kgo.Record
+		rec       *Fetched
 		wantValue string
 	}{
 		"format 1":       {repartRecord(goldenValue, header), goldenValue},
@@ -87,24 +90,24 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			var d decoded
+			var d Decoded
 			decodeRepartition(goldenDecoder(t), 2, tt.rec, []string{"calls"}, &d)
 			w := want
 			w.Value = []byte(tt.wantValue)
-			if d.err != nil || d.kind != record.Event || !reflect.DeepEqual(d.in, w) {
-				t.Fatalf("decodeRepartition = %+v, %v, %v, want %+v", d.in, d.kind, d.err, w)
+			if d.Err != nil || d.Kind != record.Event || !reflect.DeepEqual(d.In, w) {
+				t.Fatalf("decodeRepartition = %+v, %v, %v, want %+v", d.In, d.Kind, d.Err, w)
 			}
-			d.rec.Partition, d.rec.Offset = wantRec.Partition, wantRec.Offset
-			if !reflect.DeepEqual(d.rec, wantRec) {
-				t.Errorf("decodeRepartition's record = %+v, want %+v", d.rec, wantRec)
+			d.Rec.Partition, d.Rec.Offset = wantRec.Partition, wantRec.Offset
+			if !reflect.DeepEqual(d.Rec, wantRec) {
+				t.Errorf("decodeRepartition's record = %+v, want %+v", d.Rec, wantRec)
 			}
 		})
 	}
 	t.Run("marker", func(t *testing.T) {
-		var d decoded
-		decodeRepartition(dec, 2, repartRecord("", kgo.RecordHeader{Key: repartition.Header, Value: unhex(t, goldenV1Marker)}), nil, &d)
-		if want := (watermark.Mark{Source: 5, Count: 8, Watermark: 1_922_350_203_456}); d.err != nil || d.kind != record.Marker || d.mark != want {
-			t.Errorf("decodeRepartition(marker) = %v, %+v, %v, want %+v", d.kind, d.mark, d.err, want)
+		var d Decoded
+		decodeRepartition(dec, 2, repartRecord("", unhex(t, goldenV1Marker)), nil, &d)
+		if want := (watermark.Mark{Source: 5, Count: 8, Watermark: 1_922_350_203_456}); d.Err != nil || d.Kind != record.Marker || d.Mark != want {
+			t.Errorf("decodeRepartition(marker) = %v, %+v, %v, want %+v", d.Kind, d.Mark, d.Err, want)
 		}
 	})
 }
@@ -114,12 +117,12 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 // record whose value does not decode is that value's dead letter, as
 // stage 1 judged it.
 func TestDecodeRepartitionBad(t *testing.T) {
-	header := kgo.RecordHeader{Key: repartition.Header, Value: unhex(t, goldenV1Data)}
-	in := pipeline.Input{Topic: "calls", Key: []byte("k"), Value: []byte(goldenValue)}
+	header := unhex(t, goldenV1Data)
+	in := Input{Topic: "calls", Key: []byte("k"), Value: []byte(goldenValue)}
 	withForm := func(form []byte) string { return string(repartition.AppendValue(nil, &in, form)) }
 	full := withForm([]byte{1, 0, 0, 0, 0})
 	tests := map[string]struct {
-		rec          *kgo.Record
+		rec          *Fetched
 		reason       string
 		wantSourceID int32
 	}{
@@ -127,18 +130,18 @@ func TestDecodeRepartitionBad(t *testing.T) {
 		"empty form":             {repartRecord(withForm(nil)), record.ReasonBadRepartitionRecord, -1},
 		"no headers, no format":  {repartRecord(goldenValue), record.ReasonBadRepartitionRecord, -1},
 		"format 2 cut short":     {repartRecord(full[:8]), record.ReasonBadRepartitionRecord, -1},
-		"corrupt header":         {repartRecord(goldenValue, kgo.RecordHeader{Key: repartition.Header, Value: []byte{1}}), record.ReasonBadRepartitionRecord, -1},
+		"corrupt header":         {repartRecord(goldenValue, []byte{1}), record.ReasonBadRepartitionRecord, -1},
 		"format 1, not JSON":     {repartRecord("{", header), record.ReasonBadJSON, 5},
 		"format 1, key absent":   {repartRecord(`{"t":1}`, header), record.ReasonMissingKey, 5},
-		"unknown header version": {repartRecord(goldenValue, kgo.RecordHeader{Key: repartition.Header, Value: append([]byte{3}, unhex(t, goldenV1Data)[1:]...)}), record.ReasonBadRepartitionRecord, -1},
+		"unknown header version": {repartRecord(goldenValue, append([]byte{3}, unhex(t, goldenV1Data)[1:]...)), record.ReasonBadRepartitionRecord, -1},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			var d decoded
+			var d Decoded
 			decodeRepartition(goldenDecoder(t), 2, tt.rec, []string{"calls"}, &d)
 			var de *record.DecodeError
-			if !errors.As(d.err, &de) || de.Reason != tt.reason || d.in.SourceID != tt.wantSourceID {
-				t.Errorf("decodeRepartition = %v (source id %d), want a %s dead letter with source id %d", d.err, d.in.SourceID, tt.reason, tt.wantSourceID)
+			if !errors.As(d.Err, &de) || de.Reason != tt.reason || d.In.SourceID != tt.wantSourceID {
+				t.Errorf("decodeRepartition = %v (source id %d), want a %s dead letter with source id %d", d.Err, d.In.SourceID, tt.reason, tt.wantSourceID)
 			}
 		})
 	}
@@ -148,7 +151,7 @@ func TestDecodeRepartitionBad(t *testing.T) {
 // config made (an instance not yet rolled to this config) is decoded from
 // its value under this one, as a format 1 record would be.
 func TestDecodeRepartitionOtherConfig(t *testing.T) {
-	in := pipeline.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 1042, Value: []byte(goldenValue)}
+	in := Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 1042, Value: []byte(goldenValue)}
 	other, err := record.NewDecoder(config.Config{
 		Source:     config.Source{Format: "json", Key: []string{"sid"}, Timestamp: config.Timestamp{Field: "t", Layout: "unix_ms"}},
 		Aggregates: []config.Aggregate{{Name: "n", Fn: "count"}},
@@ -162,15 +165,15 @@ func TestDecodeRepartitionOtherConfig(t *testing.T) {
 	}
 	rec := repartRecord(string(repartition.AppendValue(nil, &in, other.AppendCompact(nil, &theirs))))
 	dec := goldenDecoder(t)
-	var d decoded
+	var d Decoded
 	decodeRepartition(dec, 2, rec, []string{"calls"}, &d)
-	wantIn := d.in
+	wantIn := d.In
 	if _, err := goldenDecoder(t).Decode(&wantIn, &want); err != nil {
 		t.Fatal(err)
 	}
-	d.rec.Partition, d.rec.Offset = want.Partition, want.Offset
-	if d.err != nil || d.kind != record.Event || d.in.SourceID != 5 || len(d.rec.Values) != 3 || !reflect.DeepEqual(d.rec, want) {
-		t.Errorf("decodeRepartition of another config's form = %+v, %v, %v; want the value decoded under this config, %+v", d.rec, d.kind, d.err, want)
+	d.Rec.Partition, d.Rec.Offset = want.Partition, want.Offset
+	if d.Err != nil || d.Kind != record.Event || d.In.SourceID != 5 || len(d.Rec.Values) != 3 || !reflect.DeepEqual(d.Rec, want) {
+		t.Errorf("decodeRepartition of another config's form = %+v, %v, %v; want the value decoded under this config, %+v", d.Rec, d.Kind, d.Err, want)
 	}
 }
 
@@ -185,15 +188,15 @@ func TestDecodeRepartitionAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := pipeline.Input{Topic: "calls", Partition: 5, Value: []byte(goldenValue)}
+	in := Input{Topic: "calls", Partition: 5, Value: []byte(goldenValue)}
 	var rec record.Record
 	if _, err := dec.Decode(&in, &rec); err != nil {
 		t.Fatal(err)
 	}
 	r := repartRecord(string(repartition.AppendValue(nil, &in, dec.AppendCompact(nil, &rec))))
-	var d decoded
+	var d Decoded
 	allocs := testing.AllocsPerRun(100, func() { decodeRepartition(dec, 2, r, []string{"calls"}, &d) })
-	if d.err != nil || allocs != 0 {
-		t.Errorf("decodeRepartition: %v allocations per record (%v), want 0", allocs, d.err)
+	if d.Err != nil || allocs != 0 {
+		t.Errorf("decodeRepartition: %v allocations per record (%v), want 0", allocs, d.Err)
 	}
 }

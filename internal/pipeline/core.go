@@ -1,0 +1,676 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"aggregator/internal/config"
+	"aggregator/internal/ready"
+	"aggregator/internal/record"
+	"aggregator/internal/repartition"
+	"aggregator/internal/state"
+	"aggregator/internal/watermark"
+)
+
+// A Core is one service instance's core: every stage its config needs,
+// driven through one API. With source.partitioning by_key it holds the
+// windows of the input partitions; with repartition, stage 1 (decode,
+// filter and route the input partitions' records to the repartition
+// topic, and its watermark markers) and stage 2 (the windows of the
+// repartition partitions, whose watermarks the markers give). With
+// watermark.scope global (by_key) it shares the partitions' watermarks
+// through the watermark topic.
+//
+// The shell names a partition by its topic and Kafka partition once, at
+// Assign, and by the id Assign returns from then on; it never asks which
+// stage a partition belongs to. Each step hands it one ready.Ready: Step
+// the outputs so far, Commit also the changelog records, positions,
+// watermarks to publish and offsets of every stage (keyed by topic and
+// partition), which the shell writes whole, then Accept, or Abort if any
+// of it failed. A Core is not safe for concurrent use; Decode is.
+type Core struct {
+	layout Layout
+	// win is the window state: by_key's input partitions, or stage 2's
+	// repartition partitions (their ids are the changelog partitions).
+	win *Processor
+	// s1 is stage 1 (repartition; nil with by_key): the input
+	// partitions, whose ids are layout.first on.
+	s1 *repartition.Stage
+	// counts are the input topics' partition counts stage 1's markers
+	// report (the layout's, or more for the last topic: Sources);
+	// recount: a partition beyond them was assigned (SourcesDue).
+	counts  []int32
+	recount bool
+
+	sources []SourceStat   // Stats' buffer
+	outs    []ready.Output // Step and Commit's merged outputs (both stages had some)
+	offs    []ready.Offset
+}
+
+// Spec is what a Core is made of, given once: the validated config and
+// the input topics' partition counts, in source.topics order (the
+// layout of partition ids).
+type Spec struct {
+	Config config.Config
+	// Partitions are the partition counts of source.topics, in order.
+	Partitions []int32
+	// Schemas are the registry schemas the decoders read (see
+	// record.WireSchemaID), filled by the shell; nil unless
+	// source.format is a registry format.
+	Schemas *record.Schemas
+}
+
+// A Layout numbers the partitions an instance reads with dense ids. With
+// repartition the repartition topic's partitions come first (id =
+// partition = changelog partition), then the input topics'; with by_key
+// the input topics' partitions, topic after topic in source.topics
+// order (id = changelog partition). An input partition's source id (its
+// dense id among the input partitions: the watermark topic's and the
+// markers' numbering) is its id less the repartition partitions. A
+// Layout does not change once made (safe for concurrent use): the
+// partitions a topic gains later are numbered on from its last.
+type Layout struct {
+	topics    []string // source.topics
+	counts    []int32  // their partitions when the core was made
+	base      []int32  // the source id of each topic's partition 0
+	stages2   bool     // source.partitioning repartition: two stages
+	repart    string   // the repartition topic
+	first     int32    // the id of the first input partition: the repartition topic's partitions
+	sourceEnd int32    // the input partitions in all
+}
+
+func newLayout(cfg config.Config, counts []int32) Layout {
+	l := Layout{topics: cfg.Source.Topics, counts: slices.Clone(counts), base: make([]int32, len(counts))}
+	for i, n := range counts {
+		l.base[i] = l.sourceEnd
+		l.sourceEnd += n
+	}
+	if !cfg.Source.ByKey() {
+		l.stages2, l.repart, l.first = true, cfg.State.RepartitionTopic, cfg.State.RepartitionPartitions
+		if l.first == 0 {
+			l.first = l.sourceEnd
+		}
+	}
+	return l
+}
+
+// Topics are the topics the group consumes: the input topics, and the
+// repartition topic (both stages run in one client, as a Kafka Streams
+// thread runs the tasks of both sub-topologies).
+func (l Layout) Topics() []string {
+	if !l.stages2 {
+		return l.topics
+	}
+	return append(slices.Clone(l.topics), l.repart)
+}
+
+// RepartitionTopic is the repartition topic ("" with by_key), which the
+// shell writes with the partitions of RepartitionPartitions and reads
+// from its start where the group has no offset.
+func (l Layout) RepartitionTopic() string {
+	if !l.stages2 {
+		return ""
+	}
+	return l.repart
+}
+
+// RepartitionPartitions is the repartition topic's partition count (0
+// with by_key).
+func (l Layout) RepartitionPartitions() int32 { return l.first }
+
+// Changelog is the number of changelog partitions: one per partition
+// that keeps window state.
+func (l Layout) Changelog() int32 {
+	if l.stages2 {
+		return l.first
+	}
+	return l.sourceEnd
+}
+
+// ID is the id of partition n of topic (not checked against the
+// topic's partition count: an input topic may gain partitions).
+func (l Layout) ID(topic string, n int32) int32 {
+	if l.stages2 && topic == l.repart {
+		return n
+	}
+	for i, t := range l.topics {
+		if t == topic {
+			return l.first + l.base[i] + n
+		}
+	}
+	return -1
+}
+
+// Source is the source id of partition n of input topic topic; ok is
+// false for a topic that is not an input or a partition it does not have.
+func (l Layout) Source(topic string, n int32) (id int32, ok bool) {
+	for i, t := range l.topics {
+		if t == topic {
+			return l.base[i] + n, n >= 0 && n < l.counts[i]
+		}
+	}
+	return 0, false
+}
+
+// SourcePartition is the input topic and partition of a source id.
+func (l Layout) SourcePartition(id int32) (topic string, n int32, ok bool) {
+	for i, t := range l.topics {
+		if b := l.base[i]; b <= id && id < b+l.counts[i] {
+			return t, id - b, true
+		}
+	}
+	return "", 0, false
+}
+
+// partition is the topic and Kafka partition of an id.
+func (l Layout) partition(id int32) (topic string, n int32) {
+	if l.stages2 && id < l.first {
+		return l.repart, id
+	}
+	src := id - l.first
+	for i := len(l.topics) - 1; i >= 0; i-- {
+		if src >= l.base[i] {
+			return l.topics[i], src - l.base[i]
+		}
+	}
+	return "", id
+}
+
+// NewCore builds the core of a validated config for an instance whose
+// input topics have spec.Partitions.
+func NewCore(spec Spec) (*Core, error) {
+	cfg := spec.Config
+	c := &Core{layout: newLayout(cfg, spec.Partitions), counts: slices.Clone(spec.Partitions)}
+	var err error
+	if c.win, err = newProcessor(cfg, spec.Schemas); err != nil {
+		return nil, err
+	}
+	c.win.TrackState()
+	if c.layout.stages2 {
+		c.win.Repartitioned()
+		if c.s1, err = repartition.New(cfg, c.layout.sourceEnd, spec.Schemas); err != nil {
+			return nil, fmt.Errorf("repartition: %w", err)
+		}
+	}
+	if cfg.PublishesWatermarks() {
+		c.win.ShareWatermarks(c.layout.sourceEnd)
+	}
+	return c, nil
+}
+
+// Layout is the numbering of the instance's partitions.
+func (c *Core) Layout() Layout { return c.layout }
+
+// stage1 reports whether id is an input partition of stage 1.
+func (c *Core) stage1(id int32) bool { return c.s1 != nil && id >= c.layout.first }
+
+// Assign starts partition n of topic, and returns its id (Assign's
+// partitions are restored before their records apply: Unrestored). It
+// returns ok false for a partition that must not be assigned: stage 1's
+// partition of an input topic other than the last that gained
+// partitions since the core was made (Sources then ends the service:
+// the source ids of the topics after it would change). A stage-1
+// partition beyond the counts makes SourcesDue report true.
+func (c *Core) Assign(topic string, n int32, now int64) (id int32, ok bool) {
+	id = c.layout.ID(topic, n)
+	if c.stage1(id) {
+		if i := slices.Index(c.layout.topics, topic); n >= c.counts[i] {
+			c.recount = true
+			if i < len(c.layout.topics)-1 {
+				return id, false
+			}
+		}
+		c.s1.Assign(id-c.layout.first, now) // ready at once: stage 1 keeps no state
+		return id, true
+	}
+	c.win.Assign(id, now)
+	return id, true
+}
+
+// Revoke drops a partition without firing its windows (their state is
+// in the changelog: its next owner goes on from it).
+func (c *Core) Revoke(id int32) {
+	if c.stage1(id) {
+		c.s1.Revoke(id - c.layout.first)
+		return
+	}
+	c.win.Revoke(id)
+}
+
+// SourcesDue reports whether the input topics' partition counts should
+// be looked at now (Sources): a partition beyond them was assigned.
+func (c *Core) SourcesDue() bool { return c.recount }
+
+// Sources takes the input topics' partition counts, in source.topics
+// order, as the brokers say them now (repartition: the markers report
+// every source partition; by_key ignores them). When the last topic
+// gained partitions the markers count them from the next commit on, and
+// grew is true. When another topic changed, the source ids of the topics
+// after it would change, which a running stage 1 cannot do: the error
+// ends the service (its restart numbers them anew). was is the last
+// topic's count before.
+func (c *Core) Sources(counts []int32) (grew bool, was int32, err error) {
+	if c.s1 == nil || len(counts) != len(c.counts) {
+		return false, 0, nil
+	}
+	c.recount = false
+	total := int32(0)
+	for i, n := range counts {
+		if n != c.counts[i] && i < len(counts)-1 {
+			return false, 0, fmt.Errorf("input topic %s has %d partitions, %d when the service started: the repartition stage numbers source partitions topic after topic, and those of the topics after it in source.topics are numbered anew at a restart",
+				c.layout.topics[i], n, c.counts[i])
+		}
+		total += n
+	}
+	last := len(counts) - 1
+	if was = c.counts[last]; total <= c.s1.Sources() {
+		return false, was, nil
+	}
+	c.counts[last] = counts[last]
+	c.s1.SetSources(total)
+	return true, was, nil
+}
+
+// A Fetched is one record as the shell fetched it, for Decode.
+type Fetched struct {
+	Topic     string
+	Partition int32 // the Kafka partition
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Timestamp int64 // ms
+	// Control: a transaction's commit or abort marker (kept by the
+	// client): no data, but the position moves past it.
+	Control bool
+	// Headers: the record has headers; Header is the value of the one
+	// named RepartitionHeader (nil if none).
+	Headers bool
+	Header  []byte
+}
+
+// RepartitionHeader is the header whose value a Fetched record carries
+// in Header.
+const RepartitionHeader = repartition.Header
+
+// Decoded is one fetched record as decoded for Apply.
+type Decoded struct {
+	In   Input
+	Rec  record.Record
+	Kind record.Kind // of a repartition record: record.Marker for a watermark marker (Mark)
+	Err  error
+	Mark watermark.Mark
+	// Control: a transaction's control record (In has its partition and
+	// offset).
+	Control bool
+}
+
+// Decode decodes f, a record of partition id, into d with dec (a
+// record.Decoder of the config's record spec, with the schemas of
+// Spec.Schemas). It may run in other goroutines than the core's,
+// concurrently: it reads only what never changes.
+func (c *Core) Decode(dec *record.Decoder, id int32, f *Fetched, d *Decoded) {
+	local := id
+	if c.stage1(id) {
+		local -= c.layout.first
+	}
+	if d.Control = f.Control; d.Control {
+		d.In = Input{Topic: f.Topic, Partition: local, KafkaPartition: f.Partition, Offset: f.Offset, RepartitionOffset: f.Offset}
+		return
+	}
+	if c.s1 != nil && id < c.layout.first {
+		decodeRepartition(dec, id, f, c.layout.topics, d)
+		return
+	}
+	d.In = Input{Topic: f.Topic, Partition: local, KafkaPartition: f.Partition, Offset: f.Offset,
+		Key: f.Key, Value: f.Value, Timestamp: f.Timestamp}
+	d.Kind, d.Err = dec.Decode(&d.In, &d.Rec)
+}
+
+// decodeRepartition parses a record of repartition partition id back
+// into the input record it was made from, as stage 1 decoded it (format
+// 2: from the compact form in its value; format 1, with a header: by
+// decoding the value again, as decoding is deterministic), or into its
+// watermark marker. A record this release cannot parse is a dead letter
+// of stage 2.
+func decodeRepartition(dec *record.Decoder, id int32, f *Fetched, topics []string, d *Decoded) {
+	var err error
+	if !f.Headers {
+		var form []byte
+		if form, err = repartition.ParseValue(f.Value, id, f.Offset, topics, &d.In); err == nil {
+			d.Kind, d.Err = dec.DecodeCompact(f.Key, form, &d.In, &d.Rec)
+			if d.Err == nil || !badForm(d.Err) {
+				return // read; or, for a form of another config, the value's own outcome, as in format 1
+			}
+			err = d.Err
+		} else {
+			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()}
+		}
+	} else {
+		m, marker, perr := repartition.Parse(f.Header, f.Value, id, f.Offset, topics, &d.In)
+		switch {
+		case perr != nil:
+			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: perr.Error()}
+		case marker:
+			d.In = Input{Topic: f.Topic, Partition: id, KafkaPartition: f.Partition, Offset: f.Offset, RepartitionOffset: f.Offset}
+			d.Kind, d.Err, d.Mark = record.Marker, nil, m
+			return
+		default: // format 1: a bad value is its own dead letter, as stage 1 judged it
+			d.Kind, d.Err = dec.Decode(&d.In, &d.Rec)
+			return
+		}
+	}
+	d.In = Input{Topic: f.Topic, Partition: id, KafkaPartition: f.Partition, Offset: f.Offset,
+		Key: f.Key, Value: f.Value, Timestamp: f.Timestamp, SourceID: -1, RepartitionOffset: f.Offset}
+	d.Kind, d.Err = record.Event, err
+}
+
+// Counts are the outcomes of the records Apply applied, by Outcome.
+type Counts [numOutcomes]uint64
+
+const numOutcomes = 6
+
+// Apply applies one fetch of partition id, its records decoded in offset
+// order, with hwm the fetch's high watermark, and counts their outcomes
+// into counts. Records of a partition that waits for its restore, or
+// below its position (fetched again), are skipped. A record stage 1
+// forwards is counted by stage 2, under the repartition topic, where its
+// fate is known.
+func (c *Core) Apply(id int32, recs []Decoded, hwm, now int64, counts *Counts) {
+	if c.stage1(id) {
+		local := id - c.layout.first
+		for i := range recs {
+			d := &recs[i]
+			if d.Control {
+				c.s1.Skip(d.In.Partition, d.In.Offset)
+				continue
+			}
+			if out, ok := c.s1.ProcessDecoded(&d.In, &d.Rec, d.Kind, d.Err, now); ok && out != repartition.Forwarded {
+				counts[stage1Outcomes[out]]++
+			}
+		}
+		c.s1.Fetched(local, hwm, now)
+		return
+	}
+	repart := c.s1 != nil
+	for i := range recs {
+		d := &recs[i]
+		if d.Control {
+			c.win.Skip(&d.In)
+			continue
+		}
+		if repart && d.Kind == record.Marker && d.Err == nil {
+			c.win.ApplyMark(id, d.In.RepartitionOffset, d.Mark)
+			continue
+		}
+		if out, ok := c.win.Apply(&d.In, &d.Rec, d.Kind, d.Err, now); ok {
+			counts[out]++
+		}
+	}
+	c.win.Fetched(id, hwm, now)
+}
+
+// stage1Outcomes are the outcomes stage 1's count as.
+var stage1Outcomes = [...]Outcome{repartition.Filtered: Filtered, repartition.Marker: Marker, repartition.DeadLetter: DeadLetter}
+
+// Tick re-evaluates idleness with the wall clock now; windows may fire.
+func (c *Core) Tick(now int64) {
+	c.win.Tick(now)
+	if c.s1 != nil {
+		c.s1.Tick(now)
+	}
+}
+
+// Peer applies the latest published watermark and idleness of partition
+// n of input topic topic, read from the watermark topic (by_key with
+// watermark.scope global; ignored otherwise, and for a partition the
+// layout does not have). Windows may fire.
+func (c *Core) Peer(topic string, n int32, wm int64, idle bool) {
+	if id, ok := c.layout.Source(topic, n); ok {
+		c.win.Peer(id, wm, idle)
+	}
+}
+
+// Step hands over the outputs since the last Step or Commit (valid until
+// the next one).
+func (c *Core) Step(now int64) ready.Ready {
+	if c.s1 == nil {
+		return c.win.Ready(false)
+	}
+	return c.merge(c.s1.Ready(false, now), c.win.Ready(false))
+}
+
+// Commit hands over a commit: the outputs since the last Step, stage 1's
+// markers after its data, the window state's changelog records and
+// positions, the watermarks to publish and the offsets of every stage.
+// The shell writes it whole (with exactly_once in one transaction), then
+// calls Accept, or Abort if any of it failed. Its slices are valid until
+// the next Step or Commit.
+func (c *Core) Commit(now int64) ready.Ready {
+	if c.s1 == nil {
+		rd := c.win.Ready(true)
+		rd.Offsets = c.offsets(rd.Offsets, nil)
+		return rd
+	}
+	rd1 := c.s1.Ready(true, now)
+	rd := c.merge(rd1, c.win.Ready(true))
+	rd.Offsets = c.offsets(rd.Offsets, rd1.Offsets)
+	return rd
+}
+
+// merge is rd with rd1's outputs first (stage 1's).
+func (c *Core) merge(rd1, rd ready.Ready) ready.Ready {
+	switch {
+	case len(rd1.Outputs) == 0:
+	case len(rd.Outputs) == 0:
+		rd.Outputs = rd1.Outputs
+	default:
+		clear(c.outs)
+		c.outs = append(append(c.outs[:0], rd1.Outputs...), rd.Outputs...)
+		rd.Outputs = c.outs
+	}
+	return rd
+}
+
+// offsets names the stages' offsets (by their own partition ids) by
+// topic and Kafka partition: stage 2's (or by_key's) win, stage 1's in1.
+func (c *Core) offsets(win, in1 []ready.Offset) []ready.Offset {
+	offs := c.offs[:0]
+	for _, o := range win {
+		o.Topic, o.Partition = c.layout.partition(o.Partition)
+		offs = append(offs, o)
+	}
+	for _, o := range in1 {
+		o.Topic, o.Partition = c.layout.partition(o.Partition + c.layout.first)
+		offs = append(offs, o)
+	}
+	c.offs = offs
+	return offs
+}
+
+// Accept tells the core that the last Commit is durable.
+func (c *Core) Accept() {
+	c.win.Accept()
+	if c.s1 != nil {
+		c.s1.Accept()
+	}
+}
+
+// Abort tells the core that the last Commit failed (the transaction
+// aborted): every stage goes back to the last accepted commit. The
+// window state's partitions are restored again before their records
+// apply (Unrestored); stage 1's start again from their committed offsets
+// with fresh generators. The shell rewinds the client to the committed
+// offsets.
+func (c *Core) Abort(now int64) {
+	c.win.Abort(now)
+	if c.s1 != nil {
+		c.s1.Abort(now)
+	}
+}
+
+// PositionsUnwritten tells the core that the positions of its last
+// Commit were not written (at_least_once: a commit that stopped before
+// them): the next Commit writes every assigned partition's position again.
+func (c *Core) PositionsUnwritten() { c.win.PositionsUnwritten() }
+
+// SetCaughtUp tells whether a partition's position is at its log end
+// (for a partition no fetch has returned a record of: Unfetched); only a
+// caught-up partition can become idle.
+func (c *Core) SetCaughtUp(id int32, caughtUp bool, now int64) {
+	if c.stage1(id) {
+		c.s1.SetCaughtUp(id-c.layout.first, caughtUp, now)
+		return
+	}
+	c.win.SetCaughtUp(id, caughtUp, now)
+}
+
+// Unfetched lists the partitions ready for input that no fetch has
+// returned a record of since their assignment, with their positions (-1:
+// none, the group's offset rules apply): the shell asks the brokers
+// whether they are at their log end (SetCaughtUp), for an empty
+// partition must be able to go idle too.
+func (c *Core) Unfetched() map[int32]int64 {
+	out := c.win.Unfetched()
+	if c.s1 != nil {
+		for id, pos := range c.s1.Unfetched() {
+			if out == nil {
+				out = map[int32]int64{}
+			}
+			out[id+c.layout.first] = pos
+		}
+	}
+	return out
+}
+
+// Unrestored lists the assigned partitions that wait for their restore
+// (their ids are their changelog partitions).
+func (c *Core) Unrestored() []int32 { return c.win.Unrestored() }
+
+// BeginRestore starts (or starts again) the restore of a partition that
+// waits for it: RestoreRecord takes its changelog partition's records
+// from the start, FinishRestore ends it.
+func (c *Core) BeginRestore(id int32) { c.win.BeginRestore(id) }
+
+// RestoreRecord takes the next record of a partition's changelog
+// partition (tag: the value of its TagHeader header, nil if none).
+func (c *Core) RestoreRecord(id int32, key, value, tag []byte) error {
+	return c.win.RestoreRecord(id, key, value, tag)
+}
+
+// FinishRestore restores a partition from the changelog records
+// RestoreRecord took since BeginRestore; records is how many there were.
+// Its input resumes from the restored position, if it has one.
+func (c *Core) FinishRestore(id int32, now int64) (res state.Result, records int, err error) {
+	return c.win.FinishRestore(id, now)
+}
+
+// PartitionWatermark reports a partition's own watermark and whether it
+// is idle.
+func (c *Core) PartitionWatermark(id int32) (wm int64, idle bool) {
+	if c.stage1(id) {
+		return c.s1.PartitionWatermark(id - c.layout.first)
+	}
+	return c.win.PartitionWatermark(id)
+}
+
+// Lag is the records of the partition between its position and the high
+// watermark of its last fetch; ok is false until both are known.
+func (c *Core) Lag(id int32) (lag int64, ok bool) {
+	if c.stage1(id) {
+		return c.s1.Lag(id - c.layout.first)
+	}
+	return c.win.Lag(id)
+}
+
+// badForm reports whether err says a compact form could not be read (its
+// *record.DecodeError lives here, not in decodeRepartition, where it would
+// be an allocation per record).
+func badForm(err error) bool {
+	var de *record.DecodeError
+	return errors.As(err, &de) && de.Reason == record.ReasonBadRepartitionRecord
+}
+
+// Stats are the core's gauges and counts for the metrics, as of a step.
+type Stats struct {
+	Watermark      int64 // the watermark the windows follow (Processor.Watermark)
+	OpenWindows    int   // open (key, window) pairs
+	SessionMerges  int64 // records that bridged sessions, since the last Stats
+	IdlePartitions int   // idle partitions of the window state
+	// KeyConflicts are by_key's records on another partition than their
+	// group key's first, since the last Stats; Conflict one to log when
+	// LogConflict (at most one a minute).
+	KeyConflicts int64
+	Conflict     Conflict
+	LogConflict  bool
+	// Sources is set when the instance follows source partitions it does
+	// not own (repartition: stage 2's tables of them; by_key with
+	// watermark.scope global: the group's published watermarks): what it
+	// knows of each, by source id (valid until the next Stats), which
+	// one holds the watermark (-1: none) and how many have not reported.
+	HasSources bool
+	Sources    []SourceStat
+	Holder     int
+	Unreported int
+}
+
+// SourceStat is what an instance knows of one source partition.
+type SourceStat struct {
+	Watermark int64 // the lowest over the tables that have it
+	Reported  bool  // every table (or the watermark topic) has it
+	Active    bool  // not idle in one of them at least
+}
+
+// Stats returns the core's stats as of now (its counts since the last
+// call: call it once per step).
+func (c *Core) Stats(now int64) Stats {
+	w := c.win
+	st := Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
+	st.KeyConflicts, st.Conflict, st.LogConflict = w.TakeConflicts(now)
+	src := c.sources[:0]
+	switch {
+	case c.s1 != nil:
+		st.HasSources = true
+		known := false
+		for _, id := range w.Partitions() {
+			t := w.SourceTable(id)
+			if t.Count == 0 {
+				continue
+			}
+			known = true
+			for int(t.Count) > len(src) {
+				src = append(src, SourceStat{Watermark: math.MaxInt64, Reported: true})
+			}
+			for i, s := range t.Sources[:t.Count] {
+				if !s.Reported {
+					src[i].Reported = false
+					continue
+				}
+				src[i].Watermark = min(src[i].Watermark, s.Watermark)
+				src[i].Active = src[i].Active || !s.Idle
+			}
+		}
+		if !known {
+			st.Unreported = int(c.s1.Sources())
+		}
+	case w.Group() > 0:
+		st.HasSources = true
+		for id := range w.Group() {
+			wm, idle, reported := w.GroupPartition(id)
+			src = append(src, SourceStat{Watermark: wm, Reported: reported, Active: !idle})
+		}
+	}
+	holderWm := int64(math.MaxInt64)
+	for i, s := range src {
+		if !s.Reported {
+			st.Unreported++
+			continue
+		}
+		if s.Active && s.Watermark < holderWm {
+			st.Holder, holderWm = i, s.Watermark
+		}
+	}
+	c.sources, st.Sources = src, src
+	return st
+}

@@ -1,0 +1,139 @@
+package pipeline_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
+	"aggregator/internal/record"
+)
+
+const coreYaml = `
+source: {topics: [calls, sms], group: g, key: [k], timestamp: {field: t, layout: unix_ms}, partitioning: %s}
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 2s}
+aggregates: [{name: n, fn: count}]
+`
+
+func newInstanceCore(t *testing.T, partitioning string, counts ...int32) (*pipeline.Core, *record.Decoder) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(strings.Replace(coreYaml, "%s", partitioning, 1)), nil)
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	c, err := pipeline.NewCore(pipeline.Spec{Config: cfg, Partitions: counts})
+	if err != nil {
+		t.Fatalf("NewCore: %v", err)
+	}
+	dec, err := record.NewDecoder(cfg.RecordSpec(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, dec
+}
+
+// applyValues decodes and applies values as the records of partition id
+// from offset 0 on.
+func applyValues(c *pipeline.Core, dec *record.Decoder, topic string, n, id int32, values ...string) pipeline.Counts {
+	recs := make([]pipeline.Decoded, len(values))
+	for i, v := range values {
+		c.Decode(dec, id, &pipeline.Fetched{Topic: topic, Partition: n, Offset: int64(i), Value: []byte(v)}, &recs[i])
+	}
+	var counts pipeline.Counts
+	c.Apply(id, recs, int64(len(values)), 0, &counts)
+	return counts
+}
+
+func restoreAllEmpty(t *testing.T, c *pipeline.Core) {
+	t.Helper()
+	for _, id := range c.Unrestored() {
+		c.BeginRestore(id)
+		if _, _, err := c.FinishRestore(id, 0); err != nil {
+			t.Fatalf("FinishRestore(%d): %v", id, err)
+		}
+	}
+}
+
+// TestCoreOffsetsByTopic: a commit Ready names its offsets by topic and
+// Kafka partition, with by_key (two input topics, numbered topic after
+// topic) and with repartition (both stages' offsets in one list).
+func TestCoreOffsetsByTopic(t *testing.T) {
+	t.Run("by_key", func(t *testing.T) {
+		c, dec := newInstanceCore(t, "by_key", 3, 2)
+		id, ok := c.Assign("sms", 1, 0)
+		if !ok || id != 4 {
+			t.Fatalf("Assign(sms, 1) = %d, %v; want 4, true", id, ok)
+		}
+		restoreAllEmpty(t, c)
+		applyValues(c, dec, "sms", 1, id, `{"k":"a","t":1}`, `{"k":"a","t":2}`)
+		rd := c.Commit(0)
+		if want := []ready.Offset{{Topic: "sms", Partition: 1, Offset: 2}}; !slices.Equal(rd.Offsets, want) {
+			t.Errorf("Offsets = %+v, want %+v", rd.Offsets, want)
+		}
+		if len(rd.Positions) != 1 || rd.Positions[0].Partition != 4 {
+			t.Errorf("Positions = %+v, want one of changelog partition 4", rd.Positions)
+		}
+	})
+	t.Run("repartition", func(t *testing.T) {
+		c, dec := newInstanceCore(t, "repartition", 3, 2)
+		l := c.Layout()
+		if l.RepartitionTopic() != "g-repartition" || l.RepartitionPartitions() != 5 || l.Changelog() != 5 {
+			t.Fatalf("layout: repartition topic %q, %d partitions, %d changelog partitions; want g-repartition, 5, 5",
+				l.RepartitionTopic(), l.RepartitionPartitions(), l.Changelog())
+		}
+		in, _ := c.Assign("sms", 0, 0)
+		rep, _ := c.Assign("g-repartition", 2, 0)
+		if in != 8 || rep != 2 {
+			t.Fatalf("ids: sms[0] %d, g-repartition[2] %d; want 8 (after the 5 repartition partitions and calls' 3), 2", in, rep)
+		}
+		if got := c.Unrestored(); !slices.Equal(got, []int32{rep}) {
+			t.Fatalf("Unrestored = %v, want the repartition partition only (stage 1 keeps no state)", got)
+		}
+		restoreAllEmpty(t, c)
+		counts := applyValues(c, dec, "sms", 0, in, `{"k":"a","t":1}`, `bad`, `{"k":"b","t":3}`)
+		if counts[pipeline.DeadLetter] != 1 || counts[pipeline.Aggregated] != 0 {
+			t.Errorf("stage 1 counts = %v, want the dead letter only (stage 2 counts what it forwards)", counts)
+		}
+		rd := c.Step(0)
+		kinds := map[ready.Kind]int{}
+		for _, o := range rd.Outputs {
+			kinds[o.Kind]++
+		}
+		if kinds[ready.Repartition] != 2 || kinds[ready.DeadLetter] != 1 {
+			t.Errorf("Step outputs by kind = %v, want 2 repartition records and 1 dead letter", kinds)
+		}
+		rd = c.Commit(0)
+		want := []ready.Offset{{Topic: "sms", Partition: 0, Offset: 3}}
+		if !slices.Equal(rd.Offsets, want) {
+			t.Errorf("Offsets = %+v, want %+v (the repartition partition has no position yet)", rd.Offsets, want)
+		}
+		if len(rd.Outputs) == 0 || rd.Outputs[0].Kind != ready.Marker {
+			t.Errorf("commit outputs = %d, want stage 1's markers", len(rd.Outputs))
+		}
+		c.Accept()
+	})
+}
+
+// TestCoreSourcesGrow: with repartition, a partition of the last input
+// topic beyond its count is assigned and makes the counts due; one of
+// another topic is not assigned, and a change of that topic's count is
+// an error.
+func TestCoreSourcesGrow(t *testing.T) {
+	c, _ := newInstanceCore(t, "repartition", 3, 2)
+	if id, ok := c.Assign("sms", 2, 0); !ok || id != 10 || !c.SourcesDue() {
+		t.Fatalf("Assign(sms, 2) = %d, %v, due %v; want 10, true, due", id, ok, c.SourcesDue())
+	}
+	grew, was, err := c.Sources([]int32{3, 3})
+	if !grew || was != 2 || err != nil || c.SourcesDue() {
+		t.Fatalf("Sources(3, 3) = %v, %d, %v, due %v; want grew from 2, not due", grew, was, err, c.SourcesDue())
+	}
+	if _, ok := c.Assign("calls", 3, 0); ok {
+		t.Error("Assign(calls, 3), a partition calls gained: ok, want refused")
+	}
+	if _, _, err := c.Sources([]int32{4, 3}); err == nil {
+		t.Error("Sources(4, 3): no error, want one (calls' partitions are numbered before sms')")
+	}
+}
