@@ -369,12 +369,11 @@ func replay(t testing.TB, cfg config.Config, inputs []input, now int64) expected
 func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool) expected {
 	t.Helper()
 	var exp expected
-	p, err := pipeline.New(cfg)
+	// replay --kcat of a repartition config: one state per group key, as
+	// the repartition stage gives.
+	p, err := pipeline.New(cfg, pipeline.Mode{OneState: !cfg.Source.ByKey()})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !cfg.Source.ByKey() {
-		p.OneState() // replay --kcat: one state per group key, as the repartition stage gives
 	}
 	out := capture{producer.EncoderFor(cfg), &exp}
 	assigned := map[int32]bool{}

@@ -264,7 +264,7 @@ func testRegistryInput(t *testing.T, f regFormat, txnTimeout time.Duration) {
 func replayRegistry(t testing.TB, cfg config.Config, f regFormat, values []string) expected {
 	t.Helper()
 	var exp expected
-	p, err := pipeline.New(cfg)
+	p, err := pipeline.New(cfg, pipeline.Mode{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,12 +122,9 @@ func replayKcat(t testing.TB, cfg config.Config, first, second []keyedInput) exp
 // replayKcatN is replayKcat over parts partitions.
 func replayKcatN(t testing.TB, cfg config.Config, parts int32, first, second []keyedInput) expected {
 	t.Helper()
-	p, err := pipeline.New(cfg) // one stage, as replay runs a repartition config
+	p, err := pipeline.New(cfg, pipeline.Mode{OneState: cfg.Watermark.GlobalScope()}) // one stage, as replay runs a repartition config
 	if err != nil {
 		t.Fatal(err)
-	}
-	if cfg.Watermark.GlobalScope() {
-		p.OneState()
 	}
 	var exp expected
 	out := capture{producer.EncoderFor(cfg), &exp}
@@ -357,11 +354,10 @@ func TestRepartitionSilentSource(t *testing.T) {
 	brokers := kc.ListenAddrs()
 	cfg := parseConfig(t, repartitionYaml+"delivery: exactly_once\n", brokers)
 	cfg.Watermark.IdleTimeout = 300 * time.Millisecond
-	p, err := pipeline.New(cfg)
+	p, err := pipeline.New(cfg, pipeline.Mode{OneState: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.OneState()
 	var want expected
 	out := capture{producer.EncoderFor(cfg), &want}
 	offsets := map[int32]int64{}

@@ -43,7 +43,8 @@ func demoCheckNote(f demoFlags) string {
 // falls. It hands every result it computes, encoded as the service
 // encodes it, to check, until ctx is done.
 func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, check *demopkg.Check) error {
-	proc, err := pipeline.New(cfg)
+	// Every partition from the start, as replay --kcat assigns a dump's.
+	proc, err := pipeline.New(cfg, pipeline.Mode{OneState: true})
 	if err != nil {
 		return err
 	}
@@ -64,8 +65,6 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 	if err != nil {
 		return ignoreCanceled(ctx, fmt.Errorf("reference run: list %s: %w", topic, err))
 	}
-	// Every partition from the start, as replay --kcat assigns a dump's.
-	proc.OneState()
 	for _, p := range topics[topic].Partitions.Numbers() {
 		proc.Assign(p, now)
 	}

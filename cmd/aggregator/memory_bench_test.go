@@ -54,7 +54,7 @@ aggregates: %s
 					}
 				}
 				for b.Loop() {
-					p, err := pipeline.New(cfg)
+					p, err := pipeline.New(cfg, pipeline.Mode{})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -71,7 +71,9 @@ func replayCmd(ctx context.Context, args []string, env []string, stdin io.Reader
 // warn lines on log).
 func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool, log zerolog.Logger) error {
 	out := &replayOutput{w: w, enc: producer.EncoderFor(cfg)}
-	proc, err := pipeline.New(cfg)
+	// A dump's group key is one state across its partitions, W the
+	// minimum over them (with watermark.scope global; see below).
+	proc, err := pipeline.New(cfg, pipeline.Mode{OneState: kcat && cfg.Watermark.GlobalScope()})
 	if err != nil {
 		return err
 	}
@@ -116,9 +118,6 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 		// and its windows follow its own watermark, as in the service.
 		if inputs, err = readKcat(in); err != nil {
 			return err
-		}
-		if cfg.Watermark.GlobalScope() {
-			proc.OneState()
 		}
 		for _, p := range partitionsOf(inputs) {
 			proc.Assign(p, now)

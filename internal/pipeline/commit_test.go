@@ -91,11 +91,10 @@ func newShell(t *testing.T, yaml string, exactlyOnce bool, c *cluster, parts ...
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	p, err := pipeline.New(cfg)
+	p, err := pipeline.New(cfg, pipeline.Mode{Checkpointed: true})
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
-	p.TrackState()
 	dec, err := p.NewDecoder()
 	if err != nil {
 		t.Fatalf("NewDecoder: %v", err)
@@ -667,11 +666,10 @@ func TestPositionsUnwritten(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	p, err := pipeline.New(cfg)
+	p, err := pipeline.New(cfg, pipeline.Mode{Checkpointed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.TrackState()
 	dec, err := p.NewDecoder()
 	if err != nil {
 		t.Fatal(err)

@@ -78,8 +78,7 @@ func TestKeyPartitionConflictsOnePartition(t *testing.T) {
 // passes its end, and a record late on the merged watermark is late.
 func TestOneState(t *testing.T) {
 	out := &tape{}
-	p := newCore(t, spreadJSON, out)
-	p.OneState()
+	p := newCoreMode(t, spreadJSON, out, pipeline.Mode{OneState: true})
 	p.Assign(0, 0)
 	p.Assign(1, 0)
 	p.Process(event(0, 0, "a", 1000), 0)

@@ -184,18 +184,17 @@ func NewCore(spec Spec) (*Core, error) {
 	cfg := spec.Config
 	c := &Core{layout: newLayout(cfg, spec.Partitions), counts: slices.Clone(spec.Partitions)}
 	var err error
-	if c.win, err = newProcessor(cfg, spec.Schemas); err != nil {
+	mode := Mode{Repartitioned: c.layout.stages2, Checkpointed: true}
+	if cfg.PublishesWatermarks() {
+		mode.Group = c.layout.sourceEnd
+	}
+	if c.win, err = newProcessor(cfg, mode, spec.Schemas); err != nil {
 		return nil, err
 	}
-	c.win.TrackState()
 	if c.layout.stages2 {
-		c.win.Repartitioned()
 		if c.s1, err = repartition.New(cfg, c.layout.sourceEnd, spec.Schemas); err != nil {
 			return nil, fmt.Errorf("repartition: %w", err)
 		}
-	}
-	if cfg.PublishesWatermarks() {
-		c.win.ShareWatermarks(c.layout.sourceEnd)
 	}
 	return c, nil
 }

@@ -325,8 +325,7 @@ func TestMoveLateWatermark(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := move(t, yaml)
 			out := &lateTape{}
-			b := newCore(t, yaml, out)
-			b.TrackState()
+			b := newCoreMode(t, yaml, out, pipeline.Mode{Checkpointed: true})
 			restore(t, b, m.log, 0)
 			feed(b, m.p0[cut0:more0], nil)
 			restore(t, b, m.log, 1)

@@ -19,7 +19,7 @@ import (
 type operators struct {
 	spec  windowing.Spec
 	sink  windowing.Sink
-	track bool // TrackChanges: every operator made from now on notes its changes
+	track bool // every operator notes its changes (Mode.Checkpointed)
 	// perPartition is the second shape: per holds the operators by
 	// partition id (nil: not assigned), one is unused.
 	perPartition bool
@@ -35,14 +35,13 @@ type slot struct {
 
 // newOperators returns the state of no partition; with the one shape its
 // operator is made at once, so a bad spec fails here.
-func newOperators(spec windowing.Spec, sink windowing.Sink, perPartition bool) (operators, error) {
-	o := operators{spec: spec, sink: sink, perPartition: perPartition}
-	op, err := windowing.New(spec, sink) // checks the spec in both shapes
-	if err != nil {
+func newOperators(spec windowing.Spec, sink windowing.Sink, perPartition, track bool) (operators, error) {
+	o := operators{spec: spec, sink: sink, perPartition: perPartition, track: track}
+	if _, err := windowing.New(spec, sink); err != nil { // checks the spec in both shapes
 		return o, err
 	}
 	if !perPartition {
-		o.one.op = op
+		o.one.op = o.make()
 	}
 	return o, nil
 }
@@ -133,13 +132,6 @@ func (o *operators) each(fn func(windowing.Operator)) {
 			fn(s.op)
 		}
 	}
-}
-
-// trackChanges makes every operator, and those made later, note their
-// changes.
-func (o *operators) trackChanges() {
-	o.track = true
-	o.each(windowing.Operator.TrackChanges)
 }
 
 // watermark is the watermark the windows follow: the one operator's, or

@@ -32,7 +32,7 @@ func TestTakeMerges(t *testing.T) {
 		add(o, part, 10)
 	}
 	for _, perPartition := range []bool{false, true} {
-		o, err := newOperators(session, nopSink{}, perPartition)
+		o, err := newOperators(session, nopSink{}, perPartition, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestTakeMerges(t *testing.T) {
 		}
 	}
 	tumbling := windowing.Spec{Kind: windowing.KindTumbling, Size: 10, Aggregates: []windowing.Aggregate{{Fn: windowing.FnCount}}}
-	o, err := newOperators(tumbling, nopSink{}, true)
+	o, err := newOperators(tumbling, nopSink{}, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,11 +97,16 @@ func (c core) Restore(partition int32, r *state.Restorer, now int64) (state.Resu
 
 func newCore(t testing.TB, yaml string, out outputs) core {
 	t.Helper()
+	return newCoreMode(t, yaml, out, pipeline.Mode{})
+}
+
+func newCoreMode(t testing.TB, yaml string, out outputs, mode pipeline.Mode) core {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), nil)
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	p, err := pipeline.New(cfg)
+	p, err := pipeline.New(cfg, mode)
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
@@ -111,9 +116,7 @@ func newCore(t testing.TB, yaml string, out outputs) core {
 func newProcessor(t testing.TB, yaml string) (core, *tape) {
 	t.Helper()
 	out := &tape{}
-	p := newCore(t, yaml, out)
-	p.TrackState()
-	return p, out
+	return newCoreMode(t, yaml, out, pipeline.Mode{Checkpointed: true}), out
 }
 
 const slidingJSON = `

@@ -4,28 +4,12 @@ import "aggregator/internal/watermark"
 
 // sharing is what a processor of source.partitioning by_key with
 // watermark.scope global needs to share its partitions' watermarks with
-// the group's other instances through the watermark topic: which
+// the group's other instances through the watermark topic (Mode.Group): which
 // partitions' values it published, so that each commit Ready carries the
 // ones that changed since, and the buffer those go in.
 type sharing struct {
 	announce *watermark.Announcer
 	buf      []watermark.Mark
-}
-
-// ShareWatermarks makes the processor one instance of a group whose input
-// has n partitions in all (dense ids 0 to n-1), sharing watermarks
-// through the watermark topic: its merged watermark is the minimum over
-// every partition of the group that is not idle, its own by their
-// generators and the others by the latest value Peer gave (minus infinity
-// until one did); each commit Ready's Watermarks hold its restored
-// partitions whose watermark or idleness changed since they were last
-// published. Call it before the first record; again if n changes.
-func (p *Processor) ShareWatermarks(n int32) {
-	p.marks.SharePeers(n)
-	if p.share == nil {
-		p.share = &sharing{announce: watermark.NewChangeAnnouncer()}
-	}
-	p.advanceMerged()
 }
 
 // Peer applies the latest published watermark and idleness of a
@@ -44,13 +28,13 @@ func (p *Processor) Peer(partition int32, wm int64, idle bool) {
 // group: an assigned partition's own watermark and idleness, else its
 // latest published value; reported is false for one neither assigned nor
 // published yet (it holds the watermark at minus infinity). Group is the
-// number of partitions (0 unless ShareWatermarks was called).
+// number of partitions (0 unless Mode.Group was set).
 func (p *Processor) GroupPartition(partition int32) (wm int64, idle, reported bool) {
 	return p.marks.GroupPartition(partition)
 }
 
-// Group is the number of partitions of the group sharing watermarks (0
-// unless ShareWatermarks was called).
+// Group is the number of partitions of the group sharing watermarks
+// (Mode.Group).
 func (p *Processor) Group() int32 { return p.marks.Group() }
 
 // published is a commit Ready's Watermarks: the restored partitions

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"aggregator/internal/pipeline"
 	"aggregator/internal/state"
 	"aggregator/internal/watermark"
 )
@@ -31,6 +32,14 @@ func (c core) Peer(partition int32, wm int64, idle bool) {
 	c.Processor.Peer(partition, wm, idle)
 }
 
+// newSharing is a checkpointed processor of sharedJSON in a group of n
+// partitions.
+func newSharing(t *testing.T, n int32) (core, *tape) {
+	t.Helper()
+	out := &tape{}
+	return newCoreMode(t, sharedJSON, out, pipeline.Mode{Checkpointed: true, Group: n}), out
+}
+
 // published is the Watermarks of a commit Ready, accepted.
 func published(p core) []watermark.Mark {
 	rd := p.Ready(true)
@@ -44,9 +53,8 @@ func published(p core) []watermark.Mark {
 // published value (minus infinity before one); a published value of an
 // owned partition does not count, and does once the partition is revoked.
 func TestShareWatermarks(t *testing.T) {
-	p, out := newProcessor(t, sharedJSON)
+	p, out := newSharing(t, 3)
 	restoreEmpty(t, p, 0, 1)
-	p.ShareWatermarks(3)
 	mark := func(id int32, wm int64) watermark.Mark { return watermark.Mark{Source: id, Count: 3, Watermark: wm} }
 	if got := published(p); len(got) != 2 || got[0] != mark(0, math.MinInt64) || got[1] != mark(1, math.MinInt64) {
 		t.Fatalf("first commit publishes %+v, want partitions 0 and 1 at minus infinity", got)
@@ -96,9 +104,8 @@ func TestShareWatermarks(t *testing.T) {
 // TestShareWatermarksAbort: an aborted commit keeps what the others
 // published, and publishes every partition again once restored.
 func TestShareWatermarksAbort(t *testing.T) {
-	p, _ := newProcessor(t, sharedJSON)
+	p, _ := newSharing(t, 2)
 	restoreEmpty(t, p, 0)
-	p.ShareWatermarks(2)
 	p.Process(event(0, 0, "a", 5_000), 0)
 	p.Peer(1, 2_000, false)
 	published(p)
@@ -121,9 +128,8 @@ func TestShareWatermarksAbort(t *testing.T) {
 // watermark back, and idle_advance moves it only once every partition of
 // the group is idle.
 func TestShareWatermarksIdle(t *testing.T) {
-	p, _ := newProcessor(t, sharedJSON)
+	p, _ := newSharing(t, 2)
 	restoreEmpty(t, p, 0)
-	p.ShareWatermarks(2)
 	p.Process(event(0, 0, "a", 5_000), 0)
 	p.SetCaughtUp(0, true, 0)
 	p.Tick(60_000)
@@ -145,7 +151,7 @@ func TestShareWatermarksIdle(t *testing.T) {
 	}
 }
 
-// TestNotShared: without ShareWatermarks a commit publishes nothing and
+// TestNotShared: without Mode.Group a commit publishes nothing and
 // published values are ignored.
 func TestNotShared(t *testing.T) {
 	p, _ := newProcessor(t, sharedJSON)

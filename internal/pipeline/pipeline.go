@@ -98,12 +98,52 @@ type partPos struct {
 	restorer *state.Restorer // the changelog records RestoreRecord took, until FinishRestore
 }
 
-// New builds a Processor from a validated config.
-func New(cfg config.Config) (*Processor, error) { return newProcessor(cfg, nil) }
+// Mode is how a Processor runs, given once to New: its zero value is one
+// stage of the config's source.partitioning whose state is not
+// checkpointed (replay of a by_key config).
+type Mode struct {
+	// Repartitioned is stage 2 of source.partitioning repartition: the
+	// partitions are repartition partitions, the records repartition
+	// records (ready.Input's SourceID and RepartitionOffset set) and the
+	// watermark comes from the markers (ApplyMark), not from a generator;
+	// stage 1 already dead-lettered what had to be. Each repartition
+	// partition has its own operator, whose windows follow that
+	// partition's own watermark (the minimum over its table of sources),
+	// so its results do not depend on which others share the instance.
+	// Without it a processor is one stage whatever source.partitioning
+	// says (replay of a repartition config: the offline twin of both
+	// stages is one state per group key, see OneState).
+	Repartitioned bool
+	// OneState keeps one window state per group key across all the
+	// partitions, as if the input were partitioned by the group key; the
+	// merged watermark is still the minimum over the partitions. This is
+	// replay of a dump of every partition (the offline twin of a service
+	// that meets a key's records in one place); its state is not
+	// checkpointed. It keeps one operator even with watermark.scope
+	// partition (whose replay does not set it: there each partition
+	// follows its own watermark).
+	OneState bool
+	// Checkpointed: the operators note the changes of their state, for
+	// the changelog records of each commit Ready.
+	Checkpointed bool
+	// Group, when not 0, makes the processor one instance of a group
+	// whose input has Group partitions in all (dense ids 0 to Group-1),
+	// sharing watermarks through the watermark topic (by_key with
+	// watermark.scope global): its merged watermark is the minimum over
+	// every partition of the group that is not idle, its own by their
+	// generators and the others by the latest value Peer gave (minus
+	// infinity until one did); each commit Ready's Watermarks hold its
+	// restored partitions whose watermark or idleness changed since they
+	// were last published.
+	Group int32
+}
+
+// New builds a Processor of mode from a validated config.
+func New(cfg config.Config, mode Mode) (*Processor, error) { return newProcessor(cfg, mode, nil) }
 
 // newProcessor is New with the registry schemas its decoders read (made
 // here if nil and source.format is a registry format).
-func newProcessor(cfg config.Config, schemas *record.Schemas) (*Processor, error) {
+func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Processor, error) {
 	recSpec := cfg.RecordSpec()
 	if schemas == nil && recSpec.Format.Registry() {
 		schemas = record.NewSchemas()
@@ -114,24 +154,25 @@ func newProcessor(cfg config.Config, schemas *record.Schemas) (*Processor, error
 	}
 	p := &Processor{cfg: cfg, recSpec: recSpec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
-		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}}}
+		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}},
+		tracking: mode.Checkpointed, oneState: mode.OneState}
 	// By_key with scope partition: each partition's windows follow its
-	// own watermark, in an operator of its own.
+	// own watermark, in an operator of its own; so do stage 2's.
 	perPartition := cfg.Source.ByKey() && !cfg.Watermark.GlobalScope()
-	if p.ops, err = newOperators(p.spec, resultSink{p}, perPartition); err != nil {
+	switch {
+	case mode.Repartitioned:
+		p.sources, p.futureMs, p.checkKeys, perPartition = watermark.NewSources(cfg.Watermark), 0, false, true
+	case mode.OneState:
+		p.checkKeys, perPartition = false, false
+	}
+	if p.ops, err = newOperators(p.spec, resultSink{p}, perPartition, mode.Checkpointed); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	return p, nil
-}
-
-// setShape switches the window state to one operator per partition or
-// one for all, before the first Assign.
-func (p *Processor) setShape(perPartition bool) {
-	if p.ops.perPartition == perPartition {
-		return
+	if mode.Group > 0 {
+		p.marks.SharePeers(mode.Group)
+		p.share = &sharing{announce: watermark.NewChangeAnnouncer()}
 	}
-	p.ops.perPartition = perPartition
-	p.ops.reset()
+	return p, nil
 }
 
 // WindowSpec is the engine's part of a validated config, in ms.
@@ -223,35 +264,6 @@ func (p *Processor) Revoke(partition int32) {
 	p.conflicts.forget(partition)
 	p.sharedRevoke(partition)
 	p.advance(partition)
-}
-
-// Repartitioned makes the processor stage 2 of source.partitioning
-// repartition: its partitions are repartition partitions, its records are
-// repartition records (ready.Input's SourceID and RepartitionOffset set)
-// and its watermark comes from the markers (ApplyMark), not from a
-// generator; stage 1 already dead-lettered what had to be. Each
-// repartition partition has its own operator, whose windows follow that
-// partition's own watermark (the minimum over its table of sources), so
-// its results do not depend on which others share the instance. Call it
-// before the first Assign. Without it a processor is one stage whatever
-// source.partitioning says (replay of a repartition config: the offline
-// twin of both stages is one state per group key, see OneState).
-func (p *Processor) Repartitioned() {
-	p.sources, p.futureMs, p.checkKeys = watermark.NewSources(p.cfg.Watermark), 0, false
-	p.setShape(true)
-}
-
-// OneState makes the processor keep one window state per group key across
-// all its partitions, as if the input were partitioned by the group key;
-// the merged watermark is still the minimum over the partitions. This is
-// replay of a dump of every partition (the offline twin of a service that
-// meets a key's records in one place); its state is not checkpointed, so
-// call it before the first Assign and never with TrackState. It keeps one
-// operator even with watermark.scope partition (whose replay does not
-// call it: there each partition follows its own watermark).
-func (p *Processor) OneState() {
-	p.oneState, p.checkKeys = true, false
-	p.setShape(false)
 }
 
 // SetCaughtUp tells whether the partition's position is at its log end;
@@ -514,14 +526,6 @@ func (p *Processor) IdleCount() int {
 		}
 	}
 	return n
-}
-
-// TrackState makes p note the changes of its state from now on, for
-// Checkpoint; call it before the first record of a processor that is
-// checkpointed.
-func (p *Processor) TrackState() {
-	p.tracking = true
-	p.ops.trackChanges()
 }
 
 // ChangelogRecord is one record for the changelog partition of an input

@@ -37,12 +37,10 @@ func newStage2(t *testing.T, doc string, log changelog, parts ...int32) *stage2 
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	p, err := pipeline.New(cfg)
+	p, err := pipeline.New(cfg, pipeline.Mode{Repartitioned: true, Checkpointed: true})
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
-	p.Repartitioned()
-	p.TrackState()
 	dec, err := p.NewDecoder()
 	if err != nil {
 		t.Fatalf("NewDecoder: %v", err)
@@ -207,7 +205,7 @@ func TestRepartitionConfigOneStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipeline.New(cfg)
+	p, err := pipeline.New(cfg, pipeline.Mode{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,11 +32,10 @@ aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}]
 			if err != nil {
 				b.Fatal(err)
 			}
-			p, err := pipeline.New(cfg)
+			p, err := pipeline.New(cfg, pipeline.Mode{Checkpointed: true})
 			if err != nil {
 				b.Fatal(err)
 			}
-			p.TrackState()
 			for id := range int32(parts) {
 				p.Assign(id, 0)
 			}

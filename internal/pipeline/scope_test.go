@@ -110,7 +110,7 @@ func drive(t *testing.T, yaml string, ins []crashInput, parts ...int32) []string
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	p, err := pipeline.New(cfg)
+	p, err := pipeline.New(cfg, pipeline.Mode{})
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}

@@ -486,7 +486,7 @@ func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	one, err := pipeline.New(cfg)
+	one, err := pipeline.New(cfg, pipeline.Mode{})
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
@@ -494,11 +494,10 @@ func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
 	if err != nil {
 		t.Fatalf("repartition.New: %v", err)
 	}
-	s2, err := pipeline.New(cfg)
+	s2, err := pipeline.New(cfg, pipeline.Mode{Repartitioned: true})
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
-	s2.Repartitioned()
 	dec, err := s2.NewDecoder()
 	if err != nil {
 		t.Fatalf("NewDecoder: %v", err)
