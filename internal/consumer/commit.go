@@ -46,7 +46,9 @@ func (c *Consumer) commit(ctx context.Context) error {
 // positions, then the offsets; a crash in between repeats outputs (each
 // identical) but never counts a record twice (see package state).
 func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error {
-	rd := c.core.Commit(c.nowMs())
+	now := c.nowMs()
+	rd := c.core.Commit(now)
+	c.updateMetrics(now, &rd.Stats)
 	offsets := kafkaOffsets(rd.Offsets)
 	if c.nothingToCommit(offsets, rd) {
 		c.core.Accept()
@@ -217,7 +219,9 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		return nil // ended by Drain
 	}
 	c.dropRevoked()
-	rd := c.core.Commit(c.nowMs())
+	now := c.nowMs()
+	rd := c.core.Commit(now)
+	c.updateMetrics(now, &rd.Stats)
 	c.writer.Write(rd.Outputs)
 	offsets := kafkaOffsets(rd.Offsets)
 	if len(offsets) == 0 && len(rd.Changelog) == 0 && len(rd.Positions) == 0 && len(rd.Watermarks) == 0 && len(rd.Outputs) == 0 ||

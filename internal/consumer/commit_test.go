@@ -147,8 +147,8 @@ func (h *txnHarness) appliedAll() bool {
 	if p == nil || len(h.c.core.Unrestored()) > 0 {
 		return false
 	}
-	lag, ok := h.c.core.Lag(p.id)
-	return ok && lag == 0
+	ps := h.c.core.Partition(p.id)
+	return ps.LagKnown && ps.Lag == 0
 }
 
 // commit is the engine goroutine's commit, with ctx.

@@ -16,7 +16,7 @@ import (
 	"aggregator/internal/cluster"
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
-	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 )
 
 // Run connects (see connect), then consumes until ctx is canceled and
@@ -213,9 +213,10 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	}
 	now := c.nowMs()
 	c.core.Tick(now)
-	c.write(c.core.Step(now).Outputs)
+	rd := c.core.Step(now)
+	c.write(rd.Outputs)
 	c.writer.Send() // the poll's outputs, encoded and produced by the writer goroutine meanwhile
-	c.updateMetrics(now)
+	c.updateMetrics(now, &rd.Stats)
 	if err := c.writer.Err(); err != nil {
 		if c.writer.OnlyRefused() || c.kafka.sess != nil && cluster.Transient(err) {
 			// Commit now: the stubs replace what was refused; with
@@ -271,9 +272,9 @@ func (c *Consumer) apply(pl *poll) {
 
 func (c *Consumer) nowMs() int64 { return c.clock().UnixMilli() }
 
-// updateMetrics adds the poll's outcome counts and sets the gauges.
-func (c *Consumer) updateMetrics(now int64) {
-	st := c.core.Stats(now)
+// updateMetrics adds the outcome counts and the stats' counts since the
+// last Ready, and sets the gauges. c.mu is held.
+func (c *Consumer) updateMetrics(now int64, st *ready.Stats) {
 	c.m.Watermark.Set(metrics.Seconds(st.Watermark))
 	if st.Watermark > math.MinInt64 {
 		c.m.WatermarkLag.Set(float64(now-st.Watermark) / 1000)
@@ -287,10 +288,13 @@ func (c *Consumer) updateMetrics(now int64) {
 	c.m.IdlePartitions.Set(float64(st.IdlePartitions))
 	for _, p := range c.parts.byTP {
 		p.flushCounts()
-		pw, _ := c.core.PartitionWatermark(p.id)
-		p.wm.Set(metrics.Seconds(pw))
-		if n, ok := c.core.Lag(p.id); ok {
-			p.lag.Set(float64(n))
+	}
+	for _, ps := range st.Partitions {
+		if p := c.parts.byID[ps.ID]; p != nil {
+			p.wm.Set(metrics.Seconds(ps.Watermark))
+			if ps.LagKnown {
+				p.lag.Set(float64(ps.Lag))
+			}
 		}
 	}
 	if st.HasSources {
@@ -375,7 +379,7 @@ func (c *Consumer) unfetched() map[*partition]int64 {
 
 // logConflict says which group key broke by_key's promise, and where: the
 // core hands out at most one a minute.
-func (c *Consumer) logConflict(k pipeline.Conflict) {
+func (c *Consumer) logConflict(k ready.Conflict) {
 	ev := c.log.Warn().Str("key", k.Key)
 	for _, f := range []struct {
 		name string

@@ -1,5 +1,7 @@
 package pipeline
 
+import "aggregator/internal/ready"
+
 // With source.partitioning by_key the producer promises that every record
 // of a group key is in one input partition. A key that shows up on two
 // partitions of this instance breaks the promise: each partition keeps its
@@ -17,18 +19,11 @@ const conflictLogEvery = 60_000
 // against where it was seen in the last one or two generations.
 const conflictKeys = 1 << 16
 
-// A Conflict is a group key seen on two input partitions (state ids) of
-// one instance.
-type Conflict struct {
-	Key           string
-	First, Second int32 // where the key was seen first, and where it was seen again
-}
-
 // conflicts is the key index of the by_key check.
 type conflicts struct {
 	cur, old map[string]int32 // group key -> the partition it was first seen on
 	n        int64            // records on another partition than their key's, since the last take
-	pending  Conflict         // the first conflict not handed out to be logged
+	pending  ready.Conflict   // the first conflict not handed out to be logged
 	has      bool             // pending is set
 	loggedAt int64            // now of the last conflict handed out; 0 none
 	logged   bool
@@ -53,7 +48,7 @@ func (c *conflicts) see(key string, partition int32) {
 	}
 	c.n++
 	if !c.has {
-		c.pending, c.has = Conflict{Key: key, First: first, Second: partition}, true
+		c.pending, c.has = ready.Conflict{Key: key, First: first, Second: partition}, true
 	}
 }
 
@@ -74,7 +69,7 @@ func (c *conflicts) forget(partition int32) {
 // was seen on (source.partitioning by_key), and a conflict to log when one
 // happened and none was handed out in the minute before now (the caller's
 // wall clock, ms).
-func (p *Processor) TakeConflicts(now int64) (n int64, log Conflict, ok bool) {
+func (p *Processor) TakeConflicts(now int64) (n int64, log ready.Conflict, ok bool) {
 	c := &p.conflicts
 	n, c.n = c.n, 0
 	if c.has && (!c.logged || now-c.loggedAt >= conflictLogEvery) {

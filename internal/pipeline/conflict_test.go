@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 )
 
 const spreadJSON = `
@@ -35,7 +36,7 @@ func TestKeyPartitionConflicts(t *testing.T) {
 	p.Process(event(1, 2, "a", 1300), 0)
 	p.Process(event(0, 2, "b", 1300), 0) // b: first on 1, now on 0
 	n, c, ok := p.TakeConflicts(5_000)
-	if want := (pipeline.Conflict{Key: `{"user":"a"}`, First: 0, Second: 1}); n != 3 || !ok || c != want {
+	if want := (ready.Conflict{Key: `{"user":"a"}`, First: 0, Second: 1}); n != 3 || !ok || c != want {
 		t.Fatalf("TakeConflicts = %d, %+v, %v; want 3, %+v, true", n, c, ok, want)
 	}
 	p.Process(event(0, 3, "b", 1400), 5_000)
@@ -43,7 +44,7 @@ func TestKeyPartitionConflicts(t *testing.T) {
 		t.Fatalf("TakeConflicts within the minute = %d, %v; want 1, false (counted, not logged)", n, ok)
 	}
 	n, c, ok = p.TakeConflicts(65_000)
-	if want := (pipeline.Conflict{Key: `{"user":"b"}`, First: 1, Second: 0}); n != 0 || !ok || c != want {
+	if want := (ready.Conflict{Key: `{"user":"b"}`, First: 1, Second: 0}); n != 0 || !ok || c != want {
 		t.Fatalf("TakeConflicts a minute later = %d, %+v, %v; want 0, %+v, true", n, c, ok, want)
 	}
 	if n, _, ok := p.TakeConflicts(200_000); n != 0 || ok {

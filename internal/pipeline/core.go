@@ -44,7 +44,8 @@ type Core struct {
 	counts  []int32
 	recount bool
 
-	sources []SourceStat   // Stats' buffer
+	sources []ready.SourceStats // the buffers of the Readies' Stats
+	parts   []ready.PartitionStats
 	outs    []ready.Output // Step and Commit's merged outputs (both stages had some)
 	offs    []ready.Offset
 }
@@ -431,13 +432,17 @@ func (c *Core) Peer(topic string, n int32, wm int64, idle bool) {
 	}
 }
 
-// Step hands over the outputs since the last Step or Commit (valid until
-// the next one).
+// Step hands over the outputs since the last Step or Commit, and the
+// stats (valid until the next one).
 func (c *Core) Step(now int64) ready.Ready {
+	var rd ready.Ready
 	if c.s1 == nil {
-		return c.win.Ready(false)
+		rd = c.win.Ready(false)
+	} else {
+		rd = c.merge(c.s1.Ready(false, now), c.win.Ready(false))
 	}
-	return c.merge(c.s1.Ready(false, now), c.win.Ready(false))
+	rd.Stats = c.stats(now)
+	return rd
 }
 
 // Commit hands over a commit: the outputs since the last Step, stage 1's
@@ -447,14 +452,16 @@ func (c *Core) Step(now int64) ready.Ready {
 // calls Accept, or Abort if any of it failed. Its slices are valid until
 // the next Step or Commit.
 func (c *Core) Commit(now int64) ready.Ready {
+	var rd ready.Ready
 	if c.s1 == nil {
-		rd := c.win.Ready(true)
+		rd = c.win.Ready(true)
 		rd.Offsets = c.offsets(rd.Offsets, nil)
-		return rd
+	} else {
+		rd1 := c.s1.Ready(true, now)
+		rd = c.merge(rd1, c.win.Ready(true))
+		rd.Offsets = c.offsets(rd.Offsets, rd1.Offsets)
 	}
-	rd1 := c.s1.Ready(true, now)
-	rd := c.merge(rd1, c.win.Ready(true))
-	rd.Offsets = c.offsets(rd.Offsets, rd1.Offsets)
+	rd.Stats = c.stats(now)
 	return rd
 }
 
@@ -565,24 +572,6 @@ func (c *Core) FinishRestore(id int32, now int64) (res state.Result, records int
 	return c.win.FinishRestore(id, now)
 }
 
-// PartitionWatermark reports a partition's own watermark and whether it
-// is idle.
-func (c *Core) PartitionWatermark(id int32) (wm int64, idle bool) {
-	if c.stage1(id) {
-		return c.s1.PartitionWatermark(id - c.layout.first)
-	}
-	return c.win.PartitionWatermark(id)
-}
-
-// Lag is the records of the partition between its position and the high
-// watermark of its last fetch; ok is false until both are known.
-func (c *Core) Lag(id int32) (lag int64, ok bool) {
-	if c.stage1(id) {
-		return c.s1.Lag(id - c.layout.first)
-	}
-	return c.win.Lag(id)
-}
-
 // badForm reports whether err says a compact form could not be read (its
 // *record.DecodeError lives here, not in decodeRepartition, where it would
 // be an allocation per record).
@@ -591,42 +580,22 @@ func badForm(err error) bool {
 	return errors.As(err, &de) && de.Reason == record.ReasonBadRepartitionRecord
 }
 
-// Stats are the core's gauges and counts for the metrics, as of a step.
-type Stats struct {
-	Watermark      int64 // the watermark the windows follow (Processor.Watermark)
-	OpenWindows    int   // open (key, window) pairs
-	SessionMerges  int64 // records that bridged sessions, since the last Stats
-	IdlePartitions int   // idle partitions of the window state
-	// KeyConflicts are by_key's records on another partition than their
-	// group key's first, since the last Stats; Conflict one to log when
-	// LogConflict (at most one a minute).
-	KeyConflicts int64
-	Conflict     Conflict
-	LogConflict  bool
-	// Sources is set when the instance follows source partitions it does
-	// not own (repartition: stage 2's tables of them; by_key with
-	// watermark.scope global: the group's published watermarks): what it
-	// knows of each, by source id (valid until the next Stats), which
-	// one holds the watermark (-1: none) and how many have not reported.
-	HasSources bool
-	Sources    []SourceStat
-	Holder     int
-	Unreported int
-}
-
-// SourceStat is what an instance knows of one source partition.
-type SourceStat struct {
-	Watermark int64 // the lowest over the tables that have it
-	Reported  bool  // every table (or the watermark topic) has it
-	Active    bool  // not idle in one of them at least
-}
-
-// Stats returns the core's stats as of now (its counts since the last
-// call: call it once per step).
-func (c *Core) Stats(now int64) Stats {
+// stats are the core's stats as of now, for its next Ready: its gauges
+// and its counts since the last Ready.
+func (c *Core) stats(now int64) ready.Stats {
 	w := c.win
-	st := Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
+	st := ready.Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
 	st.KeyConflicts, st.Conflict, st.LogConflict = w.TakeConflicts(now)
+	parts := c.parts[:0]
+	for _, id := range w.Partitions() {
+		parts = append(parts, c.partitionStats(id, id))
+	}
+	if c.s1 != nil {
+		for _, id := range c.s1.Partitions() {
+			parts = append(parts, c.partitionStats(id+c.layout.first, id))
+		}
+	}
+	c.parts, st.Partitions = parts, parts
 	src := c.sources[:0]
 	switch {
 	case c.s1 != nil:
@@ -639,7 +608,7 @@ func (c *Core) Stats(now int64) Stats {
 			}
 			known = true
 			for int(t.Count) > len(src) {
-				src = append(src, SourceStat{Watermark: math.MaxInt64, Reported: true})
+				src = append(src, ready.SourceStats{Watermark: math.MaxInt64, Reported: true})
 			}
 			for i, s := range t.Sources[:t.Count] {
 				if !s.Reported {
@@ -657,7 +626,7 @@ func (c *Core) Stats(now int64) Stats {
 		st.HasSources = true
 		for id := range w.Group() {
 			wm, idle, reported := w.GroupPartition(id)
-			src = append(src, SourceStat{Watermark: wm, Reported: reported, Active: !idle})
+			src = append(src, ready.SourceStats{Watermark: wm, Reported: reported, Active: !idle})
 		}
 	}
 	holderWm := int64(math.MaxInt64)
@@ -672,4 +641,25 @@ func (c *Core) Stats(now int64) Stats {
 	}
 	c.sources, st.Sources = src, src
 	return st
+}
+
+// Partition returns the stats of partition id as they are now.
+func (c *Core) Partition(id int32) ready.PartitionStats {
+	if c.stage1(id) {
+		return c.partitionStats(id, id-c.layout.first)
+	}
+	return c.partitionStats(id, id)
+}
+
+// partitionStats are the stats of partition id, local in its stage.
+func (c *Core) partitionStats(id, local int32) ready.PartitionStats {
+	ps := ready.PartitionStats{ID: id}
+	if c.stage1(id) {
+		ps.Watermark, _ = c.s1.PartitionWatermark(local)
+		ps.Lag, ps.LagKnown = c.s1.Lag(local)
+	} else {
+		ps.Watermark, _ = c.win.PartitionWatermark(local)
+		ps.Lag, ps.LagKnown = c.win.Lag(local)
+	}
+	return ps
 }

@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -135,5 +136,47 @@ func TestCoreSourcesGrow(t *testing.T) {
 	}
 	if _, _, err := c.Sources([]int32{4, 3}); err == nil {
 		t.Error("Sources(4, 3): no error, want one (calls' partitions are numbered before sms')")
+	}
+}
+
+// TestCoreStats: each Ready carries the core's stats: the watermark,
+// open windows, each partition's watermark and lag, and with repartition
+// what stage 2 knows of the source partitions (none reported before a
+// marker).
+func TestCoreStats(t *testing.T) {
+	c, dec := newInstanceCore(t, "by_key", 3, 2)
+	id, _ := c.Assign("calls", 1, 0)
+	restoreAllEmpty(t, c)
+	applyValues(c, dec, "calls", 1, id, `{"k":"a","t":5000}`, `{"k":"b","t":6000}`)
+	// watermark.scope global: the group's other partitions hold the
+	// watermark until they are published.
+	st := c.Step(0).Stats
+	if st.Watermark != math.MinInt64 || st.OpenWindows != 2 || !st.HasSources || st.Unreported != 4 || st.Holder != 1 {
+		t.Errorf("Step's stats: watermark %d, %d open windows, sources %v, %d unreported, holder %d; want minus infinity, 2, 4 unreported, holder 1",
+			st.Watermark, st.OpenWindows, st.HasSources, st.Unreported, st.Holder)
+	}
+	want := []ready.PartitionStats{{ID: id, Watermark: 4999, Lag: 0, LagKnown: true}}
+	if !slices.Equal(st.Partitions, want) {
+		t.Errorf("Step's partitions = %+v, want %+v", st.Partitions, want)
+	}
+	if st := c.Commit(0).Stats; !slices.Equal(st.Partitions, want) || st.OpenWindows != 2 {
+		t.Errorf("Commit's stats: partitions %+v, %d open windows; want %+v, 2", st.Partitions, st.OpenWindows, want)
+	}
+
+	c, dec = newInstanceCore(t, "repartition", 3, 2)
+	in, _ := c.Assign("calls", 0, 0)
+	rep, _ := c.Assign("g-repartition", 0, 0)
+	restoreAllEmpty(t, c)
+	applyValues(c, dec, "calls", 0, in, `{"k":"a","t":5000}`)
+	st = c.Step(0).Stats
+	if !st.HasSources || st.Unreported != 5 || st.Holder != -1 {
+		t.Errorf("repartition, no marker yet: sources %v, %d unreported, holder %d; want 5 unreported, none holding", st.HasSources, st.Unreported, st.Holder)
+	}
+	ids := []int32{}
+	for _, ps := range st.Partitions {
+		ids = append(ids, ps.ID)
+	}
+	if !slices.Equal(ids, []int32{rep, in}) {
+		t.Errorf("partitions in the stats = %v, want both stages' (%d, %d)", ids, rep, in)
 	}
 }

@@ -31,6 +31,58 @@ type Ready struct {
 	// partition's dense id, Count the group's partitions in all.
 	Watermarks []watermark.Mark
 	Offsets    []Offset // input offsets to commit, last
+	// Stats are the core's gauges, and its counts since its last Ready,
+	// for the metrics (a pipeline.Core's Readies; a single stage's leave
+	// them zero). Their slices are valid until the core's next Ready.
+	Stats Stats
+}
+
+// Stats are what the metrics say of a core as of a Ready.
+type Stats struct {
+	Watermark      int64 // the watermark the windows follow (the lowest of the partitions' with one operator per partition)
+	OpenWindows    int   // open (key, window) pairs
+	IdlePartitions int   // idle partitions of the window state
+	SessionMerges  int64 // records that bridged sessions, since the last Ready
+	// KeyConflicts are by_key's records on another partition than their
+	// group key's first, since the last Ready; Conflict is one to log
+	// when LogConflict (at most one a minute).
+	KeyConflicts int64
+	Conflict     Conflict
+	LogConflict  bool
+	// Partitions are the assigned partitions' watermarks and lags, by
+	// the core's partition id.
+	Partitions []PartitionStats
+	// Sources is set when the instance follows source partitions it does
+	// not own (repartition: stage 2's tables of them; by_key with
+	// watermark.scope global: the group's published watermarks): what it
+	// knows of each, by source id, which one holds the watermark (-1:
+	// none) and how many have not reported.
+	HasSources bool
+	Sources    []SourceStats
+	Holder     int
+	Unreported int
+}
+
+// PartitionStats are an assigned partition's watermark and lag.
+type PartitionStats struct {
+	ID        int32 // the core's partition id
+	Watermark int64 // its own
+	Lag       int64 // records between its position and the high watermark of its last fetch
+	LagKnown  bool  // both are known
+}
+
+// SourceStats are what an instance knows of one source partition.
+type SourceStats struct {
+	Watermark int64 // the lowest over the tables that have it
+	Reported  bool  // every table (or the watermark topic) has it
+	Active    bool  // not idle in one of them at least
+}
+
+// A Conflict is a group key seen on two input partitions (state ids) of
+// one instance (source.partitioning by_key promises it is in one).
+type Conflict struct {
+	Key           string
+	First, Second int32 // where the key was seen first, and where it was seen again
 }
 
 // Empty reports whether the Ready has nothing to write.
