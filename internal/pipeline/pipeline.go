@@ -67,16 +67,9 @@ type Processor struct {
 	outs, spareOuts []ready.Output
 	vals, spareVals []record.Value
 
-	// The buffer of the last commit's changelog records, and one whose
-	// records are written (Accept): the next commit's.
-	lastBuf, spareBuf []byte
-
-	// Checkpoint's scratch: where each entry's key and value end in its
-	// buffer, and the size of the last buffer and the number of its
-	// records (the next one's capacities).
-	entryEnds         [][2]int
-	checkpointBytes   int
-	checkpointRecords int
+	// enc encodes the changelog records of each commit, and recycles
+	// their buffer once the commit is accepted.
+	enc state.Encoder
 }
 
 // partPos is what the changelog needs of one partition besides its windows.
@@ -538,52 +531,23 @@ type ChangelogRecord = ready.Changelog
 // positions must be written after the data is acknowledged (see package
 // state). Each partition that wrote something moves to its next tag.
 func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
-	// One allocation, as large as the last commit's: growing it from
-	// nothing copied it a dozen times in a commit of a few thousand.
-	data = make([]ChangelogRecord, 0, p.checkpointRecords)
+	p.enc.Begin()
 	for id := range p.parts {
 		pp := &p.parts[id]
 		for _, r := range pp.repairs {
-			data = append(data, ChangelogRecord{Partition: int32(id), Key: r.Key, Value: r.Value, Tag: pp.tag})
+			p.enc.Add(ChangelogRecord{Partition: int32(id), Key: r.Key, Value: r.Value, Tag: pp.tag})
 		}
 		if len(pp.repairs) > 0 {
 			pp.written = -2 // a repair needs a position record to count
 			pp.repairs = nil
 		}
 	}
-	// The entries' keys and values go into one buffer, sliced once it is
-	// complete (appending moves it): two allocations per entry were most
-	// of a commit's garbage. The producer holds the records until they are
-	// written: the buffer is reused only once Accept says so.
-	buf := p.spareBuf
-	if buf == nil {
-		buf = make([]byte, 0, p.checkpointBytes)
-	}
-	p.spareBuf = nil
-	first := len(data)
-	ends := p.entryEnds[:0]
 	entry := func(en *windowing.Entry) { // one closure for every operator's changes
-		tag := p.parts[en.Partition].tag
-		buf = state.AppendKey(buf, en)
-		keyEnd := len(buf)
-		if !en.Deleted {
-			buf = state.AppendValue(buf, en, tag)
-		}
-		ends = append(ends, [2]int{keyEnd, len(buf)})
-		data = append(data, ChangelogRecord{Partition: en.Partition, Tag: tag})
+		p.enc.Entry(en, p.parts[en.Partition].tag)
 		p.parts[en.Partition].written = -2 // its position must be written too
 	}
 	p.ops.each(func(op windowing.Operator) { op.Changes(entry) })
-	start := 0
-	for i, e := range ends {
-		r := &data[first+i]
-		r.Key = buf[start:e[0]:e[0]]
-		if e[1] > e[0] {
-			r.Value = buf[e[0]:e[1]:e[1]]
-		}
-		start = e[1]
-	}
-	p.entryEnds, p.checkpointBytes, p.checkpointRecords, p.lastBuf = ends, len(buf), len(data), buf
+	data = p.enc.Finish()
 	for id := range p.parts {
 		pp := &p.parts[id]
 		if !pp.assigned {
@@ -605,8 +569,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			// The merged watermark is a floor of the partition's own: its
 			// records were judged against it, and its next owner goes on from there.
 			Watermark: max(gen.Watermark, op.Judged(int32(id))), Merged: w, Floor: op.Judged(int32(id))}
-		positions = append(positions, ChangelogRecord{Partition: int32(id), Key: state.PositionKey(nil, int32(id)),
-			Value: state.AppendPosition(nil, pos, pp.tag), Tag: pp.tag})
+		positions = append(positions, state.PositionRecord(int32(id), pos, pp.tag))
 		pp.written, pp.merged = pp.next, w
 		pp.tag++
 	}

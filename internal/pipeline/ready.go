@@ -49,7 +49,7 @@ func (p *Processor) ready(commit bool) ready.Ready {
 
 // Accept tells the core that the last commit Ready is durable: the
 // buffer its changelog records were encoded into serves the next one.
-func (p *Processor) Accept() { p.spareBuf, p.lastBuf = p.lastBuf[:0], nil }
+func (p *Processor) Accept() { p.enc.Accept() }
 
 // Abort tells the core that the last commit Ready failed (the transaction
 // aborted): everything since the last accepted one is void. The core goes
@@ -67,7 +67,7 @@ func (p *Processor) Abort(now int64) {
 	}
 	clear(p.outs)
 	p.outs, p.vals = p.outs[:0], p.vals[:0]
-	p.lastBuf = nil // the aborted records may still be held by the client
+	p.enc.Drop() // the aborted records may still be held by the client
 	for id := range p.parts {
 		if p.parts[id].assigned {
 			p.Assign(int32(id), now)
