@@ -841,7 +841,7 @@ func TestHungInstanceIsFenced(t *testing.T) {
 		t.Logf("A woke %v after it hung; its Run returned after %v: %v; Drain = %v", since(),
 			time.Since(woke).Round(time.Millisecond), runErr, drainErr)
 	} else {
-		t.Logf("A woke %v after it hung and runs on (ready = %v, %v commits aborted)", since(), a.c.Ready(),
+		t.Logf("A woke %v after it hung and runs on (ready = %v, %v commits aborted)", since(), a.c.Serving(),
 			gathered(t, regA, "aggregator_commits_total", "result", "aborted"))
 		a.stop(t)
 	}

@@ -327,11 +327,11 @@ func (c capture) Result(r *windowing.Result) {
 
 const retractPrefix = "retract "
 
-func (c capture) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
+func (c capture) Late(in *ready.Input, eventTime, watermark int64, missed windowing.Window) {
 	c.exp.late = append(c.exp.late, lateEvent{string(in.Value), headerString(producer.LateHeaders(in, eventTime, watermark, missed))})
 }
 
-func (c capture) DeadLetter(in *pipeline.Input, err error) {
+func (c capture) DeadLetter(in *ready.Input, err error) {
 	c.exp.dead = append(c.exp.dead, lateEvent{string(in.Value), headerString(producer.DeadLetterHeaders(in, err))})
 }
 
@@ -384,13 +384,13 @@ func run(t testing.TB, cfg config.Config, inputs []input, now int64, flush bool)
 		}
 	}
 	for _, in := range inputs {
-		p.Process(&pipeline.Input{Topic: inTopic, Partition: in.partition, KafkaPartition: in.partition, Offset: in.offset, Value: []byte(in.value),
+		p.Process(&ready.Input{Topic: inTopic, Partition: in.partition, KafkaPartition: in.partition, Offset: in.offset, Value: []byte(in.value),
 			Key: []byte(fmt.Sprintf("k%d", in.offset)), Timestamp: 1_700_000_000_000 + in.offset}, now)
-		out.write(p.Ready(false))
+		out.write(p.Step())
 	}
 	if flush {
 		p.Flush()
-		out.write(p.Ready(false))
+		out.write(p.Step())
 	}
 	return exp
 }

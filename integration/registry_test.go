@@ -27,6 +27,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 )
 
@@ -230,7 +231,7 @@ func testRegistryInput(t *testing.T, f regFormat, txnTimeout time.Duration) {
 	for range 5 { // with the retries' backoff, about 4s of outage
 		<-reg.refused
 	}
-	if svc.c.Ready() {
+	if svc.c.Serving() {
 		t.Error("Ready() = true while the registry refuses, want false")
 	}
 	reg.off.Store(false)
@@ -275,9 +276,9 @@ func replayRegistry(t testing.TB, cfg config.Config, f regFormat, values []strin
 	p.Schemas().AddUnknown(unknownID)
 	p.Assign(0, noWallClock)
 	for i, v := range values {
-		p.Process(&pipeline.Input{Topic: inTopic, Offset: int64(i), Value: []byte(v),
+		p.Process(&ready.Input{Topic: inTopic, Offset: int64(i), Value: []byte(v),
 			Key: []byte(fmt.Sprintf("k%d", i)), Timestamp: 1_700_000_000_000 + int64(i)}, noWallClock)
-		out.write(p.Ready(false))
+		out.write(p.Step())
 	}
 	return exp
 }

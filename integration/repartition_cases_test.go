@@ -121,7 +121,7 @@ func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts in
 				Key: []byte(in.key), Value: []byte(in.value), Timestamp: 1_700_000_000_000}, now)
 			offsets[in.partition]++
 		}
-		rd = core.Ready(true, now)
+		rd = core.Commit(now)
 		w.Write(rd.Outputs)
 	}
 	w.Sync()

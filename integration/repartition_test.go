@@ -16,6 +16,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
+	"aggregator/internal/ready"
 	"aggregator/internal/repartition"
 )
 
@@ -140,9 +141,9 @@ func replayKcatN(t testing.TB, cfg config.Config, parts int32, first, second []k
 				}
 				off := offsets[part]
 				offsets[part]++
-				p.Process(&pipeline.Input{Topic: inTopic, Partition: part, KafkaPartition: part, Offset: off,
+				p.Process(&ready.Input{Topic: inTopic, Partition: part, KafkaPartition: part, Offset: off,
 					Key: []byte(in.key), Value: []byte(in.value), Timestamp: 1_700_000_000_000}, noWallClock)
-				out.write(p.Ready(false))
+				out.write(p.Step())
 			}
 		}
 	}
@@ -367,9 +368,9 @@ func TestRepartitionSilentSource(t *testing.T) {
 	for _, in := range ins {
 		off := offsets[in.partition]
 		offsets[in.partition]++
-		p.Process(&pipeline.Input{Topic: inTopic, Partition: in.partition, KafkaPartition: in.partition, Offset: off,
+		p.Process(&ready.Input{Topic: inTopic, Partition: in.partition, KafkaPartition: in.partition, Offset: off,
 			Key: []byte(in.key), Value: []byte(in.value), Timestamp: 1_700_000_000_000}, noWallClock)
-		out.write(p.Ready(false))
+		out.write(p.Step())
 	}
 	if len(want.results) == 0 {
 		t.Fatal("replay gives no results: the test tests nothing")

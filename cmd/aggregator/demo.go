@@ -467,7 +467,7 @@ func readInstances(pipes demoInstances, g prometheus.Gatherer, stage2 string) (i
 // ready reports whether every instance is ready (/readyz).
 func (ps demoInstances) ready() bool {
 	for _, p := range ps {
-		if !p.Ready() {
+		if !p.Serving() {
 			return false
 		}
 	}

@@ -125,10 +125,10 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 		for r := early[next]; r != nil; r = early[next] {
 			delete(early, next)
 			next++
-			in := pipeline.Input{Topic: r.Topic, Partition: r.Partition, KafkaPartition: r.Partition, Offset: r.Offset,
+			in := ready.Input{Topic: r.Topic, Partition: r.Partition, KafkaPartition: r.Partition, Offset: r.Offset,
 				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
 			proc.Process(&in, now)
-			if rd := proc.Ready(false); len(rd.Outputs) > 0 {
+			if rd := proc.Step(); len(rd.Outputs) > 0 {
 				if err := emit(&rd); err != nil {
 					return err
 				}

@@ -7,6 +7,7 @@ import (
 
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 )
 
 // BenchmarkMemoryPerWindow measures the heap a service holds per open
@@ -61,8 +62,8 @@ aggregates: %s
 					p.Assign(0, 0)
 					before := heapAlloc()
 					for i, v := range values {
-						p.Process(&pipeline.Input{Offset: int64(i), Value: v}, 0)
-						p.Ready(false) // the outputs, written by a shell
+						p.Process(&ready.Input{Offset: int64(i), Value: v}, 0)
+						p.Step() // the outputs, written by a shell
 					}
 					after := heapAlloc()
 					b.ReportMetric(float64(after-before)/float64(p.OpenWindows()), "bytes/window")

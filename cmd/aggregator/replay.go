@@ -87,7 +87,7 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 	// process decodes a registry value from base64 (a line that is not
 	// base64 goes on as it is: a dead letter bad_wire_format) and fetches
 	// its schema first.
-	process := func(rec *pipeline.Input) error {
+	process := func(rec *ready.Input) error {
 		if reg != nil {
 			if v, err := base64.StdEncoding.AppendDecode(nil, rec.Value); err == nil {
 				rec.Value = v
@@ -99,7 +99,7 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 		proc.Process(rec, now)
 		// Before the next line (late events and dead letters hold it);
 		// most records emit nothing, and then there is no call.
-		if rd := proc.Ready(false); len(rd.Outputs) > 0 {
+		if rd := proc.Step(); len(rd.Outputs) > 0 {
 			out.write(&rd)
 		}
 		return nil
@@ -108,7 +108,7 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 	if len(cfg.Source.Topics) > 0 {
 		topic = cfg.Source.Topics[0]
 	}
-	var inputs []pipeline.Input
+	var inputs []ready.Input
 	if kcat {
 		// All partitions of a dump are assigned from the start, as a consumer
 		// would have them: a partition's first record does not lower W later.
@@ -132,13 +132,13 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 		var offset int64
-		var rec pipeline.Input // one for all lines: a new one per line escapes, an allocation per record
+		var rec ready.Input // one for all lines: a new one per line escapes, an allocation per record
 		for sc.Scan() {
 			line := bytes.TrimRight(sc.Bytes(), "\r")
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue // blank lines take no offset
 			}
-			rec = pipeline.Input{Topic: topic, Offset: offset, Value: line}
+			rec = ready.Input{Topic: topic, Offset: offset, Value: line}
 			if err := process(&rec); err != nil {
 				return err
 			}
@@ -150,7 +150,7 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 	}
 	if flush {
 		proc.Flush()
-		rd := proc.Ready(false)
+		rd := proc.Step()
 		out.write(&rd)
 	}
 	return out.err
@@ -166,10 +166,10 @@ type kcatLine struct {
 	Payload   *string `json:"payload"`
 }
 
-func readKcat(in io.Reader) ([]pipeline.Input, error) {
+func readKcat(in io.Reader) ([]ready.Input, error) {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	var inputs []pipeline.Input
+	var inputs []ready.Input
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
@@ -179,7 +179,7 @@ func readKcat(in io.Reader) ([]pipeline.Input, error) {
 		if err := json.Unmarshal(line, &l); err != nil {
 			return nil, fmt.Errorf("%w: replay --kcat: line %d: %v", errUsage, n, err)
 		}
-		rec := pipeline.Input{Topic: l.Topic, Partition: l.Partition, KafkaPartition: l.Partition, Offset: l.Offset, Timestamp: l.Timestamp}
+		rec := ready.Input{Topic: l.Topic, Partition: l.Partition, KafkaPartition: l.Partition, Offset: l.Offset, Timestamp: l.Timestamp}
 		if l.Key != nil {
 			rec.Key = []byte(*l.Key)
 		}
@@ -194,7 +194,7 @@ func readKcat(in io.Reader) ([]pipeline.Input, error) {
 	return inputs, nil
 }
 
-func partitionsOf(inputs []pipeline.Input) []int32 {
+func partitionsOf(inputs []ready.Input) []int32 {
 	seen := map[int32]bool{}
 	var ps []int32
 	for _, in := range inputs {
@@ -246,7 +246,7 @@ func (o *replayOutput) Result(r *windowing.Result) {
 	o.line(b)
 }
 
-func (o *replayOutput) Late(in *pipeline.Input, eventTime, watermark int64) {
+func (o *replayOutput) Late(in *ready.Input, eventTime, watermark int64) {
 	b := append(o.buf[:0], `{"type":"late","partition":`...)
 	b = strconv.AppendInt(b, int64(in.Partition), 10)
 	b = append(b, `,"offset":`...)
@@ -268,7 +268,7 @@ func (o *replayOutput) appendValue(b, value []byte) []byte {
 	return record.AppendQuoted(b, value)
 }
 
-func (o *replayOutput) DeadLetter(in *pipeline.Input, err error) {
+func (o *replayOutput) DeadLetter(in *ready.Input, err error) {
 	b := append(o.buf[:0], `{"type":"dead_letter","partition":`...)
 	b = strconv.AppendInt(b, int64(in.Partition), 10)
 	b = append(b, `,"offset":`...)

@@ -35,7 +35,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, s
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
-	srv, err := serveHTTP(cfg.HTTP.Listen, reg, pipe.Ready) // listens before returning, so a bad address fails here
+	srv, err := serveHTTP(cfg.HTTP.Listen, reg, pipe.Serving) // listens before returning, so a bad address fails here
 	if err != nil {
 		pipe.Close()
 		return err
@@ -50,7 +50,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, s
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		logReady(watchCtx, log, pipe.Ready, reg, metricsURL(srv.Addr))
+		logReady(watchCtx, log, pipe.Serving, reg, metricsURL(srv.Addr))
 	}()
 	runErr := pipe.Run(ctx) // returns nil once ctx is canceled and the batch in hand is done
 	stopWatch()

@@ -451,10 +451,10 @@ func (c *Consumer) repartitionFromStart(_ context.Context, offs map[string]map[i
 // consumeTopics are the topics the group consumes: the core's.
 func (c *Consumer) consumeTopics() []string { return c.core.Layout().Topics() }
 
-// Ready reports whether the group is joined, every assigned partition is
+// Serving reports whether the group is joined, every assigned partition is
 // restored, the brokers and the schema registry answer, and the consumer
 // is not shutting down (/readyz).
-func (c *Consumer) Ready() bool {
+func (c *Consumer) Serving() bool {
 	return c.health.ready.Load() && !c.kafka.reach.Down() && (c.schemas.registry == nil || !c.schemas.registry.Down())
 }
 
@@ -464,7 +464,7 @@ func (c *Consumer) setReady(ok bool) {
 }
 
 func (c *Consumer) setReadyGauge() {
-	if c.Ready() {
+	if c.Serving() {
 		c.m.Ready.Set(1)
 	} else {
 		c.m.Ready.Set(0)

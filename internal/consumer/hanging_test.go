@@ -130,7 +130,7 @@ state: {commit_interval: 200ms, transaction_timeout: 2s}
 			t.Errorf("the log has no %s:\n%s", want, log)
 		}
 	}
-	if c.Ready() {
+	if c.Serving() {
 		t.Error("/readyz is true with a hanging transaction, want false")
 	}
 	if strings.Contains(strings.Join(got, "\n"), `"sid":"b"`) {
@@ -142,9 +142,9 @@ state: {commit_interval: 200ms, transaction_timeout: 2s}
 		t.Fatal(err)
 	}
 	waitResult("b")
-	for testutil.ToFloat64(c.m.HangingTxns) != 0 || !c.Ready() {
+	for testutil.ToFloat64(c.m.HangingTxns) != 0 || !c.Serving() {
 		if ctx.Err() != nil {
-			t.Fatalf("hanging %v, ready %v after the abort; log:\n%s", testutil.ToFloat64(c.m.HangingTxns), c.Ready(), logs.String())
+			t.Fatalf("hanging %v, ready %v after the abort; log:\n%s", testutil.ToFloat64(c.m.HangingTxns), c.Serving(), logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

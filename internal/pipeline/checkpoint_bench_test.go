@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 )
 
 // BenchmarkCheckpoint: one commit's changelog records after every one of
@@ -19,9 +19,9 @@ window: {type: tumbling, size: 60s}
 aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: a, fn: avg, field: v}]
 `)
 	p.Assign(0, 0)
-	ins := make([]pipeline.Input, keys)
+	ins := make([]ready.Input, keys)
 	for k := range ins {
-		ins[k] = pipeline.Input{Value: []byte(fmt.Sprintf(`{"k": "key-%04d", "t": 1000, "v": %d}`, k, k))}
+		ins[k] = ready.Input{Value: []byte(fmt.Sprintf(`{"k": "key-%04d", "t": 1000, "v": %d}`, k, k))}
 	}
 	b.ReportAllocs()
 	records := 0

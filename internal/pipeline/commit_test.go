@@ -129,7 +129,7 @@ func (s *shell) rejoin() {
 		}
 		s.fetch[id] = s.c.offsets[id]
 	}
-	s.write(s.p.Ready(false).Outputs) // restored windows that were due fire
+	s.write(s.p.Step().Outputs) // restored windows that were due fire
 }
 
 // run applies ins in order and commits every commitEvery records; it
@@ -144,10 +144,10 @@ func (s *shell) run(ins []crashInput, crashAt int, crash step) bool {
 				continue // not ours, or before the fetch position: polled already, or in a committed state
 			}
 			s.fetch[in.part] = in.offset + 1
-			input := pipeline.Input{Partition: in.part, Offset: in.offset, Value: []byte(in.value)}
-			kind, err := pipeline.Decode(s.dec, &input, &s.rec)
+			input := ready.Input{Partition: in.part, Offset: in.offset, Value: []byte(in.value)}
+			kind, err := s.dec.Decode(&input, &s.rec)
 			s.p.Apply(&input, &s.rec, kind, err, math.MaxInt64)
-			s.write(s.p.Ready(false).Outputs)
+			s.write(s.p.Step().Outputs)
 			if s.applied++; s.applied%commitEvery != 0 {
 				continue
 			}
@@ -197,7 +197,7 @@ func (s *shell) commit(crashAt int, crash step) (crashed, ok bool) {
 	n := s.commits
 	s.commits++
 	at := func(st step) bool { return n == crashAt && crash == st }
-	rd := s.p.Ready(true)
+	rd := s.p.Commit()
 	s.write(rd.Outputs)
 	if at(afterOutputs) {
 		return true, false
@@ -468,7 +468,7 @@ func TestCommitSessionLostMidTransaction(t *testing.T) {
 						probe.fail = func(s *shell, n int) bool {
 							if n == lostAt {
 								s.revoke(allParts(parts)...)
-								fired += len(s.p.Ready(false).Outputs)
+								fired += len(s.p.Step().Outputs)
 								return true
 							}
 							return false
@@ -479,7 +479,7 @@ func TestCommitSessionLostMidTransaction(t *testing.T) {
 					s.lost = func(s *shell) {
 						if !revokeFirst {
 							s.revoke(allParts(parts)...)
-							s.write(s.p.Ready(false).Outputs)
+							s.write(s.p.Step().Outputs)
 						}
 						s.assign(allParts(parts)...)
 					}
@@ -555,7 +555,7 @@ func TestCommitRevokedWhileWindowsDue(t *testing.T) {
 					}
 					before := len(c.outputs)
 					a.revoke(0) // committed first, as the consumer does before a rebalance
-					rd := a.p.Ready(false)
+					rd := a.p.Step()
 					fired := len(rd.Outputs)
 					a.write(rd.Outputs)
 					b := newShell(t, yaml, exactlyOnce, c, 0)
@@ -613,11 +613,11 @@ func TestPartitionProgress(t *testing.T) {
 	if got := p.Unrestored(); !slices.Equal(got, []int32{0, 1}) {
 		t.Fatalf("Unrestored = %v, want [0 1]", got)
 	}
-	rec := func(off int64) *pipeline.Input {
-		return &pipeline.Input{Partition: 0, Offset: off, Value: []byte(fmt.Sprintf(`{"k": "a", "t": %d, "v": 1}`, 1000+off))}
+	rec := func(off int64) *ready.Input {
+		return &ready.Input{Partition: 0, Offset: off, Value: []byte(fmt.Sprintf(`{"k": "a", "t": %d, "v": 1}`, 1000+off))}
 	}
-	apply := func(in *pipeline.Input) bool {
-		kind, err := pipeline.Decode(s.dec, in, &s.rec)
+	apply := func(in *ready.Input) bool {
+		kind, err := s.dec.Decode(in, &s.rec)
 		_, ok := p.Apply(in, &s.rec, kind, err, math.MaxInt64)
 		return ok
 	}
@@ -646,7 +646,7 @@ func TestPartitionProgress(t *testing.T) {
 	if got := p.Unfetched(); len(got) != 0 {
 		t.Errorf("Unfetched = %v after a fetch", got)
 	}
-	if rd := p.Ready(true); !slices.Equal(rd.Offsets, []ready.Offset{{Partition: 0, Offset: 5}}) {
+	if rd := p.Commit(); !slices.Equal(rd.Offsets, []ready.Offset{{Partition: 0, Offset: 5}}) {
 		t.Errorf("Offsets = %v, want partition 0 at 5 (partition 1 is not restored)", rd.Offsets)
 	}
 	p.Abort(0)
@@ -679,9 +679,9 @@ func TestPositionsUnwritten(t *testing.T) {
 	if _, _, err := p.FinishRestore(0, 0); err != nil {
 		t.Fatal(err)
 	}
-	in := pipeline.Input{Partition: 0, Offset: 0, Value: []byte(crashStream(1, 1, 1, false)[0].value)}
+	in := ready.Input{Partition: 0, Offset: 0, Value: []byte(crashStream(1, 1, 1, false)[0].value)}
 	var rec record.Record
-	kind, derr := pipeline.Decode(dec, &in, &rec)
+	kind, derr := dec.Decode(&in, &rec)
 	p.Apply(&in, &rec, kind, derr, math.MaxInt64)
 	if _, pos := p.Checkpoint(); len(pos) != 1 {
 		t.Fatalf("first Checkpoint: %d positions, want 1", len(pos))

@@ -14,8 +14,8 @@ window: {size: 10s}
 aggregates: [{name: n, fn: count}]
 `
 
-func event(partition int32, offset int64, user string, t int64) *pipeline.Input {
-	return &pipeline.Input{Partition: partition, KafkaPartition: partition, Offset: offset,
+func event(partition int32, offset int64, user string, t int64) *ready.Input {
+	return &ready.Input{Partition: partition, KafkaPartition: partition, Offset: offset,
 		Value: fmt.Appendf(nil, `{"user":%q,"t":%d}`, user, t)}
 }
 

@@ -296,7 +296,7 @@ const RepartitionHeader = repartition.Header
 
 // Decoded is one fetched record as decoded for Apply.
 type Decoded struct {
-	In   Input
+	In   ready.Input
 	Rec  record.Record
 	Kind record.Kind // of a repartition record: record.Marker for a watermark marker (Mark)
 	Err  error
@@ -316,14 +316,14 @@ func (c *Core) Decode(dec *record.Decoder, id int32, f *Fetched, d *Decoded) {
 		local -= c.layout.first
 	}
 	if d.Control = f.Control; d.Control {
-		d.In = Input{Topic: f.Topic, Partition: local, KafkaPartition: f.Partition, Offset: f.Offset, RepartitionOffset: f.Offset}
+		d.In = ready.Input{Topic: f.Topic, Partition: local, KafkaPartition: f.Partition, Offset: f.Offset, RepartitionOffset: f.Offset}
 		return
 	}
 	if c.s1 != nil && id < c.layout.first {
 		decodeRepartition(dec, id, f, c.layout.topics, d)
 		return
 	}
-	d.In = Input{Topic: f.Topic, Partition: local, KafkaPartition: f.Partition, Offset: f.Offset,
+	d.In = ready.Input{Topic: f.Topic, Partition: local, KafkaPartition: f.Partition, Offset: f.Offset,
 		Key: f.Key, Value: f.Value, Timestamp: f.Timestamp}
 	d.Kind, d.Err = dec.Decode(&d.In, &d.Rec)
 }
@@ -353,7 +353,7 @@ func decodeRepartition(dec *record.Decoder, id int32, f *Fetched, topics []strin
 		case perr != nil:
 			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: perr.Error()}
 		case marker:
-			d.In = Input{Topic: f.Topic, Partition: id, KafkaPartition: f.Partition, Offset: f.Offset, RepartitionOffset: f.Offset}
+			d.In = ready.Input{Topic: f.Topic, Partition: id, KafkaPartition: f.Partition, Offset: f.Offset, RepartitionOffset: f.Offset}
 			d.Kind, d.Err, d.Mark = record.Marker, nil, m
 			return
 		default: // format 1: a bad value is its own dead letter, as stage 1 judged it
@@ -361,7 +361,7 @@ func decodeRepartition(dec *record.Decoder, id int32, f *Fetched, topics []strin
 			return
 		}
 	}
-	d.In = Input{Topic: f.Topic, Partition: id, KafkaPartition: f.Partition, Offset: f.Offset,
+	d.In = ready.Input{Topic: f.Topic, Partition: id, KafkaPartition: f.Partition, Offset: f.Offset,
 		Key: f.Key, Value: f.Value, Timestamp: f.Timestamp, SourceID: -1, RepartitionOffset: f.Offset}
 	d.Kind, d.Err = record.Event, err
 }
@@ -437,9 +437,9 @@ func (c *Core) Peer(topic string, n int32, wm int64, idle bool) {
 func (c *Core) Step(now int64) ready.Ready {
 	var rd ready.Ready
 	if c.s1 == nil {
-		rd = c.win.Ready(false)
+		rd = c.win.Step()
 	} else {
-		rd = c.merge(c.s1.Ready(false, now), c.win.Ready(false))
+		rd = c.merge(c.s1.Step(now), c.win.Step())
 	}
 	rd.Stats = c.stats(now)
 	return rd
@@ -454,11 +454,11 @@ func (c *Core) Step(now int64) ready.Ready {
 func (c *Core) Commit(now int64) ready.Ready {
 	var rd ready.Ready
 	if c.s1 == nil {
-		rd = c.win.Ready(true)
+		rd = c.win.Commit()
 		rd.Offsets = c.offsets(rd.Offsets, nil)
 	} else {
-		rd1 := c.s1.Ready(true, now)
-		rd = c.merge(rd1, c.win.Ready(true))
+		rd1 := c.s1.Commit(now)
+		rd = c.merge(rd1, c.win.Commit())
 		rd.Offsets = c.offsets(rd.Offsets, rd1.Offsets)
 	}
 	rd.Stats = c.stats(now)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"aggregator/internal/config"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/repartition"
 	"aggregator/internal/watermark"
@@ -65,7 +66,7 @@ func repartRecord(value string, header ...[]byte) *Fetched {
 // input record, decoded alike; from format 2, the input value is not
 // decoded.
 func TestDecodeRepartitionGolden(t *testing.T) {
-	want := Input{Topic: "calls", Partition: 2, KafkaPartition: 1, Offset: 1042, Key: []byte("req-9"),
+	want := ready.Input{Topic: "calls", Partition: 2, KafkaPartition: 1, Offset: 1042, Key: []byte("req-9"),
 		Value: []byte(goldenValue), Timestamp: 1_922_350_204_456, SourceID: 5, RepartitionOffset: 7,
 		Sources: 8, Before: 1_922_350_200_000, After: 1_922_350_203_456}
 	dec := goldenDecoder(t)
@@ -118,7 +119,7 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 // stage 1 judged it.
 func TestDecodeRepartitionBad(t *testing.T) {
 	header := unhex(t, goldenV1Data)
-	in := Input{Topic: "calls", Key: []byte("k"), Value: []byte(goldenValue)}
+	in := ready.Input{Topic: "calls", Key: []byte("k"), Value: []byte(goldenValue)}
 	withForm := func(form []byte) string { return string(repartition.AppendValue(nil, &in, form)) }
 	full := withForm([]byte{1, 0, 0, 0, 0})
 	tests := map[string]struct {
@@ -151,7 +152,7 @@ func TestDecodeRepartitionBad(t *testing.T) {
 // config made (an instance not yet rolled to this config) is decoded from
 // its value under this one, as a format 1 record would be.
 func TestDecodeRepartitionOtherConfig(t *testing.T) {
-	in := Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 1042, Value: []byte(goldenValue)}
+	in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 1042, Value: []byte(goldenValue)}
 	other, err := record.NewDecoder(config.Config{
 		Source:     config.Source{Format: "json", Key: []string{"sid"}, Timestamp: config.Timestamp{Field: "t", Layout: "unix_ms"}},
 		Aggregates: []config.Aggregate{{Name: "n", Fn: "count"}},
@@ -188,7 +189,7 @@ func TestDecodeRepartitionAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := Input{Topic: "calls", Partition: 5, Value: []byte(goldenValue)}
+	in := ready.Input{Topic: "calls", Partition: 5, Value: []byte(goldenValue)}
 	var rec record.Record
 	if _, err := dec.Decode(&in, &rec); err != nil {
 		t.Fatal(err)

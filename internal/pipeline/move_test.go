@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/windowing"
 )
 
@@ -311,7 +312,7 @@ type lateTape struct {
 
 type lateEvent struct{ offset, eventTime, watermark int64 }
 
-func (l *lateTape) Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window) {
+func (l *lateTape) Late(in *ready.Input, eventTime, watermark int64, missed windowing.Window) {
 	l.tape.Late(in, eventTime, watermark, missed)
 	l.judged = append(l.judged, lateEvent{in.Offset, eventTime, watermark})
 }

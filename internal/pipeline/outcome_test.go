@@ -25,10 +25,10 @@ func (t *tape) Result(r *windowing.Result) {
 	c.Aggregates = append([]record.Value(nil), r.Aggregates...)
 	t.results = append(t.results, c)
 }
-func (t *tape) Late(in *pipeline.Input, _, _ int64, _ windowing.Window) {
+func (t *tape) Late(in *ready.Input, _, _ int64, _ windowing.Window) {
 	t.late = append(t.late, in.Offset)
 }
-func (t *tape) DeadLetter(_ *pipeline.Input, err error) {
+func (t *tape) DeadLetter(_ *ready.Input, err error) {
 	var de *record.DecodeError
 	if !errors.As(err, &de) {
 		panic("dead letter without a *record.DecodeError")
@@ -39,8 +39,8 @@ func (t *tape) DeadLetter(_ *pipeline.Input, err error) {
 // outputs is what a shell writes a Ready's outputs to.
 type outputs interface {
 	Result(r *windowing.Result)
-	Late(in *pipeline.Input, eventTime, watermark int64, missed windowing.Window)
-	DeadLetter(in *pipeline.Input, err error)
+	Late(in *ready.Input, eventTime, watermark int64, missed windowing.Window)
+	DeadLetter(in *ready.Input, err error)
 }
 
 // core is a Processor whose outputs are taken after every call that may
@@ -51,7 +51,7 @@ type core struct {
 }
 
 func (c core) drain() {
-	rd := c.Ready(false)
+	rd := c.Step()
 	for i := range rd.Outputs {
 		o := &rd.Outputs[i]
 		switch o.Kind {
@@ -65,7 +65,7 @@ func (c core) drain() {
 	}
 }
 
-func (c core) Process(in *pipeline.Input, now int64) pipeline.Outcome {
+func (c core) Process(in *ready.Input, now int64) pipeline.Outcome {
 	defer c.drain()
 	return c.Processor.Process(in, now)
 }
@@ -145,7 +145,7 @@ func TestProcessOutcomes(t *testing.T) {
 		{`{"kind":"call","t":100600}`, pipeline.DeadLetter},           // no key
 	}
 	for i, s := range steps {
-		in := &pipeline.Input{Offset: int64(i), Value: []byte(s.value)}
+		in := &ready.Input{Offset: int64(i), Value: []byte(s.value)}
 		if got := p.Process(in, now); got != s.want {
 			t.Errorf("Process(%s) = %v, want %v", s.value, got, s.want)
 		}
@@ -166,7 +166,7 @@ func TestProcessOutcomes(t *testing.T) {
 
 func TestFlushFiresEverything(t *testing.T) {
 	p, out := newProcessor(t, slidingJSON)
-	p.Process(&pipeline.Input{Value: []byte(`{"k":"a","kind":"call","t":10000}`)}, math.MaxInt64)
+	p.Process(&ready.Input{Value: []byte(`{"k":"a","kind":"call","t":10000}`)}, math.MaxInt64)
 	p.Flush()
 	if len(out.results) != 2 {
 		t.Fatalf("results after Flush = %d, want 2 (both sliding windows)", len(out.results))
@@ -188,13 +188,13 @@ watermark: {strategy: punctuated, marker_field: wm}
 window: {size: 5s}
 aggregates: [{name: n, fn: count}]
 `)
-	if got := p.Process(&pipeline.Input{Value: []byte(`{"t":1000}`)}, 0); got != pipeline.Aggregated {
+	if got := p.Process(&ready.Input{Value: []byte(`{"t":1000}`)}, 0); got != pipeline.Aggregated {
 		t.Fatalf("Process(event) = %v, want aggregated", got)
 	}
 	if len(out.results) != 0 {
 		t.Fatalf("an event moved a punctuated watermark: %d results", len(out.results))
 	}
-	if got := p.Process(&pipeline.Input{Offset: 1, Value: []byte(`{"wm":4999}`)}, 0); got != pipeline.Marker {
+	if got := p.Process(&ready.Input{Offset: 1, Value: []byte(`{"wm":4999}`)}, 0); got != pipeline.Marker {
 		t.Fatalf("Process(marker) = %v, want marker", got)
 	}
 	if len(out.results) != 1 || out.results[0].Watermark != 4999 {
@@ -210,8 +210,8 @@ aggregates: [{name: n, fn: count}]
 `)
 	p.Assign(0, 0)
 	p.Assign(1, 0) // partition 1 never gets a record: W stays at minus infinity
-	p.Process(&pipeline.Input{Partition: 0, Value: []byte(`{"t":1000}`)}, 0)
-	p.Process(&pipeline.Input{Partition: 0, Offset: 1, Value: []byte(`{"t":9000}`)}, 0)
+	p.Process(&ready.Input{Partition: 0, Value: []byte(`{"t":1000}`)}, 0)
+	p.Process(&ready.Input{Partition: 0, Offset: 1, Value: []byte(`{"t":9000}`)}, 0)
 	if len(out.results) != 0 {
 		t.Fatalf("fired while partition 1 holds the watermark: %+v", out.results)
 	}

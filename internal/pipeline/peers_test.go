@@ -42,7 +42,7 @@ func newSharing(t *testing.T, n int32) (core, *tape) {
 
 // published is the Watermarks of a commit Ready, accepted.
 func published(p core) []watermark.Mark {
-	rd := p.Ready(true)
+	rd := p.Commit()
 	p.Accept()
 	return append([]watermark.Mark(nil), rd.Watermarks...)
 }

@@ -13,9 +13,6 @@ import (
 	"aggregator/internal/windowing"
 )
 
-// Input is one record as read from Kafka or a replay file.
-type Input = ready.Input
-
 // Outcome is what became of one input record: windowing's one enum of
 // record outcomes.
 type Outcome = windowing.OutcomeKind
@@ -203,11 +200,11 @@ func (s resultSink) Emit(r *windowing.Result) {
 	p.outs[len(p.outs)-1].Result.Aggregates = p.vals[lo:len(p.vals):len(p.vals)]
 }
 
-func (p *Processor) late(in *Input, eventTime, wm int64, missed windowing.Window) {
+func (p *Processor) late(in *ready.Input, eventTime, wm int64, missed windowing.Window) {
 	p.outs = append(p.outs, ready.Output{Kind: ready.Late, Event: &ready.Event{In: *in, EventTime: eventTime, Watermark: wm, Missed: missed}})
 }
 
-func (p *Processor) deadLetter(in *Input, err error) {
+func (p *Processor) deadLetter(in *ready.Input, err error) {
 	p.outs = append(p.outs, ready.Output{Kind: ready.DeadLetter, Event: &ready.Event{In: *in, Err: err}})
 }
 
@@ -267,19 +264,14 @@ func (p *Processor) SetCaughtUp(partition int32, caughtUp bool, now int64) {
 }
 
 // Process decodes one record and applies it.
-func (p *Processor) Process(in *Input, now int64) Outcome {
+func (p *Processor) Process(in *ready.Input, now int64) Outcome {
 	kind, err := p.dec.Decode(in, &p.rec)
 	return p.ProcessDecoded(in, &p.rec, kind, err, now)
 }
 
-// Decode decodes in with dec, a decoder from NewDecoder, into rec.
-func Decode(dec *record.Decoder, in *Input, rec *record.Record) (record.Kind, error) {
-	return dec.Decode(in, rec)
-}
-
 // ProcessDecoded applies a record that was decoded elsewhere (kind and
-// decodeErr are what Decode returned), in offset order per partition.
-func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
+// decodeErr are what its decoder's Decode returned), in offset order per partition.
+func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
 	if int(in.Partition) < len(p.parts) {
 		p.parts[in.Partition].next = p.offset(in) + 1
 	}
@@ -333,7 +325,7 @@ func (p *Processor) ProcessDecoded(in *Input, rec *record.Record, kind record.Ki
 
 // offset is where in is in its state partition's log: the input offset,
 // or for a repartition record its offset in the repartition partition.
-func (p *Processor) offset(in *Input) int64 {
+func (p *Processor) offset(in *ready.Input) int64 {
 	if p.sources != nil {
 		return in.RepartitionOffset
 	}
@@ -360,7 +352,7 @@ func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (
 // tells its source's watermark to the partition it lands on; the markers
 // tell every partition), and fires what that makes due (nothing, when
 // the source's watermark stayed: most records).
-func (p *Processor) sourceMark(in *Input, wm int64) {
+func (p *Processor) sourceMark(in *ready.Input, wm int64) {
 	if in.Sources > 0 && p.sources.Mark(in.Partition, watermark.Mark{Source: in.SourceID, Count: in.Sources, Watermark: wm}) {
 		p.advance(in.Partition)
 	}

@@ -9,18 +9,21 @@ import (
 	"aggregator/internal/watermark"
 )
 
-// Ready hands over what the shell must write: the outputs since the last
-// Ready and, with commit, the changelog records of what changed since the
-// last commit, the partitions' positions and the offsets to commit. After
-// a commit Ready the shell calls Accept once all of it is durable, or
-// Abort if any of it failed. The Ready's slices are valid until the next
-// call of Ready.
-func (p *Processor) Ready(commit bool) ready.Ready {
-	if !commit && len(p.outs) == 0 {
+// Step hands over the outputs since the last Step or Commit. The Ready's
+// slices are valid until the next Step or Commit.
+func (p *Processor) Step() ready.Ready {
+	if len(p.outs) == 0 {
 		return ready.Ready{} // most records emit nothing: this inlines
 	}
-	return p.ready(commit)
+	return p.ready(false)
 }
+
+// Commit hands over what the shell must write for a commit: the outputs
+// since the last Step, the changelog records of what changed since the
+// last Commit, the partitions' positions and the offsets to commit. The
+// shell calls Accept once all of it is durable, or Abort if any of it
+// failed. The Ready's slices are valid until the next Step or Commit.
+func (p *Processor) Commit() ready.Ready { return p.ready(true) }
 
 func (p *Processor) ready(commit bool) ready.Ready {
 	rd := ready.Ready{Commit: commit}
@@ -79,7 +82,7 @@ func (p *Processor) Abort(now int64) {
 // unless the partition waits for its restore or the record is in its
 // state already (below its position: the client fetched it again after a
 // restore or rewind); applied is false then.
-func (p *Processor) Apply(in *Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) (out Outcome, applied bool) {
+func (p *Processor) Apply(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) (out Outcome, applied bool) {
 	if int(in.Partition) >= len(p.parts) {
 		return 0, false
 	}
@@ -99,7 +102,7 @@ func (p *Processor) Apply(in *Input, rec *record.Record, kind record.Kind, decod
 // partition and offset), unless the partition waits for its restore or in
 // is behind its position. A partition read to its end is then at its log
 // end, for its lag and its idleness.
-func (p *Processor) Skip(in *Input) {
+func (p *Processor) Skip(in *ready.Input) {
 	pp := p.part(in.Partition)
 	if pp == nil || !pp.restored || p.offset(in) < pp.next {
 		return

@@ -65,7 +65,7 @@ func (s *stage2) data(part int32, off int64, src int32, srcOff int64, value stri
 	if _, marker, err := repartition.Parse(repartition.AppendData(nil, &source), source.Value, part, off, nil, &in); err != nil || marker {
 		s.t.Fatalf("Parse = %v, %v", marker, err)
 	}
-	kind, err := pipeline.Decode(s.dec, &in, &s.rec)
+	kind, err := s.dec.Decode(&in, &s.rec)
 	_, applied := s.p.Apply(&in, &s.rec, kind, err, 0)
 	s.take(false)
 	return applied
@@ -84,7 +84,10 @@ func (s *stage2) mark(part int32, off int64, src, count int32, wm int64, idle bo
 
 // take keeps a Ready's outputs; a commit's changelog goes to the log.
 func (s *stage2) take(commit bool) ready.Ready {
-	rd := s.p.Ready(commit)
+	rd := s.p.Step()
+	if commit {
+		rd = s.p.Commit()
+	}
 	for i := range rd.Outputs {
 		s.out = append(s.out, outputString(&rd.Outputs[i]))
 	}
@@ -210,7 +213,7 @@ func TestRepartitionConfigOneStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Assign(0, 0)
-	p.Process(&pipeline.Input{Partition: 0, Offset: 0, Value: []byte(`{"k":"a","t":5000}`)}, 0)
+	p.Process(&ready.Input{Partition: 0, Offset: 0, Value: []byte(`{"k":"a","t":5000}`)}, 0)
 	if got := p.Watermark(); got != 3999 {
 		t.Errorf("Watermark() = %d, want 3999: the record moved the generator", got)
 	}

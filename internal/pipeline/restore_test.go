@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/state"
 	"aggregator/internal/windowing"
 )
@@ -181,7 +182,7 @@ func feed(p core, ins []crashInput, from map[int32]int64) {
 		if in.offset < from[in.part] {
 			continue
 		}
-		p.Process(&pipeline.Input{Partition: in.part, Offset: in.offset, Value: []byte(in.value)}, math.MaxInt64)
+		p.Process(&ready.Input{Partition: in.part, Offset: in.offset, Value: []byte(in.value)}, math.MaxInt64)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"aggregator/internal/config"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 )
 
 // BenchmarkScope: 64 partitions, 1,000 keys (each on one partition), 5 s
@@ -40,7 +41,7 @@ aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}]
 				p.Assign(id, 0)
 			}
 			var buf []byte
-			var in pipeline.Input
+			var in ready.Input
 			fired := 0
 			b.ReportAllocs()
 			i := 0
@@ -55,11 +56,11 @@ aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: v}]
 					buf = append(buf, `, "v": `...)
 					buf = strconv.AppendInt(buf, int64(i%7), 10)
 					buf = append(buf, '}')
-					in = pipeline.Input{Partition: int32(k % parts), Offset: int64(i / parts), Value: buf}
+					in = ready.Input{Partition: int32(k % parts), Offset: int64(i / parts), Value: buf}
 					p.Process(&in, math.MaxInt64)
-					fired += len(p.Ready(false).Outputs)
+					fired += len(p.Step().Outputs)
 					if i%1000 == 999 {
-						p.Ready(true)
+						p.Commit()
 						p.Accept()
 					}
 					i++

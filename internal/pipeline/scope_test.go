@@ -55,7 +55,7 @@ func TestScopePartitionLaggingPartition(t *testing.T) {
 			p.Assign(0, 0)
 			p.Assign(1, 0)
 			in := func(part int32, off int64, v string) pipeline.Outcome {
-				return p.Process(&pipeline.Input{Partition: part, Offset: off, Value: []byte(v)}, math.MaxInt64)
+				return p.Process(&ready.Input{Partition: part, Offset: off, Value: []byte(v)}, math.MaxInt64)
 			}
 			in(1, 0, `{"k": "b", "t": 1000, "v": 1}`) // partition 1: W -1 for a long time
 			in(0, 0, `{"k": "a", "t": 1000, "v": 1}`)
@@ -119,14 +119,14 @@ func drive(t *testing.T, yaml string, ins []crashInput, parts ...int32) []string
 	}
 	var outs []string
 	take := func() {
-		rd := p.Ready(false)
+		rd := p.Step()
 		for i := range rd.Outputs {
 			outs = append(outs, outputString(&rd.Outputs[i]))
 		}
 	}
 	for _, in := range ins {
 		if slices.Contains(parts, in.part) {
-			p.Process(&pipeline.Input{Partition: in.part, Offset: in.offset, Value: []byte(in.value)}, math.MaxInt64)
+			p.Process(&ready.Input{Partition: in.part, Offset: in.offset, Value: []byte(in.value)}, math.MaxInt64)
 			take()
 		}
 	}
@@ -180,8 +180,8 @@ aggregates: [{name: n, fn: count}]
 	p, out := newProcessor(t, yaml)
 	p.Assign(0, 0)
 	p.Assign(1, 0)
-	p.Process(&pipeline.Input{Partition: 0, Offset: 0, Value: []byte(`{"k": "a", "t": 1000}`)}, 0)
-	p.Process(&pipeline.Input{Partition: 1, Offset: 0, Value: []byte(`{"k": "b", "t": 1000}`)}, 0)
+	p.Process(&ready.Input{Partition: 0, Offset: 0, Value: []byte(`{"k": "a", "t": 1000}`)}, 0)
+	p.Process(&ready.Input{Partition: 1, Offset: 0, Value: []byte(`{"k": "b", "t": 1000}`)}, 0)
 	p.SetCaughtUp(1, true, 0)
 	p.Tick(60_000)
 	p.drain()
@@ -195,7 +195,7 @@ aggregates: [{name: n, fn: count}]
 		t.Errorf("PartitionWatermark(0) = %d, %v, want -1, not idle (it is not caught up)", wm, idle)
 	}
 	// Partition 1's next record is judged against the watermark its windows reached.
-	if got := p.Process(&pipeline.Input{Partition: 1, Offset: 1, Value: []byte(`{"k": "b", "t": 30000}`)}, 60_000); got != pipeline.LateEvent {
+	if got := p.Process(&ready.Input{Partition: 1, Offset: 1, Value: []byte(`{"k": "b", "t": 30000}`)}, 60_000); got != pipeline.LateEvent {
 		t.Errorf("a record behind partition 1's advanced watermark: %v, want late", got)
 	}
 }
@@ -227,7 +227,7 @@ func stage2Parts(t *testing.T, parts ...int32) []string {
 				if _, _, err := repartition.Parse(repartition.AppendData(nil, &source), source.Value, src, offset(src), nil, &in); err != nil {
 					t.Fatalf("Parse: %v", err)
 				}
-				kind, err := pipeline.Decode(s.dec, &in, &s.rec)
+				kind, err := s.dec.Decode(&in, &s.rec)
 				s.p.Apply(&in, &s.rec, kind, err, 0)
 				s.take(false)
 			} else {

@@ -531,9 +531,9 @@ func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
 		v := fmt.Sprintf(`{"k":"%c","t":%d,"v":1}`, 'a'+rng.IntN(4), tm-int64(rng.IntN(4000)))
 		in := ready.Input{Topic: "in", Partition: 0, Offset: off, Value: []byte(v)}
 		one.Process(&in, twoStageNow)
-		want = view(want, one.Ready(false).Outputs)
+		want = view(want, one.Step().Outputs)
 		s1.Process(&in, twoStageNow)
-		for _, o := range s1.Ready(false, twoStageNow).Outputs {
+		for _, o := range s1.Step(twoStageNow).Outputs {
 			r := partitionOf(o.Repart.Key) % parts
 			var rin ready.Input
 			form, err := repartition.ParseValue(repartition.AppendValue(nil, &o.Repart.In, o.Repart.Record), r, next[r], nil, &rin)
@@ -543,13 +543,13 @@ func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
 			next[r]++
 			kind, err := repartition.Decode(dec, form, []byte(o.Repart.Key), &rin, &rec)
 			s2.Apply(&rin, &rec, kind, err, twoStageNow)
-			got = view(got, s2.Ready(false).Outputs)
+			got = view(got, s2.Step().Outputs)
 		}
 	}
 	one.Flush()
-	want = view(want, one.Ready(false).Outputs)
+	want = view(want, one.Step().Outputs)
 	s2.Flush()
-	got = view(got, s2.Ready(false).Outputs)
+	got = view(got, s2.Step().Outputs)
 	slices.Sort(want)
 	slices.Sort(got)
 	return got, want

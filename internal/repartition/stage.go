@@ -236,13 +236,18 @@ func (s *Stage) checkFuture(eventTime, now int64) error {
 			s.cfg.Watermark.MaxFutureSkew.String() + " ahead of the wall clock " + strconv.FormatInt(now, 10)}
 }
 
-// Ready hands over the outputs since the last Ready and, with commit, the
-// markers due at now (after the data: a stage-2 reader of a repartition
-// partition meets a source's records before the marker that covers them)
-// and the input offsets to commit. After a commit Ready the shell calls
-// Accept once it is durable, or Abort. Its slices are valid until the
-// next call of Ready.
-func (s *Stage) Ready(commit bool, now int64) ready.Ready {
+// Step hands over the outputs since the last Step or Commit. Its slices
+// are valid until the next Step or Commit.
+func (s *Stage) Step(now int64) ready.Ready { return s.ready(false, now) }
+
+// Commit hands over the outputs since the last Step, the markers due at
+// now (after the data: a stage-2 reader of a repartition partition meets
+// a source's records before the marker that covers them) and the input
+// offsets to commit. The shell calls Accept once it is durable, or Abort.
+// Its slices are valid until the next Step or Commit.
+func (s *Stage) Commit(now int64) ready.Ready { return s.ready(true, now) }
+
+func (s *Stage) ready(commit bool, now int64) ready.Ready {
 	rd := ready.Ready{Commit: commit}
 	if commit {
 		s.markBuf = s.announce.Due(s.markBuf[:0], s.marks, s.marks.Partitions(), s.sources, now)

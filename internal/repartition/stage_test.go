@@ -90,15 +90,15 @@ func TestStage(t *testing.T) {
 			t.Errorf("%d: Process(%s) = %d, %v, want %d, %v", i, st.in.Value, got, applied, st.want, st.applied)
 		}
 	}
-	if got := describe(s.Ready(false, now)); !slices.Equal(got, []string{
+	if got := describe(s.Step(now)); !slices.Equal(got, []string{
 		`data {"user":"a"} {"user":"a","t":5000,"kind":"click"}`,
 		`dead bad_timestamp {"user":"b","t":"x","kind":"click"}`,
 		`dead future_timestamp {"user":"b","t":99999999999,"kind":"click"}`,
 		`data {"user":"b"} {"user":"b","t":3000,"kind":"click"}`,
 	}) {
-		t.Errorf("Ready(false) outputs =\n%s", strings.Join(got, "\n"))
+		t.Errorf("Step outputs =\n%s", strings.Join(got, "\n"))
 	}
-	rd := s.Ready(true, now)
+	rd := s.Commit(now)
 	if got := describe(rd); !slices.Equal(got, []string{"marker 0/3 3999", "marker 1/3 1999"}) {
 		t.Errorf("the first commit's outputs = %q, want a marker of each partition", got)
 	}
@@ -107,15 +107,15 @@ func TestStage(t *testing.T) {
 	}
 	s.Accept()
 	// Nothing moved: no marker until the heartbeat.
-	if got := describe(s.Ready(true, now+watermark.Heartbeat-1)); len(got) != 0 {
+	if got := describe(s.Commit(now + watermark.Heartbeat - 1)); len(got) != 0 {
 		t.Errorf("nothing changed: outputs = %q, want none", got)
 	}
-	if got := describe(s.Ready(true, now+watermark.Heartbeat)); len(got) != 2 {
+	if got := describe(s.Commit(now + watermark.Heartbeat)); len(got) != 2 {
 		t.Errorf("heartbeat: outputs = %q, want both markers", got)
 	}
 	// A record moves partition 1: its data, then its marker.
 	s.Process(input(1, 5, "r7", `{"user":"a","t":9000,"kind":"click"}`), now+watermark.Heartbeat)
-	if got := describe(s.Ready(true, now+watermark.Heartbeat+1)); !slices.Equal(got, []string{
+	if got := describe(s.Commit(now + watermark.Heartbeat + 1)); !slices.Equal(got, []string{
 		`data {"user":"a"} {"user":"a","t":9000,"kind":"click"}`, "marker 1/3 7999"}) {
 		t.Errorf("partition 1 moved: outputs = %q", got)
 	}
@@ -126,9 +126,9 @@ func TestStageIdleAndSources(t *testing.T) {
 	s.Process(input(0, 0, "", `{"user":"a","t":5000,"kind":"click"}`), 0)
 	s.Fetched(0, 1, 0)
 	s.SetCaughtUp(1, true, 0)
-	s.Ready(true, 0)
+	s.Commit(0)
 	s.Tick(5_000)
-	if got := describe(s.Ready(true, 5_000)); !slices.Equal(got, []string{"marker 0/2 3999 idle", "marker 1/2 -inf idle"}) {
+	if got := describe(s.Commit(5_000)); !slices.Equal(got, []string{"marker 0/2 3999 idle", "marker 1/2 -inf idle"}) {
 		t.Errorf("both caught up for idle_timeout: outputs = %q", got)
 	}
 	if wm, idle := s.PartitionWatermark(0); wm != 3999 || !idle {
@@ -137,7 +137,7 @@ func TestStageIdleAndSources(t *testing.T) {
 	s.SetSources(4)
 	s.Process(input(1, 0, "", `{"user":"a","t":8000,"kind":"click"}`), 6_000)
 	// A new count announces every partition again: readers of it wait for all.
-	if got := describe(s.Ready(true, 6_000)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":8000,"kind":"click"}`, "marker 0/4 3999 idle", "marker 1/4 6999"}) {
+	if got := describe(s.Commit(6_000)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":8000,"kind":"click"}`, "marker 0/4 3999 idle", "marker 1/4 6999"}) {
 		t.Errorf("partition 1 active again, 4 sources: outputs = %q", got)
 	}
 	s.Revoke(0)
@@ -147,7 +147,7 @@ func TestStageIdleAndSources(t *testing.T) {
 	if _, applied := s.Process(input(0, 1, "", `{"user":"a","t":8000,"kind":"click"}`), 6_000); applied {
 		t.Errorf("a record of a revoked partition was applied")
 	}
-	if rd := s.Ready(true, 7_000); len(rd.Offsets) != 1 || rd.Offsets[0].Partition != 1 {
+	if rd := s.Commit(7_000); len(rd.Offsets) != 1 || rd.Offsets[0].Partition != 1 {
 		t.Errorf("offsets after Revoke(0) = %+v, want partition 1's only", rd.Offsets)
 	}
 }
@@ -158,17 +158,17 @@ func TestStageIdleAndSources(t *testing.T) {
 func TestStageAbort(t *testing.T) {
 	s := newStage(t, yaml, 1, 0)
 	s.Process(input(0, 0, "", `{"user":"a","t":5000,"kind":"click"}`), 0)
-	s.Ready(true, 0)
+	s.Commit(0)
 	s.Accept()
 	s.Process(input(0, 1, "", `{"user":"a","t":9000,"kind":"click"}`), 1)
 	s.Abort(2)
-	if rd := s.Ready(true, 3); len(rd.Outputs) != 1 || rd.Outputs[0].Kind != ready.Marker || len(rd.Offsets) != 0 {
+	if rd := s.Commit(3); len(rd.Outputs) != 1 || rd.Outputs[0].Kind != ready.Marker || len(rd.Offsets) != 0 {
 		t.Errorf("after Abort, before any record: Ready = %q, offsets %+v, want a marker at -inf and no offset", describe(rd), rd.Offsets)
 	}
 	if _, applied := s.Process(input(0, 1, "", `{"user":"a","t":9000,"kind":"click"}`), 4); !applied {
 		t.Fatalf("after Abort the record at the committed offset was not applied")
 	}
-	if got := describe(s.Ready(true, 5)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":9000,"kind":"click"}`, "marker 0/1 7999"}) {
+	if got := describe(s.Commit(5)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":9000,"kind":"click"}`, "marker 0/1 7999"}) {
 		t.Errorf("after Abort: outputs = %q", got)
 	}
 }
@@ -184,7 +184,7 @@ aggregates: [{name: n, fn: count}]
 		t.Fatalf("a marker record: Process = %d, want Marker", got)
 	}
 	s.Process(input(0, 1, "", `{"user":"a","t":9000}`), 0)
-	if got := describe(s.Ready(true, 0)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":9000}`, "marker 0/1 4000"}) {
+	if got := describe(s.Commit(0)); !slices.Equal(got, []string{`data {"user":"a"} {"user":"a","t":9000}`, "marker 0/1 4000"}) {
 		t.Errorf("outputs = %q: the marker record is not forwarded, and sets the watermark", got)
 	}
 }
@@ -269,9 +269,9 @@ func TestStageSkip(t *testing.T) {
 	s.Skip(0, 1)
 	s.Skip(0, 0)
 	s.Skip(1, 5)
-	rd := s.Ready(true, 0)
+	rd := s.Commit(0)
 	if want := []ready.Offset{{Partition: 0, Offset: 2}}; !slices.Equal(rd.Offsets, want) {
-		t.Errorf("Ready(true).Offsets = %+v, want %+v", rd.Offsets, want)
+		t.Errorf("Commit().Offsets = %+v, want %+v", rd.Offsets, want)
 	}
 	s.Fetched(0, 2, 0)
 	if lag, ok := s.Lag(0); lag != 0 || !ok {
@@ -286,7 +286,7 @@ func TestStageRecordForm(t *testing.T) {
 	s := newStage(t, yaml, 1, 0)
 	in := input(0, 0, "r", `{"user":"a\"b","t":5000,"kind":"click"}`)
 	s.Process(in, 0)
-	rd := s.Ready(false, 0)
+	rd := s.Step(0)
 	if len(rd.Outputs) != 1 || rd.Outputs[0].Repart == nil {
 		t.Fatalf("outputs = %v, want one repartition record", describe(rd))
 	}
@@ -312,7 +312,7 @@ func TestStageRecordForm(t *testing.T) {
 		in.Offset, off = off, off+1
 		s.Process(in, 0)
 		if off%100 == 0 {
-			s.Ready(false, 0)
+			s.Step(0)
 		}
 	})
 	if allocs > 0.05 {
@@ -370,7 +370,7 @@ func TestStageEncoded(t *testing.T) {
 			s := newStage(t, yaml+fmt.Sprintf("state: {repartition_format: %d}\n", format), 3, 1)
 			in := input(1, 41, "r", `{"user":"a","t":5000,"kind":"click"}`)
 			s.Process(in, 0)
-			rd := s.Ready(true, 0)
+			rd := s.Commit(0)
 			if len(rd.Outputs) != 2 || rd.Outputs[0].Kind != ready.Repartition || rd.Outputs[1].Kind != ready.Marker {
 				t.Fatalf("outputs = %v, want a data record and a marker", describe(rd))
 			}
