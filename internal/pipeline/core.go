@@ -46,6 +46,7 @@ type Core struct {
 
 	sources []ready.SourceStats // the buffers of the Readies' Stats
 	parts   []ready.PartitionStats
+	ids     []int32
 	outs    []ready.Output // Step and Commit's merged outputs (both stages had some)
 	offs    []ready.Offset
 }
@@ -587,11 +588,14 @@ func (c *Core) stats(now int64) ready.Stats {
 	st := ready.Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
 	st.KeyConflicts, st.Conflict, st.LogConflict = w.TakeConflicts(now)
 	parts := c.parts[:0]
-	for _, id := range w.Partitions() {
-		parts = append(parts, c.partitionStats(id, id))
+	for id := range w.parts {
+		if w.parts[id].assigned {
+			parts = append(parts, c.partitionStats(int32(id), int32(id)))
+		}
 	}
 	if c.s1 != nil {
-		for _, id := range c.s1.Partitions() {
+		c.ids = c.s1.AppendPartitions(c.ids[:0])
+		for _, id := range c.ids {
 			parts = append(parts, c.partitionStats(id+c.layout.first, id))
 		}
 	}
@@ -601,8 +605,11 @@ func (c *Core) stats(now int64) ready.Stats {
 	case c.s1 != nil:
 		st.HasSources = true
 		known := false
-		for _, id := range w.Partitions() {
-			t := w.SourceTable(id)
+		for id := range w.parts {
+			if !w.parts[id].assigned {
+				continue
+			}
+			t := w.SourceTable(int32(id))
 			if t.Count == 0 {
 				continue
 			}

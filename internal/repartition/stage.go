@@ -293,3 +293,14 @@ func (s *Stage) PartitionWatermark(partition int32) (wm int64, idle bool) {
 
 // Partitions lists the assigned partitions, sorted.
 func (s *Stage) Partitions() []int32 { return s.marks.Partitions() }
+
+// AppendPartitions appends the assigned partitions to dst, in ascending
+// order.
+func (s *Stage) AppendPartitions(dst []int32) []int32 {
+	for id, next := range s.next {
+		if next != unassigned {
+			dst = append(dst, int32(id))
+		}
+	}
+	return dst
+}
