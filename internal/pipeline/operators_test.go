@@ -61,3 +61,52 @@ func TestTakeMerges(t *testing.T) {
 		t.Errorf("tumbling windows: takeMerges() = %d, want 0", got)
 	}
 }
+
+// TestOperatorLists: a state partition's windows are a list of
+// operators (one per config generation, next): a watermark reaches every
+// operator of the list, each visits them all, merges are summed over
+// them, and a revoked partition's list goes whole; with the shared shape
+// the list is every partition's.
+func TestOperatorLists(t *testing.T) {
+	session := windowing.Spec{Kind: windowing.KindSession, Gap: 10, Lateness: 100, Aggregates: []windowing.Aggregate{{Fn: windowing.FnCount}}}
+	for _, perPartition := range []bool{false, true} {
+		o, err := newOperators(session, nopSink{}, perPartition, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.start(0)
+		second := o.make()[0]
+		if perPartition {
+			o.per[0] = append(o.per[0], second)
+		} else {
+			o.shared = append(o.shared, second)
+		}
+		o.advance(0, 500)
+		n := 0
+		o.each(func(op windowing.Operator) {
+			n++
+			if op.Watermark() != 500 {
+				t.Errorf("perPartition %v: an operator of the list at watermark %d, want 500", perPartition, op.Watermark())
+			}
+		})
+		if n != 2 {
+			t.Errorf("perPartition %v: each visits %d operators, want 2", perPartition, n)
+		}
+		for _, l := range []windowing.Operator{o.at(0), second.op} {
+			key := record.Text("a")
+			for _, ts := range []int64{600, 618, 610} {
+				l.Add(&record.Record{Partition: 0, Time: ts, Key: `{"k":` + key.Raw + `}`, KeyFields: []record.Value{key}, Values: []record.Value{{}}})
+			}
+		}
+		if got := o.takeMerges(); got != 2 {
+			t.Errorf("perPartition %v: takeMerges() = %d, want 2 (one per operator of the list)", perPartition, got)
+		}
+		o.remove(0)
+		if perPartition && o.of(0) != nil {
+			t.Errorf("after remove(0): partition 0 has a list of %d, want none", len(o.of(0)))
+		}
+		if !perPartition && o.openWindows() != 0 {
+			t.Errorf("shared: after remove(0), %d open windows, want none", o.openWindows())
+		}
+	}
+}

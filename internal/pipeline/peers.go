@@ -71,7 +71,7 @@ func (p *Processor) sharedAbort(old *watermark.Merged) {
 // partition's windows.
 func (p *Processor) advanceMerged() {
 	if !p.ops.perPartition {
-		p.ops.one.op.Advance(p.merged())
+		p.ops.advance(0, p.merged())
 	}
 }
 

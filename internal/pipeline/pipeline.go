@@ -369,18 +369,21 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 			p.cfg.Watermark.MaxFutureSkew.String() + " ahead of the wall clock " + strconv.FormatInt(now, 10)}
 }
 
-// advance hands the watermark to the operator of partition, which may
-// have changed it: the merged watermark to the one operator, or the
-// partition's own to its operator (with one per partition, no other
+// advance hands the watermark to the operators of partition, which may
+// have changed it: the merged watermark to the shared list, or the
+// partition's own to its list (with a list per partition, no other
 // partition's watermark moves by it). An operator ignores a watermark
 // unless it went up.
 func (p *Processor) advance(partition int32) {
 	if !p.ops.perPartition {
-		p.ops.one.op.Advance(p.merged())
+		wm := p.merged()
+		for _, s := range p.ops.shared { // per record: no call more than the operator's
+			s.op.Advance(wm)
+		}
 		return
 	}
-	if op := p.ops.of(partition); op != nil {
-		op.Advance(p.own(partition))
+	if p.ops.of(partition) != nil {
+		p.ops.advance(partition, p.own(partition))
 	}
 }
 
@@ -389,7 +392,7 @@ func (p *Processor) advance(partition int32) {
 // with it if idle_advance is on.
 func (p *Processor) advanceAll(now int64) {
 	if !p.ops.perPartition {
-		p.ops.one.op.Advance(p.merged())
+		p.ops.advance(0, p.merged())
 		return
 	}
 	for id := range p.parts {
@@ -400,7 +403,8 @@ func (p *Processor) advanceAll(now int64) {
 		if p.idleAdvances(int32(id)) {
 			wm = max(wm, watermark.IdleWatermark(p.cfg.Watermark, now))
 		}
-		p.ops.at(int32(id)).Advance(wm)
+		p.ops.at(int32(id)) // makes its list if it has none
+		p.ops.advance(int32(id), wm)
 	}
 }
 
@@ -585,8 +589,8 @@ func (p *Processor) PositionsUnwritten() {
 // its on-time records are judged against the others' watermark. The
 // other partitions' records keep being judged against the one they had.
 func (p *Processor) lowerFor(partition int32, wm int64) {
-	if p.ops.perPartition || wm >= p.ops.one.op.Watermark() {
-		return // with one operator per partition, the partition's own starts afresh
+	if p.ops.perPartition || wm >= p.ops.watermark() {
+		return // with a list per partition, the partition's own starts afresh
 	}
 	var others []int32
 	for id, o := range p.parts {
@@ -598,7 +602,7 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 	if p.sources != nil {
 		p.sources.Lower(wm)
 	}
-	p.ops.one.op.Rewind(wm, others)
+	p.ops.each(func(op windowing.Operator) { op.Rewind(wm, others) })
 }
 
 // Restore rebuilds an assigned partition from its changelog, read into r,
@@ -651,7 +655,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 			// Its own watermark never goes down: it goes on from where
 			// its windows were (a stage-2 table does not say what
 			// idle_advance did; a generator's watermark is restored).
-			p.ops.at(partition).Advance(res.Position.Merged)
+			p.ops.advance(partition, res.Position.Merged)
 		}
 	}
 	if res.Stale > 0 {
