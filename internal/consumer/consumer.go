@@ -253,8 +253,8 @@ func (c *Consumer) outputTopics() []string {
 	return topics
 }
 
-// checkTopics verifies the inputs, maps their partitions to dense ids,
-// creates missing outputs and checks (or creates) the changelog.
+// checkTopics verifies the inputs, makes the core with their partition
+// counts, creates missing outputs and checks (or creates) the changelog.
 func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	if err := cluster.VerifyInputs(ctx, adm, c.cfg.Source.Topics); err != nil {
 		return err

@@ -17,10 +17,12 @@
 // at_least_once, outputs and state changes are acknowledged, then the
 // positions, then the offsets are committed.
 //
-// Partitions of all input topics share one dense id space (topic after
-// topic, in source.topics order): the core's partition id and the
-// changelog partition.
+// The core numbers the partitions (pipeline.Layout): the shell names a
+// partition by topic and Kafka partition when it is assigned, and by the
+// core's id from then on; a partition that keeps window state has its
+// changelog partition's number as its id. The shell never asks which
+// stage of source.partitioning repartition a partition belongs to.
 //
-// A Consumer's Run, Drain and Close are called from one goroutine; Ready is
-// safe for concurrent use.
+// A Consumer's Run, Drain and Close are called from one goroutine; Serving
+// is safe for concurrent use.
 package consumer
