@@ -73,6 +73,7 @@ func (c *Consumer) readPeers(ctx context.Context) {
 		return
 	}
 	defer cl.Close()
+	layout := c.core.Layout() // made before Run started this goroutine; it does not change
 	var lastWarn time.Time
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
@@ -96,9 +97,9 @@ func (c *Consumer) readPeers(ctx context.Context) {
 		var vals []peerValue
 		fs.EachRecord(func(rec *kgo.Record) {
 			topic, n, wm, idle, err := watermark.ParsePublished(rec.Key, rec.Value)
-			if err != nil {
-				// Another release's: skipped (and so is an input topic's
-				// partition the core does not know: the topics changed).
+			if _, ok := layout.Source(topic, n); err != nil || !ok {
+				// Another release's, or an input topic's partition this
+				// instance does not know (the topics changed): skipped.
 				c.log.Debug().Err(err).Str("topic", rec.Topic).Int64("offset", rec.Offset).Bytes("key", rec.Key).Msg("skip a record of the watermark topic")
 				return
 			}
