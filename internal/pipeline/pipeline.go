@@ -42,12 +42,12 @@ type Processor struct {
 	// table of source partitions per repartition partition. Its records
 	// do not move a generator, and stage 1 dead-lettered what had to be.
 	sources *watermark.Sources
-	share   *sharing // by_key with watermark.scope global in the service (see ShareWatermarks); nil otherwise
+	share   *sharing // by_key with watermark.scope global in the service (Mode.Group); nil otherwise
 	// ops is the window state: one operator, or one per partition
 	// (watermark.scope partition, and stage 2): see operators.
 	ops      operators
 	spec     windowing.Spec
-	tracking bool      // TrackState was called: the operators note their changes
+	tracking bool      // Mode.Checkpointed: the operators note their changes
 	futureMs int64     // 0 = no future guard
 	parts    []partPos // by partition id
 	assigned int       // partitions assigned
