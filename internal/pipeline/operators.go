@@ -44,11 +44,12 @@ type slot struct {
 // its list is made at once, so a bad spec fails here.
 func newOperators(spec windowing.Spec, sink windowing.Sink, perPartition, track bool) (operators, error) {
 	o := operators{spec: spec, sink: sink, perPartition: perPartition, track: track}
-	if _, err := windowing.New(spec, sink); err != nil { // checks the spec in both shapes
+	op, err := windowing.New(spec, sink) // checks the spec in both shapes
+	if err != nil {
 		return o, err
 	}
 	if !perPartition {
-		o.shared = o.make()
+		o.shared = o.list(op)
 	}
 	return o, nil
 }
@@ -59,6 +60,12 @@ func (o *operators) make() list {
 	if err != nil { // the spec was good when newOperators checked it
 		panic(fmt.Sprintf("pipeline: %v", err))
 	}
+	return o.list(op)
+}
+
+// list returns a list of op, noting its changes if the state is
+// checkpointed.
+func (o *operators) list(op windowing.Operator) list {
 	if o.track {
 		op.TrackChanges()
 	}
