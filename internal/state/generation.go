@@ -46,10 +46,13 @@ type Generation struct {
 	// generation a changelog written before generations holds.
 	LegacyKeys bool
 	// Settings is config.StateSettings.Encode, Identity is
-	// config.IdentitySettings.Encode; nil for the implicit generation of a
-	// changelog written before generations (settings unknown).
+	// config.IdentitySettings.Encode, Run is config.RunSettings.Encode
+	// (the run settings the partition last ran the generation with); nil
+	// for the implicit generation of a changelog written before
+	// generations (settings unknown).
 	Settings []byte
 	Identity []byte
+	Run      []byte
 }
 
 // Known reports whether g's settings are stored (g is not the implicit
@@ -80,7 +83,8 @@ func AppendGeneration(dst []byte, g Generation, tag uint64) []byte {
 	}
 	dst = append(dst, flags)
 	dst = appendString(dst, string(g.Settings))
-	return appendString(dst, string(g.Identity))
+	dst = appendString(dst, string(g.Identity))
+	return appendString(dst, string(g.Run))
 }
 
 // AppendGenerationKey appends the changelog key of en, an entry of the
@@ -111,6 +115,7 @@ func decodeGeneration(k key, b []byte) (Generation, error) {
 	}
 	g.Settings = []byte(r.str("generation settings"))
 	g.Identity = []byte(r.str("generation identity"))
+	g.Run = []byte(r.str("generation run settings"))
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%w: generation: %d bytes left over", ErrCorrupt, len(r.b))
 	}

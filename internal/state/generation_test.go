@@ -40,9 +40,9 @@ func genDel(gen int64, k string, start int64, tag uint64) rec {
 }
 
 var (
-	gen3 = state.Generation{Version: 3, Cutover: state.NoCutover, Settings: []byte("\x01{\"settings\":3}"), Identity: []byte("\x01{\"key\":[\"k\"]}")}
-	gen4 = state.Generation{Version: 4, Cutover: 300, Settings: []byte("\x01{\"settings\":4}"), Identity: []byte("\x01{\"key\":[\"k\"]}")}
-	gen7 = state.Generation{Version: 7, Cutover: 900, Settings: []byte("\x01{\"settings\":7}"), Identity: []byte("\x01{\"key\":[\"k\"]}")}
+	gen3 = state.Generation{Version: 3, Cutover: state.NoCutover, Settings: []byte("\x01{\"settings\":3}"), Identity: []byte("\x01{\"key\":[\"k\"]}"), Run: []byte("r")}
+	gen4 = state.Generation{Version: 4, Cutover: 300, Settings: []byte("\x01{\"settings\":4}"), Identity: []byte("\x01{\"key\":[\"k\"]}"), Run: []byte("r")}
+	gen7 = state.Generation{Version: 7, Cutover: 900, Settings: []byte("\x01{\"settings\":7}"), Identity: []byte("\x01{\"key\":[\"k\"]}"), Run: []byte("r")}
 )
 
 // restoreGens restores log and returns each entry as "gen brief".
@@ -98,7 +98,7 @@ func TestRestoreGenerations(t *testing.T) {
 			[]rec{put("a", 0, 1, 1), posRec(1, 1),
 				genRec(state.Generation{Version: 2, Cutover: state.NoCutover, LegacyKeys: true, Settings: []byte("s2")}, 2), posRec(2, 2),
 				genRec(gen4, 3), genPut(4, "a", 300, 1, 3), posRec(3, 3)},
-			[]state.Generation{{Version: 2, Cutover: state.NoCutover, LegacyKeys: true, Settings: []byte("s2"), Identity: []byte{}}, gen4},
+			[]state.Generation{{Version: 2, Cutover: state.NoCutover, LegacyKeys: true, Settings: []byte("s2"), Identity: []byte{}, Run: []byte{}}, gen4},
 			[]string{`2 s {"k":"a"}@0 n=1 sum=[10] rev=0`, `4 s {"k":"a"}@300 n=1 sum=[10] rev=0`}},
 	}
 	for name, tt := range tests {
