@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"aggregator/internal/record"
 	"aggregator/internal/windowing"
@@ -34,6 +35,9 @@ func TestGenerationSeam(t *testing.T) {
 		"sliding": {windowing.Spec{Kind: windowing.KindSliding, Size: 10, Slide: 5},
 			[2]windowing.OutcomeKind{windowing.Aggregated, windowing.Aggregated}, [2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.Aggregated},
 			[]string{"[10,20) n=1 on_time", "[15,25) n=2 on_time"}, []string{"[20,30) n=1 on_time"}},
+		"calendar": {windowing.Spec{Kind: windowing.KindCalendar, Calendar: windowing.CalendarDay, Zone: time.UTC},
+			[2]windowing.OutcomeKind{windowing.Aggregated, windowing.OtherGeneration}, [2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.Aggregated},
+			[]string{"[-86400000,0) n=1 on_time"}, []string{"[0,86400000) n=1 on_time"}},
 		"session": {windowing.Spec{Kind: windowing.KindSession, Gap: 5},
 			[2]windowing.OutcomeKind{windowing.Aggregated, windowing.OtherGeneration}, [2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.Aggregated},
 			[]string{"[19,24) n=1 on_time"}, []string{"[20,25) n=1 on_time"}},
@@ -51,6 +55,10 @@ func TestGenerationSeam(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
+			T := int64(T)
+			if tt.spec.Kind == windowing.KindCalendar {
+				T = 0 // midnight
+			}
 			key, fields := textKey("a")
 			r := func(ts int64) *record.Record {
 				return &record.Record{Time: ts, Key: key, KeyFields: fields, Values: []record.Value{{}}}
@@ -136,11 +144,19 @@ func TestGenerationsMatchReference(t *testing.T) {
 			t.Parallel()
 			for seed := range max(2, propertySeeds()/2) {
 				for _, aggs := range [][]windowing.Aggregate{allAggs, fifoAggs} {
-					runGenerations(t, ps, aggs, seed)
+					runGenerations(t, ps, aggs, windowing.EarlySpec{}, seed)
 				}
 			}
 		})
 	}
+	// Early firings (event time) in every generation.
+	t.Run("early firings", func(t *testing.T) {
+		t.Parallel()
+		for seed := range max(2, propertySeeds()/4) {
+			runGenerations(t, gens["tumbling to sliding to tumbl."], allAggs, windowing.EarlySpec{Every: 3, Event: true}, seed)
+			runGenerations(t, gens["session to session"], allAggs, windowing.EarlySpec{Every: 4, Event: true}, seed)
+		}
+	})
 }
 
 // generation is one generation in runGenerations: its operator and
@@ -158,21 +174,26 @@ type generation struct {
 
 func (g *generation) takes(ts int64) bool { return ts >= g.from && ts < g.until }
 
-func runGenerations(t *testing.T, ps []params, aggs []windowing.Aggregate, seed uint64) {
+func runGenerations(t *testing.T, ps []params, aggs []windowing.Aggregate, early windowing.EarlySpec, seed uint64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 11))
 	name := fmt.Sprintf("seed %d, %d aggregates", seed, len(aggs))
 	sg := &streamGen{rng: rng, maxTs: rng.Int64N(40) - 30, wm: math.MinInt64, gap: 3, age: 20}
 	start := func(p params, from int64, fromSet bool, wm int64) *generation {
 		g := &generation{p: p, spec: p.spec(aggs...), out: &collector{}, store: newChangelog(), from: math.MinInt64, until: math.MaxInt64}
+		g.spec.Early = early
 		if fromSet {
 			g.spec.From, g.spec.FromSet, g.from = from, true, from
 		}
 		g.op = newOperator(t, g.spec, g.out)
 		if p.typ == "session" {
-			g.ref = newSessionRef(p.size, p.lateness, p.emit == "on_close", aggs)
+			ref := newSessionRef(p.size, p.lateness, p.emit == "on_close", aggs)
+			ref.early = early
+			g.ref = ref
 		} else {
-			g.ref = newReference(p, aggs)
+			ref := newReference(p, aggs)
+			ref.early = early
+			g.ref = ref
 		}
 		g.op.Advance(wm)
 		g.ref.Advance(wm)
@@ -312,7 +333,13 @@ func TestCountGenerations(t *testing.T) {
 			ref := newCountRef(spec.Size, spec.Slide, spec.Timeout, spec.Aggregates)
 			refAfter := newCountRef(spec.Size, spec.Slide, spec.Timeout, spec.Aggregates)
 			var before int
+			store := newChangelog()
 			for i := range 200 {
+				if i == 60 || i == 101 {
+					if _, err := store.commit(old); err != nil {
+						t.Fatal(err)
+					}
+				}
 				key, fields := textKey(string(rune('a' + rng.IntN(4))))
 				r := &record.Record{Time: int64(i), Key: key, KeyFields: fields, Values: []record.Value{{}, record.Number(float64(i))}}
 				if i == 100 {
@@ -371,6 +398,22 @@ func TestCountGenerations(t *testing.T) {
 				t.Errorf("old.OpenWindows() = %d after the cut-over, want 0: retired", n)
 			}
 			windowing.CheckInvariants(old)
+			// Its changelog holds no record: a tumbling key's one entry
+			// says no window is open (Count 0), a slice is tombstoned.
+			for id, en := range store.entries {
+				if en.Count != 0 {
+					t.Errorf("the old generation's changelog after the cut-over holds %v with %d records", id, en.Count)
+				}
+			}
+			r := newOperator(t, spec, &collector{})
+			r.CutOver(100)
+			if err := store.restore(r, rng); err != nil {
+				t.Fatalf("restore after the cut-over: %v", err)
+			}
+			r.FinishRestore()
+			if n := r.OpenWindows(); n != 0 {
+				t.Errorf("restored after the cut-over: OpenWindows() = %d, want 0", n)
+			}
 		})
 	}
 }
@@ -407,7 +450,14 @@ func TestGlobalGenerations(t *testing.T) {
 		old.Advance(ts - 2)
 	}
 	before := len(oldOut.got)
+	store := newChangelog()
+	if _, err := store.commit(old); err != nil || len(store.entries) != 3 {
+		t.Fatalf("commit before the cut-over: %d entries, %v; want 3", len(store.entries), err)
+	}
 	old.CutOver(50)
+	if _, err := store.commit(old); err != nil || len(store.entries) != 0 {
+		t.Errorf("commit after the cut-over: %d entries left, %v; want every window tombstoned", len(store.entries), err)
+	}
 	spec.From, spec.FromSet = 50, true
 	nw := newOperator(t, spec, newOut)
 	nw.Advance(47)
