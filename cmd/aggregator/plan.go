@@ -293,8 +293,8 @@ func planUnrecorded(cfg config.Config, p *statePartition) (string, bool) {
 			strings.Join(p.keyFields, ","), strings.Join(want, ",")), false
 	}
 	if p.fit != "" {
-		return fmt.Sprintf("refused: written before generations (its settings are not stored), and this config's windows do not take its state (%s): "+
-			"run the config that wrote it with a release that records generations first, then change it; or run this config as a new source.group", p.fit), false
+		return fmt.Sprintf("refused: written before generations (its settings are not stored), and this config's windows do not take its state (%s), so run would fail its restore: "+
+			"keep the config that wrote it until a release that cuts over has run it (it records its settings), then change it; or run this config as a new source.group", p.fit), false
 	}
 	return fmt.Sprintf("written before generations: its windows fit this config (window kind, boundaries, aggregate slots), which runs them as generation %d; "+
 		"plan cannot tell a change that keeps that layout (another filter, sum -> max)", cfg.State.ConfigVersion), true
