@@ -217,3 +217,44 @@ func TestPlan(t *testing.T) {
 		t.Errorf("groups before plan %v, after %v: plan joined a group", groups.Groups(), after.Groups())
 	}
 }
+
+// TestPlanPartition: what plan says of a partition's generations, without
+// a broker: several live generations, an identity change against a
+// changelog written before generations, an empty partition.
+func TestPlanPartition(t *testing.T) {
+	cfg, err := config.Load("../../examples/local.yaml", lookupEnv([]string{"AGGREGATOR_STATE_CONFIG_VERSION=5", "AGGREGATOR_WINDOW_SIZE=1m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := config.Load("../../examples/local.yaml", lookupEnv([]string{"AGGREGATOR_STATE_CONFIG_VERSION=4"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := func(c config.Config, cutover int64) state.Generation {
+		return state.Generation{Version: c.State.ConfigVersion, Cutover: cutover, Settings: c.StateSettings().Encode(),
+			Identity: c.IdentitySettings().Encode(), Run: c.RunSettings().Encode()}
+	}
+	g3 := gen(old, state.NoCutover)
+	g3.Version = 3
+	tests := map[string]struct {
+		p    statePartition
+		ok   bool
+		want string
+	}{
+		"empty": {statePartition{}, true, "no windows in state: starts generation 5"},
+		"two live generations, the newest's settings": {statePartition{res: state.Result{Generations: []state.Generation{g3, gen(cfg, 1000)}}}, true,
+			"nothing: the settings of generation 5 (live generations 3, 5)"},
+		"two live generations, a new one": {statePartition{seen: 1_922_350_230_000, res: state.Result{Generations: []state.Generation{g3, gen(old, 1000)}}}, true,
+			"new generation 5 (window.size: 5s -> 1m), cut-over T at 2030-12-01T10:11:00.000Z at the earliest (the first window start after the latest event time in state); generation 4 (live generations 3, 4) finishes its windows that start before it"},
+		"before generations, another key": {statePartition{keyFields: []string{"caller"}, res: state.Result{Generations: []state.Generation{{LegacyKeys: true, Cutover: state.NoCutover}}}}, false,
+			"refused: source.key: the state's group keys have the fields [caller], this config [sid]"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := planPartition(cfg, &tt.p)
+			if ok != tt.ok || !strings.HasPrefix(got, tt.want) {
+				t.Errorf("planPartition = %q, %v; want %q..., %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
