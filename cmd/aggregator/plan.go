@@ -175,7 +175,11 @@ func (p *statePartition) finish(cfg config.Config, r *state.Restorer) error {
 		if p.keyFields == nil {
 			p.keyFields = keyFields(en.ID[en.Split:])
 		}
-		if fitErr == nil && en.Partition == p.id {
+		switch {
+		case fitErr != nil:
+		case en.Partition != p.id:
+			fitErr = fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", p.id, en.Partition)
+		default:
 			fitErr = op.Restore(en, dropped)
 		}
 		return nil

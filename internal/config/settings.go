@@ -102,9 +102,9 @@ func ClassOf(key string) KeyClass {
 	return keyClasses[key]
 }
 
-// Keys returns every key of Config in the order of its fields: each scalar
+// configKeys returns every key of Config in the order of its fields: each scalar
 // and list of scalars by its full path, a list of objects as one key.
-func Keys() []string {
+func configKeys() []string {
 	var keys []string
 	var walk func(t reflect.Type, path string)
 	walk = func(t reflect.Type, path string) {

@@ -12,7 +12,7 @@ import (
 // Config without a class in keyClasses fails here, as does a class left
 // for a key that is gone.
 func TestKeyClassesCoverConfig(t *testing.T) {
-	keys := Keys()
+	keys := configKeys()
 	for _, key := range keys {
 		if ClassOf(key) == 0 {
 			t.Errorf("ClassOf(%q) = unclassified: add it to keyClasses (run setting, state setting or identity, SPEC §11)", key)
@@ -48,7 +48,7 @@ func TestStateSettingsCoverWindow(t *testing.T) {
 	for i := range wt.NumField() {
 		shape["window."+strings.TrimSuffix(wt.Field(i).Tag.Get("json"), "_ms")] = true
 	}
-	for _, key := range Keys() {
+	for _, key := range configKeys() {
 		if !strings.HasPrefix(key, "window.") {
 			continue
 		}

@@ -60,15 +60,12 @@ type Generation struct {
 func (g Generation) Known() bool { return g.Settings != nil }
 
 // GenerationKey appends the key of partition's record of the generation
-// of config_version version.
-func GenerationKey(dst []byte, partition int32, version int64) []byte {
-	dst = append(dst, version1, kindGeneration)
+// of config_version gen.
+func GenerationKey(dst []byte, partition int32, gen int64) []byte {
+	dst = append(dst, version, kindGeneration)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(partition))
-	return binary.BigEndian.AppendUint64(dst, uint64(version)^1<<63)
+	return binary.BigEndian.AppendUint64(dst, uint64(gen)^1<<63)
 }
-
-// version1 is the key version of positions and generation records.
-const version1 = version
 
 // AppendGeneration appends the value of g's generation record under
 // commit tag tag. A retired generation's record is a tombstone (TagHeader).
