@@ -142,7 +142,7 @@ func TestGenerationsMatchReference(t *testing.T) {
 	for name, ps := range gens {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			for seed := range max(2, propertySeeds()/2) {
+			for seed := range max(1, propertySeeds()/3) { // 13 seeds, 2 under -race or -short
 				for _, aggs := range [][]windowing.Aggregate{allAggs, fifoAggs} {
 					runGenerations(t, ps, aggs, windowing.EarlySpec{}, seed)
 				}
@@ -152,7 +152,7 @@ func TestGenerationsMatchReference(t *testing.T) {
 	// Early firings (event time) in every generation.
 	t.Run("early firings", func(t *testing.T) {
 		t.Parallel()
-		for seed := range max(2, propertySeeds()/4) {
+		for seed := range max(1, propertySeeds()/6) {
 			runGenerations(t, gens["tumbling to sliding to tumbl."], allAggs, windowing.EarlySpec{Every: 3, Event: true}, seed)
 			runGenerations(t, gens["session to session"], allAggs, windowing.EarlySpec{Every: 4, Event: true}, seed)
 		}
