@@ -56,7 +56,10 @@ type Operator interface {
 	// (those before are late: its window is gone). Records it no longer
 	// takes are OtherGeneration. A later CutOver only lowers t. An
 	// operator restored for a generation that was cut over gets its
-	// CutOver before its first Restore (when it holds nothing to fire).
+	// CutOver before its first Restore (when it holds nothing to fire):
+	// the changes of a cut-over (the count and global windows it fired
+	// and dropped) belong in the commit that records the new generation,
+	// so a restore sees both or neither.
 	CutOver(t int64)
 
 	// check panics if the operator's structures are broken: its key slab
