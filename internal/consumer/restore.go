@@ -14,9 +14,19 @@ import (
 
 // restorePending restores every assigned partition not restored yet from
 // its changelog partition, read to its end (read_committed) before any of
-// its input is applied. c.mu is held.
+// its input is applied. Engine goroutine; c.mu is not held: the
+// changelog's reads happen without it, and it is taken only to hand the
+// core what they read (see the lock order in lockorder.go). The engine
+// goroutine holds a poll meanwhile, so no rebalance callback runs
+// (kgo.BlockRebalanceOnPoll): what takes c.mu meanwhile (Close, the
+// callbacks once allowed) finds the partitions as they were.
 func (c *Consumer) restorePending(ctx context.Context) error {
+	c.mu.Lock()
 	ps := c.toRestore()
+	for _, p := range ps {
+		c.proc.BeginRestore(p.id)
+	}
+	c.mu.Unlock()
 	if len(ps) == 0 {
 		return nil
 	}
@@ -25,6 +35,18 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err) // the next attempt reads from the start again (BeginRestore)
 	}
+	c.mu.Lock()
+	resumes, err := c.finishRestore(ps, stalled, began)
+	c.mu.Unlock()
+	c.resume(resumes) // after c.mu: it takes c.fetch.polling
+	return err
+}
+
+// finishRestore ends the restore of ps, read to their ends but for
+// stalled (the read began at began), and returns the partitions whose
+// input resumes from their restored position. c.mu is held.
+func (c *Consumer) finishRestore(ps []*partition, stalled map[int32]stall, began time.Time) ([]resume, error) {
+	var resumes []resume
 	now := c.nowMs()
 	for _, p := range ps {
 		if s, ok := stalled[p.id]; ok {
@@ -33,13 +55,15 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		}
 		res, records, err := c.proc.FinishRestore(p.id, now)
 		if err != nil {
-			return fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
+			return resumes, fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
 		}
 		start := int64(-1)
 		if res.HasPosition {
 			start = res.Position.Offset
 		}
-		c.unblock(p, start)
+		if r, ok := c.unblock(p, start); ok {
+			resumes = append(resumes, r)
+		}
 		c.m.RestoredRecords.Add(float64(records))
 		if res.Stale > 0 {
 			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
@@ -52,7 +76,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	}
 	c.m.RestoreSeconds.Observe(time.Since(began).Seconds())
 	c.updateReady()
-	return nil
+	return resumes, nil
 }
 
 // toRestore are the assigned partitions to restore now: not restored,
@@ -73,10 +97,10 @@ func (c *Consumer) toRestore() []*partition {
 // has seen nothing new for restoreStall and every partition not at its
 // end has its last stable offset at its read position (an open
 // transaction holds them back), it returns those partitions: stalled.
+//
+// It is called without c.mu, which it takes for each fetch's records
+// only: a slow read holds up no one else that takes c.mu.
 func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled map[int32]stall, err error) {
-	for _, p := range ps {
-		c.proc.BeginRestore(p.id)
-	}
 	topic := c.cfg.State.ChangelogTopic
 	cl, err := kgo.NewClient(append(c.kafka.readOpts[:len(c.kafka.readOpts):len(c.kafka.readOpts)], kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
@@ -127,6 +151,7 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 			return nil, ferr
 		}
 		var aerr error
+		c.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
 			if _, ok := next[r.Partition]; !ok || aerr != nil {
 				return
@@ -146,6 +171,7 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 				aerr = fmt.Errorf("%s[%d] offset %d: %w", topic, r.Partition, r.Offset, err)
 			}
 		})
+		c.mu.Unlock()
 		if aerr != nil {
 			return nil, aerr
 		}
