@@ -117,12 +117,11 @@ state: {commit_interval: 200ms, transaction_timeout: 2s}
 		}
 	}
 	waitResult("a") // partition 0 goes on
-	for testutil.ToFloat64(c.m.HangingTxns) != 1 {
-		if ctx.Err() != nil {
-			t.Fatalf("aggregator_hanging_transactions never 1; log:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polls the service's gauge: its clock is the real one
-	}
+	deadline, _ := ctx.Deadline()
+	// The service's gauge: its clock is the real one.
+	waitFor(t, time.Until(deadline), func() bool { return testutil.ToFloat64(c.m.HangingTxns) == 1 }, func() string {
+		return "aggregator_hanging_transactions 1; log:\n" + logs.String()
+	})
 	log := logs.String()
 	for _, want := range []string{`"level":"error"`, `hanging transaction`, `"topic":"` + cfg.State.ChangelogTopic + `","partition":1`,
 		`"producer_id":`, `"abort_with":"kafka-transactions.sh --bootstrap-server ` + kc.ListenAddrs()[0] + ` abort --topic ` + cfg.State.ChangelogTopic + ` --partition 1 --start-offset 0"`} {
@@ -142,12 +141,9 @@ state: {commit_interval: 200ms, transaction_timeout: 2s}
 		t.Fatal(err)
 	}
 	waitResult("b")
-	for testutil.ToFloat64(c.m.HangingTxns) != 0 || !c.Ready() {
-		if ctx.Err() != nil {
-			t.Fatalf("hanging %v, ready %v after the abort; log:\n%s", testutil.ToFloat64(c.m.HangingTxns), c.Ready(), logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, time.Until(deadline), func() bool { return testutil.ToFloat64(c.m.HangingTxns) == 0 && c.Ready() }, func() string {
+		return fmt.Sprintf("hanging %v, ready %v after the abort; log:\n%s", testutil.ToFloat64(c.m.HangingTxns), c.Ready(), logs.String())
+	})
 	if n := strings.Count(strings.Join(got, "\n"), `"sid":"b"`); n != 1 {
 		t.Errorf("partition 1's window fired %d times, want once: %q", n, got)
 	}

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -65,7 +66,6 @@ func TestRunRenewsFencedProducer(t *testing.T) {
 // partition is at least off.
 func (h *txnHarness) waitCommitted(off int64) {
 	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	adm := kadm.NewClient(h.client())
 	committed := func() int64 { // -1: none yet (the group may not exist yet)
 		offs, err := adm.FetchOffsets(h.ctx, txnGroup)
@@ -77,10 +77,7 @@ func (h *txnHarness) waitCommitted(off int64) {
 		}
 		return -1
 	}
-	for committed() < off {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("committed offset %d after 30s, want %d", committed(), off)
-		}
-		time.Sleep(20 * time.Millisecond) // polls the broker's committed offset
-	}
+	waitFor(h.t, 30*time.Second, func() bool { return committed() >= off }, func() string {
+		return fmt.Sprintf("committed offset %d, want %d", committed(), off)
+	})
 }
