@@ -43,6 +43,12 @@ type txnHarness struct {
 	kc  *kfake.Cluster
 	c   *Consumer
 	ctx context.Context
+	// net is the in-memory network of the broker and the clients (nil:
+	// loopback): in a synctest bubble, a client waiting for an answer is
+	// durably blocked, so the bubble's clock moves on.
+	net *pipeNet
+	// markers counts the markers visible appended, each its own.
+	markers int
 }
 
 func newTxnHarness(t *testing.T) *txnHarness {
@@ -64,7 +70,8 @@ func newHarnessCommitting(t *testing.T, delivery, interval string) *txnHarness {
 	if delivery == "exactly_once" {
 		txnTimeout = ", transaction_timeout: 15m"
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, txnInput, txnResults))
+	pn := &pipeNet{}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, txnInput, txnResults), kfake.ListenFn(pn.listen))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
@@ -82,23 +89,32 @@ state: {commit_interval: %s%s}
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	c, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry(), kgo.FetchMaxWait(50*time.Millisecond))
+	c, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry(), kgo.Dialer(pn.dial), kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	h := &txnHarness{t: t, kc: kc, c: c, ctx: t.Context()}
+	h := &txnHarness{t: t, kc: kc, c: c, ctx: t.Context(), net: pn}
 	h.produce(txnInput, txnInputs...) // before the client fetches: its first fetch has them all
 	if err := c.connect(h.ctx); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() {
+		// As Run ends a session: the polls the test took are done with,
+		// so that Close's leaving the group does not wait for them.
+		c.kafka.cl.AllowRebalance()
+		c.Close()
+	})
 	return h
 }
 
 // client is a plain client of the cluster; opts come last.
 func (h *txnHarness) client(opts ...kgo.Opt) *kgo.Client {
 	h.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(h.kc.ListenAddrs()...)}, opts...)...)
+	base := []kgo.Opt{kgo.SeedBrokers(h.kc.ListenAddrs()...)}
+	if h.net != nil {
+		base = append(base, kgo.Dialer(h.net.dial))
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -169,7 +185,8 @@ func (h *txnHarness) told() (committed, aborted float64, restoring bool) {
 // before a marker that a plain producer appends now.
 func (h *txnHarness) visible(topic string) []string {
 	h.t.Helper()
-	marker := fmt.Sprintf("marker-%d", time.Now().UnixNano())
+	h.markers++
+	marker := fmt.Sprintf("marker-%d", h.markers) // the bubble's clock may not have moved since the last
 	h.produce(topic, marker)
 	cl := h.client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
