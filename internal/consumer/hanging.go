@@ -73,8 +73,8 @@ func (c *Consumer) block(p *partition, s stall) {
 
 // unblock ends p's wait on an open transaction once its restore is done:
 // its input resumes from the restored position (the records polled
-// before it was paused were not applied), which resume sets after c.mu is
-// released (ok: p waited). c.mu is held.
+// before it was paused were not applied), which resume sets once c.mu is
+// released, to take c.fetch.polling first (ok: p waited). c.mu is held.
 func (c *Consumer) unblock(p *partition, position int64) (r resume, ok bool) {
 	b := c.blocked[p.id]
 	if b == nil {
@@ -99,20 +99,30 @@ type resume struct {
 	hanging  bool // it was reported as a hanging transaction
 }
 
-// resume sets the fetch positions of rs and resumes their input. Engine
-// goroutine, c.mu not held: it takes c.fetch.polling, which ranks above
-// c.mu (lockorder.go).
+// resume sets the fetch positions of rs and resumes their input, those
+// still assigned. Engine goroutine, c.mu not held: it takes
+// c.fetch.polling, then c.mu (lockorder.go).
 func (c *Consumer) resume(rs []resume) {
+	if len(rs) == 0 {
+		return
+	}
+	// No poll is under way (c.fetch.polling, the poll under way ended
+	// as for a commit): the polls taken before hold records fetched
+	// before the pause, which p.rewound drops.
+	c.fetch.interrupt()
+	c.fetch.polling.Lock()
+	c.fetch.commitWaits.Store(false)
+	defer c.fetch.polling.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, r := range rs {
 		p := r.p
+		if !c.current(p) {
+			continue
+		}
 		if r.position >= 0 {
-			// No poll is under way (c.fetch.polling): the polls taken
-			// before hold records fetched before the pause, which
-			// p.rewound drops.
-			c.fetch.polling.Lock()
 			p.rewound = c.fetch.rewinds.Add(1)
 			c.kafka.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.tp.topic: {p.tp.partition: {Epoch: -1, Offset: r.position}}})
-			c.fetch.polling.Unlock()
 		}
 		c.kafka.cl.ResumeFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
 		ev := c.log.Info()

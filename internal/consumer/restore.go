@@ -16,10 +16,10 @@ import (
 // its changelog partition, read to its end (read_committed) before any of
 // its input is applied. Engine goroutine; c.mu is not held: the
 // changelog's reads happen without it, and it is taken only to hand the
-// core what they read (see the lock order in lockorder.go). The engine
-// goroutine holds a poll meanwhile, so no rebalance callback runs
-// (kgo.BlockRebalanceOnPoll): what takes c.mu meanwhile (Close, the
-// callbacks once allowed) finds the partitions as they were.
+// core what they read (see the lock order in lockorder.go). So a
+// rebalance callback (allowed during an empty poll's step) and Close are
+// not held up by a long restore; a partition a callback drops meanwhile
+// is left out of it (current), and restored anew if assigned again.
 func (c *Consumer) restorePending(ctx context.Context) error {
 	c.mu.Lock()
 	ps := c.toRestore()
@@ -49,6 +49,9 @@ func (c *Consumer) finishRestore(ps []*partition, stalled map[int32]stall, began
 	var resumes []resume
 	now := c.nowMs()
 	for _, p := range ps {
+		if !c.current(p) {
+			continue
+		}
 		if s, ok := stalled[p.id]; ok {
 			c.block(p, s)
 			continue
@@ -78,6 +81,11 @@ func (c *Consumer) finishRestore(ps []*partition, stalled map[int32]stall, began
 	c.updateReady()
 	return resumes, nil
 }
+
+// current reports whether p is still assigned: not dropped by a
+// rebalance callback since it was looked up (a partition assigned again
+// is another *partition). c.mu is held.
+func (c *Consumer) current(p *partition) bool { return c.parts.byID[p.id] == p }
 
 // toRestore are the assigned partitions to restore now: not restored,
 // and not waiting on an open transaction in their changelog partition
@@ -116,7 +124,9 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 	}
 	next := map[int32]int64{} // changelog partition → next offset to read, for those not at their end
 	end := map[int32]int64{}
+	byID := map[int32]*partition{}
 	for _, p := range ps {
+		byID[p.id] = p
 		o, ok := ends.Lookup(topic, p.id)
 		if !ok || o.Err != nil {
 			return nil, fmt.Errorf("end offset of %s[%d]: %v", topic, p.id, o.Err)
@@ -152,6 +162,11 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 		}
 		var aerr error
 		c.mu.Lock()
+		for id := range next {
+			if !c.current(byID[id]) {
+				delete(next, id) // dropped meanwhile: its records are not read
+			}
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if _, ok := next[r.Partition]; !ok || aerr != nil {
 				return
