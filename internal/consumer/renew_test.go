@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,45 +22,47 @@ import (
 // not end: it makes its session again, restores from the last commit and
 // goes on; a read_committed reader sees every window's result once.
 func TestRunRenewsFencedProducer(t *testing.T) {
-	h := newHarnessCommitting(t, "exactly_once", "200ms")
-	ctx, stop := context.WithCancel(h.ctx)
-	var run sync.WaitGroup
-	var runErr error
-	run.Go(func() { runErr = h.c.Run(ctx) })
-	t.Cleanup(func() { stop(); run.Wait() })
-	h.waitCommitted(int64(len(txnInputs)))
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarnessCommitting(t, "exactly_once", "200ms")
+		ctx, stop := context.WithCancel(h.ctx)
+		var run sync.WaitGroup
+		var runErr error
+		run.Go(func() { runErr = h.c.Run(ctx) })
+		t.Cleanup(func() { stop(); run.Wait() })
+		h.waitCommitted(int64(len(txnInputs)))
 
-	fencer := h.client(kgo.TransactionalID(transactionalID(h.c.cfg.Source)), kgo.DefaultProduceTopic(txnInput))
-	if err := fencer.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fencer.ProduceSync(h.ctx, kgo.StringRecord(`{"sid":"z","t":0}`)).FirstErr(); err != nil {
-		t.Fatalf("fencing producer: %v", err)
-	}
-	if err := fencer.EndTransaction(h.ctx, kgo.TryAbort); err != nil {
-		t.Fatalf("fencing producer's abort: %v", err)
-	}
-	// Window [10s, 15s) fires: a (t 12000) and c.
-	h.produce(txnInput, `{"sid":"c","t":13000}`, `{"sid":"c","t":22000}`)
-	h.waitCommitted(int64(len(txnInputs)) + 3) // the fencer's aborted record and its marker take two offsets
-	stop()
-	run.Wait()
-	if runErr != nil {
-		t.Fatalf("Run = %v, want nil (the fenced session is made again)", runErr)
-	}
-	if got := testutil.ToFloat64(h.c.m.Renewals); got != 1 {
-		t.Errorf("aggregator_producer_renewals_total = %v, want 1", got)
-	}
-	got := h.visible(txnResults)
-	slices.Sort(got)
-	if len(got) != 4 || len(slices.Compact(slices.Clone(got))) != 4 {
-		t.Errorf("read_committed reader sees %d results %q, want 4, each once", len(got), got)
-	}
-	for _, want := range []string{`"sid":"a"`, `"sid":"b"`, `"sid":"c"`} {
-		if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, want) }) {
-			t.Errorf("no result of %s in %q", want, got)
+		fencer := h.client(kgo.TransactionalID(transactionalID(h.c.cfg.Source)), kgo.DefaultProduceTopic(txnInput))
+		if err := fencer.BeginTransaction(); err != nil {
+			t.Fatal(err)
 		}
-	}
+		if err := fencer.ProduceSync(h.ctx, kgo.StringRecord(`{"sid":"z","t":0}`)).FirstErr(); err != nil {
+			t.Fatalf("fencing producer: %v", err)
+		}
+		if err := fencer.EndTransaction(h.ctx, kgo.TryAbort); err != nil {
+			t.Fatalf("fencing producer's abort: %v", err)
+		}
+		// Window [10s, 15s) fires: a (t 12000) and c.
+		h.produce(txnInput, `{"sid":"c","t":13000}`, `{"sid":"c","t":22000}`)
+		h.waitCommitted(int64(len(txnInputs)) + 3) // the fencer's aborted record and its marker take two offsets
+		stop()
+		run.Wait()
+		if runErr != nil {
+			t.Fatalf("Run = %v, want nil (the fenced session is made again)", runErr)
+		}
+		if got := testutil.ToFloat64(h.c.m.Renewals); got != 1 {
+			t.Errorf("aggregator_producer_renewals_total = %v, want 1", got)
+		}
+		got := h.visible(txnResults)
+		slices.Sort(got)
+		if len(got) != 4 || len(slices.Compact(slices.Clone(got))) != 4 {
+			t.Errorf("read_committed reader sees %d results %q, want 4, each once", len(got), got)
+		}
+		for _, want := range []string{`"sid":"a"`, `"sid":"b"`, `"sid":"c"`} {
+			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, want) }) {
+				t.Errorf("no result of %s in %q", want, got)
+			}
+		}
+	})
 }
 
 // waitCommitted waits until the group's committed offset of the input
