@@ -31,11 +31,24 @@ func (m *Mutex) Init(order *Order, rank int, name string) {
 }
 
 // Lock locks m; with Enabled it first panics if the goroutine holds a
-// Mutex of m's Order that m may not be taken under.
-func (m *Mutex) Lock() { m.lock(Enabled) }
+// Mutex of m's Order that m may not be taken under. Without Enabled it is
+// m's sync.Mutex's Lock, inlined.
+func (m *Mutex) Lock() {
+	if Enabled && m.order != nil {
+		m.checkedLock()
+		return
+	}
+	m.mu.Lock()
+}
 
 // Unlock unlocks m.
-func (m *Mutex) Unlock() { m.unlock(Enabled) }
+func (m *Mutex) Unlock() {
+	if Enabled && m.order != nil {
+		m.checkedUnlock()
+		return
+	}
+	m.mu.Unlock()
+}
 
 // TryLock tries to lock m and reports whether it did. It never waits, so
 // it cannot deadlock: no order is checked, but a held m is noted.
@@ -49,11 +62,8 @@ func (m *Mutex) TryLock() bool {
 	return true
 }
 
-func (m *Mutex) lock(check bool) {
-	if !check || m.order == nil {
-		m.mu.Lock()
-		return
-	}
+// checkedLock is Lock with the checks, in any build (m has an Order).
+func (m *Mutex) checkedLock() {
 	g := goid()
 	if err := m.order.check(g, m); err != nil {
 		panic(err)
@@ -62,10 +72,9 @@ func (m *Mutex) lock(check bool) {
 	m.order.taken(g, m)
 }
 
-func (m *Mutex) unlock(check bool) {
-	if check && m.order != nil {
-		m.order.released(m)
-	}
+// checkedUnlock is Unlock with the checks, in any build.
+func (m *Mutex) checkedUnlock() {
+	m.order.released(m)
 	m.mu.Unlock()
 }
 

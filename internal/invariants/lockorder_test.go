@@ -18,16 +18,16 @@ func ranked() (a, b, c *Mutex) {
 // Taken in rank order, released in any order, and taken again: no panic.
 func TestLockOrderKept(t *testing.T) {
 	a, b, c := ranked()
-	a.lock(true)
-	b.lock(true)
-	c.lock(true)
-	a.unlock(true)
-	c.unlock(true)
-	c.lock(true) // b is held: c ranks above it
-	c.unlock(true)
-	b.unlock(true)
-	b.lock(true) // nothing held
-	b.unlock(true)
+	a.checkedLock()
+	b.checkedLock()
+	c.checkedLock()
+	a.checkedUnlock()
+	c.checkedUnlock()
+	c.checkedLock() // b is held: c ranks above it
+	c.checkedUnlock()
+	b.checkedUnlock()
+	b.checkedLock() // nothing held
+	b.checkedUnlock()
 	if n := len(a.order.held); n != 0 {
 		t.Errorf("after every unlock %d goroutines hold a lock, want 0", n)
 	}
@@ -60,9 +60,9 @@ func TestLockOrderBroken(t *testing.T) {
 				take = ms[tt.take]
 			}
 			for _, i := range tt.held {
-				ms[i].lock(true)
+				ms[i].checkedLock()
 			}
-			got := panicked(func() { take.lock(true) })
+			got := panicked(func() { take.checkedLock() })
 			if !strings.Contains(got, tt.want) {
 				t.Errorf("lock with %v held: panic %q, want one containing %q", tt.held, got, tt.want)
 			}
@@ -75,33 +75,40 @@ func TestLockOrderBroken(t *testing.T) {
 	}
 }
 
-// Without the checks (a build without race or invariants) the order is
-// not looked at: a Mutex is a sync.Mutex.
-func TestLockOrderUnchecked(t *testing.T) {
+// Lock checks the order exactly when Enabled: taken against it, a
+// Mutex panics with the checks (-race, -tags invariants) and is a plain
+// lock without them.
+func TestLockChecksWhenEnabled(t *testing.T) {
 	a, b, _ := ranked()
-	b.lock(false)
-	if got := panicked(func() { a.lock(false) }); got != "" {
-		t.Fatalf("unchecked lock against the order: panic %q, want none", got)
+	b.Lock()
+	defer b.Unlock()
+	got := panicked(func() {
+		a.Lock()
+		a.Unlock()
+	})
+	if Enabled && !strings.Contains(got, "a (rank 1) taken while holding b (rank 2)") {
+		t.Errorf("Lock against the order with the checks: panic %q, want one naming a and b", got)
 	}
-	a.unlock(false)
-	b.unlock(false)
+	if !Enabled && got != "" {
+		t.Errorf("Lock against the order without the checks: panic %q, want none", got)
+	}
 }
 
 // Unlocked by another goroutine than the one that locked it, a Mutex is
 // no longer held by the first.
 func TestLockOrderUnlockedElsewhere(t *testing.T) {
 	a, b, _ := ranked()
-	b.lock(true)
+	b.checkedLock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.unlock(true)
+		b.checkedUnlock()
 	}()
 	<-done
-	if got := panicked(func() { a.lock(true) }); got != "" {
+	if got := panicked(func() { a.checkedLock() }); got != "" {
 		t.Fatalf("lock after the higher one was unlocked elsewhere: panic %q, want none", got)
 	}
-	a.unlock(true)
+	a.checkedUnlock()
 }
 
 // The checks are on in this build exactly when the race detector or the
