@@ -25,8 +25,11 @@ package consumer
 //     lock only), peerReader.mu (the watermark topic's values) and
 //     fetcher.cancelMu (the poll under way).
 //
-// The producer.Writer's locks are its own: the consumer calls it holding
-// any of these, and it never calls back. Lock-free, read by any goroutine:
+// Other packages' locks (the producer.Writer's, cluster's watches', the
+// registry client's) are their own: the consumer calls them holding any
+// of these, and they never call back into it. kgo does, through the
+// rebalance callbacks: hence the rules above. Lock-free, read by any
+// goroutine:
 // health.ready and health.joined (/readyz, aggregator_ready), the
 // fetcher's epoch, rewinds, rebalanceWaits and commitWaits, and stage
 // 1's purging.
