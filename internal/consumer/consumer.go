@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"aggregator/internal/cluster"
 	"aggregator/internal/config"
+	"aggregator/internal/invariants"
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
@@ -63,7 +63,9 @@ type Consumer struct {
 	// global; nil otherwise).
 	peers *peerReader
 
-	mu    sync.Mutex // guards what follows; the engine goroutine holds it while processing
+	// locks is the order of the consumer's locks (lockorder.go).
+	locks invariants.Order
+	mu    invariants.Mutex // guards what follows; the engine goroutine holds it while processing
 	proc  *pipeline.Processor
 	parts partitions
 	cycle cycle
@@ -162,6 +164,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	if c.fetch, err = newFetcher(c); err != nil {
 		return nil, err
 	}
+	c.initLocks()
 	base, err := cluster.ClientOpts(cfg.Source, log, "kafka_restore")
 	if err != nil {
 		return nil, err

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/cluster"
+	"aggregator/internal/invariants"
 	"aggregator/internal/metrics"
 	"aggregator/internal/watermark"
 )
@@ -22,7 +22,7 @@ import (
 type peerReader struct {
 	topic string
 
-	mu sync.Mutex // guards what follows
+	mu invariants.Mutex // guards what follows
 	// pending is the latest value read of each partition since the
 	// engine goroutine last took them: only the latest counts, so a
 	// backlog (a long topic read at start) is one value per partition.

@@ -9,6 +9,7 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/DataDog/sketches-go/ddsketch/store"
 
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/watermark"
 	"aggregator/internal/windowing"
@@ -18,8 +19,9 @@ import (
 const version = 1
 
 // TagHeader is the header of a tombstone that holds its commit tag
-// (8 bytes, big endian): a tombstone has no value to hold it.
-const TagHeader = "aggregator.tag"
+// (8 bytes, big endian): a tombstone has no value to hold it. Package
+// ready owns it, for the writer of a changelog record.
+const TagHeader = ready.TagHeader
 
 // Record kinds, the key's second byte.
 const (
@@ -237,8 +239,8 @@ func (r *reader) sources() watermark.Table {
 	return t
 }
 
-// AppendTag appends the TagHeader value of tag.
-func AppendTag(dst []byte, tag uint64) []byte { return binary.BigEndian.AppendUint64(dst, tag) }
+// AppendTag appends the TagHeader value of tag (ready.AppendTag).
+func AppendTag(dst []byte, tag uint64) []byte { return ready.AppendTag(dst, tag) }
 
 func appendString(dst []byte, s string) []byte {
 	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
