@@ -20,7 +20,8 @@ import (
 const hookName = releaseName + "-validate"
 
 // TestValidateHook checks the pre-install/pre-upgrade Job: it runs
-// `aggregator validate` with the pod's image, environment, Secrets and
+// `aggregator plan` (which validates the config, then checks it against
+// the state in the changelog) with the pod's image, environment, Secrets and
 // security context on a ConfigMap of its own holding the same config, and
 // is deleted when it passes.
 func TestValidateHook(t *testing.T) {
@@ -44,7 +45,7 @@ func TestValidateHook(t *testing.T) {
 			}
 			pod, jobPod := d.Spec.Template.Spec, job.Spec.Template.Spec
 			c, jc := container(t, pod), container(t, jobPod)
-			if want := []string{"validate", "--config", "/etc/aggregator/config.yaml"}; !slices.Equal(jc.Args, want) {
+			if want := []string{"plan", "--config", "/etc/aggregator/config.yaml"}; !slices.Equal(jc.Args, want) {
 				t.Errorf("hook args = %v, want %v", jc.Args, want)
 			}
 			if jc.Image != c.Image || !reflect.DeepEqual(jc.Env, c.Env) || !reflect.DeepEqual(jc.EnvFrom, c.EnvFrom) ||
@@ -232,3 +233,50 @@ func TestPodDisruptionBudget(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestConfigVersionIsTheRevision: state.config_version is the release
+// revision, in the pods' config and in the hook's, so every upgrade and
+// every rollback (a new revision) is a new version; values that set it
+// win, 0 included.
+func TestConfigVersionIsTheRevision(t *testing.T) {
+	tests := []struct {
+		revision int
+		values   string
+		want     int64
+	}{
+		{1, "", 1},
+		{7, "", 7},
+		{7, "config: {state: {config_version: 3}}", 3},
+		{7, "config: {state: {config_version: 0}}", 0},
+		{7, "config: {state: {commit_interval: 200ms}}", 7},
+		{8, "config: {state: {cutover: '2030-12-01T10:10:00Z'}}", 8},
+	}
+	for _, tt := range tests {
+		files, err := renderRevision(t, releaseName, tt.revision, parseValues(t, tt.values))
+		if err != nil {
+			t.Fatalf("render revision %d %q: %v", tt.revision, tt.values, err)
+		}
+		seen := 0
+		for _, o := range objects(t, files) {
+			if o.Kind != "ConfigMap" || strings.HasSuffix(o.Source, "dashboard.yaml") {
+				continue
+			}
+			cm := decodeNamed[corev1.ConfigMap](t, []object{o}, "ConfigMap", o.Metadata.Name)
+			text, ok := cm.Data["config.yaml"]
+			if !ok {
+				continue
+			}
+			seen++
+			cfg, err := config.Parse([]byte(text), nil)
+			if err != nil {
+				t.Fatalf("revision %d %q: %s: config.Parse: %v", tt.revision, tt.values, o.Metadata.Name, err)
+			}
+			if cfg.State.ConfigVersion != tt.want {
+				t.Errorf("revision %d %q: %s: state.config_version %d, want %d", tt.revision, tt.values, o.Metadata.Name, cfg.State.ConfigVersion, tt.want)
+			}
+		}
+		if seen != 2 {
+			t.Errorf("revision %d %q: %d configs, want the pods' and the hook's", tt.revision, tt.values, seen)
+		}
+	}
+}

@@ -75,6 +75,13 @@ func render(t testing.TB, vals map[string]any, apis ...string) (map[string]strin
 // renderAs is render for a release of another name.
 func renderAs(t testing.TB, release string, vals map[string]any, apis ...string) (map[string]string, error) {
 	t.Helper()
+	return renderRevision(t, release, 1, vals, apis...)
+}
+
+// renderRevision is renderAs for revision revision of the release (an
+// upgrade when above 1).
+func renderRevision(t testing.TB, release string, revision int, vals map[string]any, apis ...string) (map[string]string, error) {
+	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatalf("load chart: %v", err)
@@ -82,7 +89,7 @@ func renderAs(t testing.TB, release string, vals map[string]any, apis ...string)
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = kubeVersion
 	caps.APIVersions = append(slices.Clone(caps.APIVersions), apis...)
-	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
+	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: revision, IsInstall: revision == 1, IsUpgrade: revision > 1}
 	top, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)

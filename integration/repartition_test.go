@@ -291,19 +291,14 @@ func TestRepartitionCrash(t *testing.T) {
 func waitPurged(t testing.TB, brokers []string, topic string) {
 	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
+	waitFor(t, waitTimeout, "a partition of "+topic+" purged", func() bool {
 		starts, err := adm.ListStartOffsets(context.Background(), topic)
 		purged := false
 		if err == nil {
 			starts.Each(func(o kadm.ListedOffset) { purged = purged || o.Offset > 0 })
 		}
-		if purged {
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // polling the brokers for a condition, not for correctness
-	}
-	t.Fatalf("no partition of %s was purged in %v", topic, waitTimeout)
+		return purged
+	})
 }
 
 // waitEven waits until the group has members members holding each
@@ -311,26 +306,26 @@ func waitPurged(t testing.TB, brokers []string, topic string) {
 func waitEven(t testing.TB, brokers []string, group string, members, each int) {
 	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
+	waitForf(t, waitTimeout, pollEvery, func() bool {
 		gs, err := adm.DescribeGroups(context.Background(), group)
-		if g, ok := gs[group]; err == nil && ok && g.State == "Stable" && len(g.Members) == members {
-			even := true
-			for _, m := range g.Members {
-				c, _ := m.Assigned.AsConsumer()
-				n := 0
-				for _, tp := range c.Topics {
-					n += len(tp.Partitions)
-				}
-				even = even && n == each
+		g, ok := gs[group]
+		if err != nil || !ok || g.State != "Stable" || len(g.Members) != members {
+			return false
+		}
+		for _, m := range g.Members {
+			c, _ := m.Assigned.AsConsumer()
+			n := 0
+			for _, tp := range c.Topics {
+				n += len(tp.Partitions)
 			}
-			if even {
-				return
+			if n != each {
+				return false
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling the brokers for a condition
-	}
-	t.Fatalf("group %s never split its partitions %d apiece over %d members", group, each, members)
+		return true
+	}, func() string {
+		return fmt.Sprintf("group %s splitting its partitions %d apiece over %d members", group, each, members)
+	})
 }
 
 // TestRepartitionSilentSource: a source partition that never gets a

@@ -215,7 +215,7 @@ func checkGoTest(t *testing.T, args []string) {
 			}
 			i++
 		case slices.Contains([]string{"-race", "-short", "-v", "-update"}, a):
-		case slices.Contains([]string{"-benchtime", "-count", "-timeout", "-fuzztime"}, a):
+		case slices.Contains([]string{"-benchtime", "-count", "-timeout", "-fuzztime", "-tags"}, a):
 			i++
 		case strings.HasPrefix(a, "-") && strings.Contains(a, "."):
 			custom = append(custom, strings.TrimPrefix(a, "-"))

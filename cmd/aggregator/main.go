@@ -56,6 +56,8 @@ Usage:
                                                 the engine on recorded records, JSON lines out
   aggregator validate --config FILE [--for run|replay]
                                                 print the effective config, exit 2 if invalid
+  aggregator plan --config FILE [--timeout 2m]  what the config would do to the state in the changelog,
+                                                changing nothing; exit 2 if refused
   aggregator broker [--port 9092] [--topics calls] [--partitions 1] [--data-dir DIR] [--auto-create=false]
                   [--schema-registry-port -1]   a local Kafka (kfake) for trying run, and a Schema Registry
   aggregator --version
@@ -79,6 +81,9 @@ var commandHelp = map[string]struct{ synopsis, summary, example string }{
 	"validate": {"aggregator validate --config FILE [--for run|replay]",
 		"Prints the effective config with every default; exits 2 naming every error, each with its key, if it is invalid.",
 		"aggregator validate --config examples/calls.yaml"},
+	"plan": {"aggregator plan --config FILE [--timeout 2m]",
+		"Reads every state partition's changelog (read_committed, without joining the group) and prints what the config would do there: nothing, run settings, a new generation and its cut-over, or the refusal (exit 2). Changes nothing.",
+		"aggregator plan --config examples/local.yaml"},
 	"broker": {"aggregator broker [flags]",
 		"A one-broker Kafka (kfake, with transactions) on 127.0.0.1 for trying run locally; creates topics on first use. Not for production.",
 		"aggregator broker --partitions 3 --data-dir /tmp/kafka"},
@@ -105,6 +110,8 @@ func run(ctx context.Context, args []string, env []string, stdin io.Reader, stdo
 		return replayCmd(ctx, rest, env, stdin, stdout, stderr)
 	case "run":
 		return runCmd(ctx, rest, env, stdout, stderr)
+	case "plan":
+		return planCmd(ctx, rest, env, stdout, stderr)
 	case "demo":
 		return demo(ctx, rest, stdout, stderr)
 	case "broker":

@@ -213,6 +213,15 @@ type State struct {
 	WatermarkTopic     string        `yaml:"watermark_topic"`
 	CommitInterval     time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
 	TransactionTimeout time.Duration `yaml:"transaction_timeout"` // default 10s (as Kafka Streams): exactly_once only; the broker aborts a transaction open longer than this
+	// ConfigVersion orders configs across a rollout (SPEC §11): a higher
+	// version with other state settings starts a new generation, an equal
+	// one with other state settings is refused, a lower one runs the
+	// partition's newest stored generation. Not negative; default 0.
+	ConfigVersion int64 `yaml:"config_version"`
+	// Cutover is the event time, RFC 3339 in whole milliseconds, at which
+	// a new generation takes over in every partition ("" = each partition
+	// cuts over as soon as it can): see CutoverMillis.
+	Cutover string `yaml:"cutover"`
 }
 
 // HTTP is the metrics and probes endpoint.

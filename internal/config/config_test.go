@@ -183,6 +183,10 @@ func TestParseErrors(t *testing.T) {
 		"instance_id too long":           {map[string]string{"source": "{timestamp: {field: t}, instance_id: '" + strings.Repeat("p", 250) + "'}"}, "source.instance_id"},
 		"session_timeout below 1s":       {map[string]string{"source": "{timestamp: {field: t}, session_timeout: 999ms}"}, "source.session_timeout"},
 		"session_timeout above 30m":      {map[string]string{"source": "{timestamp: {field: t}, session_timeout: 31m}"}, "source.session_timeout"},
+		"negative config_version":        {map[string]string{"state": "{config_version: -1}"}, "state.config_version"},
+		"config_version not a number":    {map[string]string{"state": "{config_version: 1.5}"}, "state.config_version"},
+		"cutover not RFC 3339":           {map[string]string{"state": "{cutover: '2030-12-01 10:00:00'}"}, "state.cutover"},
+		"cutover below a ms":             {map[string]string{"state": "{cutover: '2030-12-01T10:00:00.0005Z'}"}, "state.cutover"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -366,6 +370,7 @@ func TestEnvNames(t *testing.T) {
 		"AGGREGATOR_SINK_LINGER", "AGGREGATOR_SINK_CREATE_TOPICS", "AGGREGATOR_SINK_PARTITIONS", "AGGREGATOR_SINK_REPLICATION_FACTOR",
 		"AGGREGATOR_DELIVERY", "AGGREGATOR_HTTP_LISTEN", "AGGREGATOR_LOG_LEVEL", "AGGREGATOR_LOG_FORMAT", "AGGREGATOR_SHUTDOWN_TIMEOUT",
 		"AGGREGATOR_STATE_CHANGELOG_TOPIC", "AGGREGATOR_STATE_REPARTITION_TOPIC", "AGGREGATOR_STATE_REPARTITION_PARTITIONS", "AGGREGATOR_STATE_REPARTITION_FORMAT", "AGGREGATOR_STATE_WATERMARK_TOPIC", "AGGREGATOR_STATE_COMMIT_INTERVAL", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT",
+		"AGGREGATOR_STATE_CONFIG_VERSION", "AGGREGATOR_STATE_CUTOVER",
 	}
 	if !slices.Equal(asked, want) {
 		t.Errorf("Parse asked for %v, want %v", asked, want)

@@ -503,6 +503,9 @@ func (c *Config) validateState(src *sources) *KeyError {
 	if err := positive(src, "state.commit_interval", s.CommitInterval); err != nil {
 		return err
 	}
+	if err := s.validateGeneration(); err != nil {
+		return err
+	}
 	if err := c.checkApplies(src, "state.repartition_topic", "state.repartition_partitions", "state.repartition_format", "state.watermark_topic"); err != nil {
 		return err
 	}

@@ -76,11 +76,13 @@ func (c *Config) mappingNode(v reflect.Value, path string) *yaml.Node {
 }
 
 // hidden reports whether YAML leaves key out although it applies: the
-// password when it is unset or was read from password_file.
+// password when it is unset or was read from password_file, and an unset
+// state.cutover (optional, with no default to show).
 func (c *Config) hidden(key string) bool {
 	sasl, sr := c.Source.SASL, c.Source.SchemaRegistry
 	return key == "source.sasl.password" && (sasl.Password == "" || sasl.PasswordFile != "") ||
-		key == "source.schema_registry.password" && sr.Password == ""
+		key == "source.schema_registry.password" && sr.Password == "" ||
+		key == "state.cutover" && c.State.Cutover == ""
 }
 
 func scalar(tag, value string) *yaml.Node {

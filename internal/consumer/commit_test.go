@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +44,12 @@ type txnHarness struct {
 	kc  *kfake.Cluster
 	c   *Consumer
 	ctx context.Context
+	// net is the in-memory network of the broker and the clients (nil:
+	// loopback): in a synctest bubble, a client waiting for an answer is
+	// durably blocked, so the bubble's clock moves on.
+	net *pipeNet
+	// markers counts the markers visible appended, each its own.
+	markers int
 }
 
 func newTxnHarness(t *testing.T) *txnHarness {
@@ -64,7 +71,8 @@ func newHarnessCommitting(t *testing.T, delivery, interval string) *txnHarness {
 	if delivery == "exactly_once" {
 		txnTimeout = ", transaction_timeout: 15m"
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, txnInput, txnResults))
+	pn := &pipeNet{}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, txnInput, txnResults), kfake.ListenFn(pn.listen))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
@@ -82,23 +90,32 @@ state: {commit_interval: %s%s}
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
-	c, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry(), kgo.FetchMaxWait(50*time.Millisecond))
+	c, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry(), kgo.Dialer(pn.dial), kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	h := &txnHarness{t: t, kc: kc, c: c, ctx: t.Context()}
+	h := &txnHarness{t: t, kc: kc, c: c, ctx: t.Context(), net: pn}
 	h.produce(txnInput, txnInputs...) // before the client fetches: its first fetch has them all
 	if err := c.connect(h.ctx); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() {
+		// As Run ends a session: the polls the test took are done with,
+		// so that Close's leaving the group does not wait for them.
+		c.kafka.cl.AllowRebalance()
+		c.Close()
+	})
 	return h
 }
 
 // client is a plain client of the cluster; opts come last.
 func (h *txnHarness) client(opts ...kgo.Opt) *kgo.Client {
 	h.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(h.kc.ListenAddrs()...)}, opts...)...)
+	base := []kgo.Opt{kgo.SeedBrokers(h.kc.ListenAddrs()...)}
+	if h.net != nil {
+		base = append(base, kgo.Dialer(h.net.dial))
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -169,7 +186,8 @@ func (h *txnHarness) told() (committed, aborted float64, restoring bool) {
 // before a marker that a plain producer appends now.
 func (h *txnHarness) visible(topic string) []string {
 	h.t.Helper()
-	marker := fmt.Sprintf("marker-%d", time.Now().UnixNano())
+	h.markers++
+	marker := fmt.Sprintf("marker-%d", h.markers) // the bubble's clock may not have moved since the last
 	h.produce(topic, marker)
 	cl := h.client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -245,23 +263,25 @@ func (h *txnHarness) answer(key int16, fill func(req kmsg.Request) kmsg.Response
 // Accept, and a read_committed reader sees each result once, with the
 // offsets committed.
 func TestCommitTransactionCommits(t *testing.T) {
-	h := newTxnHarness(t)
-	h.process()
-	if err := h.commit(h.ctx); err != nil {
-		t.Fatalf("commit = %v, want nil", err)
-	}
-	if committed, aborted, restoring := h.told(); committed != 1 || aborted != 0 || restoring {
-		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 1, 0, false (Accept)", committed, aborted, restoring)
-	}
-	if !h.c.cycle.inTxn {
-		t.Error("no transaction open after the commit")
-	}
-	h.wantResults()
-	h.wantPublished(published) // by_key, scope global: in the transaction, once
-	if err := h.commit(h.ctx); err != nil {
-		t.Fatalf("second commit = %v, want nil", err)
-	}
-	h.wantPublished(published) // nothing changed: nothing more
+	synctest.Test(t, func(t *testing.T) {
+		h := newTxnHarness(t)
+		h.process()
+		if err := h.commit(h.ctx); err != nil {
+			t.Fatalf("commit = %v, want nil", err)
+		}
+		if committed, aborted, restoring := h.told(); committed != 1 || aborted != 0 || restoring {
+			t.Errorf("commits: %v committed, %v aborted, restoring %v; want 1, 0, false (Accept)", committed, aborted, restoring)
+		}
+		if !h.c.cycle.inTxn {
+			t.Error("no transaction open after the commit")
+		}
+		h.wantResults()
+		h.wantPublished(published) // by_key, scope global: in the transaction, once
+		if err := h.commit(h.ctx); err != nil {
+			t.Fatalf("second commit = %v, want nil", err)
+		}
+		h.wantPublished(published) // nothing changed: nothing more
+	})
 }
 
 // TestCommitTransactionAborts: the brokers answer so that the transaction
@@ -330,34 +350,36 @@ func TestCommitTransactionAborts(t *testing.T) {
 	}
 	for name, inject := range tests {
 		t.Run(name, func(t *testing.T) {
-			h := newTxnHarness(t)
-			h.process()
-			inject(h)
-			if err := h.commit(h.ctx); err != nil {
-				t.Fatalf("commit = %v, want nil (the transaction aborts, the service goes on)", err)
-			}
-			if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
-				t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
-			}
-			if !h.c.cycle.inTxn {
-				t.Error("no transaction begun after the abort")
-			}
-			if got := h.visible(txnResults); len(got) != 0 {
-				t.Errorf("read_committed reader sees %q of the aborted transaction, want nothing", got)
-			}
-			h.wantPublished() // the watermark went with the aborted transaction
-			if off := h.committedOffset(); off != -1 {
-				t.Errorf("committed offset = %d after the abort, want none", off)
-			}
-			h.process() // restored and read again from the last commit
-			if err := h.commit(h.ctx); err != nil {
-				t.Fatalf("commit after the abort = %v, want nil", err)
-			}
-			if committed, _, restoring := h.told(); committed != 1 || restoring {
-				t.Errorf("after the second commit: %v committed, restoring %v; want 1, false", committed, restoring)
-			}
-			h.wantResults()
-			h.wantPublished(published) // published again after the abort
+			synctest.Test(t, func(t *testing.T) {
+				h := newTxnHarness(t)
+				h.process()
+				inject(h)
+				if err := h.commit(h.ctx); err != nil {
+					t.Fatalf("commit = %v, want nil (the transaction aborts, the service goes on)", err)
+				}
+				if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+					t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+				}
+				if !h.c.cycle.inTxn {
+					t.Error("no transaction begun after the abort")
+				}
+				if got := h.visible(txnResults); len(got) != 0 {
+					t.Errorf("read_committed reader sees %q of the aborted transaction, want nothing", got)
+				}
+				h.wantPublished() // the watermark went with the aborted transaction
+				if off := h.committedOffset(); off != -1 {
+					t.Errorf("committed offset = %d after the abort, want none", off)
+				}
+				h.process() // restored and read again from the last commit
+				if err := h.commit(h.ctx); err != nil {
+					t.Fatalf("commit after the abort = %v, want nil", err)
+				}
+				if committed, _, restoring := h.told(); committed != 1 || restoring {
+					t.Errorf("after the second commit: %v committed, restoring %v; want 1, false", committed, restoring)
+				}
+				h.wantResults()
+				h.wantPublished(published) // published again after the abort
+			})
 		})
 	}
 }
@@ -367,64 +389,68 @@ func TestCommitTransactionAborts(t *testing.T) {
 // cannot end, commit fails (the service ends), the core is told Abort, and
 // a reader sees nothing of it.
 func TestCommitTransactionFenced(t *testing.T) {
-	h := newTxnHarness(t)
-	h.process()
-	// Every output is written before the fence, so that the failure is
-	// the end of the transaction (a record produced after it fails, and
-	// commit ends the service before it ends the transaction).
-	h.c.writer.Sync()
-	if err := h.c.kafka.pr.Flush(h.ctx); err != nil {
-		t.Fatal(err)
-	}
-	fencer := h.client(kgo.TransactionalID(transactionalID(h.c.cfg.Source)), kgo.DefaultProduceTopic(txnInput))
-	if err := fencer.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	// Its first record initializes the producer ID: the broker bumps the
-	// epoch and aborts the consumer's open transaction.
-	if err := fencer.ProduceSync(h.ctx, kgo.StringRecord(`{"sid":"z","t":0}`)).FirstErr(); err != nil {
-		t.Fatalf("fencing producer: %v", err)
-	}
-	if err := fencer.EndTransaction(h.ctx, kgo.TryAbort); err != nil {
-		t.Fatalf("fencing producer's abort: %v", err)
-	}
-	err := h.commit(h.ctx)
-	if err == nil || !strings.Contains(err.Error(), "end transaction") {
-		t.Fatalf("commit = %v, want an end transaction error", err)
-	}
-	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
-		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
-	}
-	if got := h.visible(txnResults); len(got) != 0 {
-		t.Errorf("read_committed reader sees %q of the fenced transaction, want nothing", got)
-	}
-	h.wantPublished() // a fenced instance publishes nothing
-	if off := h.committedOffset(); off != -1 {
-		t.Errorf("committed offset = %d, want none", off)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newTxnHarness(t)
+		h.process()
+		// Every output is written before the fence, so that the failure is
+		// the end of the transaction (a record produced after it fails, and
+		// commit ends the service before it ends the transaction).
+		h.c.writer.Sync()
+		if err := h.c.kafka.pr.Flush(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+		fencer := h.client(kgo.TransactionalID(transactionalID(h.c.cfg.Source)), kgo.DefaultProduceTopic(txnInput))
+		if err := fencer.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		// Its first record initializes the producer ID: the broker bumps the
+		// epoch and aborts the consumer's open transaction.
+		if err := fencer.ProduceSync(h.ctx, kgo.StringRecord(`{"sid":"z","t":0}`)).FirstErr(); err != nil {
+			t.Fatalf("fencing producer: %v", err)
+		}
+		if err := fencer.EndTransaction(h.ctx, kgo.TryAbort); err != nil {
+			t.Fatalf("fencing producer's abort: %v", err)
+		}
+		err := h.commit(h.ctx)
+		if err == nil || !strings.Contains(err.Error(), "end transaction") {
+			t.Fatalf("commit = %v, want an end transaction error", err)
+		}
+		if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+			t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+		}
+		if got := h.visible(txnResults); len(got) != 0 {
+			t.Errorf("read_committed reader sees %q of the fenced transaction, want nothing", got)
+		}
+		h.wantPublished() // a fenced instance publishes nothing
+		if off := h.committedOffset(); off != -1 {
+			t.Errorf("committed offset = %d, want none", off)
+		}
+	})
 }
 
 // TestCommitTransactionEndTxnFails: EndTxn fails with an error kgo cannot
 // retry: commit fails (the service ends, a restart reads again from the
 // last commit) and the core is told Abort.
 func TestCommitTransactionEndTxnFails(t *testing.T) {
-	h := newTxnHarness(t)
-	h.process()
-	h.answer(kmsg.EndTxn.Int16(), func(r kmsg.Request) kmsg.Response {
-		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.InvalidTxnState.Code
-		return resp
+	synctest.Test(t, func(t *testing.T) {
+		h := newTxnHarness(t)
+		h.process()
+		h.answer(kmsg.EndTxn.Int16(), func(r kmsg.Request) kmsg.Response {
+			resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+			resp.ErrorCode = kerr.InvalidTxnState.Code
+			return resp
+		})
+		err := h.commit(h.ctx)
+		if !errors.Is(err, kerr.InvalidTxnState) {
+			t.Fatalf("commit = %v, want %v", err, kerr.InvalidTxnState)
+		}
+		if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+			t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+		}
+		if off := h.committedOffset(); off != -1 {
+			t.Errorf("committed offset = %d, want none", off)
+		}
 	})
-	err := h.commit(h.ctx)
-	if !errors.Is(err, kerr.InvalidTxnState) {
-		t.Fatalf("commit = %v, want %v", err, kerr.InvalidTxnState)
-	}
-	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
-		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
-	}
-	if off := h.committedOffset(); off != -1 {
-		t.Errorf("committed offset = %d, want none", off)
-	}
 }
 
 // TestCommitTransactionBrokersSilent: the brokers give no answer that
@@ -468,35 +494,37 @@ func TestCommitTransactionBrokersSilent(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			h := newTxnHarness(t)
-			h.process()
-			ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
-			defer cancel()
-			var answered atomic.Bool // the commit returned: the brokers answer again
-			h.kc.ControlKey(tt.key.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
-				h.kc.KeepControl()
-				if answered.Load() {
-					h.kc.DropControl()
-					return nil, nil, false
+			synctest.Test(t, func(t *testing.T) {
+				h := newTxnHarness(t)
+				h.process()
+				ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
+				defer cancel()
+				var answered atomic.Bool // the commit returned: the brokers answer again
+				h.kc.ControlKey(tt.key.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+					h.kc.KeepControl()
+					if answered.Load() {
+						h.kc.DropControl()
+						return nil, nil, false
+					}
+					return tt.respond(ctx.Done(), r)
+				})
+				err := h.commit(ctx)
+				answered.Store(true)
+				if err != nil {
+					t.Fatalf("commit = %v, want nil (brokers out of reach are waited for)", err)
 				}
-				return tt.respond(ctx.Done(), r)
+				if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
+					t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
+				}
+				if !h.c.cycle.inTxn {
+					t.Error("no transaction begun after the abort")
+				}
+				h.process() // restored and read again from the last commit
+				if err := h.commit(h.ctx); err != nil {
+					t.Fatalf("commit after the abort = %v, want nil", err)
+				}
+				h.wantResults() // the transaction the brokers may still have held has none of it
 			})
-			err := h.commit(ctx)
-			answered.Store(true)
-			if err != nil {
-				t.Fatalf("commit = %v, want nil (brokers out of reach are waited for)", err)
-			}
-			if committed, aborted, restoring := h.told(); committed != 0 || aborted != 1 || !restoring {
-				t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 1, true (Abort)", committed, aborted, restoring)
-			}
-			if !h.c.cycle.inTxn {
-				t.Error("no transaction begun after the abort")
-			}
-			h.process() // restored and read again from the last commit
-			if err := h.commit(h.ctx); err != nil {
-				t.Fatalf("commit after the abort = %v, want nil", err)
-			}
-			h.wantResults() // the transaction the brokers may still have held has none of it
 		})
 	}
 }
@@ -506,38 +534,40 @@ func TestCommitTransactionBrokersSilent(t *testing.T) {
 // transaction, and the core is told nothing (the service ends; a restart
 // reads again from the last commit).
 func TestCommitTransactionOutputFailed(t *testing.T) {
-	h := newTxnHarness(t) // the inputs are in
-	h.kc.ControlKey(kmsg.Produce.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		h.kc.KeepControl()
-		req := r.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
+	synctest.Test(t, func(t *testing.T) {
+		h := newTxnHarness(t) // the inputs are in
+		h.kc.ControlKey(kmsg.Produce.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			h.kc.KeepControl()
+			req := r.(*kmsg.ProduceRequest)
+			resp := req.ResponseKind().(*kmsg.ProduceResponse)
+			for _, rt := range req.Topics {
+				st := kmsg.NewProduceResponseTopic()
+				st.Topic, st.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewProduceResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
 			}
-			resp.Topics = append(resp.Topics, st)
+			return resp, nil, true
+		})
+		h.process()
+		// The results were produced while processing: wait for their answer,
+		// as the commit's check would see it a moment later.
+		h.c.writer.Sync()
+		_ = h.c.kafka.pr.Flush(h.ctx)
+		err := h.commit(h.ctx)
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("commit = %v, want %v", err, kerr.TopicAuthorizationFailed)
 		}
-		return resp, nil, true
+		if committed, aborted, restoring := h.told(); committed != 0 || aborted != 0 || restoring {
+			t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 0, false (neither Accept nor Abort)", committed, aborted, restoring)
+		}
+		if off := h.committedOffset(); off != -1 {
+			t.Errorf("committed offset = %d, want none", off)
+		}
 	})
-	h.process()
-	// The results were produced while processing: wait for their answer,
-	// as the commit's check would see it a moment later.
-	h.c.writer.Sync()
-	_ = h.c.kafka.pr.Flush(h.ctx)
-	err := h.commit(h.ctx)
-	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
-		t.Fatalf("commit = %v, want %v", err, kerr.TopicAuthorizationFailed)
-	}
-	if committed, aborted, restoring := h.told(); committed != 0 || aborted != 0 || restoring {
-		t.Errorf("commits: %v committed, %v aborted, restoring %v; want 0, 0, false (neither Accept nor Abort)", committed, aborted, restoring)
-	}
-	if off := h.committedOffset(); off != -1 {
-		t.Errorf("committed offset = %d, want none", off)
-	}
 }
 
 // TestCommitAtLeastOnceRejected: with at_least_once the group coordinator
@@ -549,43 +579,45 @@ func TestCommitTransactionOutputFailed(t *testing.T) {
 func TestCommitAtLeastOnceRejected(t *testing.T) {
 	for _, code := range []*kerr.Error{kerr.IllegalGeneration, kerr.UnknownMemberID} {
 		t.Run(code.Message, func(t *testing.T) {
-			h := newHarness(t, "at_least_once")
-			// The first offset commit is refused: the one that commits the
-			// input's records, whether the restore's end or the commit
-			// below makes it (an idle service does not commit the same
-			// offsets twice).
-			h.answer(kmsg.OffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
-				req := r.(*kmsg.OffsetCommitRequest)
-				resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-				for _, rt := range req.Topics {
-					st := kmsg.NewOffsetCommitResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewOffsetCommitResponseTopicPartition()
-						sp.Partition, sp.ErrorCode = rp.Partition, code.Code
-						st.Partitions = append(st.Partitions, sp)
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, "at_least_once")
+				// The first offset commit is refused: the one that commits the
+				// input's records, whether the restore's end or the commit
+				// below makes it (an idle service does not commit the same
+				// offsets twice).
+				h.answer(kmsg.OffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
+					req := r.(*kmsg.OffsetCommitRequest)
+					resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+					for _, rt := range req.Topics {
+						st := kmsg.NewOffsetCommitResponseTopic()
+						st.Topic = rt.Topic
+						for _, rp := range rt.Partitions {
+							sp := kmsg.NewOffsetCommitResponseTopicPartition()
+							sp.Partition, sp.ErrorCode = rp.Partition, code.Code
+							st.Partitions = append(st.Partitions, sp)
+						}
+						resp.Topics = append(resp.Topics, st)
 					}
-					resp.Topics = append(resp.Topics, st)
+					return resp
+				})
+				h.process()
+				if err := h.commit(h.ctx); err != nil {
+					t.Fatalf("commit = %v, want nil (a refused offset commit means rejoin)", err)
 				}
-				return resp
+				if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
+					t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
+				}
+				if pos, ok := h.changelogPosition(); !ok || pos.Offset != int64(len(txnInputs)) {
+					t.Errorf("the changelog's position = %+v (%v), want offset %d: the next owner skips what the state holds", pos, ok, len(txnInputs))
+				}
+				h.wantResults2()
+				if err := h.commit(h.ctx); err != nil {
+					t.Fatalf("the next commit = %v, want nil", err)
+				}
+				if off := h.committedOffset(); off != int64(len(txnInputs)) {
+					t.Errorf("committed offset = %d after the next commit, want %d", off, len(txnInputs))
+				}
 			})
-			h.process()
-			if err := h.commit(h.ctx); err != nil {
-				t.Fatalf("commit = %v, want nil (a refused offset commit means rejoin)", err)
-			}
-			if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
-				t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
-			}
-			if pos, ok := h.changelogPosition(); !ok || pos.Offset != int64(len(txnInputs)) {
-				t.Errorf("the changelog's position = %+v (%v), want offset %d: the next owner skips what the state holds", pos, ok, len(txnInputs))
-			}
-			h.wantResults2()
-			if err := h.commit(h.ctx); err != nil {
-				t.Fatalf("the next commit = %v, want nil", err)
-			}
-			if off := h.committedOffset(); off != int64(len(txnInputs)) {
-				t.Errorf("committed offset = %d after the next commit, want %d", off, len(txnInputs))
-			}
 		})
 	}
 }
@@ -643,31 +675,33 @@ func (h *txnHarness) wantResults2() {
 // meanwhile, and a restore leaves out changes without a position), and
 // the service goes on (the client drops the partitions and rejoins).
 func TestCommitAtLeastOnceZombie(t *testing.T) {
-	h := newHarness(t, "at_least_once")
-	h.process() // and commits: the first commit is due at once
-	h.produce(txnInput, `{"sid":"c","t":13000}`)
-	h.stepUntil(int64(len(txnInputs))) // applied, not committed
-	h.kc.ControlKey(kmsg.Heartbeat.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		h.kc.KeepControl()
-		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-		return resp, nil, true
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, "at_least_once")
+		h.process() // and commits: the first commit is due at once
+		h.produce(txnInput, `{"sid":"c","t":13000}`)
+		h.stepUntil(int64(len(txnInputs))) // applied, not committed
+		h.kc.ControlKey(kmsg.Heartbeat.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			h.kc.KeepControl()
+			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = kerr.UnknownMemberID.Code
+			return resp, nil, true
+		})
+		h.c.mu.Lock()
+		h.c.cycle.lastCommit = time.Now().Add(-time.Minute) // paused for a minute: the session (45 s) is gone
+		h.c.mu.Unlock()
+		if err := h.commit(h.ctx); err != nil {
+			t.Fatalf("commit = %v, want nil (the zombie rejoins)", err)
+		}
+		if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
+			t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
+		}
+		if pos, ok := h.changelogPosition(); !ok || pos.Offset != int64(len(txnInputs)) {
+			t.Errorf("the changelog's position = %+v (%v), want the last commit's, offset %d (none of the zombie's)", pos, ok, len(txnInputs))
+		}
+		if off := h.committedOffset(); off != int64(len(txnInputs)) {
+			t.Errorf("committed offset = %d, want the last commit's, %d", off, len(txnInputs))
+		}
 	})
-	h.c.mu.Lock()
-	h.c.cycle.lastCommit = time.Now().Add(-time.Minute) // paused for a minute: the session (45 s) is gone
-	h.c.mu.Unlock()
-	if err := h.commit(h.ctx); err != nil {
-		t.Fatalf("commit = %v, want nil (the zombie rejoins)", err)
-	}
-	if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
-		t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
-	}
-	if pos, ok := h.changelogPosition(); !ok || pos.Offset != int64(len(txnInputs)) {
-		t.Errorf("the changelog's position = %+v (%v), want the last commit's, offset %d (none of the zombie's)", pos, ok, len(txnInputs))
-	}
-	if off := h.committedOffset(); off != int64(len(txnInputs)) {
-		t.Errorf("committed offset = %d, want the last commit's, %d", off, len(txnInputs))
-	}
 }
 
 // stepUntil polls and processes until a poll returned the input

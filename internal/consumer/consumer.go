@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"aggregator/internal/cluster"
 	"aggregator/internal/config"
+	"aggregator/internal/invariants"
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
@@ -65,7 +65,9 @@ type Consumer struct {
 	// partition counts (source.partitioning repartition; nil otherwise).
 	repart *repartitionTopic
 
-	mu sync.Mutex // guards what follows; the engine goroutine holds it while processing
+	// locks is the order of the consumer's locks (lockorder.go).
+	locks invariants.Order
+	mu    invariants.Mutex // guards what follows; the engine goroutine holds it while processing
 	// core is made by connect, once the input topics' partitions are
 	// known; it is not replaced after (the fetcher's decoders read it).
 	core  *pipeline.Core
@@ -164,6 +166,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	if c.fetch, err = newFetcher(c); err != nil {
 		return nil, err
 	}
+	c.initLocks()
 	base, err := cluster.ClientOpts(cfg.Source, log, "kafka_restore")
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"aggregator/internal/invariants"
 	"aggregator/internal/pipeline"
 	"aggregator/internal/record"
 )
@@ -75,7 +76,7 @@ type fetcher struct {
 	c *Consumer
 	// polling is held by the fetcher while it polls; with exactly_once a
 	// commit holds it, as a transaction must not end during a poll.
-	polling sync.Mutex
+	polling invariants.Mutex
 	// epoch counts transaction aborts: a poll taken before the last abort
 	// holds records past the rewound positions and is dropped.
 	epoch atomic.Uint64
@@ -91,7 +92,7 @@ type fetcher struct {
 	// A commit that needs c.fetch.polling (exactly_once) ends the poll under
 	// way rather than wait up to tickInterval for records to arrive.
 	commitWaits atomic.Bool
-	cancelMu    sync.Mutex
+	cancelMu    invariants.Mutex
 	cancelPoll  context.CancelFunc // of the poll under way; nil between polls
 }
 

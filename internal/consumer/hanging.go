@@ -71,38 +71,67 @@ func (c *Consumer) block(p *partition, s stall) {
 		Msg("restore waits for an open transaction on the changelog partition; the other partitions go on")
 }
 
-// unblock resumes p's input once its restore is done, from the restored
-// position: the records polled before it was paused were not applied.
-// c.mu is held.
-func (c *Consumer) unblock(p *partition, position int64) {
+// unblock ends p's wait on an open transaction once its restore is done:
+// its input resumes from the restored position (the records polled
+// before it was paused were not applied), which resume sets once c.mu is
+// released, to take c.fetch.polling first (ok: p waited). c.mu is held.
+func (c *Consumer) unblock(p *partition, position int64) (r resume, ok bool) {
 	b := c.blocked[p.id]
 	if b == nil {
-		return
+		return resume{}, false
 	}
 	delete(c.blocked, p.id)
 	c.setHanging()
-	tp := map[string][]int32{p.tp.topic: {p.tp.partition}}
 	if position < 0 {
 		// No state: input resumes where the group's offset rules
 		// started it, the first record polled and not applied.
 		position = p.firstDropped
 	}
 	p.firstDropped = -1
-	if position >= 0 {
-		// No poll is under way (c.fetch.polling): the polls taken before
-		// hold records fetched before the pause, which p.rewound drops.
-		c.fetch.polling.Lock()
-		p.rewound = c.fetch.rewinds.Add(1)
-		c.kafka.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.tp.topic: {p.tp.partition: {Epoch: -1, Offset: position}}})
-		c.fetch.polling.Unlock()
+	return resume{p: p, position: position, hanging: b.hanging}, true
+}
+
+// A resume is a partition whose restore waited on an open transaction,
+// restored: its input resumes from position (-1: where it was paused).
+type resume struct {
+	p        *partition
+	position int64
+	hanging  bool // it was reported as a hanging transaction
+}
+
+// resume sets the fetch positions of rs and resumes their input, those
+// still assigned. Engine goroutine, c.mu not held: it takes
+// c.fetch.polling, then c.mu (lockorder.go).
+func (c *Consumer) resume(rs []resume) {
+	if len(rs) == 0 {
+		return
 	}
-	c.kafka.cl.ResumeFetchPartitions(tp)
-	ev := c.log.Info()
-	if b.hanging {
-		ev = c.log.Warn()
+	// No poll is under way (c.fetch.polling, the poll under way ended
+	// as for a commit): the polls taken before hold records fetched
+	// before the pause, which p.rewound drops.
+	c.fetch.interrupt()
+	c.fetch.polling.Lock()
+	c.fetch.commitWaits.Store(false)
+	defer c.fetch.polling.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range rs {
+		p := r.p
+		if !c.current(p) {
+			continue
+		}
+		if r.position >= 0 {
+			p.rewound = c.fetch.rewinds.Add(1)
+			c.kafka.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.tp.topic: {p.tp.partition: {Epoch: -1, Offset: r.position}}})
+		}
+		c.kafka.cl.ResumeFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
+		ev := c.log.Info()
+		if r.hanging {
+			ev = c.log.Warn()
+		}
+		ev.Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", r.position).
+			Msg("the changelog partition's open transaction ended: the partition is restored and its input resumes")
 	}
-	ev.Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", position).
-		Msg("the changelog partition's open transaction ended: the partition is restored and its input resumes")
 }
 
 // forgetBlocked forgets a dropped partition's wait and resumes its input

@@ -2,9 +2,10 @@ package consumer
 
 import (
 	"context"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/invariants"
 )
 
 // assigned starts each new partition with fresh state; the engine
@@ -76,7 +77,7 @@ func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 // revocations are partitions revoked or lost (exactly_once) that the
 // engine goroutine has not dropped yet. Safe for concurrent use.
 type revocations struct {
-	mu     sync.Mutex
+	mu     invariants.Mutex
 	queue  []topicPartition
 	logged map[string][]int32 // revoked or lost since the last rebalance line
 }

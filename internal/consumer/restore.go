@@ -14,9 +14,19 @@ import (
 
 // restorePending restores every assigned partition not restored yet from
 // its changelog partition, read to its end (read_committed) before any of
-// its input is applied. c.mu is held.
+// its input is applied. Engine goroutine; c.mu is not held: the
+// changelog's reads happen without it, and it is taken only to hand the
+// core what they read (see the lock order in lockorder.go). So a
+// rebalance callback (allowed during an empty poll's step) and Close are
+// not held up by a long restore; a partition a callback drops meanwhile
+// is left out of it (current), and restored anew if assigned again.
 func (c *Consumer) restorePending(ctx context.Context) error {
+	c.mu.Lock()
 	ps := c.toRestore()
+	for _, p := range ps {
+		c.core.BeginRestore(p.id)
+	}
+	c.mu.Unlock()
 	if len(ps) == 0 {
 		return nil
 	}
@@ -25,21 +35,38 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err) // the next attempt reads from the start again (BeginRestore)
 	}
+	c.mu.Lock()
+	resumes, err := c.finishRestore(ps, stalled, began)
+	c.mu.Unlock()
+	c.resume(resumes) // after c.mu: it takes c.fetch.polling
+	return err
+}
+
+// finishRestore ends the restore of ps, read to their ends but for
+// stalled (the read began at began), and returns the partitions whose
+// input resumes from their restored position. c.mu is held.
+func (c *Consumer) finishRestore(ps []*partition, stalled map[int32]stall, began time.Time) ([]resume, error) {
+	var resumes []resume
 	now := c.nowMs()
 	for _, p := range ps {
+		if !c.current(p) {
+			continue
+		}
 		if s, ok := stalled[p.id]; ok {
 			c.block(p, s)
 			continue
 		}
 		res, records, err := c.core.FinishRestore(p.id, now)
 		if err != nil {
-			return fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
+			return resumes, fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
 		}
 		start := int64(-1)
 		if res.HasPosition {
 			start = res.Position.Offset
 		}
-		c.unblock(p, start)
+		if r, ok := c.unblock(p, start); ok {
+			resumes = append(resumes, r)
+		}
 		c.m.RestoredRecords.Add(float64(records))
 		if res.Stale > 0 {
 			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
@@ -52,8 +79,13 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	}
 	c.m.RestoreSeconds.Observe(time.Since(began).Seconds())
 	c.updateReady()
-	return nil
+	return resumes, nil
 }
+
+// current reports whether p is still assigned: not dropped by a
+// rebalance callback since it was looked up (a partition assigned again
+// is another *partition). c.mu is held.
+func (c *Consumer) current(p *partition) bool { return c.parts.byID[p.id] == p }
 
 // toRestore are the assigned partitions to restore now: not restored,
 // and not waiting on an open transaction in their changelog partition
@@ -73,10 +105,10 @@ func (c *Consumer) toRestore() []*partition {
 // has seen nothing new for restoreStall and every partition not at its
 // end has its last stable offset at its read position (an open
 // transaction holds them back), it returns those partitions: stalled.
+//
+// It is called without c.mu, which it takes for each fetch's records
+// only: a slow read holds up no one else that takes c.mu.
 func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled map[int32]stall, err error) {
-	for _, p := range ps {
-		c.core.BeginRestore(p.id)
-	}
 	topic := c.cfg.State.ChangelogTopic
 	cl, err := kgo.NewClient(append(c.kafka.readOpts[:len(c.kafka.readOpts):len(c.kafka.readOpts)], kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
@@ -92,7 +124,9 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 	}
 	next := map[int32]int64{} // changelog partition → next offset to read, for those not at their end
 	end := map[int32]int64{}
+	byID := map[int32]*partition{}
 	for _, p := range ps {
+		byID[p.id] = p
 		o, ok := ends.Lookup(topic, p.id)
 		if !ok || o.Err != nil {
 			return nil, fmt.Errorf("end offset of %s[%d]: %v", topic, p.id, o.Err)
@@ -127,6 +161,12 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 			return nil, ferr
 		}
 		var aerr error
+		c.mu.Lock()
+		for id := range next {
+			if !c.current(byID[id]) {
+				delete(next, id) // dropped meanwhile: its records are not read
+			}
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if _, ok := next[r.Partition]; !ok || aerr != nil {
 				return
@@ -146,6 +186,7 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 				aerr = fmt.Errorf("%s[%d] offset %d: %w", topic, r.Partition, r.Offset, err)
 			}
 		})
+		c.mu.Unlock()
 		if aerr != nil {
 			return nil, aerr
 		}

@@ -198,14 +198,17 @@ func (c *Consumer) restoreWaits() bool {
 // process applies the poll and reports whether a commit is due.
 func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.dropRevoked()
+	c.mu.Unlock()
+	// Without c.mu: the changelog reads do not hold it.
 	if err := c.restoreRetrying(ctx); err != nil {
 		if ctx.Err() != nil {
 			return false, nil // shutting down: the next owner restores it
 		}
 		return false, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.writer.SetFetched(p.fetchedAt)
 	c.applyPeers()
 	if p.epoch == c.fetch.epoch.Load() {
@@ -231,7 +234,7 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 
 // restoreRetrying is restorePending, tried again with capped exponential
 // backoff while the brokers are out of reach, until ctx ends: the poll's
-// records must wait for their partitions' state. c.mu is held.
+// records must wait for their partitions' state. c.mu is not held.
 func (c *Consumer) restoreRetrying(ctx context.Context) error {
 	for n := 0; ; n++ {
 		err := c.restorePending(ctx)

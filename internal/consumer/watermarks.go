@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/cluster"
+	"aggregator/internal/invariants"
 	"aggregator/internal/watermark"
 )
 
@@ -20,7 +20,7 @@ import (
 type peerReader struct {
 	topic string
 
-	mu sync.Mutex // guards what follows
+	mu invariants.Mutex // guards what follows
 	// pending is the latest value read of each partition since the
 	// engine goroutine last took them: only the latest counts, so a
 	// backlog (a long topic read at start) is one value per partition.

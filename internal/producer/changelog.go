@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/ready"
-	"aggregator/internal/state"
 )
 
 // changelogTopic is where the window state's changes go: the changelog
@@ -29,7 +28,7 @@ func (w *Writer) Changelog(ctx context.Context, recs []ready.Changelog) {
 		kr := &krs[i]
 		*kr = kgo.Record{Topic: w.changelog.name, Partition: r.Partition, Key: r.Key, Value: r.Value}
 		if r.Value == nil {
-			kr.Headers = []kgo.RecordHeader{{Key: state.TagHeader, Value: state.AppendTag(nil, r.Tag)}}
+			kr.Headers = []kgo.RecordHeader{{Key: ready.TagHeader, Value: ready.AppendTag(nil, r.Tag)}}
 		}
 		w.cl.Produce(ctx, kr, w.changelog.done)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/DataDog/sketches-go/ddsketch/store"
 
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/watermark"
 	"aggregator/internal/windowing"
@@ -18,8 +19,9 @@ import (
 const version = 1
 
 // TagHeader is the header of a tombstone that holds its commit tag
-// (8 bytes, big endian): a tombstone has no value to hold it.
-const TagHeader = "aggregator.tag"
+// (8 bytes, big endian): a tombstone has no value to hold it. Package
+// ready owns it, for the writer of a changelog record.
+const TagHeader = ready.TagHeader
 
 // Record kinds, the key's second byte.
 const (
@@ -237,8 +239,8 @@ func (r *reader) sources() watermark.Table {
 	return t
 }
 
-// AppendTag appends the TagHeader value of tag.
-func AppendTag(dst []byte, tag uint64) []byte { return binary.BigEndian.AppendUint64(dst, tag) }
+// AppendTag appends the TagHeader value of tag (ready.AppendTag).
+func AppendTag(dst []byte, tag uint64) []byte { return ready.AppendTag(dst, tag) }
 
 func appendString(dst []byte, s string) []byte {
 	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
@@ -264,35 +266,54 @@ func appendValue(dst []byte, v record.Value) []byte {
 type key struct {
 	kind      byte
 	partition int32
-	start     int64
-	split     int
-	id        string
+	// gen is the generation (config_version) of a generation record or of
+	// an entry with a generation key; hasGen is false for an entry's
+	// version-1 key.
+	gen    int64
+	hasGen bool
+	start  int64
+	split  int
+	id     string
 }
 
 func decodeKey(b []byte) (key, error) {
-	if len(b) < 6 || b[0] != version {
+	if len(b) < 6 || b[0] != version && b[0] != keyGenerations {
 		return key{}, fmt.Errorf("%w: key %q: unknown version", ErrCorrupt, b)
 	}
 	k := key{kind: b[1], partition: int32(binary.BigEndian.Uint32(b[2:6]))}
-	switch k.kind {
-	case kindPosition:
+	switch {
+	case k.kind == kindPosition && b[0] == version:
 		if len(b) != 6 {
 			return key{}, fmt.Errorf("%w: position key %q", ErrCorrupt, b)
 		}
 		return k, nil
-	case kindSlice, kindWindow, kindSession, kindCount:
+	case k.kind == kindGeneration && b[0] == version:
+		if len(b) != 14 {
+			return key{}, fmt.Errorf("%w: generation key %q", ErrCorrupt, b)
+		}
+		k.gen, k.hasGen = int64(binary.BigEndian.Uint64(b[6:14])^1<<63), true
+		return k, nil
+	case k.kind == kindSlice || k.kind == kindWindow || k.kind == kindSession || k.kind == kindCount:
 	default:
 		return key{}, fmt.Errorf("%w: key %q: unknown kind", ErrCorrupt, b)
 	}
-	if len(b) < 14 {
+	rest := b[6:]
+	if b[0] == keyGenerations {
+		if len(rest) < 8 {
+			return key{}, fmt.Errorf("%w: key %q: short", ErrCorrupt, b)
+		}
+		k.gen, k.hasGen = int64(binary.BigEndian.Uint64(rest[:8])^1<<63), true
+		rest = rest[8:]
+	}
+	if len(rest) < 8 {
 		return key{}, fmt.Errorf("%w: key %q: short", ErrCorrupt, b)
 	}
-	k.start = int64(binary.BigEndian.Uint64(b[6:14]) ^ 1<<63)
-	split, n := binary.Uvarint(b[14:])
-	if n <= 0 || split > uint64(len(b)-14-n) {
+	k.start = int64(binary.BigEndian.Uint64(rest[:8]) ^ 1<<63)
+	split, n := binary.Uvarint(rest[8:])
+	if n <= 0 || split > uint64(len(rest)-8-n) {
 		return key{}, fmt.Errorf("%w: key %q: bad split", ErrCorrupt, b)
 	}
-	k.split, k.id = int(split), string(b[14+n:])
+	k.split, k.id = int(split), string(rest[8+n:])
 	return k, nil
 }
 

@@ -214,7 +214,12 @@ func TestAddCorrupt(t *testing.T) {
 	tests := map[string]rec{
 		"empty key":               {key: nil, value: value},
 		"short key":               {key: key[:5], value: value},
-		"key version 2":           {key: append([]byte{2}, key[1:]...), value: value},
+		"key version 3":           {key: append([]byte{3}, key[1:]...), value: value},
+		"generation key, short":   {key: state.GenerationKey(nil, 0, 3)[:13], value: value},
+		"generation key, long":    {key: append(state.GenerationKey(nil, 0, 3), 0), value: value},
+		"generation key of v2":    {key: append([]byte{2}, state.GenerationKey(nil, 0, 3)[1:]...), value: value},
+		"position key of v2":      {key: append([]byte{2}, state.PositionKey(nil, 0)[1:]...), value: pos},
+		"v2 key without start":    {key: state.AppendGenerationKey(nil, 3, en)[:21], value: value},
 		"unknown kind":            {key: append([]byte{1, 'x'}, key[2:]...), value: value},
 		"slice key without start": {key: key[:13], value: value},
 		"split past the ID":       {key: append(append([]byte(nil), key[:14]...), 5, 'a'), value: value},

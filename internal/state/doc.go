@@ -17,6 +17,14 @@
 // and still wrote (at least once: a zombie), and is left out; the keys it
 // wrote are written again by the next commit (Result.Stale).
 //
+// A partition's windows belong to generations (SPEC §11): a generation
+// record (GenerationKey, AppendGeneration) holds a generation's settings
+// and cut-over, its entries' keys carry its config_version
+// (AppendGenerationKey), and FinishGenerations returns the generations
+// with the entries; a changelog written before generations restores as one
+// generation of unknown settings (docs/design.md, "Generations in the
+// changelog").
+//
 // The package is pure: no I/O, no clock. A Restorer is not safe for
 // concurrent use.
 package state

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -135,6 +136,10 @@ func (r *Restorer) Position() (Position, bool) { return r.pos, r.hasPos }
 
 // Result is a restored partition.
 type Result struct {
+	// Generations are the partition's live generations, by version
+	// (SPEC §11): none for an empty partition; one of unknown settings
+	// (Generation.Known false) for a changelog written before generations.
+	Generations []Generation
 	Position    Position // where input resumes; meaningful when HasPosition
 	HasPosition bool
 	// NextTag is the tag the partition's next commit must use: above every
@@ -159,10 +164,26 @@ type Result struct {
 // A Repair is a changelog record to write again; Value nil is a tombstone.
 type Repair struct{ Key, Value []byte }
 
-// Finish hands fn the partition's committed entries, every slice (or
-// session) first, then every window. A slice's *Entry is valid during the call only (the
-// engine copies it), a window's is fn's to keep.
+// Finish is FinishGenerations for a partition of one generation (or
+// none): it refuses a changelog partition that holds more.
 func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
+	res, err := r.FinishGenerations(func(_ int64, en *windowing.Entry) error { return fn(en) })
+	if err == nil && len(res.Generations) > 1 {
+		return Result{}, fmt.Errorf("%w: the partition holds %d generations of windows; this release restores one", ErrGenerations, len(res.Generations))
+	}
+	return res, err
+}
+
+// ErrGenerations is wrapped by Finish's error for a changelog partition
+// that holds more than one generation (written by a later release).
+var ErrGenerations = errors.New("several generations")
+
+// FinishGenerations hands fn the partition's committed entries, each with
+// its generation's version, every slice (or session) first, then every
+// window, and returns the partition's generations in Result.Generations.
+// A slice's *Entry is valid during the call only (the engine copies it), a
+// window's is fn's to keep.
+func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) error) (Result, error) {
 	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: max(r.maxTag, r.posTag) + 1, Stale: r.stale}
 	// In key order: a key's slices by start (the engine appends each after
 	// the last), and the same order on every restore.
@@ -177,6 +198,54 @@ func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
 	var windows []keyed
 	var en windowing.Entry // slices are lent to fn; windows are kept
+	// The generations come first: an entry is handed over with its
+	// generation's version.
+	var stored []Generation
+	legacyEntries, entryGens := false, map[int64]bool{}
+	for _, kc := range all {
+		c := *kc.c
+		chosen := -1
+		for i, v := range c {
+			if v.tag <= r.posTag {
+				chosen = i
+			}
+		}
+		if chosen < 0 || c[chosen].len < 0 {
+			continue
+		}
+		k, err := decodeKey([]byte(kc.key))
+		switch {
+		case err != nil:
+			return Result{}, err
+		case k.kind == kindGeneration:
+			g, err := decodeGeneration(k, r.value(c[chosen]))
+			if err != nil {
+				return Result{}, fmt.Errorf("key %q: %w", kc.key, err)
+			}
+			stored = append(stored, g)
+		case k.hasGen:
+			entryGens[k.gen] = true
+		default:
+			legacyEntries = true
+		}
+	}
+	gens, err := generations(stored, legacyEntries, entryGens)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Generations = gens
+	legacyGen := int64(0)
+	for _, g := range gens {
+		if g.LegacyKeys {
+			legacyGen = g.Version
+		}
+	}
+	genOf := func(key string) int64 {
+		if key[0] == keyGenerations {
+			return int64(binary.BigEndian.Uint64([]byte(key[6:14])) ^ 1<<63)
+		}
+		return legacyGen
+	}
 	for _, kc := range all {
 		c := *kc.c
 		chosen := -1
@@ -192,7 +261,7 @@ func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 			}
 			res.Repairs = append(res.Repairs, rep)
 		}
-		if chosen < 0 || c[chosen].len < 0 {
+		if chosen < 0 || c[chosen].len < 0 || kc.key[1] == kindGeneration {
 			continue
 		}
 		if kc.key[1] == kindWindow {
@@ -202,7 +271,7 @@ func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 		if err := decode([]byte(kc.key), r.value(c[chosen]), &en); err != nil {
 			return Result{}, err
 		}
-		if err := fn(&en); err != nil {
+		if err := fn(genOf(kc.key), &en); err != nil {
 			return Result{}, err
 		}
 		res.Entries++
@@ -212,7 +281,7 @@ func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 		if err := decode([]byte(kc.key), r.value((*kc.c)[0]), en); err != nil {
 			return Result{}, err
 		}
-		if err := fn(en); err != nil {
+		if err := fn(genOf(kc.key), en); err != nil {
 			return Result{}, err
 		}
 		res.Entries++

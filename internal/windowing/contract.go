@@ -45,6 +45,23 @@ type Operator interface {
 	// Stats returns what the operator has counted since it was made.
 	Stats() Stats
 
+	// CutOver ends the operator's generation at event time t (SPEC §11),
+	// t above every event time it has seen: it creates no window that
+	// starts at or after t (sessions: takes no record at or after t) and
+	// finishes its windows as usual, so that OpenWindows reaches 0 once
+	// the last is dropped: the generation retires. Count windows and
+	// global windows have no time span: their partial windows fire once,
+	// Final, with what they hold, and are dropped at once; then a count
+	// operator takes no record, a global one takes none at or after t
+	// (those before are late: its window is gone). Records it no longer
+	// takes are OtherGeneration. A later CutOver only lowers t. An
+	// operator restored for a generation that was cut over gets its
+	// CutOver before its first Restore (when it holds nothing to fire):
+	// the changes of a cut-over (the count and global windows it fired
+	// and dropped) belong in the commit that records the new generation,
+	// so a restore sees both or neither.
+	CutOver(t int64)
+
 	// check panics if the operator's structures are broken: its key slab
 	// (slab.go), its timers, each key's state. Every operator calls it
 	// when invariants is on (-race builds) wherever windows fire or drop,

@@ -42,6 +42,8 @@ type Counts struct {
 
 	res Result
 	acc *ownPane
+
+	cut bool // CutOver was called: c takes no record
 }
 
 // countKey is a count window's state of one (partition, key), beside its
@@ -97,6 +99,9 @@ func (c *Counts) tumbling() bool { return c.s == c.n }
 
 // Add counts rec into its key's open slice and fires what it completes.
 func (c *Counts) Add(rec *record.Record) Outcome {
+	if c.cut {
+		return Outcome{Kind: OtherGeneration}
+	}
 	ki, k := c.keyOf(rec)
 	idx := k.seen / c.g
 	if c.tumbling() {
@@ -146,7 +151,22 @@ func (c *Counts) fireTumbling(ki int32, f Firing) {
 // drops the slices no later window needs.
 func (c *Counts) fireSliding(ki int32) {
 	k := c.keys.ext(ki)
-	from := max(0, (k.seen-c.n)/c.g)
+	c.fireSlidingAs(ki, OnTime)
+	keep := (k.seen + c.s - c.n) / c.g // the next firing's first slice
+	for len(k.slices) > 0 && k.slices[0].idx < keep {
+		c.drop(ki, 0)
+	}
+}
+
+// fireSlidingAs emits, as f, the window that fires when the key's seen
+// reaches the next multiple of S, with the records it holds so far: the
+// last min(N, seen) when seen is one (a firing), fewer before (the
+// partial window CutOver fires).
+func (c *Counts) fireSlidingAs(ki int32, f Firing) {
+	k := c.keys.ext(ki)
+	next := (k.seen + c.s - 1) / c.s * c.s
+	seq := next/c.s - 1
+	from := max(0, (next-c.n)/c.g)
 	c.agg.clear(c.acc.pane)
 	w := Window{Start: math.MaxInt64, End: math.MinInt64}
 	for _, x := range k.slices {
@@ -155,10 +175,41 @@ func (c *Counts) fireSliding(ki int32) {
 			w.Start, w.End = min(w.Start, x.lo), max(w.End, addSat(x.hi, 1))
 		}
 	}
-	c.emitPane(ki, c.acc.pane, w, k.seen/c.s-1, OnTime)
-	keep := (k.seen + c.s - c.n) / c.g // the next firing's first slice
-	for len(k.slices) > 0 && k.slices[0].idx < keep {
-		c.drop(ki, 0)
+	c.emitPane(ki, c.acc.pane, w, seq, f)
+}
+
+// CutOver ends c's generation (see Operator): count windows are cut by
+// arrival, so t does not matter. Every key's partial window fires Final,
+// by key, with what it holds (with a slide, the window of the key's last
+// min(N, seen) records, if a record came since its last firing), and its
+// slices are dropped; c takes no record from then on.
+func (c *Counts) CutOver(int64) {
+	if c.cut {
+		return
+	}
+	c.cut = true
+	var keys []int32
+	for ki, k := range c.keys.live() {
+		if len(c.keys.ext(ki).slices) > 0 && k.id != "" {
+			keys = append(keys, ki)
+		}
+	}
+	slices.SortFunc(keys, c.keys.compare)
+	for _, ki := range keys {
+		k := c.keys.ext(ki)
+		switch {
+		case c.tumbling():
+			c.fireTumbling(ki, Final)
+		case k.seen%c.s != 0:
+			c.fireSlidingAs(ki, Final)
+		}
+		for len(k.slices) > 0 {
+			c.drop(ki, 0)
+		}
+		c.note(ki)
+	}
+	if invariants {
+		c.check()
 	}
 }
 

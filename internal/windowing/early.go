@@ -203,7 +203,7 @@ func (e *Engine) dueSliding(cmpKeys func(a, b int32) int) {
 	t.byKey = t.byKey[:0]
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, p := range t.panes {
-		for s := e.lastStart(p.ref.start); s >= e.firstStart(p.ref.start); s -= e.slide {
+		for s := e.lastIn(p.ref.start); s >= max(e.firstStart(p.ref.start), e.from); s -= e.slide { // the generation's windows
 			end := e.window(s).End
 			if end-1 <= e.wm {
 				break

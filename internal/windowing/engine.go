@@ -74,6 +74,11 @@ type Engine struct {
 
 	early earlyTicks
 	cal   *Calendar // calendar windows: tumbling, with these bounds
+
+	// from and until bound the starts of the windows the engine creates
+	// (SPEC §11 generations: Spec.From, CutOver); math.MinInt64 and
+	// math.MaxInt64 without bounds. assign applies them once per pane.
+	from, until int64
 }
 
 // NewEngine builds the engine of a tumbling or sliding window spec. sink
@@ -94,6 +99,8 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		restoredMin: math.MaxInt64,
 		byStart:     map[int64]*bucket{},
 		early:       newEarlyTicks(spec.Early),
+		from:        spec.from(),
+		until:       math.MaxInt64,
 	}
 	switch spec.Kind {
 	case KindTumbling:

@@ -2,6 +2,7 @@ package windowing
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"aggregator/internal/record"
@@ -19,6 +20,9 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	}
 	wm := e.Judged(rec.Partition)
 	if c.lastCleanup <= wm {
+		if c.outside {
+			return Outcome{Kind: OtherGeneration}
+		}
 		return Outcome{Kind: LateEvent, Missed: e.window(c.last)}
 	}
 	first, kind, firstMaxTs := c.first, Aggregated, c.firstMaxTs
@@ -65,6 +69,10 @@ type span struct {
 	lastCleanup  int64
 	firstCleanup int64
 	firstMaxTs   int64
+	// outside: no window of the engine's generation holds the pane
+	// (lastCleanup is then math.MinInt64, so Add looks at it only on
+	// its late path).
+	outside bool
 }
 
 // assign sets e.span to the pane of time t.
@@ -80,11 +88,45 @@ func (e *Engine) assign(t int64) {
 	if e.cal != nil {
 		to = e.window(pane).End
 	}
+	if first < e.from || last >= e.until {
+		if first, last = e.bounded(first, last); first > last {
+			e.span = span{from: pane, to: to, last: last, first: first, lastCleanup: math.MinInt64, outside: true}
+			return
+		}
+	}
 	e.span = span{
 		from: pane, to: to,
 		last: last, first: first,
 		lastCleanup: e.cleanupTime(last), firstCleanup: e.cleanupTime(first),
 		firstMaxTs: e.maxTimestamp(first),
+	}
+}
+
+// bounded returns the starts of the first and last windows of
+// [first, last] (starts a slide apart) that start in [e.from, e.until);
+// first > last when none does.
+func (e *Engine) bounded(first, last int64) (int64, int64) {
+	if e.cal != nil { // one window: first == last
+		if first < e.from || last >= e.until {
+			return 1, 0
+		}
+		return first, last
+	}
+	if last >= e.until {
+		last -= ((last-e.until)/e.slide + 1) * e.slide
+	}
+	if first < e.from {
+		first += ((e.from - first + e.slide - 1) / e.slide) * e.slide
+	}
+	return first, last
+}
+
+// CutOver ends e's generation at t (see Operator): e creates no window
+// that starts at or after t.
+func (e *Engine) CutOver(t int64) {
+	if t < e.until {
+		e.until = t
+		e.span = span{from: 1, to: 0} // assign again
 	}
 }
 
@@ -238,6 +280,17 @@ func (e *Engine) lastStart(t int64) int64 {
 		return e.cal.Assign(t).Start
 	}
 	return Sliding{Size: e.size, Slide: e.slide, Offset: e.offset}.Last(t).Start // tumbling: slide = size
+}
+
+// lastIn is lastStart(t) for a sliding window whose generation ends at
+// e.until (CutOver): the start of the latest window of the generation
+// that holds t.
+func (e *Engine) lastIn(t int64) int64 {
+	last := e.lastStart(t)
+	if last >= e.until {
+		last -= ((last-e.until)/e.slide + 1) * e.slide
+	}
+	return last
 }
 
 // firstStart is the start of the earliest window that holds time t.
@@ -483,7 +536,7 @@ func (e *Engine) dropBucket(b *bucket) {
 		e.open--
 		for k.first != noPane {
 			h := e.pool.hdr(k.first)
-			if !e.tumbling && e.lastStart(h.start) > b.start || e.tumbling && h.start > b.start { // its latest window is still open
+			if !e.tumbling && e.lastIn(h.start) > b.start || e.tumbling && h.start > b.start { // its latest window is still open
 				break
 			}
 			i := k.first

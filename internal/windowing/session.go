@@ -49,6 +49,11 @@ type Sessions struct {
 
 	res     Result
 	sortKey []byte
+
+	// from and until bound the times of the records s takes (SPEC §11
+	// generations: Spec.From, CutOver); math.MinInt64 and math.MaxInt64
+	// without bounds.
+	from, until int64
 }
 
 // sessKey is a session window's state of one (partition, key), beside
@@ -84,7 +89,8 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 		return nil, fmt.Errorf("window kind %d: not session or global", spec.Kind)
 	}
 	s := &Sessions{sink: sink, gap: spec.Gap, lateness: spec.Lateness, onClose: spec.OnClose,
-		marks: marks{wm: math.MinInt64}, nextDue: noTimer, numbers: newNumbers(), early: newEarlyTicks(spec.Early)}
+		marks: marks{wm: math.MinInt64}, nextDue: noTimer, numbers: newNumbers(), early: newEarlyTicks(spec.Early),
+		from: spec.from(), until: math.MaxInt64}
 	var err error
 	if s.agg, err = newLayout(spec.Aggregates); err != nil {
 		return nil, err
@@ -122,6 +128,9 @@ func (s *Sessions) Stats() Stats { return Stats{Merges: s.merges} }
 // it, absorbed sessions that fired are retracted in order of start, and in
 // emit mode on_watermark the session fires late if it is due or had fired.
 func (s *Sessions) Add(rec *record.Record) Outcome {
+	if rec.Time < s.from || rec.Time >= s.until {
+		return s.outside(rec.Time)
+	}
 	w := s.window(rec.Time, rec.Gap)
 	wm := s.Judged(rec.Partition)
 	tag := s.keys.hash(rec.Partition, rec.Key)
@@ -173,6 +182,53 @@ func (s *Sessions) Add(rec *record.Record) Outcome {
 		s.check()
 	}
 	return Outcome{Kind: Aggregated}
+}
+
+// outside is the outcome of a record at t outside s's generation: a
+// global window cut over at s.until takes no record (from is then
+// math.MaxInt64), and those before s.until are late (its window fired
+// Final and is gone); else another generation's windows take it.
+func (s *Sessions) outside(t int64) Outcome {
+	if s.global && t < s.until && s.until != math.MaxInt64 {
+		return Outcome{Kind: LateEvent, Missed: globalWindow}
+	}
+	return Outcome{Kind: OtherGeneration}
+}
+
+// CutOver ends s's generation at t (see Operator): s takes no record at
+// or after t, which closes every session at the seam; a global window
+// fires Final once, with its running aggregate, by key, and is dropped.
+func (s *Sessions) CutOver(t int64) {
+	if t >= s.until {
+		return
+	}
+	s.until = t
+	if !s.global {
+		return
+	}
+	s.from = math.MaxInt64 // its window is gone: it takes no record
+	var keys []int32
+	for ki, k := range s.keys.live() {
+		if len(s.keys.ext(ki).sess) > 0 && k.id != "" {
+			keys = append(keys, ki)
+		}
+	}
+	slices.SortFunc(keys, s.keys.compare)
+	for _, ki := range keys {
+		k := s.keys.ext(ki)
+		for m := range k.sess {
+			x := k.sess[m]
+			s.emit(ki, &x, Final)
+			s.dropped(s.keys.at(ki), &x)
+			s.pool.freePane(x.pane)
+			s.open--
+		}
+		k.sess = k.sess[:0]
+		s.releaseIfDone(ki)
+	}
+	if invariants {
+		s.check()
+	}
 }
 
 // intersecting returns the sessions ss[i:j] that w intersects (a.start <= b.end

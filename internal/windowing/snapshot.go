@@ -306,6 +306,9 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 		return fmt.Errorf("restore: slice at %d of %s is not on a slice boundary (was the window changed?)", en.Start, en.ID[en.Split:])
 	}
 	first, last := e.firstStart(en.Start), e.lastStart(en.Start)
+	if first < e.from || last >= e.until { // a generation's bounds (SPEC §11): CutOver comes before Restore
+		first, last = e.bounded(first, last)
+	}
 	for first <= last && e.cleanupTime(first) <= dropped {
 		first += e.slide
 	}

@@ -1,6 +1,9 @@
 package windowing
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Kind is a window type (SPEC §3).
 type Kind uint8
@@ -33,6 +36,22 @@ type Spec struct {
 	OnClose    bool // emit on_close: one Final firing per window, at its cleanup time
 	Early      EarlySpec
 	Aggregates []Aggregate
+	// From, when FromSet, is the cut-over T of the generation of windows
+	// the operator computes (SPEC §11): it creates no window that starts
+	// before T (sessions and global windows: it takes no record before T).
+	// Count windows are cut by arrival: they take every record given.
+	// Add returns OtherGeneration for a record outside. See CutOver for
+	// the other end.
+	From    int64
+	FromSet bool
+}
+
+// from is the earliest window start the spec's generation creates.
+func (s Spec) from() int64 {
+	if s.FromSet {
+		return s.From
+	}
+	return math.MinInt64
 }
 
 // Aggregate is one configured aggregate function; Q is FnQuantile's

@@ -91,9 +91,15 @@ const (
 	Filtered                         // removed by source.filter
 	Marker                           // a punctuated watermark marker
 	DeadLetter                       // could not be decoded, or its time is in the future
+	// OtherGeneration: the record belongs in no window of the operator's
+	// generation (SPEC §11: before its cut-over, or at or after the
+	// cut-over of the next; count windows after CutOver); another
+	// generation's windows take it. Never a record's outcome: the core
+	// combines the outcomes of every live generation. Not in Outcomes.
+	OtherGeneration
 )
 
-var outcomeNames = [...]string{"aggregated", "partially_late", "late", "filtered", "marker", "dead_letter"}
+var outcomeNames = [...]string{"aggregated", "partially_late", "late", "filtered", "marker", "dead_letter", "other_generation"}
 
 // String is the outcome's metric label value.
 func (o OutcomeKind) String() string { return outcomeNames[o] }

@@ -114,6 +114,14 @@ Secrets. Rendered once, so the ConfigMap and the checksum annotation agree.
 {{- $source := $cfg.source | default dict }}
 {{- $_ := set $cfg "source" $source }}
 {{- $_ := set $source "group" (include "aggregator.group" .) }}
+{{- /* state.config_version orders configs across a rollout (SPEC §11): the
+release revision unless the values give one. A rollback is a new revision,
+so a new version with the old settings. */}}
+{{- $state := $cfg.state | default dict }}
+{{- $_ := set $cfg "state" $state }}
+{{- if not (hasKey $state "config_version") }}
+{{- $_ := set $state "config_version" .Release.Revision }}
+{{- end }}
 {{- with .Values.auth.tls }}
 {{- if .existingSecret }}
 {{- $tls := $source.tls | default dict }}

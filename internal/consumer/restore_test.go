@@ -1,0 +1,128 @@
+package consumer
+
+import (
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestRestoreReadsWithoutLock: the changelog reads of a restore happen
+// without c.mu held, so a slow read holds up nothing else that takes it
+// (Close, the rebalance callbacks, the engine goroutine's checks): when
+// the restore's fetch of the changelog reaches the broker, c.mu is free.
+func TestRestoreReadsWithoutLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, "at_least_once")
+		h.process()
+		if err := h.commit(h.ctx); err != nil { // the changelog holds the state now
+			t.Fatalf("commit = %v, want nil", err)
+		}
+		details, err := kadm.NewClient(h.client()).ListTopics(h.ctx, h.c.cfg.State.ChangelogTopic)
+		if err != nil {
+			t.Fatalf("list topics: %v", err)
+		}
+		changelog := details[h.c.cfg.State.ChangelogTopic].ID
+		var fetches, free atomic.Int32 // the restore's fetches of the changelog; with c.mu free
+		h.kc.ControlKey(kmsg.Fetch.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			h.kc.KeepControl()
+			for _, rt := range r.(*kmsg.FetchRequest).Topics {
+				if rt.Topic == h.c.cfg.State.ChangelogTopic || rt.TopicID == changelog {
+					fetches.Add(1)
+					if h.c.mu.TryLock() {
+						free.Add(1)
+						h.c.mu.Unlock()
+					}
+				}
+			}
+			return nil, nil, false // the broker answers it
+		})
+		h.c.fetch.polling.Lock() // abort's locks, in their order
+		h.c.mu.Lock()
+		h.c.abort() // every partition waits for its restore from the changelog
+		h.c.mu.Unlock()
+		h.c.fetch.polling.Unlock()
+		h.stepFor("the partition is restored", func() bool { return len(h.c.core.Unrestored()) == 0 })
+		if n, f := fetches.Load(), free.Load(); n == 0 || f != n {
+			t.Errorf("the restore fetched the changelog %d times, %d of them with c.mu free; want at least once, always free", n, f)
+		}
+	})
+}
+
+// stepFor polls and processes (as process does) until done, which is
+// called with c.mu held, says so; it fails after a deadline, saying what
+// it waited for.
+func (h *txnHarness) stepFor(what string, done func() bool) {
+	h.t.Helper()
+	c, f := h.c, h.c.fetch
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		ok := done()
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("waited 30s for %s", what)
+		}
+		p := f.next(h.ctx)
+		f.poll(h.ctx, p)
+		p.decoding.Wait()
+		err := c.step(h.ctx, p)
+		f.free <- p
+		if err != nil {
+			h.t.Fatalf("step: %v", err)
+		}
+	}
+}
+
+// TestRestorePartitionDroppedMeanwhile: a rebalance callback that drops
+// a partition while its changelog is read (here lost, at_least_once: the
+// callbacks run while the engine goroutine applies an empty poll) leaves
+// it out of the restore, which ends without error; assigned again, it is
+// restored anew.
+func TestRestorePartitionDroppedMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, "at_least_once")
+		h.process()
+		if err := h.commit(h.ctx); err != nil { // the changelog holds the state now
+			t.Fatalf("commit = %v, want nil", err)
+		}
+		details, err := kadm.NewClient(h.client()).ListTopics(h.ctx, h.c.cfg.State.ChangelogTopic)
+		if err != nil {
+			t.Fatalf("list topics: %v", err)
+		}
+		changelog := details[h.c.cfg.State.ChangelogTopic].ID
+		input := map[string][]int32{txnInput: {0}}
+		var dropped atomic.Bool
+		h.kc.ControlKey(kmsg.Fetch.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			h.kc.KeepControl()
+			for _, rt := range r.(*kmsg.FetchRequest).Topics {
+				if (rt.Topic == h.c.cfg.State.ChangelogTopic || rt.TopicID == changelog) && !dropped.Swap(true) {
+					h.c.lost(h.ctx, nil, input)
+				}
+			}
+			return nil, nil, false
+		})
+		h.c.fetch.polling.Lock()
+		h.c.mu.Lock()
+		h.c.abort()
+		h.c.mu.Unlock()
+		h.c.fetch.polling.Unlock()
+		h.stepFor("the restore to end", func() bool { return len(h.c.core.Unrestored()) == 0 })
+		if !dropped.Load() {
+			t.Fatal("the restore never fetched the changelog")
+		}
+		if p := h.c.parts.byTP[topicPartition{txnInput, 0}]; p != nil {
+			t.Fatalf("partition %s[0] assigned after it was lost", txnInput)
+		}
+		h.c.assigned(h.ctx, nil, input)
+		h.stepFor("the partition assigned again restored", func() bool {
+			return h.c.parts.byTP[topicPartition{txnInput, 0}] != nil && len(h.c.core.Unrestored()) == 0
+		})
+	})
+}
