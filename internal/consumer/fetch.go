@@ -12,6 +12,7 @@ import (
 
 	"aggregator/internal/invariants"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/record"
 )
 
@@ -314,20 +315,21 @@ func decodeRange(dec *record.Decoder, p *poll, lo, hi int) {
 	for j < len(p.parts) && p.parts[j].hi <= lo {
 		j++
 	}
-	var f pipeline.Fetched
 	for i := lo; i < hi; i++ {
 		for p.parts[j].hi <= i {
 			j++
 		}
 		pp := &p.parts[j]
-		r := pp.records[i-pp.lo]
-		f = pipeline.Fetched{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-			Timestamp: r.Timestamp.UnixMilli(), Control: r.Attrs.IsControl(), Headers: len(r.Headers) > 0}
+		r, d := pp.records[i-pp.lo], &p.recs[i]
+		d.In = ready.Input{Topic: r.Topic, Partition: pp.id, KafkaPartition: r.Partition, Offset: r.Offset,
+			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
+		d.Control = r.Attrs.IsControl()
+		var header []byte
 		for _, h := range r.Headers {
 			if h.Key == pipeline.RepartitionHeader {
-				f.Header = h.Value
+				header = h.Value
 			}
 		}
-		p.core.Decode(dec, pp.id, &f, &p.recs[i])
+		p.core.Decode(dec, d, len(r.Headers) > 0, header)
 	}
 }

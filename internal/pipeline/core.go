@@ -274,25 +274,7 @@ func (c *Core) Sources(counts []int32) (grew bool, was int32, err error) {
 	return true, was, nil
 }
 
-// A Fetched is one record as the shell fetched it, for Decode.
-type Fetched struct {
-	Topic     string
-	Partition int32 // the Kafka partition
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Timestamp int64 // ms
-	// Control: a transaction's commit or abort marker (kept by the
-	// client): no data, but the position moves past it.
-	Control bool
-	// Headers: the record has headers; Header is the value of the one
-	// named RepartitionHeader (nil if none).
-	Headers bool
-	Header  []byte
-}
-
-// RepartitionHeader is the header whose value a Fetched record carries
-// in Header.
+// RepartitionHeader is the header whose value Decode takes.
 const RepartitionHeader = repartition.Header
 
 // Decoded is one fetched record as decoded for Apply.
@@ -307,39 +289,44 @@ type Decoded struct {
 	Control bool
 }
 
-// Decode decodes f, a record of partition id, into d with dec (a
-// record.Decoder of the config's record spec, with the schemas of
-// Spec.Schemas). It may run in other goroutines than the core's,
-// concurrently: it reads only what never changes.
-func (c *Core) Decode(dec *record.Decoder, id int32, f *Fetched, d *Decoded) {
-	local := id
+// Decode decodes d, a fetched record as the shell filled it: d.In's
+// Topic, KafkaPartition, Offset, Key, Value and Timestamp, its Partition
+// the core's id of the partition, and d.Control for a transaction's
+// control record (no data, but the position moves past it). headers
+// reports whether the record has headers, header is the value of the one
+// named RepartitionHeader (nil if none). dec is a record.Decoder of the
+// config's record spec, with the schemas of Spec.Schemas. Decode may run
+// in other goroutines than the core's, concurrently: it reads only what
+// never changes.
+func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []byte) {
+	id := d.In.Partition
 	if c.stage1(id) {
-		local -= c.layout.first
+		d.In.Partition = id - c.layout.first
 	}
-	if d.Control = f.Control; d.Control {
-		d.In = ready.Input{Topic: f.Topic, Partition: local, KafkaPartition: f.Partition, Offset: f.Offset, RepartitionOffset: f.Offset}
+	if d.Control {
+		in := &d.In
+		*in = ready.Input{Topic: in.Topic, Partition: in.Partition, KafkaPartition: in.KafkaPartition, Offset: in.Offset, RepartitionOffset: in.Offset}
 		return
 	}
 	if c.s1 != nil && id < c.layout.first {
-		decodeRepartition(dec, id, f, c.layout.topics, d)
+		decodeRepartition(dec, headers, header, c.layout.topics, d)
 		return
 	}
-	d.In = ready.Input{Topic: f.Topic, Partition: local, KafkaPartition: f.Partition, Offset: f.Offset,
-		Key: f.Key, Value: f.Value, Timestamp: f.Timestamp}
 	d.Kind, d.Err = dec.Decode(&d.In, &d.Rec)
 }
 
-// decodeRepartition parses a record of repartition partition id back
-// into the input record it was made from, as stage 1 decoded it (format
-// 2: from the compact form in its value; format 1, with a header: by
-// decoding the value again, as decoding is deterministic), or into its
-// watermark marker. A record this release cannot parse is a dead letter
-// of stage 2.
-func decodeRepartition(dec *record.Decoder, id int32, f *Fetched, topics []string, d *Decoded) {
+// decodeRepartition parses d, a record of a repartition partition as
+// fetched, back into the input record it was made from, as stage 1
+// decoded it (format 2: from the compact form in its value; format 1,
+// with a header: by decoding the value again, as decoding is
+// deterministic), or into its watermark marker. A record this release
+// cannot parse is a dead letter of stage 2.
+func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics []string, d *Decoded) {
+	f := d.In // as fetched: parsing writes over d.In
 	var err error
-	if !f.Headers {
+	if !headers {
 		var form []byte
-		if form, err = repartition.ParseValue(f.Value, id, f.Offset, topics, &d.In); err == nil {
+		if form, err = repartition.ParseValue(f.Value, f.Partition, f.Offset, topics, &d.In); err == nil {
 			d.Kind, d.Err = dec.DecodeCompact(f.Key, form, &d.In, &d.Rec)
 			if d.Err == nil || !badForm(d.Err) {
 				return // read; or, for a form of another config, the value's own outcome, as in format 1
@@ -349,12 +336,12 @@ func decodeRepartition(dec *record.Decoder, id int32, f *Fetched, topics []strin
 			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()}
 		}
 	} else {
-		m, marker, perr := repartition.Parse(f.Header, f.Value, id, f.Offset, topics, &d.In)
+		m, marker, perr := repartition.Parse(header, f.Value, f.Partition, f.Offset, topics, &d.In)
 		switch {
 		case perr != nil:
 			err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: perr.Error()}
 		case marker:
-			d.In = ready.Input{Topic: f.Topic, Partition: id, KafkaPartition: f.Partition, Offset: f.Offset, RepartitionOffset: f.Offset}
+			d.In = ready.Input{Topic: f.Topic, Partition: f.Partition, KafkaPartition: f.KafkaPartition, Offset: f.Offset, RepartitionOffset: f.Offset}
 			d.Kind, d.Err, d.Mark = record.Marker, nil, m
 			return
 		default: // format 1: a bad value is its own dead letter, as stage 1 judged it
@@ -362,8 +349,8 @@ func decodeRepartition(dec *record.Decoder, id int32, f *Fetched, topics []strin
 			return
 		}
 	}
-	d.In = ready.Input{Topic: f.Topic, Partition: id, KafkaPartition: f.Partition, Offset: f.Offset,
-		Key: f.Key, Value: f.Value, Timestamp: f.Timestamp, SourceID: -1, RepartitionOffset: f.Offset}
+	d.In = f
+	d.In.SourceID, d.In.RepartitionOffset = -1, f.Offset
 	d.Kind, d.Err = record.Event, err
 }
 

@@ -41,7 +41,8 @@ func newInstanceCore(t *testing.T, partitioning string, counts ...int32) (*pipel
 func applyValues(c *pipeline.Core, dec *record.Decoder, topic string, n, id int32, values ...string) pipeline.Counts {
 	recs := make([]pipeline.Decoded, len(values))
 	for i, v := range values {
-		c.Decode(dec, id, &pipeline.Fetched{Topic: topic, Partition: n, Offset: int64(i), Value: []byte(v)}, &recs[i])
+		recs[i].In = ready.Input{Topic: topic, Partition: id, KafkaPartition: n, Offset: int64(i), Value: []byte(v)}
+		c.Decode(dec, &recs[i], false, nil)
 	}
 	var counts pipeline.Counts
 	c.Apply(id, recs, int64(len(values)), 0, &counts)

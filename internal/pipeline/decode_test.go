@@ -48,16 +48,30 @@ func unhex(t *testing.T, s string) []byte {
 	return b
 }
 
+// fetched is a record of a repartition partition as the shell fetched
+// it: what Decode takes.
+type fetched struct {
+	in      ready.Input
+	headers bool
+	header  []byte
+}
+
 // repartRecord is a record of repartition partition 2 at offset 7, as
 // the shell fetched it, with the value of its repartition.Header header
 // if header is given.
-func repartRecord(value string, header ...[]byte) *Fetched {
-	f := &Fetched{Topic: "g-repartition", Partition: 2, Offset: 7, Key: []byte(goldenKey), Value: []byte(value),
-		Timestamp: time.UnixMilli(1_922_350_204_456).UnixMilli(), Headers: len(header) > 0}
+func repartRecord(value string, header ...[]byte) *fetched {
+	f := &fetched{in: ready.Input{Topic: "g-repartition", Partition: 2, KafkaPartition: 2, Offset: 7, Key: []byte(goldenKey), Value: []byte(value),
+		Timestamp: time.UnixMilli(1_922_350_204_456).UnixMilli()}, headers: len(header) > 0}
 	if len(header) > 0 {
-		f.Header = header[0]
+		f.header = header[0]
 	}
 	return f
+}
+
+// decodeFetched is decodeRepartition of f into d.
+func decodeFetched(dec *record.Decoder, f *fetched, topics []string, d *Decoded) {
+	d.In = f.in
+	decodeRepartition(dec, f.headers, f.header, topics, d)
 }
 
 // TestDecodeRepartitionGolden: stage 2 reads format 2 data records (no
@@ -82,7 +96,7 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 	}
 	header := unhex(t, goldenV1Data)
 	tests := map[string]struct {
-		rec       *Fetched
+		rec       *fetched
 		wantValue string
 	}{
 		"format 1":       {repartRecord(goldenValue, header), goldenValue},
@@ -92,7 +106,7 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			var d Decoded
-			decodeRepartition(goldenDecoder(t), 2, tt.rec, []string{"calls"}, &d)
+			decodeFetched(goldenDecoder(t), tt.rec, []string{"calls"}, &d)
 			w := want
 			w.Value = []byte(tt.wantValue)
 			if d.Err != nil || d.Kind != record.Event || !reflect.DeepEqual(d.In, w) {
@@ -106,7 +120,7 @@ func TestDecodeRepartitionGolden(t *testing.T) {
 	}
 	t.Run("marker", func(t *testing.T) {
 		var d Decoded
-		decodeRepartition(dec, 2, repartRecord("", unhex(t, goldenV1Marker)), nil, &d)
+		decodeFetched(dec, repartRecord("", unhex(t, goldenV1Marker)), nil, &d)
 		if want := (watermark.Mark{Source: 5, Count: 8, Watermark: 1_922_350_203_456}); d.Err != nil || d.Kind != record.Marker || d.Mark != want {
 			t.Errorf("decodeRepartition(marker) = %v, %+v, %v, want %+v", d.Kind, d.Mark, d.Err, want)
 		}
@@ -123,7 +137,7 @@ func TestDecodeRepartitionBad(t *testing.T) {
 	withForm := func(form []byte) string { return string(repartition.AppendValue(nil, &in, form)) }
 	full := withForm([]byte{1, 0, 0, 0, 0})
 	tests := map[string]struct {
-		rec          *Fetched
+		rec          *fetched
 		reason       string
 		wantSourceID int32
 	}{
@@ -139,7 +153,7 @@ func TestDecodeRepartitionBad(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			var d Decoded
-			decodeRepartition(goldenDecoder(t), 2, tt.rec, []string{"calls"}, &d)
+			decodeFetched(goldenDecoder(t), tt.rec, []string{"calls"}, &d)
 			var de *record.DecodeError
 			if !errors.As(d.Err, &de) || de.Reason != tt.reason || d.In.SourceID != tt.wantSourceID {
 				t.Errorf("decodeRepartition = %v (source id %d), want a %s dead letter with source id %d", d.Err, d.In.SourceID, tt.reason, tt.wantSourceID)
@@ -167,7 +181,7 @@ func TestDecodeRepartitionOtherConfig(t *testing.T) {
 	rec := repartRecord(string(repartition.AppendValue(nil, &in, other.AppendCompact(nil, &theirs))))
 	dec := goldenDecoder(t)
 	var d Decoded
-	decodeRepartition(dec, 2, rec, []string{"calls"}, &d)
+	decodeFetched(dec, rec, []string{"calls"}, &d)
 	wantIn := d.In
 	if _, err := goldenDecoder(t).Decode(&wantIn, &want); err != nil {
 		t.Fatal(err)
@@ -196,7 +210,7 @@ func TestDecodeRepartitionAllocs(t *testing.T) {
 	}
 	r := repartRecord(string(repartition.AppendValue(nil, &in, dec.AppendCompact(nil, &rec))))
 	var d Decoded
-	allocs := testing.AllocsPerRun(100, func() { decodeRepartition(dec, 2, r, []string{"calls"}, &d) })
+	allocs := testing.AllocsPerRun(100, func() { decodeFetched(dec, r, []string{"calls"}, &d) })
 	if d.Err != nil || allocs != 0 {
 		t.Errorf("decodeRepartition: %v allocations per record (%v), want 0", allocs, d.Err)
 	}

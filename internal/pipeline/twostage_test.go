@@ -207,7 +207,7 @@ func (s *twoStage) round() bool {
 		}
 		off := s.fetch1[p]
 		s.fetch1[p]++
-		s.apply(&pipeline.Fetched{Topic: inTopic, Partition: int32(p), Offset: off, Value: []byte(s.c.input[p][off])}, int64(len(s.c.input[p])))
+		s.apply(ready.Input{Topic: inTopic, KafkaPartition: int32(p), Offset: off, Value: []byte(s.c.input[p][off])}, nil, int64(len(s.c.input[p])))
 		any = true
 	}
 	s.write(s.core.Step(twoStageNow).Outputs, -1)
@@ -218,20 +218,22 @@ func (s *twoStage) round() bool {
 		off := s.fetch2[r]
 		s.fetch2[r]++
 		rec := s.c.repart[r][off]
-		s.apply(&pipeline.Fetched{Topic: repartTopic, Partition: int32(r), Offset: off, Key: rec.key, Value: rec.value,
-			Headers: rec.header != nil, Header: rec.header}, int64(len(s.c.repart[r])))
+		s.apply(ready.Input{Topic: repartTopic, KafkaPartition: int32(r), Offset: off, Key: rec.key, Value: rec.value}, rec.header, int64(len(s.c.repart[r])))
 		any = true
 	}
 	s.write(s.core.Step(twoStageNow).Outputs, -1)
 	return any
 }
 
-// apply decodes and applies one fetched record, of a partition whose
-// high watermark is hwm.
-func (s *twoStage) apply(f *pipeline.Fetched, hwm int64) {
-	id := s.core.Layout().ID(f.Topic, f.Partition)
-	s.core.Decode(s.dec, id, f, &s.recs[0])
-	if d := &s.recs[0]; d.Err != nil && f.Topic == repartTopic {
+// apply decodes and applies one fetched record (with its repartition
+// header, if it has one), of a partition whose high watermark is hwm.
+func (s *twoStage) apply(in ready.Input, header []byte, hwm int64) {
+	id := s.core.Layout().ID(in.Topic, in.KafkaPartition)
+	in.Partition = id
+	d := &s.recs[0]
+	d.In, d.Control = in, false
+	s.core.Decode(s.dec, d, header != nil, header)
+	if d.Err != nil && in.Topic == repartTopic {
 		s.t.Fatalf("a repartition record stage 2 cannot read: %v", d.Err)
 	}
 	s.core.Apply(id, s.recs, hwm, twoStageNow, &s.counts)
