@@ -28,6 +28,9 @@ type operators struct {
 	perPartition bool
 	shared       list
 	per          []list
+	// cur is the shared list's current operator (its first), which
+	// every record of the shared shape goes to: read without the list.
+	cur windowing.Operator
 }
 
 // list is the operators of one state partition (or, shared, of every
@@ -49,7 +52,7 @@ func newOperators(spec windowing.Spec, sink windowing.Sink, perPartition, track 
 		return o, err
 	}
 	if !perPartition {
-		o.shared = o.list(op)
+		o.setShared(o.list(op))
 	}
 	return o, nil
 }
@@ -80,8 +83,11 @@ func (o *operators) reset() {
 		o.per = o.per[:0]
 		return
 	}
-	o.shared = o.make()
+	o.setShared(o.make())
 }
+
+// setShared makes l the shared list.
+func (o *operators) setShared(l list) { o.shared, o.cur = l, l[0].op }
 
 // at returns the current operator of partition p, which its records go
 // to, making p's list first in the per-partition shape if it has none (a
@@ -89,7 +95,7 @@ func (o *operators) reset() {
 // it).
 func (o *operators) at(p int32) windowing.Operator {
 	if !o.perPartition {
-		return o.shared[0].op
+		return o.cur
 	}
 	for int(p) >= len(o.per) {
 		o.per = append(o.per, nil)
@@ -166,7 +172,7 @@ func (o *operators) each(fn func(windowing.Operator)) {
 // with none).
 func (o *operators) watermark() int64 {
 	if !o.perPartition {
-		return o.shared[0].op.Watermark()
+		return o.cur.Watermark()
 	}
 	low, any := int64(math.MaxInt64), false
 	o.each(func(op windowing.Operator) { low, any = min(low, op.Watermark()), true })

@@ -377,7 +377,8 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 func (p *Processor) advance(partition int32) {
 	if !p.ops.perPartition {
 		wm := p.merged()
-		for _, s := range p.ops.shared { // per record: no call more than the operator's
+		p.ops.cur.Advance(wm) // per record: no call more than the operator's
+		for _, s := range p.ops.shared[1:] {
 			s.op.Advance(wm)
 		}
 		return
