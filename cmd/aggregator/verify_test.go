@@ -1,0 +1,462 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/config"
+	"aggregator/internal/consumer"
+	"aggregator/internal/producer"
+)
+
+const verifyYaml = `
+source:
+  topics: [calls]
+  group: verify-test
+  format: json
+  key: [sid]
+  partitioning: %s
+  timestamp: {field: t, layout: unix_ms}
+watermark: {max_out_of_orderness: 1s}
+window: {type: tumbling, size: 5s, allowed_lateness: 2s}
+aggregates:
+  - {name: total, fn: sum, field: d}
+  - {name: calls, fn: count}
+sink: {results_topic: calls-windows, late_topic: calls-late, dead_letter_topic: calls-dlq, linger: 1ms}
+delivery: %s
+`
+
+// verifyBase is the event time of the tests' first record.
+const verifyBase = 1_900_000_000_000
+
+// verifySetup is a kfake cluster, a config file for it and the config.
+type verifySetup struct {
+	kc      *kfake.Cluster
+	brokers []string
+	path    string
+	env     []string
+	cfg     config.Config
+	parts   int32
+}
+
+func newVerifySetup(t *testing.T, parts int32, yaml string) *verifySetup {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "calls"),
+		kfake.SeedTopics(1, "calls-windows", "calls-late", "calls-dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	s := &verifySetup{kc: kc, brokers: kc.ListenAddrs(), path: filepath.Join(t.TempDir(), "verify.yaml"), parts: parts}
+	writeFile(t, s.path, yaml)
+	s.env = []string{"AGGREGATOR_SOURCE_BROKERS=" + strings.Join(s.brokers, ",")}
+	if s.cfg, err = config.Load(s.path, lookupEnv(s.env)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *verifySetup) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// verifyService is the service, in process.
+type verifyService struct {
+	c      *consumer.Consumer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (s *verifySetup) start(t *testing.T) *verifyService {
+	t.Helper()
+	c, err := consumer.New(s.cfg, zerolog.Nop(), prometheus.NewRegistry(), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	svc := &verifyService{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { svc.done <- c.Run(ctx) }()
+	t.Cleanup(svc.crash)
+	return svc
+}
+
+// crash stops the service without committing anything more.
+func (v *verifyService) crash() {
+	if v.cancel == nil {
+		return
+	}
+	v.cancel()
+	v.cancel = nil
+	<-v.done
+	v.c.Close()
+}
+
+// stop drains and leaves.
+func (v *verifyService) stop(t *testing.T) {
+	t.Helper()
+	v.cancel()
+	v.cancel = nil
+	<-v.done
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := v.c.Drain(ctx); err != nil {
+		t.Errorf("Drain = %v", err)
+	}
+}
+
+// verifyRecord is one input record.
+type verifyRecord struct {
+	partition int32
+	value     string
+}
+
+// verifyInput is a stream of calls over 6 keys, each key's records in
+// one partition (sid i in partition i % parts; spread: any), with a few
+// malformed ones, then (second) records an hour behind: late however the
+// partitions interleave.
+func verifyInput(parts int32, n int, spread bool) (first, second []verifyRecord) {
+	for i := range n {
+		sid := i % 6
+		p := int32(sid) % parts
+		if spread {
+			p = int32(i/6) % parts
+		}
+		v := fmt.Sprintf(`{"sid":"u%d","t":%d,"d":%d}`, sid, verifyBase+int64(i)*50, i%10)
+		if i%97 == 5 {
+			v = fmt.Sprintf(`{"sid":"u%d","t":"soon","d":1}`, sid)
+		}
+		first = append(first, verifyRecord{p, v})
+	}
+	for i := range 4 {
+		second = append(second, verifyRecord{int32(i) % parts, fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i*(int(parts)), verifyBase-3_600_000)})
+	}
+	return first, second
+}
+
+func (s *verifySetup) produce(t *testing.T, recs []verifyRecord) {
+	t.Helper()
+	cl := s.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = &kgo.Record{Topic: "calls", Partition: r.partition, Value: []byte(r.value)}
+	}
+	if err := cl.ProduceSync(context.Background(), krs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// waitProcessed polls until the group has committed every input record
+// (and with the repartition stage, every repartition record but a
+// transaction's last marker).
+func (s *verifySetup) waitProcessed(t *testing.T) {
+	t.Helper()
+	adm := kadm.NewClient(s.client(t))
+	topics := []string{"calls"}
+	if s.cfg.State.RepartitionTopic != "" && !s.cfg.Source.ByKey() {
+		topics = append(topics, s.cfg.State.RepartitionTopic)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ends, err1 := adm.ListEndOffsets(ctx, topics...)
+		offs, err2 := adm.FetchOffsets(ctx, s.cfg.Source.Group)
+		cancel()
+		done := err1 == nil && err2 == nil && ends.Error() == nil
+		if done {
+			ends.Each(func(o kadm.ListedOffset) {
+				c, ok := offs.Lookup(o.Topic, o.Partition)
+				slack := int64(0)
+				if o.Topic != "calls" {
+					slack = 1 // a commit marker
+				}
+				if o.Offset > 0 && (!ok || c.At < o.Offset-slack) {
+					done = false
+				}
+			})
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service has not committed the input after 60s: %v %v", offs, ends)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, not for correctness
+	}
+}
+
+// verifyOutput is verify's summary and differences.
+type verifyOutput struct {
+	summary map[string]any
+	diffs   []map[string]any
+	text    string
+}
+
+func (s *verifySetup) verify(t *testing.T, args ...string) (verifyOutput, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), append([]string{"verify", "--config", s.path}, args...), s.env, nil, &stdout, &stderr)
+	out := verifyOutput{text: stdout.String() + stderr.String()}
+	for i, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var m map[string]any
+		if jerr := json.Unmarshal([]byte(line), &m); jerr != nil {
+			t.Fatalf("verify printed %q, not JSON lines: %v (%v)\n%s", line, jerr, err, out.text)
+		}
+		if i == 0 {
+			out.summary = m["summary"].(map[string]any)
+			continue
+		}
+		out.diffs = append(out.diffs, m)
+	}
+	return out, err
+}
+
+// count reads a summary count: "windows.equal".
+func (o verifyOutput) count(path string) float64 {
+	var v any = o.summary
+	for _, k := range strings.Split(path, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	f, _ := v.(float64)
+	return f
+}
+
+// healthyRun runs the service over both phases, with a crash or a
+// rescale (a second instance) in between when asked.
+func (s *verifySetup) healthyRun(t *testing.T, first, second []verifyRecord, fault string) {
+	t.Helper()
+	a := s.start(t)
+	half := len(first) / 2
+	s.produce(t, first[:half])
+	s.waitProcessed(t)
+	switch fault {
+	case "crash":
+		a.crash()
+		a = s.start(t)
+	case "rescale":
+		b := s.start(t)
+		defer b.stop(t)
+	}
+	s.produce(t, first[half:])
+	s.waitProcessed(t)
+	s.produce(t, second)
+	s.waitProcessed(t)
+	a.stop(t)
+}
+
+// TestVerifyHealthy: the service over a stream with dead letters and late
+// events, in both delivery and partitioning modes, through a crash and a
+// rescale; verify over the whole input finds no unexplained difference.
+func TestVerifyHealthy(t *testing.T) {
+	t.Parallel()
+	for _, partitioning := range []string{"by_key", "repartition"} {
+		for _, delivery := range []string{"exactly_once", "at_least_once"} {
+			for _, fault := range []string{"crash", "rescale"} {
+				t.Run(partitioning+"/"+delivery+"/"+fault, func(t *testing.T) {
+					t.Parallel()
+					s := newVerifySetup(t, 3, fmt.Sprintf(verifyYaml, partitioning, delivery))
+					first, second := verifyInput(3, 600, partitioning == "repartition")
+					s.healthyRun(t, first, second, fault)
+					out, err := s.verify(t)
+					if err != nil {
+						t.Fatalf("verify = %v, want nil:\n%s", err, out.text)
+					}
+					if out.count("windows.equal") < 5 || out.count("late_events.equal")+out.count("late_events.explained_by_timing") != 4 || out.count("dead_letters.equal") == 0 {
+						t.Fatalf("verify compared too little (windows, 4 late events, dead letters):\n%s", out.text)
+					}
+				})
+			}
+		}
+	}
+}
+
+// tamperSetup is a healthy by_key run, verified clean, ready to be damaged.
+func tamperSetup(t *testing.T) *verifySetup {
+	t.Helper()
+	s := newVerifySetup(t, 3, fmt.Sprintf(verifyYaml, "by_key", "exactly_once"))
+	first, second := verifyInput(3, 600, false)
+	s.healthyRun(t, first, second, "")
+	if out, err := s.verify(t); err != nil {
+		t.Fatalf("before tampering: verify = %v:\n%s", err, out.text)
+	}
+	return s
+}
+
+// readTopic returns every record of a one-partition output topic.
+func (s *verifySetup) readTopic(t *testing.T, topic string) []*kgo.Record {
+	t.Helper()
+	cl := s.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	adm := kadm.NewClient(s.client(t))
+	ends, err := adm.ListCommittedOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for last := int64(-1); last+1 < end.Offset-1 && ctx.Err() == nil; {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			out = append(out, r)
+			last = r.Offset
+		})
+	}
+	return out
+}
+
+func wantDiff(t *testing.T, out verifyOutput, err error, kind string) map[string]any {
+	t.Helper()
+	if !errors.Is(err, errDiffs) || exitCode(err) != 1 {
+		t.Fatalf("verify = %v (exit %d), want unexplained differences (exit 1):\n%s", err, exitCode(err), out.text)
+	}
+	for _, d := range out.diffs {
+		if d["kind"] == kind {
+			return d
+		}
+	}
+	t.Fatalf("verify reported no %s:\n%s", kind, out.text)
+	return nil
+}
+
+// TestVerifyTampered: a result with a wrong count written into the
+// results topic, a window's result deleted (a tombstone), a late event
+// deleted (the late topic recreated without it): each is reported as what
+// it is, exit 1.
+func TestVerifyTampered(t *testing.T) {
+	t.Parallel()
+	t.Run("wrong_count", func(t *testing.T) {
+		t.Parallel()
+		s := tamperSetup(t)
+		r := s.readTopic(t, "calls-windows")[0]
+		var v map[string]any
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		v["count"] = v["count"].(float64) + 1
+		b, _ := json.Marshal(v)
+		if err := s.client(t).ProduceSync(context.Background(), &kgo.Record{Topic: "calls-windows", Key: r.Key, Value: b}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.verify(t)
+		d := wantDiff(t, out, err, "window_differs")
+		if d["found"].(map[string]any)["count"] != v["count"] {
+			t.Errorf("the difference's found count is %v, want %v:\n%s", d["found"], v["count"], out.text)
+		}
+		if out.count("windows.differing") != 1 || out.count("unexplained") != 1 {
+			t.Errorf("want one differing window, nothing else:\n%s", out.text)
+		}
+	})
+	t.Run("window_missing", func(t *testing.T) {
+		t.Parallel()
+		s := tamperSetup(t)
+		r := s.readTopic(t, "calls-windows")[0]
+		if err := s.client(t).ProduceSync(context.Background(), &kgo.Record{Topic: "calls-windows", Key: r.Key}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.verify(t)
+		wantDiff(t, out, err, "window_missing")
+		if out.count("windows.missing") != 1 || out.count("unexplained") != 1 {
+			t.Errorf("want one missing window, nothing else:\n%s", out.text)
+		}
+	})
+	t.Run("late_event_deleted", func(t *testing.T) {
+		t.Parallel()
+		s := tamperSetup(t)
+		late := s.readTopic(t, "calls-late")
+		adm := kadm.NewClient(s.client(t))
+		ctx := context.Background()
+		if _, err := adm.DeleteTopics(ctx, "calls-late"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, "calls-late"); err != nil {
+			t.Fatal(err)
+		}
+		// The late event of the last partition: verify reads the
+		// partitions of a fetch one after the other, so records of the
+		// others may be on time in its recomputation (explained by timing);
+		// this one is late there too.
+		var keep []*kgo.Record
+		var deleted *kgo.Record
+		for _, r := range late {
+			if p, _ := header(r, producer.HeaderSourcePartition); p == "2" && deleted == nil {
+				deleted = r
+				continue
+			}
+			keep = append(keep, &kgo.Record{Topic: "calls-late", Key: r.Key, Value: r.Value, Headers: r.Headers})
+		}
+		if deleted == nil {
+			t.Fatalf("no late event of partition 2 in %d", len(late))
+		}
+		if err := s.client(t).ProduceSync(ctx, keep...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.verify(t)
+		d := wantDiff(t, out, err, "late_missing")
+		src, _ := header(deleted, producer.HeaderSourceOffset)
+		if fmt.Sprint(d["source"].(map[string]any)["offset"]) != src {
+			t.Errorf("the missing late event is %v, want the one deleted (offset %s)", d["source"], src)
+		}
+		if out.count("late_events.missing") != 1 || out.count("unexplained") != 1 {
+			t.Errorf("want one missing late event, nothing else:\n%s", out.text)
+		}
+	})
+}
+
+// TestVerifyPartialWindows: by_key, but a key's records spread over the
+// partitions (the misuse aggregator_key_partition_conflicts_total counts):
+// each partition's state is a part of the window, and verify reports the
+// windows as partial.
+func TestVerifyPartialWindows(t *testing.T) {
+	t.Parallel()
+	s := newVerifySetup(t, 3, fmt.Sprintf(verifyYaml, "by_key", "exactly_once"))
+	first, second := verifyInput(3, 600, true)
+	s.healthyRun(t, first, second, "")
+	out, err := s.verify(t)
+	wantDiff(t, out, err, "window_partial")
+	if out.count("windows.partial") == 0 || out.count("windows.differing") != 0 {
+		t.Errorf("want the differing windows counted as partial:\n%s", out.text)
+	}
+}
+
+// TestVerifyUsage: bad flags and a bad config exit 2, naming the flag or
+// the key.
+func TestVerifyUsage(t *testing.T) {
+	t.Parallel()
+	s := newVerifySetup(t, 1, fmt.Sprintf(verifyYaml, "by_key", "exactly_once"))
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, bad, strings.Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"), "size: 5s", "size: -5s", 1))
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", "yesterday"}, "--from"},
+		{[]string{"--from", "2030-01-02T00:00:00Z", "--to", "2030-01-01T00:00:00Z"}, "--from must be before --to"},
+		{[]string{"--max-diffs", "-1"}, "--max-diffs"},
+		{[]string{"--config", bad}, "window.size"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"verify", "--config", s.path}, tt.args...), s.env, nil, &stdout, &stderr)
+		if exitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("verify %v = %v (exit %d), want exit 2 naming %s", tt.args, err, exitCode(err), tt.want)
+		}
+	}
+}
