@@ -127,6 +127,7 @@ func (v *verifyService) stop(t *testing.T) {
 type verifyRecord struct {
 	partition int32
 	value     string
+	ts        int64 // the Kafka timestamp; 0: now
 }
 
 // verifyInput is a stream of calls over 6 keys, each key's records in
@@ -144,10 +145,10 @@ func verifyInput(parts int32, n int, spread bool) (first, second []verifyRecord)
 		if i%97 == 5 {
 			v = fmt.Sprintf(`{"sid":"u%d","t":"soon","d":1}`, sid)
 		}
-		first = append(first, verifyRecord{p, v})
+		first = append(first, verifyRecord{p, v, verifyBase + int64(i)*50})
 	}
 	for i := range 4 {
-		second = append(second, verifyRecord{int32(i) % parts, fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i*(int(parts)), verifyBase-3_600_000)})
+		second = append(second, verifyRecord{int32(i) % parts, fmt.Sprintf(`{"sid":"u%d","t":%d,"d":1}`, i*(int(parts)), verifyBase-3_600_000), 0})
 	}
 	return first, second
 }
@@ -158,6 +159,9 @@ func (s *verifySetup) produce(t *testing.T, recs []verifyRecord) {
 	krs := make([]*kgo.Record, len(recs))
 	for i, r := range recs {
 		krs[i] = &kgo.Record{Topic: "calls", Partition: r.partition, Value: []byte(r.value)}
+		if r.ts != 0 {
+			krs[i].Timestamp = time.UnixMilli(r.ts)
+		}
 	}
 	if err := cl.ProduceSync(context.Background(), krs...).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
@@ -458,5 +462,89 @@ func TestVerifyUsage(t *testing.T) {
 		if exitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("verify %v = %v (exit %d), want exit 2 naming %s", tt.args, err, exitCode(err), tt.want)
 		}
+	}
+}
+
+// recreateLate replaces the late topic's records with recs, as changed.
+func (s *verifySetup) recreateLate(t *testing.T, recs []*kgo.Record) {
+	t.Helper()
+	adm := kadm.NewClient(s.client(t))
+	ctx := context.Background()
+	if _, err := adm.DeleteTopics(ctx, "calls-late"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "calls-late"); err != nil {
+		t.Fatal(err)
+	}
+	var out []*kgo.Record
+	for _, r := range recs {
+		out = append(out, &kgo.Record{Topic: "calls-late", Key: r.Key, Value: r.Value, Headers: r.Headers})
+	}
+	if err := s.client(t).ProduceSync(ctx, out...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVerifyInterleaving: the late records of the partitions verify reads
+// first are on time in its recomputation (the others have not raised the
+// watermark yet), late live: the late topic's recorded watermark justifies
+// that, and verify counts them, with the windows they change, as
+// explained by timing (exit 0). The same late event with a watermark that
+// does not justify it (below its window's cleanup time) is unexplained.
+func TestVerifyInterleaving(t *testing.T) {
+	t.Parallel()
+	s := tamperSetup(t)
+	out, err := s.verify(t)
+	if err != nil || out.count("late_events.explained_by_timing") == 0 || out.count("windows.explained_by_timing") == 0 {
+		t.Fatalf("verify = %v, want nil with late events and windows explained by timing:\n%s", err, out.text)
+	}
+	late := s.readTopic(t, "calls-late")
+	var changed *kgo.Record
+	for _, r := range late {
+		if p, _ := header(r, producer.HeaderSourcePartition); p == "0" && changed == nil {
+			changed = r
+			for i, h := range r.Headers {
+				if h.Key == producer.HeaderWatermark {
+					r.Headers[i].Value = []byte(fmt.Sprint(verifyBase - 3_600_000))
+				}
+			}
+		}
+	}
+	if changed == nil {
+		t.Fatalf("no late event of partition 0 in %d", len(late))
+	}
+	s.recreateLate(t, late)
+	out, err = s.verify(t)
+	d := wantDiff(t, out, err, "late_unexpected")
+	if off, _ := header(changed, producer.HeaderSourceOffset); fmt.Sprint(d["source"].(map[string]any)["offset"]) != off {
+		t.Errorf("the unjustified late event is %v, want offset %s", d["source"], off)
+	}
+}
+
+// TestVerifyRange: --from and --to over a long stream whose record
+// timestamps are its event times: only the windows wholly inside the
+// range and closed by its end are compared; the one cut by --from is left
+// out, as are those still open at --to.
+func TestVerifyRange(t *testing.T) {
+	t.Parallel()
+	s := newVerifySetup(t, 3, fmt.Sprintf(verifyYaml, "by_key", "exactly_once"))
+	first, _ := verifyInput(3, 3000, false) // 150 s of event time, 5 s windows
+	a := s.start(t)
+	s.produce(t, first)
+	s.waitProcessed(t)
+	a.stop(t)
+	at := func(ms int64) string { return time.UnixMilli(verifyBase + ms).UTC().Format(time.RFC3339Nano) }
+	out, err := s.verify(t, "--from", at(42_000), "--to", at(100_000))
+	if err != nil {
+		t.Fatalf("verify = %v, want nil:\n%s", err, out.text)
+	}
+	// Windows [45 s, 50 s) to [90 s, 95 s) of 6 keys: [40 s, 45 s) starts
+	// before --from; [95 s, 100 s) is not closed by the watermark at --to
+	// (99.95 s - 1 s of out-of-orderness, below its end + 2 s of lateness).
+	if out.count("windows.compared") != 60 || out.count("windows.equal") != 60 || out.count("windows_left_out.starts_before_range") != 6 {
+		t.Errorf("want 60 windows compared, 6 starting before the range:\n%s", out.text)
+	}
+	if n := out.count("records_read.calls"); n != (100_000-42_000)/50 {
+		t.Errorf("verify read %v input records, want those of the range, %d", n, (100_000-42_000)/50)
 	}
 }
