@@ -3,19 +3,24 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"aggregator/internal/config"
 	"aggregator/internal/consumer"
@@ -546,5 +551,95 @@ func TestVerifyRange(t *testing.T) {
 	}
 	if n := out.count("records_read.calls"); n != (100_000-42_000)/50 {
 		t.Errorf("verify read %v input records, want those of the range, %d", n, (100_000-42_000)/50)
+	}
+}
+
+// TestVerifyWindowKinds: a healthy run of each window kind verifies
+// clean; global windows never close, and are left out.
+func TestVerifyWindowKinds(t *testing.T) {
+	t.Parallel()
+	kinds := map[string]struct{ window, counted string }{
+		"sliding": {"{type: sliding, size: 10s, slide: 5s, allowed_lateness: 2s}", "windows.equal"},
+		"session": {"{type: session, gap: 200ms, allowed_lateness: 2s}", "windows.equal"},
+		"count":   {"{type: count, size: 10}", "windows.equal"},
+		"global":  {"{type: global, early_firings: {every: 10s, time: event}}", "windows_left_out.never_closes"},
+	}
+	for name, k := range kinds {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			yaml := strings.Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"),
+				"{type: tumbling, size: 5s, allowed_lateness: 2s}", k.window, 1)
+			s := newVerifySetup(t, 3, yaml)
+			first, second := verifyInput(3, 600, false)
+			s.healthyRun(t, first, second, "")
+			out, err := s.verify(t)
+			if err != nil {
+				t.Fatalf("verify = %v, want nil:\n%s", err, out.text)
+			}
+			if out.count(k.counted) == 0 {
+				t.Errorf("want %s above 0:\n%s", k.counted, out.text)
+			}
+		})
+	}
+}
+
+// TestVerifyAvro: Avro input through a Schema Registry (srfake) and Avro
+// results: a healthy run verifies clean, and a result re-encoded with a
+// wrong count is found, decoded, as the window that differs.
+func TestVerifyAvro(t *testing.T) {
+	t.Parallel()
+	fake := srfake.New()
+	defer fake.Close()
+	id, _, err := fake.RegisterSchema("calls-value", sr.Schema{Schema: replayCallSchema, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.NewReplacer("format: json", "format: avro\n  schema_registry: {url: '"+fake.URL()+"'}",
+		"linger: 1ms}", "linger: 1ms, format: avro}").Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"))
+	s := newVerifySetup(t, 3, yaml)
+	schema := avro.MustParse(replayCallSchema)
+	first, second := verifyInput(3, 600, false)
+	for _, recs := range [][]verifyRecord{first, second} {
+		for i, r := range recs {
+			var c struct {
+				Sid string `json:"sid"`
+				T   int64  `json:"t"`
+				D   int64  `json:"d"`
+			}
+			if json.Unmarshal([]byte(r.value), &c) != nil {
+				recs[i].value = "not avro" // a dead letter
+				continue
+			}
+			body, err := avro.Marshal(schema, map[string]any{"sid": c.Sid, "t": c.T, "d": c.D})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs[i].value = string(append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), body...))
+		}
+	}
+	s.healthyRun(t, first, second, "")
+	out, err := s.verify(t)
+	if err != nil || out.count("windows.equal") < 5 {
+		t.Fatalf("verify = %v, want nil with windows compared:\n%s", err, out.text)
+	}
+	results := avro.MustParse(producer.AvroSchema(s.cfg))
+	r := s.readTopic(t, "calls-windows")[0]
+	var v map[string]any
+	if err := avro.Unmarshal(results, r.Value[5:], &v); err != nil {
+		t.Fatal(err)
+	}
+	v["count"] = v["count"].(int64) + 1
+	body, err := avro.Marshal(results, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := &kgo.Record{Topic: "calls-windows", Key: r.Key, Value: append(slices.Clone(r.Value[:5]), body...)}
+	if err := s.client(t).ProduceSync(context.Background(), tampered).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out, err = s.verify(t)
+	d := wantDiff(t, out, err, "window_differs")
+	if got := d["found"].(map[string]any)["count"]; got != float64(v["count"].(int64)) {
+		t.Errorf("the difference's found count is %v, want %v", got, v["count"])
 	}
 }
