@@ -140,7 +140,10 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 	}
 	// read_committed; control records kept, so that a partition whose
 	// last offset is a transaction marker is seen to be read to its end.
-	opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	// Fetches of at most 4 MiB: the records in hand are a small part of
+	// what verify holds (the windows compared).
+	opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20))
 	if v.cl, err = kgo.NewClient(opts...); err != nil {
 		return verify.Summary{}, nil, fmt.Errorf("kafka client: %w", err)
 	}

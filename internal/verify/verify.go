@@ -228,6 +228,9 @@ func (c *Comparer) FoundResult(key, value []byte) error {
 	if k.WindowStart != nil && (*k.WindowStart < c.rng.From || *k.WindowEnd > c.rng.To) {
 		return nil
 	}
+	if value != nil {
+		value = slices.Clone(value) // not the fetch's buffer, which it would keep whole
+	}
 	c.found[string(key)] = value
 	return nil
 }
