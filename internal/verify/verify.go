@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"container/heap"
 	"encoding/json"
 	"fmt"
@@ -468,10 +469,7 @@ func (c *Comparer) Finish(wm int64, open int) Summary {
 		c.suspects = append(c.suspects, s)
 	}
 	slices.SortFunc(c.suspects, func(a, b suspect) int {
-		if a.w.Start != b.w.Start {
-			return cmpInt(a.w.Start, b.w.Start)
-		}
-		return cmpString(a.kafka, b.kafka)
+		return cmp.Or(cmp.Compare(a.w.Start, b.w.Start), cmp.Compare(a.kafka, b.kafka))
 	})
 	var explained []suspect
 	for _, s := range c.suspects {
@@ -556,26 +554,6 @@ func lateJSON(l Late) map[string]int64 {
 	return map[string]int64{"event_time": l.EventTime, "watermark": l.Watermark, "window_start": l.Missed.Start, "window_end": l.Missed.End}
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // closeAt is when a pending window closes.
 type closeAt struct {
 	at  int64
@@ -605,10 +583,15 @@ func canonJSON(b []byte) (any, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
+	return compared(m), nil
+}
+
+// compared drops the fields that are not compared.
+func compared(m map[string]any) map[string]any {
 	for _, f := range notCompared {
 		delete(m, f)
 	}
-	return m, nil
+	return m
 }
 
 // canonAvro is an Avro result's compared fields (after the wire header).
@@ -620,10 +603,7 @@ func canonAvro(schema avro.Schema, b []byte) (any, error) {
 	if err := avro.Unmarshal(schema, b[5:], &m); err != nil {
 		return nil, err
 	}
-	for _, f := range notCompared {
-		delete(m, f)
-	}
-	return m, nil
+	return compared(m), nil
 }
 
 // equal compares decoded results; numbers to a relative 1e-9, as floating
