@@ -249,23 +249,31 @@ func (o verifyOutput) count(path string) float64 {
 	return f
 }
 
-// healthyRun runs the service over both phases, with a crash or a
-// rescale (a second instance) in between when asked.
+// healthyRun runs the service over both phases. "crash": the instance
+// is killed right after a part of the input is produced (mid-commit, its
+// open transaction or unflushed outputs lost) and started again;
+// "rescale": a second instance joins for the rest of the first phase
+// (1 → 2) and leaves before the second (2 → 1).
 func (s *verifySetup) healthyRun(t *testing.T, first, second []verifyRecord, fault string) {
 	t.Helper()
 	a := s.start(t)
-	half := len(first) / 2
+	half, three := len(first)/2, len(first)*3/4
 	s.produce(t, first[:half])
 	s.waitProcessed(t)
 	switch fault {
 	case "crash":
+		s.produce(t, first[half:three])
 		a.crash()
 		a = s.start(t)
+		s.produce(t, first[three:])
 	case "rescale":
 		b := s.start(t)
-		defer b.stop(t)
+		s.produce(t, first[half:])
+		s.waitProcessed(t)
+		b.stop(t)
+	default:
+		s.produce(t, first[half:])
 	}
-	s.produce(t, first[half:])
 	s.waitProcessed(t)
 	s.produce(t, second)
 	s.waitProcessed(t)
@@ -289,7 +297,7 @@ func TestVerifyHealthy(t *testing.T) {
 					if err != nil {
 						t.Fatalf("verify = %v, want nil:\n%s", err, out.text)
 					}
-					if out.count("windows.equal") < 5 || out.count("late_events.equal")+out.count("late_events.explained_by_timing") != 4 || out.count("dead_letters.equal") == 0 {
+					if out.count("windows.equal") < 25 || out.count("late_events.equal")+out.count("late_events.explained_by_timing") != 4 || out.count("dead_letters.equal") == 0 {
 						t.Fatalf("verify compared too little (windows, 4 late events, dead letters):\n%s", out.text)
 					}
 				})
