@@ -32,8 +32,8 @@ import (
 // errDiffs is returned when verify found unexplained differences: exit 1.
 var errDiffs = errors.New("unexplained differences")
 
-// progressEvery is how many records pass between two progress lines.
-const progressEvery = 10_000
+// progressEvery is how often the progress line is redrawn, at most.
+const progressEvery = 200 * time.Millisecond
 
 func verifyCmd(ctx context.Context, args []string, env []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
@@ -126,8 +126,8 @@ type verifier struct {
 	rng      verify.Range
 	cl       *kgo.Client
 	read     map[string]int64 // records read by topic
-	total    int64
-	progress io.Writer // the terminal, or nil
+	progress io.Writer        // the terminal, or nil
+	drawn    time.Time        // when the progress line was last drawn
 }
 
 // span is the offsets read of a partition: [start, end).
@@ -238,7 +238,7 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 		return verify.Summary{}, nil, err
 	}
 	if v.progress != nil {
-		fmt.Fprintln(v.progress)
+		fmt.Fprintf(v.progress, "\rverify: %s\n", v.progressLine())
 	}
 	return cmp.Finish(eng.Watermark(), eng.OpenWindows()), cmp.Diffs(), nil
 }
@@ -378,14 +378,14 @@ func (v *verifier) consume(ctx context.Context, spans map[string]map[int32]span,
 				return
 			}
 			v.read[r.Topic]++
-			v.total++
-			if v.progress != nil && v.total%progressEvery == 0 {
-				fmt.Fprintf(v.progress, "\rverify: %s", v.progressLine())
-			}
 			err = fn(r)
 		})
 		if err != nil {
 			return err
+		}
+		if v.progress != nil && time.Since(v.drawn) >= progressEvery { // once a fetch, not a record
+			v.drawn = time.Now()
+			fmt.Fprintf(v.progress, "\rverify: %s", v.progressLine())
 		}
 	}
 	return nil

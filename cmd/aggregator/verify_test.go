@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/hamba/avro/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -217,13 +220,14 @@ type verifyOutput struct {
 	summary map[string]any
 	diffs   []map[string]any
 	text    string
+	stderr  string
 }
 
 func (s *verifySetup) verify(t *testing.T, args ...string) (verifyOutput, error) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), append([]string{"verify", "--config", s.path}, args...), s.env, nil, &stdout, &stderr)
-	out := verifyOutput{text: stdout.String() + stderr.String()}
+	out := verifyOutput{text: stdout.String() + stderr.String(), stderr: stderr.String()}
 	for i, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
 		var m map[string]any
 		if jerr := json.Unmarshal([]byte(line), &m); jerr != nil {
@@ -549,6 +553,36 @@ func TestVerifyRange(t *testing.T) {
 	}
 	if n := out.count("records_read.calls"); n != (100_000-42_000)/50 {
 		t.Errorf("verify read %v input records, want those of the range, %d", n, (100_000-42_000)/50)
+	}
+	if out.stderr != "" {
+		t.Errorf("verify wrote to a stderr that is not a terminal:\n%s", out.stderr)
+	}
+}
+
+// TestVerifyProgressOnATerminal: on a terminal, stderr shows the records
+// read per topic; the summary still goes to stdout.
+func TestVerifyProgressOnATerminal(t *testing.T) {
+	t.Parallel()
+	s := tamperSetup(t)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	seen := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(ptmx) // until tty closes
+		seen <- string(b)
+	}()
+	var stdout bytes.Buffer
+	err = run(context.Background(), []string{"verify", "--config", s.path}, s.env, nil, &stdout, tty)
+	tty.Close()
+	screen := <-seen
+	if err != nil || !strings.HasPrefix(stdout.String(), `{"summary":`) {
+		t.Fatalf("verify = %v, stdout %q", err, stdout.String())
+	}
+	if !regexp.MustCompile(`verify: calls 604, calls-dlq 7, calls-late 4, calls-windows \d+ records read`).MatchString(screen) {
+		t.Errorf("the terminal shows %q, want the records read per topic", screen)
 	}
 }
 
