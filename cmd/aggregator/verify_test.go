@@ -675,3 +675,17 @@ func TestVerifyAvro(t *testing.T) {
 		t.Errorf("the difference's found count is %v, want %v", got, v["count"])
 	}
 }
+
+// TestVerifyNoDeadLetterTopic: with sink.dead_letter_topic null the
+// service only counts dead letters; verify reads no such topic and counts
+// its own as not written, not missing.
+func TestVerifyNoDeadLetterTopic(t *testing.T) {
+	t.Parallel()
+	s := newVerifySetup(t, 3, strings.Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"), "dead_letter_topic: calls-dlq", "dead_letter_topic: null", 1))
+	first, second := verifyInput(3, 600, false)
+	s.healthyRun(t, first, second, "")
+	out, err := s.verify(t)
+	if err != nil || out.count("dead_letters.not_written") != 7 {
+		t.Fatalf("verify = %v, want nil with 7 dead letters not written:\n%s", err, out.text)
+	}
+}

@@ -98,6 +98,7 @@ type EventCounts struct {
 	Missing           int `json:"missing"`
 	Unexpected        int `json:"unexpected"`
 	ExplainedByTiming int `json:"explained_by_timing,omitempty"`
+	NotWritten        int `json:"not_written,omitempty"` // dead letters without a dead-letter topic
 }
 
 // Reasons a window is left out (Summary.LeftOut).
@@ -126,6 +127,7 @@ type Comparer struct {
 	rng       Range
 	dec       *record.Decoder
 	rec       record.Record
+	deadTopic bool             // sink.dead_letter_topic is set: dead letters are compared
 	trackKeys bool             // by_key over several partitions: note the keys met in more than one
 	keyParts  map[string]int32 // group key → its partition, or -1 once met in two
 	found     map[string][]byte
@@ -187,7 +189,7 @@ func New(cfg config.Config, schemas *record.Schemas, partitions int, rng Range, 
 			values:   producer.EncoderFor(cfg),
 			canon:    canonJSON,
 		},
-		rng: rng, dec: dec,
+		rng: rng, dec: dec, deadTopic: cfg.Sink.DeadLetterTopic != "",
 		trackKeys: cfg.Source.ByKey() && cfg.Watermark.GlobalScope() && partitions > 1,
 		keyParts:  map[string]int32{},
 		found:     map[string][]byte{}, late: map[Source]Late{}, dead: map[Source]bool{},
@@ -272,6 +274,8 @@ func (c *Comparer) Record(in *record.Input, rd *ready.Ready, wm int64) {
 	switch {
 	case dead && liveDead:
 		c.s.DeadLetters.Equal++
+	case dead && !c.deadTopic:
+		c.s.DeadLetters.NotWritten++
 	case dead:
 		c.s.DeadLetters.Missing++
 		c.diff(Diff{Kind: DeadMissing, Source: &src, Expected: "dead_letter", Found: c.liveJudgement(liveLate)})
