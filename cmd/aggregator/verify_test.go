@@ -590,17 +590,21 @@ func TestVerifyProgressOnATerminal(t *testing.T) {
 // clean; global windows never close, and are left out.
 func TestVerifyWindowKinds(t *testing.T) {
 	t.Parallel()
-	kinds := map[string]struct{ window, counted string }{
-		"sliding": {"{type: sliding, size: 10s, slide: 5s, allowed_lateness: 2s}", "windows.equal"},
-		"session": {"{type: session, gap: 200ms, allowed_lateness: 2s}", "windows.equal"},
-		"count":   {"{type: count, size: 10}", "windows.equal"},
-		"global":  {"{type: global, early_firings: {every: 10s, time: event}}", "windows_left_out.never_closes"},
+	const tumbling = "{type: tumbling, size: 5s, allowed_lateness: 2s}"
+	kinds := map[string]struct{ window, watermark, counted string }{
+		"sliding": {"{type: sliding, size: 10s, slide: 5s, allowed_lateness: 2s}", "", "windows.equal"},
+		"session": {"{type: session, gap: 200ms, allowed_lateness: 2s}", "", "windows.equal"},
+		"count":   {"{type: count, size: 10}", "", "windows.equal"},
+		"global":  {"{type: global, early_firings: {every: 10s, time: event}}", "", "windows_left_out.never_closes"},
+		// Each partition's own state and watermark, in the service and in
+		// the recomputation.
+		"tumbling_scope_partition": {tumbling, ", scope: partition", "windows.equal"},
 	}
 	for name, k := range kinds {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			yaml := strings.Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"),
-				"{type: tumbling, size: 5s, allowed_lateness: 2s}", k.window, 1)
+			yaml := strings.NewReplacer(tumbling, k.window, "max_out_of_orderness: 1s}", "max_out_of_orderness: 1s"+k.watermark+"}").
+				Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"))
 			s := newVerifySetup(t, 3, yaml)
 			first, second := verifyInput(3, 600, false)
 			s.healthyRun(t, first, second, "")
