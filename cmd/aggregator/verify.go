@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/cluster"
@@ -142,26 +143,34 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 	// last offset is a transaction marker is seen to be read to its end.
 	// Fetches of at most 4 MiB: the records in hand are a small part of
 	// what verify holds (the windows compared).
+	watch := cluster.NewAuthWatch(v.cfg.Source)
 	opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20))
+		kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20), kgo.WithHooks(watch))
 	if v.cl, err = kgo.NewClient(opts...); err != nil {
 		return verify.Summary{}, nil, fmt.Errorf("kafka client: %w", err)
 	}
 	defer v.cl.Close()
 	adm := kadm.NewClient(v.cl)
-	if _, err := cluster.InputPartitions(ctx, adm, v.cfg.Source.Topics); err != nil {
-		return verify.Summary{}, nil, err
-	}
-	inputs, err := v.inputSpans(ctx, adm)
-	if err != nil {
-		return verify.Summary{}, nil, err
-	}
+	// Where to read, with run's retries: brokers not reachable yet are
+	// retried with backoff, refused credentials, denied ACLs and missing
+	// topics are not.
+	var inputs, outputs map[string]map[int32]span
 	sink := v.cfg.Sink
-	topics := []string{sink.ResultsTopic, sink.LateTopic}
-	if sink.DeadLetterTopic != "" { // none: dead letters are only counted
-		topics = append(topics, sink.DeadLetterTopic)
-	}
-	outputs, err := v.spans(ctx, adm, nil, topics...)
+	err = cluster.Retry(ctx, v.log, "list the topics' offsets", watch, func(ctx context.Context) error {
+		if _, err := cluster.InputPartitions(ctx, adm, v.cfg.Source.Topics); err != nil {
+			return err
+		}
+		var err error
+		if inputs, err = v.inputSpans(ctx, adm); err != nil {
+			return err
+		}
+		topics := []string{sink.ResultsTopic, sink.LateTopic}
+		if sink.DeadLetterTopic != "" { // none: dead letters are only counted
+			topics = append(topics, sink.DeadLetterTopic)
+		}
+		outputs, err = v.spans(ctx, adm, nil, topics...)
+		return err
+	})
 	if err != nil {
 		return verify.Summary{}, nil, err
 	}
@@ -255,26 +264,20 @@ func (v *verifier) inputSpans(ctx context.Context, adm *kadm.Client) (map[string
 	var starts kadm.ListedOffsets
 	var err error
 	if v.rng.From != math.MinInt64 {
-		starts, err = adm.ListOffsetsAfterMilli(ctx, v.rng.From, v.cfg.Source.Topics...)
+		starts, err = listed(adm.ListOffsetsAfterMilli(ctx, v.rng.From, v.cfg.Source.Topics...))
 	} else {
-		starts, err = adm.ListStartOffsets(ctx, v.cfg.Source.Topics...)
-	}
-	if err == nil {
-		err = starts.Error()
+		starts, err = listed(adm.ListStartOffsets(ctx, v.cfg.Source.Topics...))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list the input's start offsets: %w", err)
+		return nil, fmt.Errorf("the input's start offsets: %w", err)
 	}
 	spans, err := v.spans(ctx, adm, starts, v.cfg.Source.Topics...)
 	if err != nil || v.rng.To == math.MaxInt64 {
 		return spans, err
 	}
-	ends, err := adm.ListOffsetsAfterMilli(ctx, v.rng.To, v.cfg.Source.Topics...)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := listed(adm.ListOffsetsAfterMilli(ctx, v.rng.To, v.cfg.Source.Topics...))
 	if err != nil {
-		return nil, fmt.Errorf("list the input's offsets at --to: %w", err)
+		return nil, fmt.Errorf("the input's offsets at --to: %w", err)
 	}
 	ends.Each(func(o kadm.ListedOffset) {
 		if s, ok := spans[o.Topic][o.Partition]; ok && o.Offset >= 0 {
@@ -290,18 +293,13 @@ func (v *verifier) inputSpans(ctx context.Context, adm *kadm.Client) (map[string
 func (v *verifier) spans(ctx context.Context, adm *kadm.Client, starts kadm.ListedOffsets, topics ...string) (map[string]map[int32]span, error) {
 	var err error
 	if starts == nil {
-		if starts, err = adm.ListStartOffsets(ctx, topics...); err == nil {
-			err = starts.Error()
+		if starts, err = listed(adm.ListStartOffsets(ctx, topics...)); err != nil {
+			return nil, err
 		}
 	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		if ends, err = adm.ListCommittedOffsets(ctx, topics...); err == nil {
-			err = ends.Error()
-		}
-	}
+	ends, err := listed(adm.ListCommittedOffsets(ctx, topics...))
 	if err != nil {
-		return nil, fmt.Errorf("list the offsets of %s: %w", strings.Join(topics, ", "), err)
+		return nil, err
 	}
 	out := map[string]map[int32]span{}
 	for _, t := range topics {
@@ -315,6 +313,29 @@ func (v *verifier) spans(ctx context.Context, adm *kadm.Client, starts kadm.List
 		out[o.Topic][o.Partition] = s
 	})
 	return out, nil
+}
+
+// listed is a listing of offsets, or its error: for topics that do not
+// exist, one wrapping cluster.ErrTopicsMissing that names them (not
+// retried; exit 2).
+func listed(ls kadm.ListedOffsets, err error) (kadm.ListedOffsets, error) {
+	if err == nil {
+		err = ls.Error()
+	}
+	if err == nil {
+		return ls, nil
+	}
+	var missing []string
+	ls.Each(func(o kadm.ListedOffset) {
+		if o.Partition == -1 && errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			missing = append(missing, o.Topic)
+		}
+	})
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("%w: %s", cluster.ErrTopicsMissing, strings.Join(missing, ", "))
+	}
+	return nil, fmt.Errorf("list offsets: %w", err)
 }
 
 func partitionsOfSpans(m map[int32]span) []int32 {

@@ -455,6 +455,8 @@ func TestVerifyUsage(t *testing.T) {
 	s := newVerifySetup(t, 1, fmt.Sprintf(verifyYaml, "by_key", "exactly_once"))
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, bad, strings.Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"), "size: 5s", "size: -5s", 1))
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	writeFile(t, missing, strings.Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"), "late_topic: calls-late", "late_topic: calls-gone", 1))
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -463,6 +465,7 @@ func TestVerifyUsage(t *testing.T) {
 		{[]string{"--from", "2030-01-02T00:00:00Z", "--to", "2030-01-01T00:00:00Z"}, "--from must be before --to"},
 		{[]string{"--max-diffs", "-1"}, "--max-diffs"},
 		{[]string{"--config", bad}, "window.size"},
+		{[]string{"--config", missing}, "calls-gone"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), append([]string{"verify", "--config", s.path}, tt.args...), s.env, nil, &stdout, &stderr)
