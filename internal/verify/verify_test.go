@@ -1,10 +1,15 @@
 package verify
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"aggregator/internal/config"
+	"aggregator/internal/producer"
+	"aggregator/internal/ready"
+	"aggregator/internal/record"
 	"aggregator/internal/windowing"
 )
 
@@ -64,6 +69,99 @@ aggregates: [{name: n, fn: count}]
 		t.Run(name, func(t *testing.T) {
 			if got := c.justified(tt.l, tt.t); got != tt.want {
 				t.Errorf("justified(%+v, %d) = %v, want %v", tt.l, tt.t, got, tt.want)
+			}
+		})
+	}
+}
+
+// comparerCase is a window [0 s, 5 s) of key {"sid":"a"} that the service
+// wrote with count found, and the recomputation with count expected;
+// record r (offset 7, event time 3 s) was judged late by the service when
+// liveLate (at watermark liveW), and by the recomputation when ownLate.
+type comparerCase struct {
+	found, expected int64
+	liveLate        bool
+	liveW           int64
+	ownLate         bool
+}
+
+func runComparer(t *testing.T, cc comparerCase) (Summary, []Diff) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(`
+source: {key: [sid], timestamp: {field: t, layout: unix_ms}}
+window: {type: tumbling, size: 5s, allowed_lateness: 2s}
+aggregates: [{name: n, fn: count}]
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(cfg, nil, 1, Whole, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := windowing.Window{Start: 0, End: 5000}
+	result := func(count int64) *windowing.Result {
+		return &windowing.Result{Key: `{"sid":"a"}`, Window: w, Count: count,
+			Aggregates: []record.Value{{Num: float64(count), Raw: fmt.Sprint(count), IsNum: true}}}
+	}
+	enc := producer.EncoderFor(cfg)
+	if err := c.FoundResult(enc.AppendKey(nil, result(cc.found)), enc.AppendResult(nil, result(cc.found))); err != nil {
+		t.Fatal(err)
+	}
+	in := record.Input{Topic: "calls", Offset: 7, Value: []byte(`{"sid":"a","t":3000}`)}
+	if cc.liveLate {
+		c.FoundLate(Late{Source: Source{"calls", 0, 7}, EventTime: 3000, Watermark: cc.liveW, Missed: w})
+	}
+	var rd ready.Ready
+	if cc.ownLate {
+		rd.Outputs = append(rd.Outputs, ready.Output{Kind: ready.Late, Event: &ready.Event{In: in, EventTime: 3000, Watermark: 9000, Missed: w}})
+	}
+	c.Record(&in, &rd, 9000)
+	// The window's firing comes with a later record; the watermark at the
+	// end closes it (cleanup time 6999).
+	next := record.Input{Topic: "calls", Offset: 8, Value: []byte(`{"sid":"a","t":12000}`)}
+	c.Record(&next, &ready.Ready{Outputs: []ready.Output{{Kind: ready.Result, Result: *result(cc.expected)}}}, 11000)
+	return c.Finish(11000, 0), c.Diffs()
+}
+
+// TestComparerTiming: the four ways a record's lateness can differ
+// between the service and the recomputation, on one window.
+func TestComparerTiming(t *testing.T) {
+	tests := map[string]struct {
+		cc                              comparerCase
+		kind                            string // the one difference; "" for none
+		windowsExplained, lateExplained int
+	}{
+		// Late live at a watermark past the window's cleanup time, on time
+		// here: explained, with the window it changed.
+		"late live, justified": {comparerCase{found: 2, expected: 3, liveLate: true, liveW: 8000}, "", 1, 1},
+		// The same at a watermark before the cleanup time: unexplained,
+		// and the window differs.
+		"late live, unjustified": {comparerCase{found: 2, expected: 3, liveLate: true, liveW: 5000}, LateUnexpected, 0, 0},
+		// Late here, on time live (its window holds it): explained.
+		"late here, the window shows it live": {comparerCase{found: 3, expected: 2, ownLate: true}, "", 1, 1},
+		// Late here, and the window is equal: the late event is gone.
+		"late here, late event missing": {comparerCase{found: 2, expected: 2, ownLate: true}, LateMissing, 0, 0},
+		"both late":                     {comparerCase{found: 2, expected: 2, liveLate: true, liveW: 8000, ownLate: true}, "", 0, 0},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, diffs := runComparer(t, tt.cc)
+			var kinds []string
+			for _, d := range diffs {
+				kinds = append(kinds, d.Kind)
+			}
+			wantUnexplained := 0
+			if tt.kind != "" {
+				wantUnexplained = 1
+				if tt.kind == LateUnexpected {
+					wantUnexplained = 2 // and the window it would change
+				}
+			}
+			if s.Unexplained != wantUnexplained || (tt.kind != "" && !slices.Contains(kinds, tt.kind)) ||
+				s.Windows.ExplainedByTiming != tt.windowsExplained || s.Late.ExplainedByTiming != tt.lateExplained {
+				t.Errorf("summary %+v, differences %v; want %d unexplained (%q), %d windows and %d late events explained",
+					s, kinds, wantUnexplained, tt.kind, tt.windowsExplained, tt.lateExplained)
 			}
 		})
 	}
