@@ -228,7 +228,12 @@ func (c *Comparer) FoundResult(key, value []byte) error {
 	if err := json.Unmarshal(key, &k); err != nil {
 		return fmt.Errorf("results topic: key %q: %w", key, err)
 	}
-	if k.WindowStart != nil && (*k.WindowStart < c.rng.From || *k.WindowEnd > c.rng.To) {
+	switch {
+	case k.WindowStart != nil && (*k.WindowStart < c.rng.From || *k.WindowEnd > c.rng.To):
+		return nil
+	case k.WindowStart == nil && c.rng.From != math.MinInt64:
+		// A count or global window of a bounded range: never compared,
+		// so not kept (the recomputation counts the left out).
 		return nil
 	}
 	if value != nil {
@@ -451,12 +456,8 @@ func (c *Comparer) Finish(wm int64, open int) Summary {
 		case k.WindowStart == nil && c.set.kind == config.Global:
 			c.s.LeftOut[NeverCloses]++
 			continue
-		case k.WindowStart == nil:
+		case k.WindowStart == nil: // a count window; with --from, not kept
 			s.global = true
-			if c.rng.From != math.MinInt64 {
-				c.s.LeftOut[NoBounds]++
-				continue
-			}
 		default:
 			s.w = windowing.Window{Start: *k.WindowStart, End: *k.WindowEnd}
 			if s.w.CleanupTime(c.settingsFor(s.w).lateness) > wm {
