@@ -15,6 +15,7 @@ import (
 	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
 	"aggregator/internal/ready"
+	"aggregator/internal/recompute"
 	"aggregator/internal/registry"
 	"aggregator/internal/windowing"
 )
@@ -43,10 +44,6 @@ func demoCheckNote(f demoFlags) string {
 // falls. It hands every result it computes, encoded as the service
 // encodes it, to check, until ctx is done.
 func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, check *demopkg.Check) error {
-	proc, err := pipeline.New(cfg)
-	if err != nil {
-		return err
-	}
 	topic := cfg.Source.Topics[0]
 	cl, err := newDemoClient(cfg, log, "kafka_demo_reference",
 		kgo.ConsumeTopics(topic),
@@ -64,16 +61,18 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 	if err != nil {
 		return ignoreCanceled(ctx, fmt.Errorf("reference run: list %s: %w", topic, err))
 	}
-	// Every partition from the start, as replay --kcat assigns a dump's.
-	proc.OneState()
-	for _, p := range topics[topic].Partitions.Numbers() {
-		proc.Assign(p, now)
-	}
 	var reg *registry.Client
-	if proc.Schemas() != nil {
+	if cfg.UsesRegistry() {
 		if reg, err = registry.New(cfg.Source.SchemaRegistry, log, prometheus.NewRegistry()); err != nil {
 			return err
 		}
+	}
+	// Every partition from the start, as replay --kcat assigns a dump's.
+	// The schemas are fetched here a fetch at a time: the engine gets no
+	// registry.
+	eng, err := recompute.New(cfg, nil, topics[topic].Partitions.Numbers())
+	if err != nil {
+		return err
 	}
 	enc := producer.EncoderFor(cfg)
 	var key, value []byte
@@ -112,7 +111,7 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 					}
 				}
 			}
-			if err := reg.Resolve(ctx, proc.Schemas(), values); err != nil {
+			if err := reg.Resolve(ctx, eng.Schemas(), values); err != nil {
 				return ignoreCanceled(ctx, err)
 			}
 		}
@@ -128,8 +127,11 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 			next++
 			in := pipeline.Input{Topic: r.Topic, Partition: r.Partition, KafkaPartition: r.Partition, Offset: r.Offset,
 				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
-			proc.Process(&in, now)
-			if rd := proc.Ready(false); len(rd.Outputs) > 0 {
+			rd, err := eng.Process(ctx, &in)
+			if err != nil {
+				return err
+			}
+			if len(rd.Outputs) > 0 {
 				if err := emit(&rd); err != nil {
 					return err
 				}
