@@ -46,7 +46,7 @@ func TestRenderedObjectsMatchTheirAPITypes(t *testing.T) {
 		"defaults": {"", nil, []string{"ConfigMap", "ConfigMap", "Deployment", "Job", "Service", "ServiceAccount"}},
 		"defaults with the operator CRDs": {"", operatorCRDs,
 			[]string{"ConfigMap", "ConfigMap", "Deployment", "Job", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}},
-		"full": {fullValues, nil, []string{"ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Job",
+		"full": {fullValues, nil, []string{"ConfigMap", "ConfigMap", "ConfigMap", "CronJob", "Deployment", "HorizontalPodAutoscaler", "Job",
 			"NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}},
 	}
 	for name, tt := range tests {

@@ -192,6 +192,7 @@ var apiTypes = map[string]struct {
 	"ServiceAccount":          {"v1", func() any { return new(corev1.ServiceAccount) }},
 	"Deployment":              {"apps/v1", func() any { return new(appsv1.Deployment) }},
 	"Job":                     {"batch/v1", func() any { return new(batchv1.Job) }},
+	"CronJob":                 {"batch/v1", func() any { return new(batchv1.CronJob) }},
 	"PodDisruptionBudget":     {"policy/v1", func() any { return new(policyv1.PodDisruptionBudget) }},
 	"HorizontalPodAutoscaler": {"autoscaling/v2", func() any { return new(autoscalingv2.HorizontalPodAutoscaler) }},
 	"NetworkPolicy":           {"networking.k8s.io/v1", func() any { return new(networkingv1.NetworkPolicy) }},

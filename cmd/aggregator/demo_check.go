@@ -12,9 +12,9 @@ import (
 
 	"aggregator/internal/config"
 	demopkg "aggregator/internal/demo"
-	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
 	"aggregator/internal/ready"
+	"aggregator/internal/recompute"
 	"aggregator/internal/registry"
 	"aggregator/internal/windowing"
 )
@@ -43,11 +43,6 @@ func demoCheckNote(f demoFlags) string {
 // falls. It hands every result it computes, encoded as the service
 // encodes it, to check, until ctx is done.
 func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, check *demopkg.Check) error {
-	// Every partition from the start, as replay --kcat assigns a dump's.
-	proc, err := pipeline.New(cfg, pipeline.Mode{OneState: true})
-	if err != nil {
-		return err
-	}
 	topic := cfg.Source.Topics[0]
 	cl, err := newDemoClient(cfg, log, "kafka_demo_reference",
 		kgo.ConsumeTopics(topic),
@@ -65,14 +60,18 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 	if err != nil {
 		return ignoreCanceled(ctx, fmt.Errorf("reference run: list %s: %w", topic, err))
 	}
-	for _, p := range topics[topic].Partitions.Numbers() {
-		proc.Assign(p, now)
-	}
 	var reg *registry.Client
-	if proc.Schemas() != nil {
+	if cfg.UsesRegistry() {
 		if reg, err = registry.New(cfg.Source.SchemaRegistry, log, prometheus.NewRegistry()); err != nil {
 			return err
 		}
+	}
+	// Every partition from the start, as replay --kcat assigns a dump's.
+	// The schemas are fetched here a fetch at a time: the engine gets no
+	// registry.
+	eng, err := recompute.New(cfg, nil, topics[topic].Partitions.Numbers())
+	if err != nil {
+		return err
 	}
 	enc := producer.EncoderFor(cfg)
 	var key, value []byte
@@ -111,7 +110,7 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 					}
 				}
 			}
-			if err := reg.Resolve(ctx, proc.Schemas(), values); err != nil {
+			if err := reg.Resolve(ctx, eng.Schemas(), values); err != nil {
 				return ignoreCanceled(ctx, err)
 			}
 		}
@@ -127,8 +126,11 @@ func runReference(ctx context.Context, cfg config.Config, log zerolog.Logger, ch
 			next++
 			in := ready.Input{Topic: r.Topic, Partition: r.Partition, KafkaPartition: r.Partition, Offset: r.Offset,
 				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
-			proc.Process(&in, now)
-			if rd := proc.Step(); len(rd.Outputs) > 0 {
+			rd, err := eng.Process(ctx, &in)
+			if err != nil {
+				return err
+			}
+			if len(rd.Outputs) > 0 {
 				if err := emit(&rd); err != nil {
 					return err
 				}

@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/google/shlex"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"aggregator/internal/config"
 )
@@ -163,6 +164,19 @@ func checkAggregator(t *testing.T, c docCommand, args, env []string) {
 			defer cancel()
 			waitFor(t, ctx, &stdout, regexp.MustCompile(`(Ctrl-C to stop)`))
 		}()
+	case "verify":
+		// Against a kfake cluster with the config's topics, empty: the
+		// summary of nothing, exit 0 (the tests of verify_test.go run it
+		// on data).
+		kc := docsCluster(t)
+		env = append(env, "AGGREGATOR_SOURCE_BROKERS="+strings.Join(kc.ListenAddrs(), ","))
+		if err := run(ctx, args, env, strings.NewReader(""), &stdout, &stderr); err != nil {
+			t.Fatalf("run(%q) = %v\nstderr:\n%s", args, err, stderr.String())
+		}
+		if !strings.HasPrefix(stdout.String(), `{"summary":`) {
+			t.Errorf("%s printed no summary:\n%s", c.line, stdout.String())
+		}
+		return
 	case "run":
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
 		path := fs.String("config", "", "")
@@ -187,6 +201,16 @@ func checkAggregator(t *testing.T, c docCommand, args, env []string) {
 	if args[0] == "demo" && !strings.Contains(stdout.String(), "produced=") {
 		t.Errorf("demo printed no summary line:\n%s", stdout.String())
 	}
+}
+
+// docsCluster is a kfake cluster with the topics of the examples' configs.
+func docsCluster(t *testing.T) *kfake.Cluster {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "calls", "calls-windows", "calls-late", "calls-dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	return kc
 }
 
 // checkGoTest checks that a go test command names packages that exist,

@@ -34,7 +34,7 @@ func TestHelp(t *testing.T) {
 	if err := run(t.Context(), []string{"--help"}, nil, nil, &stdout, &stdout); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"broker [--port 9092] [--topics calls] [--partitions 1] [--data-dir DIR]", "demo", "run", "replay", "validate"} {
+	for _, want := range []string{"broker [--port 9092] [--topics calls] [--partitions 1] [--data-dir DIR]", "demo", "run", "replay", "verify", "validate"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("aggregator --help:\n%s\nwant %q", stdout.String(), want)
 		}

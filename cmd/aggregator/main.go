@@ -54,6 +54,8 @@ Usage:
   aggregator run --config FILE                  the service
   aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]
                                                 the engine on recorded records, JSON lines out
+  aggregator verify --config FILE [--from TIME] [--to TIME] [--max-diffs N]
+                                                recompute the input, compare with the outputs
   aggregator validate --config FILE [--for run|replay]
                                                 print the effective config, exit 2 if invalid
   aggregator plan --config FILE [--timeout 2m]  what the config would do to the state in the changelog,
@@ -78,6 +80,9 @@ var commandHelp = map[string]struct{ synopsis, summary, example string }{
 	"replay": {"aggregator replay --config FILE [--input FILE] [--kcat] [--no-flush]",
 		"Runs the same engine on recorded records, without Kafka, and prints results, late events and dead letters as JSON lines.",
 		"aggregator replay --config examples/calls.yaml --input examples/calls.csv"},
+	"verify": {"aggregator verify --config FILE [--from TIME] [--to TIME] [--max-diffs N]",
+		"Reads the input topics and the results, late and dead-letter topics (read_committed, no group, no writes), recomputes the windows as replay --kcat does and compares; prints a summary and the unexplained differences as JSON lines; exits 0 when there is none, 1 when there is (docs/verify.md).",
+		"aggregator verify --config examples/local.yaml --from -24h"},
 	"validate": {"aggregator validate --config FILE [--for run|replay]",
 		"Prints the effective config with every default; exits 2 naming every error, each with its key, if it is invalid.",
 		"aggregator validate --config examples/calls.yaml"},
@@ -108,6 +113,8 @@ func run(ctx context.Context, args []string, env []string, stdin io.Reader, stdo
 		return validateCmd(rest, env, stdout, stderr)
 	case "replay":
 		return replayCmd(ctx, rest, env, stdin, stdout, stderr)
+	case "verify":
+		return verifyCmd(ctx, rest, env, stdout, stderr)
 	case "run":
 		return runCmd(ctx, rest, env, stdout, stderr)
 	case "plan":

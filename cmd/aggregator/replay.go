@@ -9,25 +9,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"aggregator/internal/config"
-	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
 	"aggregator/internal/ready"
+	"aggregator/internal/recompute"
 	"aggregator/internal/record"
 	"aggregator/internal/registry"
 	"aggregator/internal/windowing"
 )
-
-// now is replay's wall clock: none.
-const now = math.MaxInt64
 
 // maxLine bounds one input line of replay (a Kafka record is at most ~1 MB
 // by default; allow headroom).
@@ -71,64 +66,59 @@ func replayCmd(ctx context.Context, args []string, env []string, stdin io.Reader
 // warn lines on log).
 func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Writer, kcat, flush bool, log zerolog.Logger) error {
 	out := &replayOutput{w: w, enc: producer.EncoderFor(cfg)}
-	// A dump's group key is one state across its partitions, W the
-	// minimum over them (with watermark.scope global; see below).
-	proc, err := pipeline.New(cfg, pipeline.Mode{OneState: kcat && cfg.Watermark.GlobalScope()})
-	if err != nil {
-		return err
-	}
 	var reg *registry.Client
-	if proc.Schemas() != nil {
+	if cfg.UsesRegistry() {
 		out.base64 = true
+		var err error
 		if reg, err = registry.New(cfg.Source.SchemaRegistry, log, prometheus.NewRegistry()); err != nil {
 			return err
 		}
-	}
-	// process decodes a registry value from base64 (a line that is not
-	// base64 goes on as it is: a dead letter bad_wire_format) and fetches
-	// its schema first.
-	process := func(rec *ready.Input) error {
-		if reg != nil {
-			if v, err := base64.StdEncoding.AppendDecode(nil, rec.Value); err == nil {
-				rec.Value = v
-			}
-			if err := reg.Resolve(ctx, proc.Schemas(), slices.Values([][]byte{rec.Value})); err != nil {
-				return err
-			}
-		}
-		proc.Process(rec, now)
-		// Before the next line (late events and dead letters hold it);
-		// most records emit nothing, and then there is no call.
-		if rd := proc.Step(); len(rd.Outputs) > 0 {
-			out.write(&rd)
-		}
-		return nil
 	}
 	topic := ""
 	if len(cfg.Source.Topics) > 0 {
 		topic = cfg.Source.Topics[0]
 	}
 	var inputs []ready.Input
+	partitions := []int32{0}
 	if kcat {
-		// All partitions of a dump are assigned from the start, as a consumer
-		// would have them: a partition's first record does not lower W later.
-		// A group key is one state across the partitions, W the minimum over
-		// them: what one instance computes from input partitioned by the key.
-		// With watermark.scope partition, each partition keeps its own state
-		// and its windows follow its own watermark, as in the service.
+		// All partitions of a dump are assigned from the start (the engine's
+		// semantics, package recompute): the whole dump is read first.
+		var err error
 		if inputs, err = readKcat(in); err != nil {
 			return err
 		}
-		for _, p := range partitionsOf(inputs) {
-			proc.Assign(p, now)
+		partitions = partitionsOf(inputs)
+	}
+	eng, err := recompute.New(cfg, reg, partitions)
+	if err != nil {
+		return err
+	}
+	// process decodes a registry value from base64 (a line that is not
+	// base64 goes on as it is: a dead letter bad_wire_format).
+	process := func(rec *ready.Input) error {
+		if reg != nil {
+			if v, err := base64.StdEncoding.AppendDecode(nil, rec.Value); err == nil {
+				rec.Value = v
+			}
 		}
+		rd, err := eng.Process(ctx, rec)
+		if err != nil {
+			return err
+		}
+		// Before the next line (late events and dead letters hold it);
+		// most records emit nothing, and then there is no call.
+		if len(rd.Outputs) > 0 {
+			out.write(&rd)
+		}
+		return nil
+	}
+	if kcat {
 		for i := range inputs {
 			if err := process(&inputs[i]); err != nil {
 				return err
 			}
 		}
 	} else {
-		proc.Assign(0, now)
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 		var offset int64
@@ -149,8 +139,7 @@ func replay(ctx context.Context, cfg config.Config, in io.Reader, w *bufio.Write
 		}
 	}
 	if flush {
-		proc.Flush()
-		rd := proc.Step()
+		rd := eng.Flush()
 		out.write(&rd)
 	}
 	return out.err

@@ -1,0 +1,638 @@
+package verify
+
+import (
+	"cmp"
+	"container/heap"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+
+	"github.com/hamba/avro/v2"
+
+	"aggregator/internal/config"
+	"aggregator/internal/producer"
+	"aggregator/internal/ready"
+	"aggregator/internal/record"
+	"aggregator/internal/windowing"
+)
+
+// A Source is where an input record was read: the late and dead-letter
+// topics' source headers.
+type Source struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// A Late is a late event as the late topic records it.
+type Late struct {
+	Source
+	EventTime, Watermark int64
+	Missed               windowing.Window
+}
+
+// A Range bounds the windows compared, in event time (ms): those that
+// start at or after From and end at or before To. math.MinInt64 and
+// math.MaxInt64: no bound.
+type Range struct{ From, To int64 }
+
+// Whole is the range without bounds.
+var Whole = Range{math.MinInt64, math.MaxInt64}
+
+// A Diff is one unexplained difference: what the recomputation expected
+// and what the topics hold (null when absent).
+type Diff struct {
+	Kind     string          `json:"kind"`
+	Key      json.RawMessage `json:"key,omitempty"`
+	Window   *WindowBounds   `json:"window,omitempty"`
+	Source   *Source         `json:"source,omitempty"`
+	Expected any             `json:"expected"`
+	Found    any             `json:"found"`
+}
+
+// WindowBounds are a window's start and end (null for a global or count
+// window), and a count window's seq.
+type WindowBounds struct {
+	Start *int64 `json:"start"`
+	End   *int64 `json:"end"`
+	Seq   *int64 `json:"seq,omitempty"`
+}
+
+// The kinds of Diff.
+const (
+	WindowDiffers    = "window_differs"    // both hold the window, with other values
+	WindowPartial    = "window_partial"    // differs, and by_key input had the key in several partitions
+	WindowMissing    = "window_missing"    // recomputed, not on the results topic
+	WindowUnexpected = "window_unexpected" // on the results topic, not recomputed
+	LateMissing      = "late_missing"      // late in the recomputation, on time live, no window shows it
+	LateUnexpected   = "late_unexpected"   // on the late topic, not late in the recomputation, and its watermark does not justify it
+	DeadMissing      = "dead_letter_missing"
+	DeadUnexpected   = "dead_letter_unexpected"
+)
+
+// Summary counts what was compared (SPEC §12).
+type Summary struct {
+	Windows     WindowCounts   `json:"windows"`
+	LeftOut     map[string]int `json:"windows_left_out"` // by reason
+	Late        EventCounts    `json:"late_events"`
+	DeadLetters EventCounts    `json:"dead_letters"`
+	Unexplained int            `json:"unexplained"`
+}
+
+// WindowCounts counts the (key, window) pairs compared.
+type WindowCounts struct {
+	Compared          int `json:"compared"`
+	Equal             int `json:"equal"`
+	Differing         int `json:"differing"`
+	Partial           int `json:"partial"`
+	Missing           int `json:"missing"`
+	Unexpected        int `json:"unexpected"`
+	ExplainedByTiming int `json:"explained_by_timing"`
+}
+
+// EventCounts counts late events or dead letters by source.
+type EventCounts struct {
+	Equal             int `json:"equal"`
+	Missing           int `json:"missing"`
+	Unexpected        int `json:"unexpected"`
+	ExplainedByTiming int `json:"explained_by_timing,omitempty"`
+	NotWritten        int `json:"not_written,omitempty"` // dead letters without a dead-letter topic
+}
+
+// Reasons a window is left out (Summary.LeftOut).
+const (
+	BeforeRange = "starts_before_range" // its first records may lie before --from
+	AfterRange  = "ends_after_range"    // it ends after --to
+	NotClosed   = "not_closed"          // not closed by the watermark at the range's end
+	NeverCloses = "never_closes"        // a global window
+	NoBounds    = "count_window_in_range"
+)
+
+// settings are what a window is computed and written with. Today one
+// config holds for every window; with config generations (SPEC §11) the
+// window's generation gives them: settingsFor is the one seam.
+type settings struct {
+	lateness int64
+	kind     config.WindowKind
+	enc      *producer.Encoder         // the Kafka key
+	values   producer.ResultEncoder    // the value, as the service writes it
+	canon    func([]byte) (any, error) // a value's compared fields
+}
+
+// A Comparer compares found outputs with a recomputation.
+type Comparer struct {
+	set       settings
+	rng       Range
+	dec       *record.Decoder
+	rec       record.Record
+	deadTopic bool             // sink.dead_letter_topic is set: dead letters are compared
+	trackKeys bool             // by_key over several partitions: note the keys met in more than one
+	keyParts  map[string]int32 // group key → its partition, or -1 once met in two
+	found     map[string][]byte
+	late      map[Source]Late
+	dead      map[Source]bool
+	pending   map[string]*window // recomputed, not closed yet
+	closing   closeHeap
+	suspects  []suspect          // differing windows: judged at Finish, once every timing mark is known
+	marks     map[string][]int64 // group key → event times judged differently live and here
+	lateMaybe []maybeLate        // late here, on time live: explained if a window shows it
+	liveMaybe []maybeLate        // late live, on time here: explained if the input reaches its watermark
+	maxW      int64
+	s         Summary
+	diffs     []Diff
+	maxDiffs  int
+	buf       []byte
+}
+
+type window struct {
+	key    string // the group key
+	w      windowing.Window
+	seq    int64
+	value  []byte // encoded as the service writes it
+	closes int64
+}
+
+type suspect struct {
+	kind   string
+	kafka  string
+	key    string
+	w      windowing.Window
+	seq    int64
+	global bool
+	exp    any
+	found  any
+}
+
+type maybeLate struct {
+	src  Source
+	key  string
+	t    int64
+	live Late // liveMaybe: the late event
+}
+
+// New returns a Comparer for cfg's outputs over rng. schemas are the
+// input's registry schemas (nil for other formats), filled before each
+// Record; partitions is the number of input partitions read. At most
+// maxDiffs differences are kept for Diffs.
+func New(cfg config.Config, schemas *record.Schemas, partitions int, rng Range, maxDiffs int) (*Comparer, error) {
+	dec, err := record.NewDecoder(cfg.RecordSpec(), schemas)
+	if err != nil {
+		return nil, err
+	}
+	c := &Comparer{
+		set: settings{
+			lateness: cfg.Window.AllowedLateness.Milliseconds(),
+			kind:     cfg.Window.Kind(),
+			enc:      producer.EncoderFor(cfg),
+			values:   producer.EncoderFor(cfg),
+			canon:    canonJSON,
+		},
+		rng: rng, dec: dec, deadTopic: cfg.Sink.DeadLetterTopic != "",
+		trackKeys: cfg.Source.ByKey() && cfg.Watermark.GlobalScope() && partitions > 1,
+		keyParts:  map[string]int32{},
+		found:     map[string][]byte{}, late: map[Source]Late{}, dead: map[Source]bool{},
+		pending: map[string]*window{}, marks: map[string][]int64{},
+		maxW: math.MinInt64, maxDiffs: maxDiffs,
+		s: Summary{LeftOut: map[string]int{}},
+	}
+	if cfg.Sink.Format == config.FormatAvro {
+		schema, err := avro.Parse(producer.AvroSchema(cfg))
+		if err != nil {
+			return nil, fmt.Errorf("results schema: %w", err)
+		}
+		c.set.values = producer.NewAvroEncoder(cfg, 0)
+		c.set.canon = func(b []byte) (any, error) { return canonAvro(schema, b) }
+	}
+	return c, nil
+}
+
+// settingsFor returns the settings window w was computed with: the one
+// config today; the window's generation once config generations exist.
+func (c *Comparer) settingsFor(windowing.Window) *settings { return &c.set }
+
+// resultKey is the Kafka key of a result, as parsed for the range.
+type resultKey struct {
+	Key         json.RawMessage `json:"key"`
+	WindowStart *int64          `json:"window_start"`
+	WindowEnd   *int64          `json:"window_end"`
+	Seq         *int64          `json:"seq"`
+}
+
+// FoundResult notes a record of the results topic (value nil: a
+// tombstone), in offset order: the latest per key wins. Results of windows
+// outside the range are not kept.
+func (c *Comparer) FoundResult(key, value []byte) error {
+	var k resultKey
+	if err := json.Unmarshal(key, &k); err != nil {
+		return fmt.Errorf("results topic: key %q: %w", key, err)
+	}
+	switch {
+	case k.WindowStart != nil && (*k.WindowStart < c.rng.From || *k.WindowEnd > c.rng.To):
+		return nil
+	case k.WindowStart == nil && c.rng.From != math.MinInt64:
+		// A count or global window of a bounded range: never compared,
+		// so not kept (the recomputation counts the left out).
+		return nil
+	}
+	if value != nil {
+		value = slices.Clone(value) // not the fetch's buffer, which it would keep whole
+	}
+	c.found[string(key)] = value
+	return nil
+}
+
+// FoundLate notes a late event of the range.
+func (c *Comparer) FoundLate(l Late) { c.late[l.Source] = l }
+
+// FoundDeadLetter notes a dead letter of the range.
+func (c *Comparer) FoundDeadLetter(src Source) { c.dead[src] = true }
+
+// Record takes what the recomputation did with in: rd holds the outputs
+// processing it emitted (its own late event or dead letter among them),
+// wm the recomputation's watermark after it.
+func (c *Comparer) Record(in *record.Input, rd *ready.Ready, wm int64) {
+	src := Source{in.Topic, in.KafkaPartition, in.Offset}
+	var own *ready.Event
+	var dead bool
+	for i := range rd.Outputs {
+		out := &rd.Outputs[i]
+		switch out.Kind {
+		case ready.Result:
+			c.result(&out.Result)
+		case ready.Late:
+			own = out.Event
+		case ready.DeadLetter:
+			dead = true
+		}
+	}
+	if c.trackKeys && !dead {
+		if kind, err := c.dec.Decode(in, &c.rec); err == nil && kind == record.Event {
+			c.notePartition(c.rec.Key, in.Partition)
+		}
+	}
+	lv, liveLate := c.late[src]
+	delete(c.late, src)
+	liveDead := c.dead[src]
+	delete(c.dead, src)
+	switch {
+	case dead && liveDead:
+		c.s.DeadLetters.Equal++
+	case dead && !c.deadTopic:
+		c.s.DeadLetters.NotWritten++
+	case dead:
+		c.s.DeadLetters.Missing++
+		c.diff(Diff{Kind: DeadMissing, Source: &src, Expected: "dead_letter", Found: c.liveJudgement(liveLate)})
+	case liveDead:
+		c.s.DeadLetters.Unexpected++
+		c.diff(Diff{Kind: DeadUnexpected, Source: &src, Expected: c.ownJudgement(own), Found: "dead_letter"})
+	}
+	switch {
+	case dead || liveDead:
+		if liveLate { // dead here, late live: the dead letter's diff says it
+			c.s.Late.Unexpected++
+		}
+	case own != nil && liveLate:
+		c.s.Late.Equal++
+	case own != nil:
+		// Late here, on time live: explained if a window of its key shows
+		// it (judged at Finish); else the late event is missing.
+		if key, ok := c.key(in); ok {
+			c.mark(key, own.EventTime)
+			c.lateMaybe = append(c.lateMaybe, maybeLate{src: src, key: key, t: own.EventTime})
+		}
+	case liveLate:
+		// Late live, on time here: explained if the recorded watermark
+		// justifies it, one the input reaches (known at Finish).
+		key, ok := c.key(in)
+		if !ok || !c.justified(lv, c.rec.Time) {
+			c.s.Late.Unexpected++
+			c.diff(Diff{Kind: LateUnexpected, Source: &src, Expected: "on_time", Found: lateJSON(lv)})
+			break
+		}
+		c.liveMaybe = append(c.liveMaybe, maybeLate{src, key, lv.EventTime, lv})
+	}
+	c.advance(wm)
+}
+
+// key decodes in's group key (and event time, into c.rec).
+func (c *Comparer) key(in *record.Input) (string, bool) {
+	kind, err := c.dec.Decode(in, &c.rec)
+	return c.rec.Key, err == nil && kind == record.Event
+}
+
+// justified reports whether a late event's recorded watermark justifies
+// judging a record with event time t late (SPEC §3): the window it missed
+// holds t and was past its cleanup time at that watermark. (Finish checks
+// that the input reaches that watermark.)
+func (c *Comparer) justified(l Late, t int64) bool {
+	set := c.settingsFor(l.Missed)
+	return l.EventTime == t && l.Missed.Start <= t && t < l.Missed.End &&
+		l.Missed.CleanupTime(set.lateness) <= l.Watermark
+}
+
+func (c *Comparer) notePartition(key string, p int32) {
+	switch q, ok := c.keyParts[key]; {
+	case !ok:
+		c.keyParts[key] = p
+	case q != p:
+		c.keyParts[key] = -1
+	}
+}
+
+func (c *Comparer) mark(key string, t int64) { c.marks[key] = append(c.marks[key], t) }
+
+// marked reports whether a record of key judged differently live lies in w
+// (any of them, for a global or count window).
+func (c *Comparer) marked(key string, w windowing.Window, global bool) bool {
+	return slices.ContainsFunc(c.marks[key], func(t int64) bool { return global || w.Start <= t && t < w.End })
+}
+
+// result takes a recomputed firing: the window's latest value so far.
+func (c *Comparer) result(r *windowing.Result) {
+	set := c.settingsFor(r.Window)
+	c.buf = set.enc.AppendKey(c.buf[:0], r)
+	kafka := string(c.buf)
+	if r.Firing == windowing.Retract {
+		delete(c.pending, kafka) // a merged session: no result under its key
+		return
+	}
+	w := c.pending[kafka]
+	if w == nil {
+		switch {
+		case r.Window.IsGlobal() && set.kind == config.Global:
+			c.s.LeftOut[NeverCloses]++
+			return
+		case r.Window.IsGlobal() && c.rng.From != math.MinInt64:
+			c.s.LeftOut[NoBounds]++
+			return
+		case !r.Window.IsGlobal() && r.Window.Start < c.rng.From:
+			c.s.LeftOut[BeforeRange]++
+			return
+		case !r.Window.IsGlobal() && r.Window.End > c.rng.To:
+			c.s.LeftOut[AfterRange]++
+			return
+		}
+		w = &window{key: r.Key, w: r.Window, seq: r.Seq, closes: math.MinInt64} // a count window closes when it fires
+		if !r.Window.IsGlobal() {
+			w.closes = r.Window.CleanupTime(set.lateness)
+		}
+		c.pending[kafka] = w
+		heap.Push(&c.closing, closeAt{w.closes, kafka})
+	}
+	w.value = set.values.AppendResult(w.value[:0], r)
+}
+
+// advance compares the windows the watermark wm closed.
+func (c *Comparer) advance(wm int64) {
+	c.maxW = max(c.maxW, wm)
+	for len(c.closing) > 0 && c.closing[0].at <= wm {
+		kafka := heap.Pop(&c.closing).(closeAt).key
+		if w := c.pending[kafka]; w != nil {
+			delete(c.pending, kafka)
+			c.compare(kafka, w)
+		}
+	}
+}
+
+func (c *Comparer) compare(kafka string, w *window) {
+	set := c.settingsFor(w.w)
+	c.s.Windows.Compared++
+	value, ok := c.found[kafka]
+	delete(c.found, kafka)
+	exp, err := set.canon(w.value)
+	if err != nil { // our own encoding: cannot fail
+		panic(err)
+	}
+	s := suspect{kafka: kafka, key: w.key, w: w.w, seq: w.seq, global: w.w.IsGlobal(), exp: exp}
+	if !ok || value == nil {
+		s.kind = WindowMissing
+		c.suspects = append(c.suspects, s)
+		return
+	}
+	got, err := set.canon(value)
+	if err != nil {
+		s.kind, s.found = WindowDiffers, fmt.Sprintf("undecodable: %v", err)
+		c.suspects = append(c.suspects, s)
+		return
+	}
+	if equal(exp, got) {
+		c.s.Windows.Equal++
+		return
+	}
+	s.kind, s.found = WindowDiffers, got
+	c.suspects = append(c.suspects, s)
+}
+
+// Finish compares what is left once the input is read: windows still open
+// are left out, results no recomputed window closed are unexpected when
+// their window closed by the end, and the differing windows are judged
+// against the timing marks. wm is the recomputation's final watermark;
+// open counts the windows still open in the recomputation.
+func (c *Comparer) Finish(wm int64, open int) Summary {
+	c.advance(wm)
+	for _, l := range c.liveMaybe {
+		if l.live.Watermark > c.maxW {
+			c.s.Late.Unexpected++
+			c.diff(Diff{Kind: LateUnexpected, Source: &l.src, Expected: "on_time", Found: lateJSON(l.live)})
+			continue
+		}
+		c.s.Late.ExplainedByTiming++
+		c.mark(l.key, l.t)
+	}
+	c.s.LeftOut[NotClosed] += len(c.pending) + open
+	for kafka, value := range c.found {
+		if value == nil {
+			continue
+		}
+		var k resultKey
+		_ = json.Unmarshal([]byte(kafka), &k) // parsed by FoundResult
+		s := suspect{kind: WindowUnexpected, kafka: kafka, key: string(k.Key), seq: -1}
+		if k.Seq != nil {
+			s.seq = *k.Seq
+		}
+		switch {
+		case k.WindowStart == nil && c.set.kind == config.Global:
+			c.s.LeftOut[NeverCloses]++
+			continue
+		case k.WindowStart == nil: // a count window; with --from, not kept
+			s.global = true
+		default:
+			s.w = windowing.Window{Start: *k.WindowStart, End: *k.WindowEnd}
+			if s.w.CleanupTime(c.settingsFor(s.w).lateness) > wm {
+				c.s.LeftOut[NotClosed]++
+				continue
+			}
+		}
+		got, err := c.settingsFor(s.w).canon(value)
+		if err != nil {
+			got = fmt.Sprintf("undecodable: %v", err)
+		}
+		s.found = got
+		c.s.Windows.Compared++
+		c.suspects = append(c.suspects, s)
+	}
+	slices.SortFunc(c.suspects, func(a, b suspect) int {
+		return cmp.Or(cmp.Compare(a.w.Start, b.w.Start), cmp.Compare(a.kafka, b.kafka))
+	})
+	var explained []suspect
+	for _, s := range c.suspects {
+		if c.marked(s.key, s.w, s.global) {
+			c.s.Windows.ExplainedByTiming++
+			explained = append(explained, s)
+			continue
+		}
+		kind := s.kind
+		switch kind {
+		case WindowMissing:
+			c.s.Windows.Missing++
+		case WindowUnexpected:
+			c.s.Windows.Unexpected++
+		default:
+			if c.keyParts[s.key] == -1 {
+				kind = WindowPartial
+				c.s.Windows.Partial++
+			} else {
+				c.s.Windows.Differing++
+			}
+		}
+		c.diff(Diff{Kind: kind, Key: json.RawMessage(s.key), Window: bounds(s), Expected: s.exp, Found: s.found})
+	}
+	for _, l := range c.lateMaybe {
+		if slices.ContainsFunc(explained, func(s suspect) bool {
+			return s.key == l.key && (s.global || s.w.Start <= l.t && l.t < s.w.End)
+		}) {
+			c.s.Late.ExplainedByTiming++
+			continue
+		}
+		c.s.Late.Missing++
+		c.diff(Diff{Kind: LateMissing, Source: &l.src, Key: json.RawMessage(l.key), Expected: "late", Found: "on_time"})
+	}
+	for src, l := range c.late {
+		c.s.Late.Unexpected++
+		c.diff(Diff{Kind: LateUnexpected, Source: &src, Expected: "not read", Found: lateJSON(l)})
+	}
+	for src := range c.dead {
+		c.s.DeadLetters.Unexpected++
+		c.diff(Diff{Kind: DeadUnexpected, Source: &src, Expected: "not read", Found: "dead_letter"})
+	}
+	return c.s
+}
+
+// Diffs returns the first maxDiffs unexplained differences.
+func (c *Comparer) Diffs() []Diff { return c.diffs }
+
+func (c *Comparer) diff(d Diff) {
+	c.s.Unexplained++
+	if len(c.diffs) < c.maxDiffs {
+		c.diffs = append(c.diffs, d)
+	}
+}
+
+func (c *Comparer) liveJudgement(late bool) string {
+	if late {
+		return "late"
+	}
+	return "on_time"
+}
+
+func (c *Comparer) ownJudgement(e *ready.Event) string {
+	if e != nil {
+		return "late"
+	}
+	return "on_time"
+}
+
+func bounds(s suspect) *WindowBounds {
+	b := &WindowBounds{}
+	if !s.global {
+		b.Start, b.End = &s.w.Start, &s.w.End
+	}
+	if s.seq >= 0 && s.global {
+		b.Seq = &s.seq
+	}
+	return b
+}
+
+func lateJSON(l Late) map[string]int64 {
+	return map[string]int64{"event_time": l.EventTime, "watermark": l.Watermark, "window_start": l.Missed.Start, "window_end": l.Missed.End}
+}
+
+// closeAt is when a pending window closes.
+type closeAt struct {
+	at  int64
+	key string
+}
+
+// closeHeap orders pending windows by closing time.
+type closeHeap []closeAt
+
+func (h closeHeap) Len() int           { return len(h) }
+func (h closeHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h closeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *closeHeap) Push(x any)        { *h = append(*h, x.(closeAt)) }
+func (h *closeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// notCompared are the fields of a result that are not compared.
+var notCompared = []string{"revision", "watermark", "firing"}
+
+// canonJSON is a JSON result's compared fields.
+func canonJSON(b []byte) (any, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return compared(m), nil
+}
+
+// compared drops the fields that are not compared.
+func compared(m map[string]any) map[string]any {
+	for _, f := range notCompared {
+		delete(m, f)
+	}
+	return m
+}
+
+// canonAvro is an Avro result's compared fields (after the wire header).
+func canonAvro(schema avro.Schema, b []byte) (any, error) {
+	if len(b) < 5 || b[0] != 0 {
+		return nil, fmt.Errorf("not in the Schema Registry wire format")
+	}
+	var m map[string]any
+	if err := avro.Unmarshal(schema, b[5:], &m); err != nil {
+		return nil, err
+	}
+	return compared(m), nil
+}
+
+// equal compares decoded results; numbers to a relative 1e-9, as floating
+// sums taken in another order may differ in their last bits.
+func equal(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			w, ok := b[k]
+			if !ok || !equal(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		return ok && slices.EqualFunc(a, b, equal)
+	case float64:
+		b, ok := b.(float64)
+		return ok && (a == b || math.Abs(a-b) <= 1e-9*max(math.Abs(a), math.Abs(b)))
+	}
+	return reflect.DeepEqual(a, b)
+}
