@@ -53,29 +53,32 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		c.accept()
 		return nil
 	}
+	if already := c.goneStill(); already || c.paused(prev) && !c.stillMember(ctx) {
+		// A zombie: the process was paused past its session and
+		// another member may own the partitions and have committed
+		// since. Asked before anything is written: its outputs and
+		// state changes would land among the new owner's. The client
+		// drops the partitions (lost: every one, and a rejoin assigns
+		// them afresh, restored from the changelog) and rejoins; until
+		// then no commit writes anything. A pause between this question
+		// and the writes is what at_least_once cannot rule out
+		// (docs/delivery.md).
+		c.cycle.gone, c.cycle.goneGen = true, c.generation()
+		c.proc.PositionsUnwritten()
+		c.m.Commits.WithLabelValues("rejected").Inc()
+		if !already {
+			c.log.Warn().Dur("since_last_commit", time.Since(prev)).
+				Msg("the group session was lost while this instance was paused (a zombie): its commit writes nothing; rejoining")
+		}
+		c.accept()
+		return nil
+	}
 	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data
 	c.writer.Write(rd.Outputs)
 	c.writer.Changelog(ctx, rd.Changelog)
 	c.writer.Sync() // every output so far is given to the producer, so Flush waits for them all
 	if err := c.flushRewriting(ctx); err != nil {
 		return err
-	}
-	if already := c.goneStill(); already || c.paused(prev) && !c.stillMember(ctx) {
-		// A zombie: the process was paused past its session and
-		// another member may own the partitions and have committed
-		// since. Its positions would land after the new owner's; the
-		// changes just written have none, so a restore leaves them out.
-		// The client drops the partitions (lost) and rejoins; until
-		// then no commit writes positions or offsets.
-		c.cycle.gone, c.cycle.goneGen = true, c.generation()
-		c.proc.PositionsUnwritten() // a partition the rejoin keeps has them written by its next commit
-		c.m.Commits.WithLabelValues("rejected").Inc()
-		if !already {
-			c.log.Warn().Dur("since_last_commit", time.Since(prev)).
-				Msg("the group session was lost while this instance was paused (a zombie): its commit writes no position and no offset; rejoining")
-		}
-		c.accept()
-		return nil
 	}
 	c.writer.Changelog(ctx, rd.Positions)
 	c.publish(ctx, rd.Watermarks) // with the positions: the state they describe is durable first

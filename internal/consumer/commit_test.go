@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -638,10 +639,11 @@ func (h *txnHarness) wantResults2() {
 
 // TestCommitAtLeastOnceZombie: with at_least_once the process was paused
 // past its session in the middle of the commit cycle (SIGSTOP), and the
-// coordinator no longer knows the member: the commit writes no position
-// and commits no offset (the partitions' next owner may have committed
-// meanwhile, and a restore leaves out changes without a position), and
-// the service goes on (the client drops the partitions and rejoins).
+// coordinator no longer knows the member: the commit writes nothing (no
+// output, no state change, no position) and commits no offset (the
+// partitions' next owner may have committed meanwhile: the zombie's
+// changes would land among its commits), and the service goes on (the
+// client drops the partitions and rejoins).
 func TestCommitAtLeastOnceZombie(t *testing.T) {
 	h := newHarness(t, "at_least_once")
 	h.process() // and commits: the first commit is due at once
@@ -656,8 +658,12 @@ func TestCommitAtLeastOnceZombie(t *testing.T) {
 	h.c.mu.Lock()
 	h.c.cycle.lastCommit = time.Now().Add(-time.Minute) // paused for a minute: the session (45 s) is gone
 	h.c.mu.Unlock()
+	before := h.endOffsets(h.c.cfg.State.ChangelogTopic, txnResults)
 	if err := h.commit(h.ctx); err != nil {
 		t.Fatalf("commit = %v, want nil (the zombie rejoins)", err)
+	}
+	if after := h.endOffsets(h.c.cfg.State.ChangelogTopic, txnResults); !maps.Equal(after, before) {
+		t.Errorf("end offsets after the zombie's commit = %v, want %v (it writes nothing)", after, before)
 	}
 	if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
 		t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
@@ -668,6 +674,21 @@ func TestCommitAtLeastOnceZombie(t *testing.T) {
 	if off := h.committedOffset(); off != int64(len(txnInputs)) {
 		t.Errorf("committed offset = %d, want the last commit's, %d", off, len(txnInputs))
 	}
+}
+
+// endOffsets are the end offsets of partition 0 of each topic.
+func (h *txnHarness) endOffsets(topics ...string) map[string]int64 {
+	h.t.Helper()
+	ends, err := kadm.NewClient(h.client()).ListEndOffsets(h.ctx, topics...)
+	if err != nil {
+		h.t.Fatalf("end offsets of %v: %v", topics, err)
+	}
+	out := map[string]int64{}
+	for _, topic := range topics {
+		end, _ := ends.Lookup(topic, 0)
+		out[topic] = end.Offset
+	}
+	return out
 }
 
 // stepUntil polls and processes until a poll returned the input
