@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -249,6 +250,150 @@ func TestBrokerCrashAbortsOpenTransactions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBrokerCrashCompletesCommit: `broker --data-dir` killed while EndTxn
+// (commit) wrote its markers: the marker of one partition written, not
+// the other's, nor the transaction's offset commit (the data directory
+// as the kill left it: the partition, the producer log up to its prepare
+// entry, from a copy taken after the commit; the rest from one taken
+// before it). The restart completes the commit, as Kafka's coordinator
+// completes a PrepareCommit: both records are read_committed, the offset
+// commit is the group's. Aborting the partition not reached (as a
+// transaction open at the crash) commits half a transaction: a
+// changelog's state without its results, or the other way round.
+func TestBrokerCrashCompletesCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "data")
+	b := startBroker(t, ctx, dir)
+	prod := txnProducer(t, b.addr)
+	creq := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "u", 1, 1
+	creq.Topics = append(creq.Topics, ct)
+	if cresp, err := creq.RequestWith(ctx, prod); err != nil || cresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic u: %v %v", err, cresp)
+	}
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*kgo.Record{{Topic: "t", Value: []byte("x")}, {Topic: "u", Value: []byte("y")}} {
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", r.Value, err)
+		}
+	}
+	id, epoch, err := prod.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oreq := kmsg.NewPtrTxnOffsetCommitRequest() // v5: adds the group to the transaction
+	oreq.TransactionalID, oreq.Group, oreq.ProducerID, oreq.ProducerEpoch, oreq.Generation = "p", "g", id, epoch, -1
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("t")
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ot := kmsg.NewTxnOffsetCommitRequestTopic()
+	ot.Topic, ot.TopicID = "t", mresp.Topics[0].TopicID // by name to v5, by ID from v6
+	op := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	op.Partition, op.Offset, op.LeaderEpoch = 0, 7, -1
+	ot.Partitions = append(ot.Partitions, op)
+	oreq.Topics = append(oreq.Topics, ot)
+	oresp, err := oreq.RequestWith(ctx, prod)
+	if err == nil {
+		err = kerr.ErrorForCode(oresp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("offset commit in the transaction: %v", err)
+	}
+	before := filepath.Join(t.TempDir(), "before")
+	if err := os.CopyFS(before, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	after := filepath.Join(t.TempDir(), "after")
+	if err := os.CopyFS(after, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	b.stop()
+	prod.Close()
+
+	crashed := before
+	part := filepath.Join("partitions", "t-0")
+	if err := os.RemoveAll(filepath.Join(crashed, part)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(crashed, part), os.DirFS(filepath.Join(after, part))); err != nil {
+		t.Fatal(err)
+	}
+	pids, err := os.ReadFile(filepath.Join(after, "pids.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(crashed, "pids.log"), pidsLogThroughPrepare(t, pids), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	b = startBroker(t, ctx, crashed)
+	line := waitFor(t, ctx, b.out, regexp.MustCompile(`(broker: crash recovery: u-0: committed the transaction of producer id \d+ \(epoch \d+\) whose commit was under way at the crash, offsets 0 to 0, with a commit marker at 1)`))
+	t.Log(line)
+	rd, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumeTopics("t", "u"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	var got []string
+	for len(got) < 2 && rctx.Err() == nil {
+		rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if slices.Sort(got); !slices.Equal(got, []string{"x", "y"}) {
+		t.Errorf("read_committed reader read %q, want [x y] (the whole transaction)", got)
+	}
+	freq := kmsg.NewPtrOffsetFetchRequest()
+	freq.Group = "g"
+	fresp, err := freq.RequestWith(ctx, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64 = -1
+	for _, ft := range fresp.Topics {
+		for _, fp := range ft.Partitions {
+			if ft.Topic == "t" && fp.Partition == 0 {
+				off = fp.Offset
+			}
+		}
+	}
+	if off != 7 {
+		t.Errorf("group g's committed offset of t[0] = %d, want 7 (the transaction's offset commit)", off)
+	}
+}
+
+// pidsLogThroughPrepare is kfake's producer log cut after its prepare
+// entry: as a crash while the markers were written leaves it (entries:
+// 4 bytes length, 4 bytes CRC, then length bytes: 2 of version, the JSON).
+func pidsLogThroughPrepare(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	for pos := 0; pos+8 <= len(raw); {
+		end := pos + 8 + int(binary.LittleEndian.Uint32(raw[pos:]))
+		if end > len(raw) {
+			break
+		}
+		if bytes.Contains(raw[pos+10:end], []byte(`"type":"prepare"`)) {
+			return raw[:end]
+		}
+		pos = end
+	}
+	t.Fatalf("no prepare entry in the producer log:\n%q", raw)
+	return nil
 }
 
 // runningBroker is `aggregator broker` run in the test's process.
