@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -252,6 +253,63 @@ func TestBrokerCrashAbortsOpenTransactions(t *testing.T) {
 	}
 }
 
+// TestBrokerCrashTwiceFences: `broker --data-dir` killed with a
+// transaction open, started again (the restart aborts it and bumps the
+// producer's epoch), and killed again before the producer sent anything.
+// The producer, never told, goes on in its transaction after the second
+// restart: it must be fenced, not commit the rest of a transaction whose
+// first part the first restart aborted (records lost, the commit
+// reported done).
+func TestBrokerCrashTwiceFences(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	b := startBrokerAt(t, ctx, dir, port)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t"), kgo.TransactionalID("p"),
+		kgo.RecordRetries(3), kgo.RetryTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx, kgo.StringRecord("open")).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	b.stop()
+	b = startBrokerAt(t, ctx, crashed, port)
+	waitFor(t, ctx, b.out, regexp.MustCompile(`(broker: crash recovery: t-0: aborted the transaction)`))
+	again := filepath.Join(t.TempDir(), "again")
+	if err := os.CopyFS(again, os.DirFS(crashed)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	b.stop()
+	b = startBrokerAt(t, ctx, again, port)
+
+	err = prod.ProduceSync(ctx, kgo.StringRecord("late")).FirstErr()
+	if err == nil {
+		err = prod.EndTransaction(ctx, kgo.TryCommit)
+	}
+	if err == nil {
+		t.Fatalf("the producer committed its transaction after two crashes (the first restart aborted its first record): want it fenced")
+	}
+	t.Logf("the producer after two crashes: %v", err)
+	if !errors.Is(err, kerr.InvalidProducerEpoch) && !errors.Is(err, kerr.ProducerFenced) {
+		t.Errorf("the producer after two crashes: %v, want INVALID_PRODUCER_EPOCH or PRODUCER_FENCED", err)
+	}
+}
+
 // TestBrokerCrashCompletesCommit: `broker --data-dir` killed while EndTxn
 // (commit) wrote its markers: the marker of one partition written, not
 // the other's, nor the transaction's offset commit (the data directory
@@ -406,11 +464,17 @@ type runningBroker struct {
 // startBroker runs `aggregator broker --data-dir dir` with topic t.
 func startBroker(t *testing.T, ctx context.Context, dir string) *runningBroker {
 	t.Helper()
+	return startBrokerAt(t, ctx, dir, 0)
+}
+
+// startBrokerAt is startBroker on port (0: any).
+func startBrokerAt(t *testing.T, ctx context.Context, dir string, port int) *runningBroker {
+	t.Helper()
 	bctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	b := &runningBroker{out: &lockedBuffer{}}
 	wg.Go(func() {
-		if err := run(bctx, []string{"broker", "--port", "0", "--data-dir", dir, "--topics", "t"}, nil, nil, b.out, b.out); err != nil {
+		if err := run(bctx, []string{"broker", "--port", fmt.Sprint(port), "--data-dir", dir, "--topics", "t"}, nil, nil, b.out, b.out); err != nil {
 			t.Errorf("broker: %v", err)
 		}
 	})

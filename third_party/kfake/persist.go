@@ -1119,6 +1119,11 @@ func (c *Cluster) loadFromDisk() (bool, error) {
 			pidinf.epoch++
 			if !commit {
 				epoch = max(epoch, pidinf.epoch)
+				// aggregator patch: the bump is logged: else a second
+				// crash before the producer's next InitProducerID
+				// loads the old epoch again, and the producer, never
+				// told, adds to its aborted transaction and commits it.
+				c.persistPIDEntry(pidLogEntry{Type: "init", PID: pid, Epoch: pidinf.epoch, TxID: pidinf.txid, Timeout: pidinf.txTimeout})
 			}
 		}
 		for _, pd := range ct.parts {
