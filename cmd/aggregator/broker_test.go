@@ -253,6 +253,68 @@ func TestBrokerCrashAbortsOpenTransactions(t *testing.T) {
 	}
 }
 
+// TestBrokerPurgedToEndRestarts: `broker --data-dir` with a partition
+// whose records were all deleted (DeleteRecords to the high watermark, as
+// the service's purge of the repartition topic does once stage 2 has
+// committed all of it), killed, then started again: the partition goes on
+// at its offsets (its log start offset, the high watermark then), not at
+// 0, where the next records would take offsets its consumers had
+// committed past (issue 28: TestChaos exactly_once lost a repartition
+// partition's next records so: "the client consumed to offset 178 but
+// was reset to offset 0").
+func TestBrokerPurgedToEndRestarts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "data")
+	b := startBroker(t, ctx, dir)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c"} {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dreq := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = "t"
+	dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	dp.Partition, dp.Offset = 0, 3
+	dt.Partitions = append(dt.Partitions, dp)
+	dreq.Topics = append(dreq.Topics, dt)
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(dresp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete records of t[0] to 3: %v", err)
+	}
+	cl.Close()
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	b.stop()
+
+	b = startBroker(t, ctx, crashed)
+	if lso, hwm := stableOffset(t, ctx, b.addr); lso != 3 || hwm != 3 {
+		t.Errorf("after the restart: last stable offset %d, high watermark %d; want 3, 3", lso, hwm)
+	}
+	cl, err = kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r, err := cl.ProduceSync(ctx, kgo.StringRecord("next")).First()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Offset != 3 {
+		t.Errorf("the next record after the restart is at offset %d, want 3", r.Offset)
+	}
+}
+
 // TestBrokerCrashTwiceFences: `broker --data-dir` killed with a
 // transaction open, started again (the restart aborts it and bumps the
 // producer's epoch), and killed again before the producer sent anything.

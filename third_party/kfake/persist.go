@@ -1389,6 +1389,32 @@ func (c *Cluster) loadPartitionFromSnapshot(pd *partData, snap persistPartSnapsh
 	return nil
 }
 
+// logStartFile is a partition's log start offset, written at each trim
+// (aggregator patch): a trim to the high watermark removes every segment,
+// and a replay of no segment started the partition again at offset 0,
+// below its consumers' committed offsets (they skipped what was written
+// next, up to their offset) and the offsets the records already read had.
+const logStartFile = "log_start.json"
+
+type persistLogStart struct {
+	LogStartOffset int64 `json:"log_start_offset"`
+}
+
+// persistLogStart writes pd's log start offset (aggregator patch).
+func (c *Cluster) persistLogStart(pd *partData) {
+	if !c.persist() {
+		return
+	}
+	pdir := partDir(c.storageDir, pd.t, pd.p)
+	if err := c.fs.MkdirAll(pdir, 0o755); err != nil {
+		c.cfg.logger.Logf(LogLevelWarn, "persist log start %s-%d: %v", pd.t, pd.p, err)
+		return
+	}
+	if err := writeJSONFile(c.fs, filepath.Join(pdir, logStartFile), persistLogStart{pd.logStartOffset}); err != nil {
+		c.cfg.logger.Logf(LogLevelWarn, "persist log start %s-%d: %v", pd.t, pd.p, err)
+	}
+}
+
 func (c *Cluster) loadPartitionFullReplay(pd *partData, segFiles []int64, fsys fs, pdir string, crashed bool, crashAbortedMu *sync.Mutex, crashAbortedPIDs map[int64]*crashAbortedTxn) error {
 	// Load segments, getting full batches for crash recovery txn state.
 	var batches []*partBatch
@@ -1420,6 +1446,15 @@ func (c *Cluster) loadPartitionFullReplay(pd *partData, segFiles []int64, fsys f
 
 		// epoch: use the last batch's epoch (highest seen).
 		pd.epoch = last.epoch
+	} else {
+		// aggregator patch: every segment trimmed, the partition goes
+		// on at its log start offset, not at 0.
+		var ls persistLogStart
+		if found, err := readJSONFile(fsys, filepath.Join(pdir, logStartFile), &ls); err != nil {
+			return err
+		} else if found && ls.LogStartOffset > 0 {
+			pd.logStartOffset, pd.highWatermark, pd.lastStableOffset = ls.LogStartOffset, ls.LogStartOffset, ls.LogStartOffset
+		}
 	}
 
 	// Rebuild abortedTxns from control batches. On disk, data batches
