@@ -57,20 +57,27 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		// A zombie: the process was paused past its session and
 		// another member may own the partitions and have committed
 		// since. Asked before anything is written: its outputs and
-		// state changes would land among the new owner's. The client
-		// drops the partitions (lost: every one, and a rejoin assigns
-		// them afresh, restored from the changelog) and rejoins; until
-		// then no commit writes anything. A pause between this question
-		// and the writes is what at_least_once cannot rule out
-		// (docs/delivery.md).
+		// state changes would land among the new owner's. Its
+		// partitions are dropped at once (the client revokes or loses
+		// every one as it rejoins, and the rejoin assigns them afresh,
+		// restored from the changelog): a commit that wrote a position
+		// for them later (the one on revoke) would cover the changes
+		// not written here (issue 28, TestChaos at_least_once seed 12:
+		// 2 records of 3 keys missing from a window). A pause between
+		// this question and the writes is what at_least_once cannot
+		// rule out (docs/delivery.md).
 		c.cycle.gone, c.cycle.goneGen = true, c.generation()
-		c.proc.PositionsUnwritten()
 		c.m.Commits.WithLabelValues("rejected").Inc()
 		if !already {
 			c.log.Warn().Dur("since_last_commit", time.Since(prev)).
-				Msg("the group session was lost while this instance was paused (a zombie): its commit writes nothing; rejoining")
+				Msg("the group session was lost while this instance was paused (a zombie): its commit writes nothing, its partitions are dropped; rejoining")
 		}
 		c.accept()
+		all := make([]*partition, 0, len(c.parts.byTP))
+		for _, p := range c.parts.byTP {
+			all = append(all, p)
+		}
+		c.drop(all)
 		return nil
 	}
 	c.writer.Write(rd1.Outputs) // stage 1's markers, after its data

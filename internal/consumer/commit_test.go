@@ -665,6 +665,24 @@ func TestCommitAtLeastOnceZombie(t *testing.T) {
 	if after := h.endOffsets(h.c.cfg.State.ChangelogTopic, txnResults); !maps.Equal(after, before) {
 		t.Errorf("end offsets after the zombie's commit = %v, want %v (it writes nothing)", after, before)
 	}
+	// The commit on revoke, once the client rejoins (a new generation:
+	// the zombie's mark no longer holds), writes nothing either: the
+	// partitions were dropped, and a position it wrote would cover the
+	// changes the zombie's commit did not write.
+	h.c.mu.Lock()
+	n := len(h.c.parts.byTP)
+	h.c.cycle.gone = false
+	h.c.cycle.lastCommit = time.Now()
+	h.c.mu.Unlock()
+	if n != 0 {
+		t.Errorf("the zombie holds %d partitions after its commit, want none (dropped)", n)
+	}
+	if err := h.commit(h.ctx); err != nil {
+		t.Fatalf("the commit after the zombie's = %v, want nil", err)
+	}
+	if after := h.endOffsets(h.c.cfg.State.ChangelogTopic, txnResults); !maps.Equal(after, before) {
+		t.Errorf("end offsets after the commit that follows the zombie's = %v, want %v (nothing to write)", after, before)
+	}
 	if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
 		t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
 	}
