@@ -198,6 +198,13 @@ type Result struct {
 	// The next commit must write a position (a zombie's position may be
 	// the last one in the log).
 	Stale int
+	// Spent counts the slices the caller left out because every window
+	// of theirs was cleaned up before the position (windowing.ErrSpent):
+	// a stale writer's records that a restore cannot tell from the
+	// owner's (docs/delivery.md: a zombie's commit landing whole between
+	// the new owner's restore and its first write). The caller deletes
+	// them with the next commit. Finish leaves it 0.
+	Spent int
 }
 
 // A Repair is a changelog record to write again; Value nil is a tombstone.
