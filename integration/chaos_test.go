@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,6 +22,8 @@ var (
 	chaosSeeds  = flag.Int("chaos.seeds", 1, "TestChaos: seeds per delivery mode (1..N)")
 	chaosFaults = flag.Int("chaos.faults", 3, "TestChaos: faults per seed (one per chunk of input)")
 	chaosSeed   = flag.Uint64("chaos.seed", 0, "TestChaos: run this seed only (0: 1..chaos.seeds)")
+	chaosLogs   = flag.String("chaos.logs", "", "TestChaos: on a failure, write every run's whole log (instances and broker) to this directory, one directory per seed")
+	chaosDebug  = flag.Bool("chaos.debug", false, "TestChaos: instances log at debug level (with -chaos.logs: partitions restored, offsets)")
 )
 
 // chaosSession is source.session_timeout of the chaos instances:
@@ -152,9 +156,21 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 		for i, o := range broker.outs {
 			t.Logf("broker run %d log:\n%s", i, o.String())
 		}
+		if *chaosLogs != "" {
+			dir := filepath.Join(*chaosLogs, fmt.Sprintf("%s_seed_%d", delivery, seed))
+			if err := chaosWriteLogs(dir, runs, broker.outs); err != nil {
+				t.Errorf("write the logs: %v", err)
+			} else {
+				t.Logf("every run's whole log is in %s", dir)
+			}
+		}
 	})
+	var env []string
+	if *chaosDebug {
+		env = append(env, "AGGREGATOR_LOG_LEVEL=debug")
+	}
 	start := func(id string) {
-		runs[id] = append(runs[id], startBinary(t, instanceConfig(id)))
+		runs[id] = append(runs[id], startBinary(t, instanceConfig(id), env...))
 		step("%s starts", id)
 	}
 	current := func(id string) *binaryRun { return runs[id][len(runs[id])-1] }
@@ -321,4 +337,22 @@ func chaosWaitMembers(t testing.TB, brokers []string, group string, n, parts int
 	}, func() string {
 		return fmt.Sprintf("group %s stable with %d members holding its %d partitions; last %s", group, n, parts, last)
 	})
+}
+
+// chaosWriteLogs writes the whole log of every instance run and broker
+// run into dir: <id>.<run>.log, broker.<run>.log.
+func chaosWriteLogs(dir string, runs map[string][]*binaryRun, brokers []*durBuffer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for id, rs := range runs {
+		for i, r := range rs {
+			errs = append(errs, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s.%d.log", id, i)), []byte(r.out.String()), 0o644))
+		}
+	}
+	for i, o := range brokers {
+		errs = append(errs, os.WriteFile(filepath.Join(dir, fmt.Sprintf("broker.%d.log", i)), []byte(o.String()), 0o644))
+	}
+	return errors.Join(errs...)
 }

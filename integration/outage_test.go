@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -336,6 +338,57 @@ func TestSigtermWhileBrokersLost(t *testing.T) {
 	if code != 0 || took > 10*time.Second {
 		t.Errorf("SIGTERM with the brokers away: exit %d after %v, want 0 within shutdown_timeout (10s)\n%s", code, took, b.out)
 	}
+}
+
+// SIGTERM while a static member's join hangs, its previous run SIGKILLed
+// (so the group still has the instance's member): the service leaves the
+// group by its instance ID all the same, and the group is empty at once,
+// not after source.session_timeout (30s here). Else the group's next
+// rebalance waits for that member (issue 28, TestChaos exactly_once seed
+// 12: a fresh instance was not in the group after a minute).
+func TestSigtermDuringStaticJoin(t *testing.T) {
+	kc := newCluster(t, 1)
+	brokers := kc.ListenAddrs()
+	path := writeConfig(t, strings.Replace(callsConfig(tumbling), "source:\n", "source:\n  instance_id: i0\n  session_timeout: 30s\n", 1)+"\n", brokers)
+	first := startBinary(t, path)
+	waitFor(t, waitTimeout, "the first run ready (joined)", func() bool { return first.status("/readyz") == http.StatusOK })
+	_ = first.cmd.Process.Kill()
+	<-first.exited
+	members := func() int {
+		gs, err := kadm.NewClient(client(t, brokers)).DescribeGroups(context.Background(), binGroup)
+		if err != nil {
+			return -1
+		}
+		return len(gs[binGroup].Members)
+	}
+	if n := members(); n != 1 {
+		t.Fatalf("the group has %d members after the first run's SIGKILL, want 1 (a static member stays)", n)
+	}
+
+	release := make(chan struct{})
+	defer close(release)
+	joining := make(chan struct{}, 1)
+	kc.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		select {
+		case joining <- struct{}{}:
+		default:
+		}
+		kc.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	second := startBinary(t, path)
+	select {
+	case <-joining:
+	case <-time.After(waitTimeout):
+		t.Fatalf("no JoinGroup reached the broker\n%s", second.out)
+	}
+	if code, took := second.sigterm(t); code != 0 || took > 2*time.Second {
+		t.Errorf("SIGTERM during the group join: exit %d after %v, want 0 within 2s\n%s", code, took, second.out)
+	}
+	left := time.Now()
+	waitFor(t, 5*time.Second, "the group empty (the instance left it)", func() bool { return members() == 0 })
+	t.Logf("the group was empty %v after the exit", time.Since(left).Round(time.Millisecond))
 }
 
 // A principal that may use the topics but not the consumer group: exit 1

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -251,6 +253,269 @@ func TestBrokerCrashAbortsOpenTransactions(t *testing.T) {
 	}
 }
 
+// TestBrokerPurgedToEndRestarts: `broker --data-dir` with a partition
+// whose records were all deleted (DeleteRecords to the high watermark, as
+// the service's purge of the repartition topic does once stage 2 has
+// committed all of it), killed, then started again: the partition goes on
+// at its offsets (its log start offset, the high watermark then), not at
+// 0, where the next records would take offsets its consumers had
+// committed past (issue 28: TestChaos exactly_once lost a repartition
+// partition's next records so: "the client consumed to offset 178 but
+// was reset to offset 0").
+func TestBrokerPurgedToEndRestarts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "data")
+	b := startBroker(t, ctx, dir)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c"} {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dreq := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = "t"
+	dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	dp.Partition, dp.Offset = 0, 3
+	dt.Partitions = append(dt.Partitions, dp)
+	dreq.Topics = append(dreq.Topics, dt)
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(dresp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete records of t[0] to 3: %v", err)
+	}
+	cl.Close()
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	b.stop()
+
+	b = startBroker(t, ctx, crashed)
+	if lso, hwm := stableOffset(t, ctx, b.addr); lso != 3 || hwm != 3 {
+		t.Errorf("after the restart: last stable offset %d, high watermark %d; want 3, 3", lso, hwm)
+	}
+	cl, err = kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r, err := cl.ProduceSync(ctx, kgo.StringRecord("next")).First()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Offset != 3 {
+		t.Errorf("the next record after the restart is at offset %d, want 3", r.Offset)
+	}
+}
+
+// TestBrokerCrashTwiceFences: `broker --data-dir` killed with a
+// transaction open, started again (the restart aborts it and bumps the
+// producer's epoch), and killed again before the producer sent anything.
+// The producer, never told, goes on in its transaction after the second
+// restart: it must be fenced, not commit the rest of a transaction whose
+// first part the first restart aborted (records lost, the commit
+// reported done).
+func TestBrokerCrashTwiceFences(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	b := startBrokerAt(t, ctx, dir, port)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t"), kgo.TransactionalID("p"),
+		kgo.RecordRetries(3), kgo.RetryTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx, kgo.StringRecord("open")).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	b.stop()
+	b = startBrokerAt(t, ctx, crashed, port)
+	waitFor(t, ctx, b.out, regexp.MustCompile(`(broker: crash recovery: t-0: aborted the transaction)`))
+	again := filepath.Join(t.TempDir(), "again")
+	if err := os.CopyFS(again, os.DirFS(crashed)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	b.stop()
+	b = startBrokerAt(t, ctx, again, port)
+
+	err = prod.ProduceSync(ctx, kgo.StringRecord("late")).FirstErr()
+	if err == nil {
+		err = prod.EndTransaction(ctx, kgo.TryCommit)
+	}
+	if err == nil {
+		t.Fatalf("the producer committed its transaction after two crashes (the first restart aborted its first record): want it fenced")
+	}
+	t.Logf("the producer after two crashes: %v", err)
+	if !errors.Is(err, kerr.InvalidProducerEpoch) && !errors.Is(err, kerr.ProducerFenced) {
+		t.Errorf("the producer after two crashes: %v, want INVALID_PRODUCER_EPOCH or PRODUCER_FENCED", err)
+	}
+}
+
+// TestBrokerCrashCompletesCommit: `broker --data-dir` killed while EndTxn
+// (commit) wrote its markers: the marker of one partition written, not
+// the other's, nor the transaction's offset commit (the data directory
+// as the kill left it: the partition, the producer log up to its prepare
+// entry, from a copy taken after the commit; the rest from one taken
+// before it). The restart completes the commit, as Kafka's coordinator
+// completes a PrepareCommit: both records are read_committed, the offset
+// commit is the group's. Aborting the partition not reached (as a
+// transaction open at the crash) commits half a transaction: a
+// changelog's state without its results, or the other way round.
+func TestBrokerCrashCompletesCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "data")
+	b := startBroker(t, ctx, dir)
+	prod := txnProducer(t, b.addr)
+	creq := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "u", 1, 1
+	creq.Topics = append(creq.Topics, ct)
+	if cresp, err := creq.RequestWith(ctx, prod); err != nil || cresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic u: %v %v", err, cresp)
+	}
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*kgo.Record{{Topic: "t", Value: []byte("x")}, {Topic: "u", Value: []byte("y")}} {
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", r.Value, err)
+		}
+	}
+	id, epoch, err := prod.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oreq := kmsg.NewPtrTxnOffsetCommitRequest() // v5: adds the group to the transaction
+	oreq.TransactionalID, oreq.Group, oreq.ProducerID, oreq.ProducerEpoch, oreq.Generation = "p", "g", id, epoch, -1
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("t")
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ot := kmsg.NewTxnOffsetCommitRequestTopic()
+	ot.Topic, ot.TopicID = "t", mresp.Topics[0].TopicID // by name to v5, by ID from v6
+	op := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	op.Partition, op.Offset, op.LeaderEpoch = 0, 7, -1
+	ot.Partitions = append(ot.Partitions, op)
+	oreq.Topics = append(oreq.Topics, ot)
+	oresp, err := oreq.RequestWith(ctx, prod)
+	if err == nil {
+		err = kerr.ErrorForCode(oresp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("offset commit in the transaction: %v", err)
+	}
+	before := filepath.Join(t.TempDir(), "before")
+	if err := os.CopyFS(before, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	after := filepath.Join(t.TempDir(), "after")
+	if err := os.CopyFS(after, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	b.stop()
+	prod.Close()
+
+	crashed := before
+	part := filepath.Join("partitions", "t-0")
+	if err := os.RemoveAll(filepath.Join(crashed, part)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(crashed, part), os.DirFS(filepath.Join(after, part))); err != nil {
+		t.Fatal(err)
+	}
+	pids, err := os.ReadFile(filepath.Join(after, "pids.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(crashed, "pids.log"), pidsLogThroughPrepare(t, pids), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	b = startBroker(t, ctx, crashed)
+	line := waitFor(t, ctx, b.out, regexp.MustCompile(`(broker: crash recovery: u-0: committed the transaction of producer id \d+ \(epoch \d+\) whose commit was under way at the crash, offsets 0 to 0, with a commit marker at 1)`))
+	t.Log(line)
+	rd, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumeTopics("t", "u"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	var got []string
+	for len(got) < 2 && rctx.Err() == nil {
+		rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if slices.Sort(got); !slices.Equal(got, []string{"x", "y"}) {
+		t.Errorf("read_committed reader read %q, want [x y] (the whole transaction)", got)
+	}
+	freq := kmsg.NewPtrOffsetFetchRequest()
+	freq.Group = "g"
+	fresp, err := freq.RequestWith(ctx, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64 = -1
+	for _, ft := range fresp.Topics {
+		for _, fp := range ft.Partitions {
+			if ft.Topic == "t" && fp.Partition == 0 {
+				off = fp.Offset
+			}
+		}
+	}
+	if off != 7 {
+		t.Errorf("group g's committed offset of t[0] = %d, want 7 (the transaction's offset commit)", off)
+	}
+}
+
+// pidsLogThroughPrepare is kfake's producer log cut after its prepare
+// entry: as a crash while the markers were written leaves it (entries:
+// 4 bytes length, 4 bytes CRC, then length bytes: 2 of version, the JSON).
+func pidsLogThroughPrepare(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	for pos := 0; pos+8 <= len(raw); {
+		end := pos + 8 + int(binary.LittleEndian.Uint32(raw[pos:]))
+		if end > len(raw) {
+			break
+		}
+		if bytes.Contains(raw[pos+10:end], []byte(`"type":"prepare"`)) {
+			return raw[:end]
+		}
+		pos = end
+	}
+	t.Fatalf("no prepare entry in the producer log:\n%q", raw)
+	return nil
+}
+
 // runningBroker is `aggregator broker` run in the test's process.
 type runningBroker struct {
 	addr string
@@ -261,11 +526,17 @@ type runningBroker struct {
 // startBroker runs `aggregator broker --data-dir dir` with topic t.
 func startBroker(t *testing.T, ctx context.Context, dir string) *runningBroker {
 	t.Helper()
+	return startBrokerAt(t, ctx, dir, 0)
+}
+
+// startBrokerAt is startBroker on port (0: any).
+func startBrokerAt(t *testing.T, ctx context.Context, dir string, port int) *runningBroker {
+	t.Helper()
 	bctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	b := &runningBroker{out: &lockedBuffer{}}
 	wg.Go(func() {
-		if err := run(bctx, []string{"broker", "--port", "0", "--data-dir", dir, "--topics", "t"}, nil, nil, b.out, b.out); err != nil {
+		if err := run(bctx, []string{"broker", "--port", fmt.Sprint(port), "--data-dir", dir, "--topics", "t"}, nil, nil, b.out, b.out); err != nil {
 			t.Errorf("broker: %v", err)
 		}
 	})

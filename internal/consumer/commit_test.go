@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -670,27 +671,58 @@ func (h *txnHarness) wantResults2() {
 
 // TestCommitAtLeastOnceZombie: with at_least_once the process was paused
 // past its session in the middle of the commit cycle (SIGSTOP), and the
-// coordinator no longer knows the member: the commit writes no position
-// and commits no offset (the partitions' next owner may have committed
-// meanwhile, and a restore leaves out changes without a position), and
-// the service goes on (the client drops the partitions and rejoins).
+// coordinator no longer knows the member: the commit writes nothing (no
+// output, no state change, no position) and commits no offset (the
+// partitions' next owner may have committed meanwhile: the zombie's
+// changes would land among its commits), and the service goes on (the
+// client drops the partitions and rejoins).
 func TestCommitAtLeastOnceZombie(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, "at_least_once")
 		h.process() // and commits: the first commit is due at once
 		h.produce(txnInput, `{"sid":"c","t":13000}`)
 		h.stepUntil(int64(len(txnInputs))) // applied, not committed
+		var dropped atomic.Bool            // the coordinator no longer knows the member
+		dropped.Store(true)
 		h.kc.ControlKey(kmsg.Heartbeat.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
 			h.kc.KeepControl()
+			if !dropped.Load() {
+				return nil, nil, false
+			}
 			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
 			resp.ErrorCode = kerr.UnknownMemberID.Code
 			return resp, nil, true
 		})
+		// Not paused (the last commit just now): a member the group dropped
+		// while the brokers restarted is a zombie all the same.
 		h.c.mu.Lock()
-		h.c.cycle.lastCommit = time.Now().Add(-time.Minute) // paused for a minute: the session (45 s) is gone
+		h.c.cycle.lastCommit = time.Now()
 		h.c.mu.Unlock()
+		before := h.endOffsets(h.c.cfg.State.ChangelogTopic, txnResults)
 		if err := h.commit(h.ctx); err != nil {
 			t.Fatalf("commit = %v, want nil (the zombie rejoins)", err)
+		}
+		if after := h.endOffsets(h.c.cfg.State.ChangelogTopic, txnResults); !maps.Equal(after, before) {
+			t.Errorf("end offsets after the zombie's commit = %v, want %v (it writes nothing)", after, before)
+		}
+		// The commit on revoke, once the client rejoins (a new generation:
+		// the zombie's mark no longer holds), writes nothing either: the
+		// partitions were dropped, and a position it wrote would cover the
+		// changes the zombie's commit did not write.
+		dropped.Store(false)
+		h.c.mu.Lock()
+		n := len(h.c.parts.byTP)
+		h.c.cycle.gone = false
+		h.c.cycle.lastCommit = time.Now()
+		h.c.mu.Unlock()
+		if n != 0 {
+			t.Errorf("the zombie holds %d partitions after its commit, want none (dropped)", n)
+		}
+		if err := h.commit(h.ctx); err != nil {
+			t.Fatalf("the commit after the zombie's = %v, want nil", err)
+		}
+		if after := h.endOffsets(h.c.cfg.State.ChangelogTopic, txnResults); !maps.Equal(after, before) {
+			t.Errorf("end offsets after the commit that follows the zombie's = %v, want %v (nothing to write)", after, before)
 		}
 		if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
 			t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
@@ -702,6 +734,21 @@ func TestCommitAtLeastOnceZombie(t *testing.T) {
 			t.Errorf("committed offset = %d, want the last commit's, %d", off, len(txnInputs))
 		}
 	})
+}
+
+// endOffsets are the end offsets of partition 0 of each topic.
+func (h *txnHarness) endOffsets(topics ...string) map[string]int64 {
+	h.t.Helper()
+	ends, err := kadm.NewClient(h.client()).ListEndOffsets(h.ctx, topics...)
+	if err != nil {
+		h.t.Fatalf("end offsets of %v: %v", topics, err)
+	}
+	out := map[string]int64{}
+	for _, topic := range topics {
+		end, _ := ends.Lookup(topic, 0)
+		out[topic] = end.Offset
+	}
+	return out
 }
 
 // stepUntil polls and processes until a poll returned the input

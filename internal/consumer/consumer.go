@@ -537,7 +537,8 @@ func (c *Consumer) Close() {
 func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 	// A join still under way (the coordinator holds it) is not waited for
 	// long: kgo waits for it to answer before it leaves.
-	if !c.health.joined.Load() {
+	outer, joined := ctx, c.health.joined.Load()
+	if !joined {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, unjoinedLeave)
 		defer cancel()
@@ -579,10 +580,21 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 		// The process is about to exit; the goroutine ends with the
 		// join's answer (or the process).
 		c.log.Warn().Msg("the Kafka client did not close in time (a group join in flight); going on")
-		return
 	}
-	if leaveStatic && c.cfg.Source.InstanceID != "" && c.health.joined.Load() {
-		c.leaveStatic(ctx)
+	if leaveStatic && c.cfg.Source.InstanceID != "" {
+		// Also with a join under way: the coordinator holds it as the
+		// instance's member (or still has the member of its previous
+		// run), and the group's next rebalance would wait for it, up to
+		// the rebalance timeout (issue 28, exactly_once seed 12: an
+		// instance SIGTERMed while it joined kept a fresh one out of
+		// the group for a minute).
+		lctx := outer
+		if !joined {
+			var cancel context.CancelFunc
+			lctx, cancel = context.WithTimeout(outer, unjoinedLeave)
+			defer cancel()
+		}
+		c.leaveStatic(lctx)
 	}
 }
 

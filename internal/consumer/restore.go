@@ -68,9 +68,9 @@ func (c *Consumer) finishRestore(ps []*partition, stalled map[int32]stall, began
 			resumes = append(resumes, r)
 		}
 		c.m.RestoredRecords.Add(float64(records))
-		if res.Stale > 0 {
+		if res.Stale > 0 || res.Spent > 0 {
 			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
-				Int("stale_records", res.Stale).
+				Int("stale_records", res.Stale).Int("spent_slices", res.Spent).
 				Msg("the changelog holds records an instance wrote after it lost the partition (a zombie: paused past its session); they are left out, the last owner's state is restored and repaired")
 		}
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", start).

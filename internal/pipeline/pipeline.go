@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -632,18 +633,28 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		// its first owner would have judged them.
 		p.lowerFor(partition, math.MinInt64)
 	}
+	var spent []state.Repair
 	res, err := r.Finish(func(en *windowing.Entry) error {
 		if en.Partition != partition {
 			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
 		}
-		return p.ops.at(partition).Restore(en, dropped)
+		err := p.ops.at(partition).Restore(en, dropped)
+		if errors.Is(err, windowing.ErrSpent) {
+			// A slice the engine would have deleted (a stale writer's,
+			// see state.Result.Spent): left out, and deleted by the
+			// next commit, so that no restore stops at it.
+			spent = append(spent, state.Repair{Key: state.AppendKey(nil, en)})
+			return nil
+		}
+		return err
 	})
 	p.ops.at(partition).FinishRestore()
 	if err != nil {
 		return res, err
 	}
+	res.Spent = len(spent)
 	pp := &p.parts[partition]
-	pp.tag, pp.repairs, pp.restored = res.NextTag, res.Repairs, true
+	pp.tag, pp.repairs, pp.restored = res.NextTag, append(res.Repairs, spent...), true
 	if res.HasPosition {
 		pp.next = res.Position.Offset
 		pp.written, pp.merged = res.Position.Offset, res.Position.Merged
@@ -659,7 +670,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 			p.ops.advance(partition, res.Position.Merged)
 		}
 	}
-	if res.Stale > 0 {
+	if res.Stale > 0 || res.Spent > 0 {
 		pp.written = -2 // a stale writer's position may be the log's last: the next commit writes one
 	}
 	p.advance(partition)

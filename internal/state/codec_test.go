@@ -114,9 +114,9 @@ func TestCodecRoundTrip(t *testing.T) {
 				if want := []string{describe(en)}; !slices.Equal(gotDesc, want) {
 					t.Errorf("Finish(AppendValue(en, %d)) = %q,\nwant %q", tag, gotDesc, want)
 				}
-				if got.res.Entries != 1 || len(got.res.Repairs) != 0 || got.res.NextTag != tag+1 {
+				if got.res.Entries != 1 || len(got.res.Repairs) != 0 || got.res.NextTag != state.NextOwner(tag) {
 					t.Errorf("Finish(AppendValue(en, %d)) = {Entries %d, Repairs %d, NextTag %d}, want {1, 0, %d}",
-						tag, got.res.Entries, len(got.res.Repairs), got.res.NextTag, tag+1)
+						tag, got.res.Entries, len(got.res.Repairs), got.res.NextTag, state.NextOwner(tag))
 				}
 			})
 		}
@@ -132,8 +132,8 @@ func TestCodecTombstone(t *testing.T) {
 			gone.Deleted = true
 			log := []rec{entryRec(en, 1), posRec(1, 10), entryRec(&gone, 2), posRec(2, 20)}
 			got := restore(t, log)
-			if len(got.entries) != 0 || len(got.res.Repairs) != 0 || got.res.NextTag != 3 {
-				t.Errorf("Finish(entry, tombstone) = {%d entries, %d repairs, NextTag %d}, want {0, 0, 3}",
+			if len(got.entries) != 0 || len(got.res.Repairs) != 0 || got.res.NextTag != 1<<32 {
+				t.Errorf("Finish(entry, tombstone) = {%d entries, %d repairs, NextTag %d}, want {0, 0, 1<<32}",
 					len(got.entries), len(got.res.Repairs), got.res.NextTag)
 			}
 		})
@@ -166,7 +166,7 @@ func TestCodecPosition(t *testing.T) {
 				t.Errorf("Position() = %+v, %v, want %+v, true", got, ok, tt.pos)
 			}
 			res, err := r.Finish(func(*windowing.Entry) error { return nil })
-			want := state.Result{Position: tt.pos, HasPosition: true, NextTag: tt.tag + 1}
+			want := state.Result{Position: tt.pos, HasPosition: true, NextTag: state.NextOwner(tt.tag)}
 			if err != nil || !reflect.DeepEqual(res.Position, want.Position) || !res.HasPosition || res.NextTag != want.NextTag || res.Entries != 0 || len(res.Repairs) != 0 {
 				t.Errorf("Finish() = %+v, %v, want %+v, nil", res, err, want)
 			}

@@ -8,14 +8,17 @@
 // its tag in the TagHeader header. Every record of one commit of a
 // partition has the same tag, and the partition's position record (input
 // offset and watermark generator) is written after the commit's other
-// records: a Restorer takes, for each entry, its latest record whose tag
-// is not past the last position, so a commit cut short by a crash (at
-// least once delivery: no transaction) is left out as a whole. The owner
-// of a partition tags every record it writes after a position above that
-// position's tag: a record (or position) tagged at or below the last
-// position comes from a stale writer, an instance that lost the partition
-// and still wrote (at least once: a zombie), and is left out; the keys it
-// wrote are written again by the next commit (Result.Stale).
+// records. A tag's high 32 bits are its owner's epoch (Epoch): each
+// restore starts a new one, above every epoch it read (Result.NextTag),
+// and counts its commits in the low bits. A Restorer takes, for each
+// entry, its latest committed record: one that a later position of the
+// same epoch, tagged at or above it, covers. So a commit cut short by a
+// crash (at least once delivery: no transaction) is left out as a whole,
+// and so is whatever a stale writer wrote, an instance that lost the
+// partition and still wrote (at least once: a zombie): its records are
+// of an older epoch than the new owner's positions, its position is left
+// out once the new owner wrote, and the keys it wrote are written again
+// by the next commit (Result.Stale).
 //
 // A partition's windows belong to generations (SPEC §11): a generation
 // record (GenerationKey, AppendGeneration) holds a generation's settings

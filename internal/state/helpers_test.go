@@ -176,3 +176,7 @@ func valueTag(v []byte) int64 {
 	tag, _ := binary.Uvarint(v[1:])
 	return int64(tag)
 }
+
+// e1 is the first tag of epoch 1: the NextTag of a log of epoch 0 (tags
+// below 1<<32, as the tests write them).
+const e1 = 1 << 32

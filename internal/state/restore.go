@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -19,6 +20,10 @@ type Restorer struct {
 	posTag  uint64
 	hasPos  bool
 	seenPos bool // a position was taken: records tagged posTag or below come from a stale writer
+	// owners are the last position taken of each owner (each epoch) in
+	// log order: a record is committed by a later position of its own
+	// owner only.
+	owners  []uint64
 	maxTag  uint64
 	records int
 	stale   int
@@ -28,13 +33,43 @@ type Restorer struct {
 	staleKeys map[string]bool
 }
 
-// chain is what a Restorer keeps of one key's records: the latest one
-// whose tag is not past the last position seen, then the later ones.
+// chain is what a Restorer keeps of one key's records: the latest
+// committed one, then the later ones.
 type chain []revision
 
 type revision struct {
 	tag      uint64
 	off, len int // the value in Restorer.values; len -1: a tombstone
+}
+
+// Epoch is the owner part of a tag: its high 32 bits. Each restore
+// starts an epoch of its own (Result.NextTag), above every epoch in the
+// changelog; the low 32 bits count its commits.
+func Epoch(tag uint64) uint32 { return uint32(tag >> 32) }
+
+// committed reports whether the record tagged tag is committed by a
+// position taken so far: one of its own owner's (epoch), tagged at or
+// above it. A record tagged 0 is (as before positions had tags).
+func (r *Restorer) committed(tag uint64) bool {
+	e := Epoch(tag)
+	for i := len(r.owners) - 1; i >= 0; i-- {
+		switch pe := Epoch(r.owners[i]); {
+		case pe == e:
+			return tag <= r.owners[i]
+		case pe < e:
+			return tag == 0
+		}
+	}
+	return tag == 0
+}
+
+// NextOwner returns the first tag of the owner after the one that wrote
+// tag: the first of the next epoch (in the last epoch, the next tag).
+func NextOwner(tag uint64) uint64 {
+	if e := Epoch(tag); e < math.MaxUint32 {
+		return uint64(e+1) << 32
+	}
+	return tag + 1
 }
 
 // NewRestorer returns an empty Restorer.
@@ -81,12 +116,19 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 		if err != nil {
 			return fmt.Errorf("position: %w", err)
 		}
-		if r.seenPos && pt <= r.posTag {
-			// A writer that had not read the last position: a zombie,
-			// an instance that kept writing after it lost the partition
-			// (see Stale). It does not move the partition back.
+		if r.seenPos && pt <= r.posTag || Epoch(pt) < Epoch(r.maxTag) {
+			// A writer that had not read the last position, or that
+			// writes after a later owner (a later epoch) wrote: a
+			// zombie, an instance that kept writing after it lost the
+			// partition (see Stale). It does not move the partition
+			// back, nor commit its records.
 			r.stale++
 			return nil
+		}
+		if n := len(r.owners); n > 0 && Epoch(r.owners[n-1]) == Epoch(pt) {
+			r.owners[n-1] = pt
+		} else {
+			r.owners = append(r.owners, pt)
 		}
 		r.pos, r.posTag, r.hasPos, r.seenPos = p, pt, true, true
 		return nil
@@ -110,11 +152,11 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 	if r.staleKeys != nil {
 		delete(r.staleKeys, string(key)) // written again after: the repair, or a later change
 	}
-	// Keep the newest revision not past the last position, and what
-	// follows it; a revision of the same tag supersedes.
+	// Keep the newest committed revision, and what follows it; a
+	// revision of the same tag supersedes.
 	keep := 0
 	for i, v := range *c {
-		if v.tag <= r.posTag {
+		if r.committed(v.tag) {
 			keep = i
 		}
 	}
@@ -142,8 +184,10 @@ type Result struct {
 	Generations []Generation
 	Position    Position // where input resumes; meaningful when HasPosition
 	HasPosition bool
-	// NextTag is the tag the partition's next commit must use: above every
-	// tag in the changelog, so records of a commit cut short stay out.
+	// NextTag is the tag the partition's next commit must use: the first
+	// of a new epoch (Epoch), above every epoch in the changelog, so that
+	// records of a commit cut short stay out, and so do those of a stale
+	// writer, however its tags and the new owner's interleave.
 	NextTag uint64
 	// Repairs are records to write in the next commit (tagged NextTag)
 	// because the changelog's latest record for their key belongs to a
@@ -159,6 +203,13 @@ type Result struct {
 	// The next commit must write a position (a zombie's position may be
 	// the last one in the log).
 	Stale int
+	// Spent counts the slices the caller left out because every window
+	// of theirs was cleaned up before the position (windowing.ErrSpent):
+	// a stale writer's records that a restore cannot tell from the
+	// owner's (docs/delivery.md: a zombie's commit landing whole between
+	// the new owner's restore and its first write). The caller deletes
+	// them with the next commit. Finish leaves it 0.
+	Spent int
 }
 
 // A Repair is a changelog record to write again; Value nil is a tombstone.
@@ -184,7 +235,7 @@ var ErrGenerations = errors.New("several generations")
 // A slice's *Entry is valid during the call only (the engine copies it), a
 // window's is fn's to keep.
 func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) error) (Result, error) {
-	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: max(r.maxTag, r.posTag) + 1, Stale: r.stale}
+	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: NextOwner(max(r.maxTag, r.posTag)), Stale: r.stale}
 	// In key order: a key's slices by start (the engine appends each after
 	// the last), and the same order on every restore.
 	type keyed struct {
@@ -250,7 +301,7 @@ func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) err
 		c := *kc.c
 		chosen := -1
 		for i, v := range c {
-			if v.tag <= r.posTag {
+			if r.committed(v.tag) {
 				chosen = i
 			}
 		}

@@ -88,29 +88,29 @@ var orphanLogs = map[string]struct {
 	"cut short: key existed": {
 		log:     []rec{put("a", 0, 1, 1), posRec(1, 10), put("a", 0, 2, 2)},
 		want:    []string{brief(sliceEn("a", 0, 1))},
-		repairs: []string{repairOf(sliceEn("a", 0, 1), 3)},
-		next:    3,
+		repairs: []string{repairOf(sliceEn("a", 0, 1), e1)},
+		next:    e1,
 		offset:  10,
 	},
 	"cut short: new key": {
 		log:     []rec{put("a", 0, 1, 1), posRec(1, 10), put("b", 0, 2, 2), put("a", 1000, 5, 2)},
 		want:    []string{brief(sliceEn("a", 0, 1))},
 		repairs: slices.Sorted(slices.Values([]string{tombstoneOf(sliceEn("b", 0, 0)), tombstoneOf(sliceEn("a", 1000, 0))})),
-		next:    3,
+		next:    e1,
 		offset:  10,
 	},
 	"cut short: tombstone of a committed key": {
 		log:     []rec{put("a", 0, 1, 1), posRec(1, 10), del("a", 0, 2)},
 		want:    []string{brief(sliceEn("a", 0, 1))},
-		repairs: []string{repairOf(sliceEn("a", 0, 1), 3)},
-		next:    3,
+		repairs: []string{repairOf(sliceEn("a", 0, 1), e1)},
+		next:    e1,
 		offset:  10,
 	},
 	"cut short: value over a committed tombstone": {
 		log:     []rec{put("a", 0, 1, 1), posRec(1, 10), del("a", 0, 2), posRec(2, 20), put("a", 0, 4, 3)},
 		want:    []string{},
 		repairs: []string{tombstoneOf(sliceEn("a", 0, 0))},
-		next:    4,
+		next:    e1,
 		offset:  20,
 	},
 	"cut short: only part of the keys": {
@@ -118,8 +118,8 @@ var orphanLogs = map[string]struct {
 			put("a", 0, 2, 2), put("b", 0, 2, 2), posRec(2, 20),
 			put("b", 0, 3, 3)},
 		want:    []string{brief(sliceEn("a", 0, 2)), brief(sliceEn("b", 0, 2))},
-		repairs: []string{repairOf(sliceEn("b", 0, 2), 4)},
-		next:    4,
+		repairs: []string{repairOf(sliceEn("b", 0, 2), e1)},
+		next:    e1,
 		offset:  20,
 	},
 	"two orphan commits in a row": {
@@ -127,36 +127,36 @@ var orphanLogs = map[string]struct {
 			put("a", 0, 2, 2), put("b", 0, 1, 2),
 			put("a", 0, 3, 3), put("b", 0, 2, 3)},
 		want:    []string{brief(sliceEn("a", 0, 1))},
-		repairs: slices.Sorted(slices.Values([]string{repairOf(sliceEn("a", 0, 1), 4), tombstoneOf(sliceEn("b", 0, 0))})),
-		next:    4,
+		repairs: slices.Sorted(slices.Values([]string{repairOf(sliceEn("a", 0, 1), e1), tombstoneOf(sliceEn("b", 0, 0))})),
+		next:    e1,
 		offset:  10,
 	},
 	"orphan after commits that wrote only a position": {
 		log:     []rec{put("a", 0, 1, 1), posRec(1, 10), posRec(2, 20), posRec(3, 30), put("a", 0, 2, 4)},
 		want:    []string{brief(sliceEn("a", 0, 1))},
-		repairs: []string{repairOf(sliceEn("a", 0, 1), 5)},
-		next:    5,
+		repairs: []string{repairOf(sliceEn("a", 0, 1), e1)},
+		next:    e1,
 		offset:  30,
 	},
 	"cut short: sliding window revision": {
 		log:     []rec{put("a", 0, 1, 1), fired("a", 0, 1, 1), posRec(1, 10), put("a", 0, 2, 2), fired("a", 0, 2, 2)},
 		want:    []string{brief(sliceEn("a", 0, 1)), brief(windowEn("a", 0, 1))},
-		repairs: []string{repairOf(sliceEn("a", 0, 1), 3), repairOf(windowEn("a", 0, 1), 3)},
-		next:    3,
+		repairs: []string{repairOf(sliceEn("a", 0, 1), e1), repairOf(windowEn("a", 0, 1), e1)},
+		next:    e1,
 		offset:  10,
 	},
 	"orphan tombstone carries the highest tag": {
 		log:     []rec{put("a", 0, 1, 1), posRec(1, 10), del("a", 0, 9)},
 		want:    []string{brief(sliceEn("a", 0, 1))},
-		repairs: []string{repairOf(sliceEn("a", 0, 1), 10)},
-		next:    10,
+		repairs: []string{repairOf(sliceEn("a", 0, 1), e1)},
+		next:    e1,
 		offset:  10,
 	},
 	"no position at all": {
 		log:     []rec{put("a", 0, 1, 1), put("b", 0, 1, 1)},
 		want:    []string{},
 		repairs: slices.Sorted(slices.Values([]string{tombstoneOf(sliceEn("a", 0, 0)), tombstoneOf(sliceEn("b", 0, 0))})),
-		next:    2,
+		next:    e1,
 		offset:  0,
 	},
 }
@@ -173,30 +173,30 @@ func TestRestorer(t *testing.T) {
 		log  []rec
 		want want
 	}{
-		"empty log": {nil, want{entries: []string{}, repairs: []string{}, next: 1}},
+		"empty log": {nil, want{entries: []string{}, repairs: []string{}, next: e1}},
 		"latest wins": {
 			[]rec{put("a", 0, 1, 1), put("b", 0, 7, 1), posRec(1, 10), put("a", 0, 2, 2), posRec(2, 20), put("a", 0, 3, 3), posRec(3, 30)},
-			want{entries: []string{brief(sliceEn("a", 0, 3)), brief(sliceEn("b", 0, 7))}, repairs: []string{}, next: 4, hasPos: true, offset: 30},
+			want{entries: []string{brief(sliceEn("a", 0, 3)), brief(sliceEn("b", 0, 7))}, repairs: []string{}, next: e1, hasPos: true, offset: 30},
 		},
 		"latest of one commit wins": { // a repair and a change of one key in one commit
 			[]rec{put("a", 0, 1, 1), put("a", 0, 2, 1), posRec(1, 10)},
-			want{entries: []string{brief(sliceEn("a", 0, 2))}, repairs: []string{}, next: 2, hasPos: true, offset: 10},
+			want{entries: []string{brief(sliceEn("a", 0, 2))}, repairs: []string{}, next: e1, hasPos: true, offset: 10},
 		},
 		"tombstone deletes": {
 			[]rec{put("a", 0, 1, 1), put("a", 1000, 1, 1), posRec(1, 10), del("a", 0, 2), posRec(2, 20)},
-			want{entries: []string{brief(sliceEn("a", 1000, 1))}, repairs: []string{}, next: 3, hasPos: true, offset: 20},
+			want{entries: []string{brief(sliceEn("a", 1000, 1))}, repairs: []string{}, next: e1, hasPos: true, offset: 20},
 		},
 		"tombstone then a new value": {
 			[]rec{put("a", 0, 1, 1), posRec(1, 10), del("a", 0, 2), posRec(2, 20), put("a", 0, 5, 3), posRec(3, 30)},
-			want{entries: []string{brief(sliceEn("a", 0, 5))}, repairs: []string{}, next: 4, hasPos: true, offset: 30},
+			want{entries: []string{brief(sliceEn("a", 0, 5))}, repairs: []string{}, next: e1, hasPos: true, offset: 30},
 		},
 		"tombstone of the same commit": {
 			[]rec{put("a", 0, 1, 1), del("a", 0, 1), posRec(1, 10)},
-			want{entries: []string{}, repairs: []string{}, next: 2, hasPos: true, offset: 10},
+			want{entries: []string{}, repairs: []string{}, next: e1, hasPos: true, offset: 10},
 		},
 		"slices and windows": {
 			[]rec{put("a", 0, 1, 1), put("a", 1000, 2, 1), fired("a", 0, 1, 1), posRec(1, 10), fired("a", 0, 2, 2), posRec(2, 20)},
-			want{entries: []string{brief(sliceEn("a", 0, 1)), brief(sliceEn("a", 1000, 2)), brief(windowEn("a", 0, 2))}, repairs: []string{}, next: 3, hasPos: true, offset: 20},
+			want{entries: []string{brief(sliceEn("a", 0, 1)), brief(sliceEn("a", 1000, 2)), brief(windowEn("a", 0, 2))}, repairs: []string{}, next: e1, hasPos: true, offset: 20},
 		},
 	}
 	for name, tt := range orphanLogs {
@@ -259,9 +259,9 @@ func TestRestorerRepairedLog(t *testing.T) {
 			if g, w := briefs(got.entries), briefs(first.entries); !slices.Equal(g, w) {
 				t.Errorf("Finish(repaired log) entries = %q,\nwant %q", g, w)
 			}
-			if len(got.res.Repairs) != 0 || got.res.NextTag != first.res.NextTag+1 || got.res.Position.Offset != 99 {
+			if len(got.res.Repairs) != 0 || got.res.NextTag != state.NextOwner(first.res.NextTag) || got.res.Position.Offset != 99 {
 				t.Errorf("Finish(repaired log) = {Repairs %q, NextTag %d, Offset %d}, want {none, %d, 99}",
-					briefRepairs(t, got.res.Repairs), got.res.NextTag, got.res.Position.Offset, first.res.NextTag+1)
+					briefRepairs(t, got.res.Repairs), got.res.NextTag, got.res.Position.Offset, state.NextOwner(first.res.NextTag))
 			}
 
 			halfRepaired := slices.Concat(tt.log, repairRecs(first.res)) // no position: cut short too
@@ -269,8 +269,8 @@ func TestRestorerRepairedLog(t *testing.T) {
 			if g, w := briefs(again.entries), briefs(first.entries); !slices.Equal(g, w) {
 				t.Errorf("Finish(log with repairs cut short) entries = %q,\nwant %q", g, w)
 			}
-			if g, w := len(again.res.Repairs), len(first.res.Repairs); g != w || again.res.NextTag != first.res.NextTag+1 {
-				t.Errorf("Finish(log with repairs cut short) = {%d repairs, NextTag %d}, want {%d, %d}", g, again.res.NextTag, w, first.res.NextTag+1)
+			if g, w := len(again.res.Repairs), len(first.res.Repairs); g != w || again.res.NextTag != state.NextOwner(first.res.NextTag) {
+				t.Errorf("Finish(log with repairs cut short) = {%d repairs, NextTag %d}, want {%d, %d}", g, again.res.NextTag, w, state.NextOwner(first.res.NextTag))
 			}
 		})
 	}
@@ -336,21 +336,21 @@ func TestRestorerCopies(t *testing.T) {
 
 // TestRestorerStaleWriter: a zombie (at_least_once: an instance paused
 // past its session, then finishing the commit it had in hand) writes a
-// commit tagged at or below the positions the partition's next owner
-// wrote meanwhile, interleaved with them. The owner's state wins key by
-// key: the zombie's records and its position are left out (Stale counts
-// them), and the keys it wrote are repaired (a tombstone where the owner
-// deleted the key or never wrote it), so that compaction cannot make a
-// stale record a key's last.
+// commit tagged below the positions the partition's next owner wrote
+// meanwhile (the owner's tags are of a later epoch), interleaved with
+// them. The owner's state wins key by key: the zombie's records and its
+// position are left out (Stale counts them), and the keys it wrote are
+// repaired (a tombstone where the owner deleted the key or never wrote
+// it), so that compaction cannot make a stale record a key's last.
 func TestRestorerStaleWriter(t *testing.T) {
 	log := []rec{
 		put("a", 0, 1, 1), posRec(1, 10), // the zombie's last commit before its pause
-		put("a", 0, 2, 2), posRec(2, 20), // the next owner restored (NextTag 2) and commits
-		del("a", 0, 3), put("a", 1000, 1, 3), posRec(3, 30), // the slice at 0 is dropped: its windows fired
+		put("a", 0, 2, e1), posRec(e1, 20), // the next owner restored (NextTag e1) and commits
+		del("a", 0, e1+1), put("a", 1000, 1, e1+1), posRec(e1+1, 30), // the slice at 0 is dropped: its windows fired
 		put("a", 0, 5, 2), put("b", 0, 1, 2), // the zombie wakes: its commit tagged 2
-		posRec(4, 40),        // the owner's next position (only the position moved)
-		posRec(2, 15),        // the zombie's position, last in the log
-		put("a", 1000, 2, 5), // the owner's next commit, cut short
+		posRec(e1+2, 40),        // the owner's next position (only the position moved)
+		posRec(2, 15),           // the zombie's position, last in the log
+		put("a", 1000, 2, e1+3), // the owner's next commit, cut short
 	}
 	got := restore(t, log)
 	if g, w := briefs(got.entries), []string{brief(sliceEn("a", 1000, 1))}; !slices.Equal(g, w) {
@@ -364,13 +364,13 @@ func TestRestorerStaleWriter(t *testing.T) {
 	}
 	wantRepairs := slices.Sorted(slices.Values([]string{
 		tombstoneOf(sliceEn("a", 0, 0)), tombstoneOf(sliceEn("b", 0, 0)), // the zombie's keys
-		repairOf(sliceEn("a", 1000, 1), 6), // the owner's commit cut short
+		repairOf(sliceEn("a", 1000, 1), 2*e1), // the owner's commit cut short
 	}))
 	if g := briefRepairs(t, got.res.Repairs); !slices.Equal(g, wantRepairs) {
 		t.Errorf("Repairs = %q,\nwant %q", g, wantRepairs)
 	}
-	if got.res.NextTag != 6 {
-		t.Errorf("NextTag = %d, want 6", got.res.NextTag)
+	if got.res.NextTag != 2*e1 {
+		t.Errorf("NextTag = %d, want %d (epoch 2)", got.res.NextTag, uint64(2*e1))
 	}
 	// Repaired (the repairs and a position tagged NextTag), the log
 	// restores the same state with nothing left to repair.
@@ -381,5 +381,75 @@ func TestRestorerStaleWriter(t *testing.T) {
 	}
 	if len(again.res.Repairs) != 0 || again.res.Position.Offset != 50 {
 		t.Errorf("repaired log: repairs %q, position at %d; want none, 50", briefRepairs(t, again.res.Repairs), again.res.Position.Offset)
+	}
+}
+
+// TestRestorerZombieInterleaved: the zombie's stale changes land between
+// the next owner's commits with tags that, counted on from its own, are
+// the tag of the owner's next commit (issue 28, at_least_once seed 11: a
+// zombie's slice taken as committed by the owner's next position, whose
+// watermark is past its windows, made every restore fail with "slice has
+// no open window"). The tags each writer uses are the ones the pipeline
+// uses: the zombie counts on from its last commit; the owner starts at
+// the NextTag of what it restored. The zombie's changes, before or after
+// the owner's first position, are never committed by the owner's
+// positions, nor by the zombie's own position after the owner wrote.
+func TestRestorerZombieInterleaved(t *testing.T) {
+	prefix := []rec{
+		put("a", 0, 1, 1), posRec(1, 10), // the zombie's commits, read by the next owner
+		put("b", 0, 1, 2), posRec(2, 20),
+		put("c", 0, 1, 3), // its commit 3 cut short by its pause (positions unwritten)
+	}
+	owner := restore(t, prefix).res.NextTag
+	for name, tt := range map[string]struct {
+		log  []rec
+		want []string
+	}{
+		"after the owner's commit": {
+			log: slices.Concat(prefix, []rec{
+				del("c", 0, owner), put("a", 0, 2, owner), posRec(owner, 30), // the owner's commit (c repaired)
+				put("d", 0, 1, 4), del("b", 0, 4), posRec(4, 25), // the zombie's next commits, tagged 4 and 5
+				put("e", 0, 1, 5), put("a", 0, 9, 5),
+				put("a", 0, 3, owner+1), posRec(owner+1, 40), // the owner's next commit
+				posRec(5, 35), // the zombie's position
+			}),
+			want: []string{brief(sliceEn("a", 0, 3)), brief(sliceEn("b", 0, 1))},
+		},
+		"before the owner's first position": {
+			log: slices.Concat(prefix, []rec{
+				del("c", 0, owner), put("a", 0, 2, owner), // the owner's commit, its position not yet written
+				put("d", 0, 1, 4), put("a", 0, 9, 4), del("b", 0, 4), posRec(4, 25), // the zombie's commit
+				posRec(owner, 30), // the owner's position
+				put("a", 0, 3, owner+1), posRec(owner+1, 40),
+			}),
+			want: []string{brief(sliceEn("a", 0, 3)), brief(sliceEn("b", 0, 1))},
+		},
+		"between the owner's restore and its first change": {
+			log: slices.Concat(prefix, []rec{
+				put("d", 0, 1, 3), put("a", 0, 9, 3), del("b", 0, 3), // the zombie finishes its commit 3 ...
+				put("d", 0, 2, 4), // ... and starts the next
+				del("c", 0, owner), put("a", 0, 2, owner), posRec(owner, 30),
+				put("a", 0, 3, owner+1), posRec(owner+1, 40),
+			}),
+			want: []string{brief(sliceEn("a", 0, 3)), brief(sliceEn("b", 0, 1))},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := restore(t, tt.log)
+			if g := briefs(got.entries); !slices.Equal(g, tt.want) {
+				t.Errorf("entries = %q,\nwant %q (the owner's state: none of the zombie's changes after its restore)", g, tt.want)
+			}
+			if !got.res.HasPosition || got.res.Position.Offset != 40 {
+				t.Errorf("position = %v at %d, want the owner's, at 40", got.res.HasPosition, got.res.Position.Offset)
+			}
+			if got.res.NextTag <= owner+1 {
+				t.Errorf("NextTag = %d, want above the owner's %d", got.res.NextTag, owner+1)
+			}
+			// Repaired, the log restores the same state, nothing left to repair.
+			again := restore(t, slices.Concat(tt.log, repairRecs(got.res), []rec{posRec(got.res.NextTag, 50)}))
+			if g := briefs(again.entries); !slices.Equal(g, tt.want) || len(again.res.Repairs) != 0 {
+				t.Errorf("repaired log: entries %q, repairs %q; want %q, none", g, briefRepairs(t, again.res.Repairs), tt.want)
+			}
+		})
 	}
 }

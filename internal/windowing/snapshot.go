@@ -2,6 +2,7 @@ package windowing
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -257,6 +258,13 @@ func (p *panePool) entry(en *Entry, kind EntryKind, k *keyState, i int32) {
 	}
 }
 
+// ErrSpent is wrapped by the error Restore returns for a slice every
+// window of which was cleaned up at or before dropped: a slice the engine
+// would have deleted already (a stale writer's record, at_least_once: a
+// zombie's). Nothing it holds can reach a result; the caller may leave it
+// out.
+var ErrSpent = errors.New("every window of the slice is cleaned up")
+
 // Restore adds one entry of a partition's state, as Changes handed it
 // out (a changelog's latest entry per identity, tombstones left out):
 // every SliceEntry of the partition first, then its WindowEntries. The
@@ -313,7 +321,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 		first += e.slide
 	}
 	if first > last {
-		return fmt.Errorf("restore: slice at %d of %s has no open window", en.Start, en.ID[en.Split:])
+		return fmt.Errorf("restore: slice at %d of %s has no open window: %w", en.Start, en.ID[en.Split:], ErrSpent)
 	}
 	pi := e.paneOf(ki, k, en.Start, first, last)
 	h := e.pool.hdr(pi)

@@ -435,12 +435,26 @@ type (
 	}
 
 	pidLogEntry struct {
-		Type    string `json:"type"` // init, endtx, timeout
+		Type    string `json:"type"` // init, endtx, timeout, prepare (aggregator patch)
 		PID     int64  `json:"pid"`
 		Epoch   int16  `json:"epoch"`
 		TxID    string `json:"txid,omitempty"`
 		Timeout int32  `json:"timeout,omitempty"`
 		Commit  *bool  `json:"commit,omitempty"`
+		// Offsets are a prepared commit's offset commits (aggregator
+		// patch).
+		Offsets []txnOffsetEntry `json:"offsets,omitempty"`
+	}
+
+	// txnOffsetEntry is one offset commit of a transaction prepared to
+	// commit (aggregator patch).
+	txnOffsetEntry struct {
+		Group    string  `json:"group"`
+		Topic    string  `json:"topic"`
+		Part     int32   `json:"part"`
+		Offset   int64   `json:"offset"`
+		Epoch    int32   `json:"epoch"`
+		Metadata *string `json:"metadata,omitempty"`
 	}
 )
 
@@ -1088,20 +1102,43 @@ func (c *Cluster) loadFromDisk() (bool, error) {
 
 	// Load PIDs, then bump epoch for PIDs that had in-flight
 	// transactions at crash time.
-	if err := c.loadPIDsLog(fsys, dir); err != nil {
+	prepared, err := c.loadPIDsLog(fsys, dir)
+	if err != nil {
 		return false, err
 	}
 	for pid, ct := range crashAbortedPIDs {
+		// aggregator patch: a transaction whose commit was prepared
+		// (EndTxn had begun writing its commit markers, and its
+		// offsets) is committed on the partitions it is still open on,
+		// as Kafka's coordinator completes a PrepareCommit; the others
+		// are aborted.
+		p, ok := prepared[pid]
+		commit := ok && p.Epoch == ct.epoch
 		epoch := ct.epoch
 		if pidinf, ok := c.pids.ids[pid]; ok {
 			pidinf.epoch++
-			epoch = max(epoch, pidinf.epoch)
+			if !commit {
+				epoch = max(epoch, pidinf.epoch)
+				// aggregator patch: the bump is logged: else a second
+				// crash before the producer's next InitProducerID
+				// loads the old epoch again, and the producer, never
+				// told, adds to its aborted transaction and commits it.
+				c.persistPIDEntry(pidLogEntry{Type: "init", PID: pid, Epoch: pidinf.epoch, TxID: pidinf.txid, Timeout: pidinf.txTimeout})
+			}
 		}
 		for _, pd := range ct.parts {
 			first := pd.uncommittedPIDs[pid]
-			off := c.writeTxnMarker(pd, pid, epoch, false, 0)
+			off := c.writeTxnMarker(pd, pid, epoch, commit, 0)
+			if commit {
+				c.cfg.logger.Logf(LogLevelWarn, "crash recovery: %s-%d: committed the transaction of producer id %d (epoch %d) whose commit was under way at the crash, offsets %d to %d, with a commit marker at %d",
+					pd.t, pd.p, pid, epoch, first, off-1, off)
+				continue
+			}
 			c.cfg.logger.Logf(LogLevelWarn, "crash recovery: %s-%d: aborted the transaction of producer id %d (epoch %d) open at the crash, offsets %d to %d, with an abort marker at %d",
 				pd.t, pd.p, pid, epoch, first, off-1, off)
+		}
+		if !commit {
+			delete(prepared, pid) // a later transaction was open: the prepared one had ended
 		}
 	}
 
@@ -1115,11 +1152,40 @@ func (c *Cluster) loadFromDisk() (bool, error) {
 		return false, err
 	}
 
+	c.completePrepared(prepared)
+
 	if err := c.loadSessionState(); err != nil {
 		c.cfg.logger.Logf(LogLevelWarn, "load session state: %v", err)
 	}
 
 	return true, nil
+}
+
+// completePrepared ends, as committed, the transactions whose commit was
+// prepared and not ended at the crash (aggregator patch): their markers
+// were written above, or before the crash; their offset commits are
+// applied, and the producer ends where EndTxn would have left it, so
+// that a retry of the EndTxn (commit) is answered as done.
+func (c *Cluster) completePrepared(prepared map[int64]pidLogEntry) {
+	for pid, p := range prepared {
+		for _, o := range p.Offsets {
+			g := c.groups.gs[o.Group]
+			if g == nil {
+				g = c.groups.newGroup(o.Group)
+				c.groups.gs[o.Group] = g
+			}
+			g.commitAndPersist(o.Topic, o.Part, offsetCommit{offset: o.Offset, leaderEpoch: o.Epoch, metadata: o.Metadata})
+		}
+		commit := true
+		c.persistPIDEntry(pidLogEntry{Type: "endtx", PID: pid, Epoch: p.Epoch, Commit: &commit})
+		if pidinf, ok := c.pids.ids[pid]; ok {
+			pidinf.epoch = max(pidinf.epoch, p.Epoch+1)
+			pidinf.inTx, pidinf.lastWasCommit = false, true
+			c.persistPIDEntry(pidLogEntry{Type: "init", PID: pid, Epoch: pidinf.epoch, TxID: pidinf.txid, Timeout: pidinf.txTimeout, Commit: &commit})
+		}
+		c.cfg.logger.Logf(LogLevelWarn, "crash recovery: the commit of producer id %d (epoch %d) was under way at the crash: committed, with its %d offset commits",
+			pid, p.Epoch, len(p.Offsets))
+	}
 }
 
 func (c *Cluster) loadBrokerConfigs(fsys fs, dir string) error {
@@ -1323,6 +1389,32 @@ func (c *Cluster) loadPartitionFromSnapshot(pd *partData, snap persistPartSnapsh
 	return nil
 }
 
+// logStartFile is a partition's log start offset, written at each trim
+// (aggregator patch): a trim to the high watermark removes every segment,
+// and a replay of no segment started the partition again at offset 0,
+// below its consumers' committed offsets (they skipped what was written
+// next, up to their offset) and the offsets the records already read had.
+const logStartFile = "log_start.json"
+
+type persistLogStart struct {
+	LogStartOffset int64 `json:"log_start_offset"`
+}
+
+// persistLogStart writes pd's log start offset (aggregator patch).
+func (c *Cluster) persistLogStart(pd *partData) {
+	if !c.persist() {
+		return
+	}
+	pdir := partDir(c.storageDir, pd.t, pd.p)
+	if err := c.fs.MkdirAll(pdir, 0o755); err != nil {
+		c.cfg.logger.Logf(LogLevelWarn, "persist log start %s-%d: %v", pd.t, pd.p, err)
+		return
+	}
+	if err := writeJSONFile(c.fs, filepath.Join(pdir, logStartFile), persistLogStart{pd.logStartOffset}); err != nil {
+		c.cfg.logger.Logf(LogLevelWarn, "persist log start %s-%d: %v", pd.t, pd.p, err)
+	}
+}
+
 func (c *Cluster) loadPartitionFullReplay(pd *partData, segFiles []int64, fsys fs, pdir string, crashed bool, crashAbortedMu *sync.Mutex, crashAbortedPIDs map[int64]*crashAbortedTxn) error {
 	// Load segments, getting full batches for crash recovery txn state.
 	var batches []*partBatch
@@ -1354,6 +1446,15 @@ func (c *Cluster) loadPartitionFullReplay(pd *partData, segFiles []int64, fsys f
 
 		// epoch: use the last batch's epoch (highest seen).
 		pd.epoch = last.epoch
+	} else {
+		// aggregator patch: every segment trimmed, the partition goes
+		// on at its log start offset, not at 0.
+		var ls persistLogStart
+		if found, err := readJSONFile(fsys, filepath.Join(pdir, logStartFile), &ls); err != nil {
+			return err
+		} else if found && ls.LogStartOffset > 0 {
+			pd.logStartOffset, pd.highWatermark, pd.lastStableOffset = ls.LogStartOffset, ls.LogStartOffset, ls.LogStartOffset
+		}
 	}
 
 	// Rebuild abortedTxns from control batches. On disk, data batches
@@ -1597,13 +1698,16 @@ func (c *Cluster) loadSegmentBatches(pd *partData, fsys fs, pdir string, base in
 	return result, nil
 }
 
-func (c *Cluster) loadPIDsLog(fsys fs, dir string) error {
+// loadPIDsLog loads the producer IDs, and returns the transactions whose
+// commit was prepared and not ended (aggregator patch).
+func (c *Cluster) loadPIDsLog(fsys fs, dir string) (map[int64]pidLogEntry, error) {
+	prepared := map[int64]pidLogEntry{}
 	raw, err := fsys.ReadFile(filepath.Join(dir, "pids.log"))
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil
+			return prepared, nil
 		}
-		return err
+		return nil, err
 	}
 	c.pidsLogSize = int64(len(raw))
 
@@ -1634,7 +1738,10 @@ func (c *Cluster) loadPIDsLog(fsys fs, dir string) error {
 			if entry.TxID != "" {
 				c.pids.byTxid[entry.TxID] = pidinf
 			}
+		case "prepare":
+			prepared[entry.PID] = entry
 		case "endtx":
+			delete(prepared, entry.PID)
 			pidinf, ok := c.pids.ids[entry.PID]
 			if ok {
 				pidinf.epoch = entry.Epoch
@@ -1644,6 +1751,7 @@ func (c *Cluster) loadPIDsLog(fsys fs, dir string) error {
 				}
 			}
 		case "timeout":
+			delete(prepared, entry.PID)
 			pidinf, ok := c.pids.ids[entry.PID]
 			if ok {
 				pidinf.epoch = entry.Epoch
@@ -1651,7 +1759,7 @@ func (c *Cluster) loadPIDsLog(fsys fs, dir string) error {
 			}
 		}
 	}
-	return nil
+	return prepared, nil
 }
 
 func (c *Cluster) loadGroupsLog(fsys fs, dir string) error {
@@ -1982,7 +2090,10 @@ func (c *Cluster) persistPIDEntry(entry pidLogEntry) error {
 		return err
 	}
 	c.pidsLogSize += int64(n)
-	if c.pidsLogSize >= c.stateLogCompactBytes() {
+	// aggregator patch: a compaction writes the log anew from the
+	// producer IDs, without the prepare entry: the endtx entry that
+	// follows it compacts.
+	if c.pidsLogSize >= c.stateLogCompactBytes() && entry.Type != "prepare" {
 		c.compactPIDsLog()
 	}
 	return nil

@@ -586,6 +586,14 @@ func (pids *pids) doEnd(creq *clientReq) kmsg.Response {
 	}
 
 	nBatches, nGroups := pidinf.txBatchCount, len(pidinf.txGroups)
+	if req.Commit {
+		// aggregator patch: the commit is durable before its first
+		// marker (Kafka's PrepareCommit in the transaction log): a
+		// crash while the markers or the offsets are written has the
+		// restart complete it, not abort the partitions not reached.
+		commit := true
+		pids.c.persistPIDEntry(pidLogEntry{Type: "prepare", PID: pidinf.id, Epoch: pidinf.epoch, Commit: &commit, Offsets: pidinf.preparedOffsets()})
+	}
 	endTxStart := time.Now()
 	pidinf.endTx(req.Commit)
 	if elapsed := time.Since(endTxStart); elapsed > 5*time.Millisecond {
@@ -851,6 +859,19 @@ func (pidinf *pidinfo) endTx(commit bool) {
 	}
 
 	pidinf.resetTx(commit)
+}
+
+// preparedOffsets are the transaction's offset commits, for its prepare
+// entry (aggregator patch).
+func (pidinf *pidinfo) preparedOffsets() []txnOffsetEntry {
+	var out []txnOffsetEntry
+	for _, group := range pidinf.txGroups {
+		offsets := pidinf.txOffsets[group]
+		offsets.each(func(t string, p int32, oc *offsetCommit) {
+			out = append(out, txnOffsetEntry{Group: group, Topic: t, Part: p, Offset: oc.offset, Epoch: oc.leaderEpoch, Metadata: oc.metadata})
+		})
+	}
+	return out
 }
 
 func (pidinf *pidinfo) resetTx(wasCommit bool) {
