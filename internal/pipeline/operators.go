@@ -132,6 +132,18 @@ func (o *operators) start(p int32) {
 	o.per[p] = o.make()
 }
 
+// set makes l partition p's list (the per-partition shape): its
+// generations' operators, the newest first.
+func (o *operators) set(p int32, l list) {
+	if !o.perPartition {
+		return
+	}
+	for int(p) >= len(o.per) {
+		o.per = append(o.per, nil)
+	}
+	o.per[p] = l
+}
+
 // remove drops a revoked partition's state without firing.
 func (o *operators) remove(p int32) {
 	if !o.perPartition {

@@ -86,6 +86,13 @@ type partPos struct {
 	tag      uint64 // the tag of its next checkpoint
 	repairs  []state.Repair
 	restorer *state.Restorer // the changelog records RestoreRecord took, until FinishRestore
+	// gens are its live generations (SPEC §11), the newest first: with
+	// one operator list per partition, its list's operators in the same
+	// order; with the shared list, one, the config's. multi: its records
+	// take processGenerations (more than one, or one not the config's).
+	gens   []*generation
+	multi  bool
+	report GenerationReport // what its last restore decided
 }
 
 // Mode is how a Processor runs, given once to New: its zero value is one
@@ -228,7 +235,7 @@ func (p *Processor) Assign(partition int32, now int64) {
 	if !p.parts[partition].assigned {
 		p.assigned++
 	}
-	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1}
+	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1, gens: []*generation{p.configGeneration()}}
 	p.marks.Assign(partition, now)
 	if p.sources != nil {
 		p.sources.Assign(partition)
@@ -273,7 +280,11 @@ func (p *Processor) Process(in *ready.Input, now int64) Outcome {
 // decodeErr are what its decoder's Decode returned), in offset order per partition.
 func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
 	if int(in.Partition) < len(p.parts) {
-		p.parts[in.Partition].next = p.offset(in) + 1
+		pp := &p.parts[in.Partition]
+		pp.next = p.offset(in) + 1
+		if pp.multi {
+			return p.processGenerations(in, rec, kind, decodeErr, now)
+		}
 	}
 	if decodeErr != nil {
 		p.deadLetter(in, decodeErr)
@@ -321,6 +332,15 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 		p.sourceMark(in, in.After)
 	}
 	return res.Kind
+}
+
+// genAt is the partition's i-th generation (nil: none, a partition
+// never assigned).
+func (pp *partPos) genAt(i int) *generation {
+	if i < len(pp.gens) {
+		return pp.gens[i]
+	}
+	return nil
 }
 
 // offset is where in is in its state partition's log: the input offset,
@@ -538,12 +558,37 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			pp.repairs = nil
 		}
 	}
-	entry := func(en *windowing.Entry) { // one closure for every operator's changes
-		p.enc.Entry(en, p.parts[en.Partition].tag)
-		p.parts[en.Partition].written = -2 // its position must be written too
+	for id := range p.parts {
+		if pp := &p.parts[id]; pp.assigned && pp.next >= 0 && p.generationRecords(int32(id), pp) {
+			pp.written = -2 // a generation's record counts with its commit's position
+		}
 	}
-	p.ops.each(func(op windowing.Operator) { op.Changes(entry) })
+	gen := 0                             // the generation, by its index in its partition's list, of the operator whose changes are handed out
+	entry := func(en *windowing.Entry) { // one closure for every operator's changes
+		pp := &p.parts[en.Partition]
+		if g := pp.genAt(gen); g == nil || g.LegacyKeys {
+			p.enc.Entry(en, pp.tag)
+		} else {
+			p.enc.GenerationEntry(g.Version, en, pp.tag)
+		}
+		pp.written = -2 // its position must be written too
+	}
+	if !p.ops.perPartition {
+		p.ops.each(func(op windowing.Operator) { op.Changes(entry) })
+	} else {
+		for _, l := range p.ops.per {
+			for i, s := range l {
+				gen = i
+				s.op.Changes(entry)
+			}
+		}
+	}
 	data = p.enc.Finish()
+	for id := range p.parts {
+		if pp := &p.parts[id]; pp.assigned && len(pp.gens) > 1 && p.ops.perPartition {
+			data = p.retire(int32(id), pp, data)
+		}
+	}
 	for id := range p.parts {
 		pp := &p.parts[id]
 		if !pp.assigned {
@@ -631,13 +676,8 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		// its first owner would have judged them.
 		p.lowerFor(partition, math.MinInt64)
 	}
-	res, err := r.Finish(func(en *windowing.Entry) error {
-		if en.Partition != partition {
-			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
-		}
-		return p.ops.at(partition).Restore(en, dropped)
-	})
-	p.ops.at(partition).FinishRestore()
+	pos, hasPos := r.Position()
+	res, err := p.restoreGenerations(partition, r, dropped, pos, hasPos)
 	if err != nil {
 		return res, err
 	}

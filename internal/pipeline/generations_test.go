@@ -1,0 +1,261 @@
+package pipeline_test
+
+import (
+	"cmp"
+	"errors"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"aggregator/internal/config"
+	"aggregator/internal/windowing"
+)
+
+// genConfig is a config of the generation tests: one window state per
+// partition, state.config_version version, the window and aggregates
+// given.
+func genConfig(version, window, aggregates string, state ...string) string {
+	return `
+source: {key: [k], timestamp: {field: t, layout: unix_ms}, partitioning: by_key}
+watermark: {max_out_of_orderness: 1s, scope: partition}
+window: ` + window + `
+aggregates: ` + aggregates + `
+state: {config_version: ` + version + strings.Join(state, "") + `}
+`
+}
+
+var genOld = genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]")
+
+// genChanges are state setting changes to genOld, each at a higher
+// state.config_version: a new generation.
+var genChanges = map[string]string{
+	"1s to 5s":            genConfig("2", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]"),
+	"an added max":        genConfig("2", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}, {name: m, fn: max, field: v}]"),
+	"to sliding":          genConfig("2", "{type: sliding, size: 3s, slide: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}]"),
+	"to sessions":         genConfig("2", "{type: session, gap: 700ms, allowed_lateness: 1s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]"),
+	"2s, a sum only":      genConfig("2", "{type: tumbling, size: 2s, allowed_lateness: 1s}", "[{name: s, fn: sum, field: v}]"),
+	"state.cutover":       genConfig("2", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}]", ", cutover: 1970-01-01T00:00:30Z"),
+	"cutover in the past": genConfig("2", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}]", ", cutover: 1970-01-01T00:00:01Z"),
+}
+
+// sortResults orders results by partition, key, window, firing.
+func sortResults(rs []windowing.Result) []windowing.Result {
+	rs = slices.Clone(rs)
+	slices.SortStableFunc(rs, func(a, b windowing.Result) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), strings.Compare(a.Key, b.Key), cmp.Compare(a.Window.Start, b.Window.Start),
+			cmp.Compare(a.Window.End, b.Window.End), cmp.Compare(a.Revision, b.Revision), cmp.Compare(a.Firing, b.Firing))
+	})
+	return rs
+}
+
+// replayOf is the results of yaml over every record of ins, flushed: the
+// reference a generation's windows are judged by.
+func replayOf(t *testing.T, yaml string, ins []crashInput, parts int32) []windowing.Result {
+	t.Helper()
+	p, out := newProcessor(t, yaml)
+	for id := range parts {
+		p.Assign(id, 0)
+	}
+	feed(p, ins, nil)
+	p.Flush()
+	return out.results
+}
+
+// cutOverRun runs old over ins[:at], commits, and restores a processor
+// of config next from the changelog, which goes on from the restored
+// positions to the end and flushes. It returns both runs' results, the
+// second processor and the changelog.
+func cutOverRun(t *testing.T, old, next string, ins []crashInput, at int, parts int32) ([]windowing.Result, core, changelog) {
+	t.Helper()
+	first, out1 := newProcessor(t, old)
+	for id := range parts {
+		first.Assign(id, 0)
+	}
+	feed(first, ins[:at], nil)
+	log := changelog{}
+	data, positions := first.Checkpoint()
+	log.write(data)
+	log.write(positions)
+	second, out2 := newProcessor(t, next)
+	from := map[int32]int64{}
+	for id := range parts {
+		second.Assign(id, 0)
+	}
+	for id := range parts {
+		res, err := second.Restore(id, log.restorer(t, id), 0)
+		if err != nil {
+			t.Fatalf("Restore(%d) of a changelog of the old config: %v", id, err)
+		}
+		if res.HasPosition {
+			from[id] = res.Position.Offset
+		}
+	}
+	feed(second, ins, from)
+	log.write(second.Checkpoint())
+	second.Flush()
+	return append(out1.results, out2.results...), second, log
+}
+
+// TestGenerationCutOver: a config with other state settings and a higher
+// state.config_version, restored from a changelog of the old one, starts
+// a new generation at the cut-over T of each partition: every window
+// that starts before T is the old config's replay of the same input,
+// every window from T on the new config's (SPEC §11), whatever the
+// window kind, with aggregates added or removed, with state.cutover in
+// the future and in the past.
+func TestGenerationCutOver(t *testing.T) {
+	const parts = 2
+	ins := crashStream(21, 400, parts, false)
+	for name, next := range genChanges {
+		t.Run(name, func(t *testing.T) {
+			want1, want2 := replayOf(t, genOld, ins, parts), replayOf(t, next, ins, parts)
+			for _, at := range []int{40, 200, 399} {
+				got, second, _ := cutOverRun(t, genOld, next, ins, at, parts)
+				for id := range int32(parts) {
+					rep := second.GenerationReport(id)
+					if rep.Verdict != config.NewGeneration || rep.Stored != 1 || rep.Running != 2 || len(rep.Changes) == 0 {
+						t.Fatalf("at %d: partition %d's report %+v, want a new generation 2 over 1 with its changes", at, id, rep)
+					}
+					T := rep.Cutover
+					if name == "state.cutover" && ((at == 40) != (T == 30_000) || (T == 30_000) == rep.PastCutover) {
+						t.Errorf("at %d: partition %d cut over at %d (past state.cutover: %v), want state.cutover 30000 before its state reaches it, its own T after", at, id, T, rep.PastCutover)
+					}
+					if name == "cutover in the past" && !rep.PastCutover {
+						t.Errorf("at %d: partition %d: state.cutover is past what its state has seen, and the report does not say so", at, id)
+					}
+					before := func(r windowing.Result) bool { return r.Partition != id || r.Window.Start >= T }
+					// A session of the new config's replay that starts before
+					// T and reaches past it holds records before T, which the
+					// new generation's sessions do not take: its key's
+					// sessions up to its end are not compared.
+					seam := map[string]int64{}
+					for _, r := range want2 {
+						if r.Partition == id && r.Window.Start < T && r.Window.End > T {
+							seam[r.Key] = max(seam[r.Key], r.Window.End)
+						}
+					}
+					after := func(r windowing.Result) bool {
+						return r.Partition != id || r.Window.Start < T || r.Window.Start < seam[r.Key]
+					}
+					if g, w := sortResults(slices.DeleteFunc(slices.Clone(got), before)), sortResults(slices.DeleteFunc(slices.Clone(want1), before)); !reflect.DeepEqual(g, w) {
+						t.Fatalf("at %d: partition %d's windows before T=%d differ from the old config's replay:\n%s", at, id, T, firstDiff(g, w))
+					}
+					if g, w := sortResults(slices.DeleteFunc(slices.Clone(got), after)), sortResults(slices.DeleteFunc(slices.Clone(want2), after)); !reflect.DeepEqual(g, w) {
+						t.Fatalf("at %d: partition %d's windows from T=%d differ from the new config's replay:\n%s", at, id, T, firstDiff(g, w))
+					}
+					if !slices.ContainsFunc(got, func(r windowing.Result) bool { return r.Partition == id && r.Window.Start >= T }) && at < 300 {
+						t.Fatalf("at %d: partition %d has no window of the new generation: the seam goes untested", at, id)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestGenerationRetires: once the old generation's last window is
+// dropped its record is tombstoned in the commit, and a restore finds the
+// new generation only; before that a restore finds both, and goes on
+// with both.
+func TestGenerationRetires(t *testing.T) {
+	const parts = 1
+	ins := crashStream(4, 300, parts, false)
+	next := genChanges["1s to 5s"]
+	first, _ := newProcessor(t, genOld)
+	first.Assign(0, 0)
+	feed(first, ins[:100], nil)
+	log := changelog{}
+	log.write(first.Checkpoint())
+	second, _ := newProcessor(t, next)
+	second.Assign(0, 0)
+	res, err := second.Restore(0, log.restorer(t, 0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := second.GenerationReport(0).Live; got != 2 {
+		t.Fatalf("after the cut-over the partition has %d live generations, want 2", got)
+	}
+	log.write(second.Checkpoint()) // the new generation's record
+	third, _ := newProcessor(t, next)
+	third.Assign(0, 0)
+	if _, err := third.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatalf("restore of a changelog of two generations: %v", err)
+	}
+	if rep := third.GenerationReport(0); rep.Live != 2 || rep.Verdict != config.Nothing {
+		t.Fatalf("a restore right after the cut-over: %+v, want two live generations and nothing new", rep)
+	}
+	feed(second, ins, map[int32]int64{0: res.Position.Offset})
+	data, positions := second.Checkpoint()
+	log.write(data, positions)
+	if got := second.Generations(); got != 1 {
+		t.Fatalf("at the end of the input the partition has %d generations, want 1: the old one's windows are all dropped", got)
+	}
+	fourth, _ := newProcessor(t, next)
+	fourth.Assign(0, 0)
+	if _, err := fourth.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if rep := fourth.GenerationReport(0); rep.Live != 1 || rep.Running != 2 {
+		t.Fatalf("a restore after the old generation retired: %+v, want generation 2 alone", rep)
+	}
+}
+
+// TestGenerationRefusals: against a non-empty state, other state settings
+// at the same state.config_version, or another source.key, refuse the
+// config (a config error: exit 2) naming the setting, as plan does; the
+// shared window state (watermark.scope global) refuses a cut-over it
+// cannot hold. Run settings restore; a lower version runs the stored
+// generation.
+func TestGenerationRefusals(t *testing.T) {
+	ins := crashStream(8, 100, 1, false)
+	tests := map[string]struct {
+		config string
+		want   string // in the refusal; "" restores
+	}{
+		"equal version, 5s": {genConfig("1", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]"), "state.config_version"},
+		"another key":       {strings.Replace(genChanges["1s to 5s"], "key: [k]", "key: [v]", 1), "source.key"},
+		"scope global":      {strings.Replace(genChanges["1s to 5s"], "scope: partition", "scope: global", 1), "watermark.scope"},
+		"lateness only":     {genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: 0s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]"), ""},
+		"lower version":     {genConfig("0", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}]"), ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			first, _ := newProcessor(t, genOld)
+			first.Assign(0, 0)
+			feed(first, ins, nil)
+			log := changelog{}
+			log.write(first.Checkpoint())
+			second, _ := newProcessor(t, tt.config)
+			second.Assign(0, 0)
+			_, err := second.Restore(0, log.restorer(t, 0), 0)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Restore: %v", err)
+				}
+				return
+			}
+			var ke *config.KeyError
+			if !errors.As(err, &ke) || ke.Key != tt.want || !errors.Is(err, config.ErrInvalid) {
+				t.Fatalf("Restore = %v, want a refusal naming %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestGenerationOlder: a lower state.config_version (a pod of the
+// previous release during a rollout) runs the partition's newest stored
+// generation, under its settings: its results are the stored config's.
+func TestGenerationOlder(t *testing.T) {
+	const parts = 1
+	ins := crashStream(12, 300, parts, false)
+	older := genConfig("0", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}]")
+	got, second, _ := cutOverRun(t, genOld, older, ins, 120, parts)
+	if rep := second.GenerationReport(0); rep.Verdict != config.Older || rep.Running != 1 {
+		t.Fatalf("report %+v, want older, running generation 1", rep)
+	}
+	if want := replayOf(t, genOld, ins, parts); !reflect.DeepEqual(sortResults(got), sortResults(want)) {
+		t.Fatalf("an older config ran the stored generation other than its replay:\n%s", firstDiff(sortResults(got), sortResults(want)))
+	}
+	_ = math.MaxInt64
+}
