@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"aggregator/internal/config"
+	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
 )
 
@@ -68,6 +71,7 @@ func (c *Consumer) finishRestore(ps []*partition, stalled map[int32]stall, began
 			resumes = append(resumes, r)
 		}
 		c.m.RestoredRecords.Add(float64(records))
+		c.logGenerations(p, c.core.GenerationReport(p.id))
 		if res.Stale > 0 {
 			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
 				Int("stale_records", res.Stale).
@@ -218,4 +222,32 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 		}
 	}
 	return nil, nil
+}
+
+// logGenerations says what p's restore decided about its config
+// generations (SPEC §11): a cut-over at info (and its metric), a
+// partition that keeps its newer stored generation at warn. c.mu is held.
+func (c *Consumer) logGenerations(p *partition, rep pipeline.GenerationReport) {
+	changes := make([]string, len(rep.Changes))
+	for i, ch := range rep.Changes {
+		changes[i] = ch.String()
+	}
+	switch rep.Verdict {
+	case config.NewGeneration:
+		c.m.CutoverTimestamp.WithLabelValues(strconv.Itoa(int(p.id))).Set(metrics.Seconds(rep.Cutover))
+		if rep.PastCutover {
+			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+				Str("state_cutover", c.cfg.State.Cutover).Str("cutover", time.UnixMilli(rep.Cutover).UTC().Format(time.RFC3339Nano)).
+				Msg("the partition's state has seen event times at or after state.cutover: it cuts over at its own T, later than all of them")
+		}
+		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+			Int64("old_version", rep.Stored).Int64("new_version", rep.Running).
+			Str("cutover", time.UnixMilli(rep.Cutover).UTC().Format(time.RFC3339Nano)).Int64("cutover_ms", rep.Cutover).
+			Strs("changes", changes).Int("live_generations", rep.Live).
+			Msg("cut over to a new generation of windows: the old one finishes its windows that start before the cut-over, the new one makes those from it on")
+	case config.Older:
+		c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+			Int64("config_version", c.cfg.State.ConfigVersion).Int64("stored_version", rep.Stored).Strs("changes", changes).
+			Msg("state.config_version is lower than the partition's newest stored generation (a pod of an older release during a rollout): the partition runs its stored generation, never an older one")
+	}
 }

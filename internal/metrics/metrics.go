@@ -25,6 +25,8 @@ type Metrics struct {
 	ProduceErrors      *prometheus.CounterVec // {topic}
 	Unwritable         *prometheus.CounterVec // {topic}: written as stubs (late, dead letters) or dropped (results)
 	OpenWindows        prometheus.Gauge
+	Generations        prometheus.Gauge     // live generations of windows over the state partitions (SPEC §11)
+	CutoverTimestamp   *prometheus.GaugeVec // {partition}: the cut-over T of a state partition's newest generation, seconds
 	PartitionWatermark *prometheus.GaugeVec // {topic, partition}, seconds
 	Watermark          prometheus.Gauge     // merged, seconds
 	WatermarkLag       prometheus.Gauge     // wall clock minus merged watermark, seconds
@@ -89,6 +91,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_open_windows",
 			Help: "Windows (key, window) held in state.",
 		}),
+		Generations: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_generations",
+			Help: "Live generations of windows (config generations, SPEC §11) over this instance's state partitions: one per partition, more while an old generation finishes its windows.",
+		}),
+		CutoverTimestamp: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aggregator_cutover_timestamp_seconds",
+			Help: "The event time T at which a state partition cut over to its newest generation, in seconds since the epoch (set at the cut-over).",
+		}, []string{"partition"}),
 		PartitionWatermark: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "aggregator_partition_watermark_seconds",
 			Help: "Watermark of each assigned input partition, in seconds since the epoch.",

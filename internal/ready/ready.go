@@ -41,6 +41,7 @@ type Ready struct {
 type Stats struct {
 	Watermark      int64 // the watermark the windows follow (the lowest of the partitions' with one operator per partition)
 	OpenWindows    int   // open (key, window) pairs
+	Generations    int   // live generations of windows over the state partitions (SPEC §11)
 	IdlePartitions int   // idle partitions of the window state
 	SessionMerges  int64 // records that bridged sessions, since the last Ready
 	// KeyConflicts are by_key's records on another partition than their
