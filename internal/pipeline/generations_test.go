@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"cmp"
 	"errors"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -258,4 +259,69 @@ func TestGenerationOlder(t *testing.T) {
 		t.Fatalf("an older config ran the stored generation other than its replay:\n%s", firstDiff(sortResults(got), sortResults(want)))
 	}
 	_ = math.MaxInt64
+}
+
+// cutOverConfigs are a scope-partition config of genOld's kind and the
+// configs a cut-over goes to from it, at a higher state.config_version.
+var cutOverConfigs = map[string]string{
+	"to 5s":       genConfig("2", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}]"),
+	"to sessions": genConfig("2", "{type: session, gap: 700ms, allowed_lateness: 1s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]"),
+	"to count":    genConfig("2", "{type: count, size: 4}", "[{name: s, fn: sum, field: v}]"),
+}
+
+// copyCluster is what a cluster holds, copied.
+func copyCluster(c *cluster) *cluster {
+	cp := &cluster{outputs: slices.Clone(c.outputs), log: changelog{}, offsets: maps.Clone(c.offsets)}
+	for id, recs := range c.log {
+		cp.log[id] = slices.Clone(recs)
+	}
+	return cp
+}
+
+// TestCommitCrashDuringCutOver: a process of the old config commits half
+// the stream; a process of the new config restores from it and cuts over
+// (the new generation's record in its first commit, with the old
+// generation's count windows fired Final), and dies after each step of
+// each of its commits in turn; a third process of the new config restores
+// from what the cluster holds and finishes the stream. A reader sees what
+// a run of the same two processes without a crash wrote, in both
+// delivery modes, for every window kind the cut-over goes to.
+func TestCommitCrashDuringCutOver(t *testing.T) {
+	const parts = 2
+	n := 150
+	if testing.Short() || raceEnabled {
+		n = 80
+	}
+	ins := crashStream(17, n, parts, false)
+	for name, next := range cutOverConfigs {
+		for _, exactlyOnce := range []bool{true, false} {
+			t.Run(name+"/"+mode(exactlyOnce), func(t *testing.T) {
+				before := newCluster()
+				if newShell(t, genOld, exactlyOnce, before, allParts(parts)...).run(ins[:n/2], -1, noCrash) {
+					t.Fatal("the old config's run crashed")
+				}
+				ref := copyCluster(before)
+				s := newShell(t, next, exactlyOnce, ref, allParts(parts)...)
+				if rep := s.p.GenerationReport(0); rep.Verdict != config.NewGeneration {
+					t.Fatalf("the new config's restore: %+v, want a new generation", rep)
+				}
+				if s.run(ins, -1, noCrash) {
+					t.Fatal("the reference run crashed")
+				}
+				want, commits := readerView(t, ref.outputs, exactlyOnce), s.commits
+				for crashAt := range commits {
+					for _, st := range steps {
+						c := copyCluster(before)
+						if !newShell(t, next, exactlyOnce, c, allParts(parts)...).run(ins, crashAt, st) {
+							t.Fatalf("commit %d, %v: no crash", crashAt, st)
+						}
+						newShell(t, next, exactlyOnce, c, allParts(parts)...).run(ins, -1, noCrash)
+						if got := readerView(t, c.outputs, exactlyOnce); !slices.Equal(got, want) {
+							t.Fatalf("crash at commit %d, %v: outputs differ from a run without a crash:\n%s", crashAt, st, firstDiff(got, want))
+						}
+					}
+				}
+			})
+		}
+	}
 }
