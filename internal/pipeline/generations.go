@@ -28,6 +28,7 @@ type generation struct {
 	// filter and aggregates (the identity settings are the same).
 	own bool
 	dec *record.Decoder
+	cfg config.Config // its config (the run settings the config's), when not own
 	rec record.Record
 	// What its decoding of the record in hand gave (several generations).
 	kind record.Kind
@@ -53,6 +54,17 @@ type GenerationReport struct {
 	Changes     []config.Change // state settings changed (NewGeneration, Older)
 	Run         []config.Change // run settings changed
 	Live        int             // live generations after the restore
+	// Others are the live generations whose state settings are not the
+	// config's, with their configs: the shell encodes their results
+	// under their aggregates (JSON names, an Avro schema of their own).
+	Others []GenerationConfig
+}
+
+// GenerationConfig is a live generation's state.config_version and the
+// config its windows are computed under.
+type GenerationConfig struct {
+	Version int64
+	Config  config.Config
 }
 
 // errScope refuses what one operator list for every partition cannot
@@ -87,6 +99,7 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	}
 	cfg := p.cfg.WithState(st)
 	if !gen.own {
+		gen.cfg = cfg
 		if gen.dec, err = record.NewDecoder(cfg.RecordSpec(), p.schemas); err != nil {
 			return nil, nil, fmt.Errorf("generation %d: decoder: %w", g.Version, err)
 		}
@@ -95,7 +108,7 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	if g.Cutover != state.NoCutover {
 		spec.From, spec.FromSet = g.Cutover, true
 	}
-	op, err := windowing.New(spec, resultSink{p})
+	op, err := windowing.New(spec, resultSink{p, g.Version})
 	if err != nil {
 		return nil, nil, fmt.Errorf("generation %d: %w", g.Version, err)
 	}
@@ -231,6 +244,11 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	}
 	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own
 	rep.Live = len(pp.gens)
+	for _, g := range pp.gens {
+		if !g.own {
+			rep.Others = append(rep.Others, GenerationConfig{g.Version, g.cfg})
+		}
+	}
 	if len(stored) > 0 && !known {
 		rep.Verdict = config.Unrecorded
 	}
@@ -262,7 +280,7 @@ func (p *Processor) cutOver(partition int32, seen int64, rep *GenerationReport) 
 	g := p.configGeneration()
 	g.Cutover, g.LegacyKeys = t, false
 	spec.From, spec.FromSet = t, true
-	op, err := windowing.New(spec, resultSink{p})
+	op, err := windowing.New(spec, resultSink{p, g.Version})
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("generation %d: %w", g.Version, err)
 	}

@@ -162,7 +162,7 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 	case mode.OneState:
 		p.checkKeys, perPartition = false, false
 	}
-	if p.ops, err = newOperators(p.spec, resultSink{p}, perPartition, mode.Checkpointed); err != nil {
+	if p.ops, err = newOperators(p.spec, resultSink{p, cfg.State.ConfigVersion}, perPartition, mode.Checkpointed); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if mode.Group > 0 {
@@ -196,15 +196,20 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	return s
 }
 
-// resultSink keeps the engine's firings for the next Ready.
-type resultSink struct{ p *Processor }
+// resultSink keeps the engine's firings for the next Ready, each marked
+// with the config_version of the generation whose operator fired it.
+type resultSink struct {
+	p       *Processor
+	version int64
+}
 
 func (s resultSink) Emit(r *windowing.Result) {
 	p := s.p
 	lo := len(p.vals)
 	p.vals = append(p.vals, r.Aggregates...)
 	p.outs = append(p.outs, ready.Output{Kind: ready.Result, Result: *r})
-	p.outs[len(p.outs)-1].Result.Aggregates = p.vals[lo:len(p.vals):len(p.vals)]
+	o := &p.outs[len(p.outs)-1].Result
+	o.Aggregates, o.Generation = p.vals[lo:len(p.vals):len(p.vals)], s.version
 }
 
 func (p *Processor) late(in *ready.Input, eventTime, wm int64, missed windowing.Window) {
