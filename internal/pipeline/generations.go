@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"aggregator/internal/config"
 	"aggregator/internal/ready"
@@ -73,6 +74,15 @@ type GenerationConfig struct {
 func errScope(what string) error {
 	return &config.KeyError{Key: "watermark.scope", Value: "global",
 		Reason: what + ": this release runs several generations of windows, or a partition's older one, only with one window state per partition (watermark.scope: partition, or source.partitioning: repartition); change the state settings back, or run the new config as a new source.group"}
+}
+
+// errFilterStage1 refuses a new generation of another source.filter with
+// source.partitioning repartition: stage 1 filters with the config's
+// filter before the records reach the windows, so the old generation
+// would not see the records only its own filter accepts.
+func errFilterStage1(ch config.Change) error {
+	return &config.KeyError{Key: "source.filter", Value: ch.New,
+		Reason: "changed (" + ch.String() + ") with source.partitioning repartition: stage 1 filters records before they reach a generation's windows, so the old generation would lose the records only its filter accepts; change the filter with the window settings unchanged in a release of its own, as a new source.group, or keep it"}
 }
 
 // configGeneration is the generation of the config's own settings, as a
@@ -153,6 +163,13 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	pp := &p.parts[partition]
 	known := len(stored) > 0 && stored[len(stored)-1].Known()
 	cutover := plan.Verdict == config.NewGeneration
+	if cutover && p.sources != nil {
+		for _, ch := range plan.Changes {
+			if strings.HasPrefix(ch.Key, "source.filter") {
+				return state.Result{}, errFilterStage1(ch)
+			}
+		}
+	}
 	// gens and ops are the generations restored, oldest first; the one
 	// the config adds (cutover) comes after the restore.
 	var gens []*generation

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"reflect"
@@ -323,5 +324,71 @@ func TestCommitCrashDuringCutOver(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// copyCluster2 is what a two-stage cluster holds, copied.
+func copyCluster2(c *cluster2) *cluster2 {
+	cp := &cluster2{input: c.input, outputs: slices.Clone(c.outputs), log: changelog{}, off1: maps.Clone(c.off1), off2: maps.Clone(c.off2)}
+	for _, r := range c.repart {
+		cp.repart = append(cp.repart, slices.Clone(r))
+	}
+	for id, recs := range c.log {
+		cp.log[id] = slices.Clone(recs)
+	}
+	return cp
+}
+
+// TestTwoStageCrashDuringCutOver is TestCommitCrashDuringCutOver with
+// source.partitioning repartition: stage 2's partitions cut over (from
+// 2-second tumbling windows to 5-second ones with another aggregate), and
+// the process dies after each step of each commit of the new config.
+func TestTwoStageCrashDuringCutOver(t *testing.T) {
+	next := strings.Replace(strings.Replace(twoStageYaml, "size: 2s", "size: 5s", 1), "fn: sum, field: v}]", "fn: sum, field: v}, {name: m, fn: max, field: v}]", 1) +
+		"state: {config_version: 1}\n"
+	for _, exactlyOnce := range []bool{true, false} {
+		t.Run(mode(exactlyOnce), func(t *testing.T) {
+			const seed = 5
+			before := newCluster2(seed)
+			if !newTwoStageOf(t, twoStageYaml, exactlyOnce, before).run(6, afterOffsets) {
+				t.Fatal("the old config's run did not stop")
+			}
+			ref := copyCluster2(before)
+			s := newTwoStageOf(t, next, exactlyOnce, ref)
+			for r := range int32(repartParts) {
+				if rep := s.core.GenerationReport(r); rep.Verdict != config.NewGeneration {
+					t.Fatalf("repartition partition %d's restore: %+v, want a new generation", r, rep)
+				}
+			}
+			if s.run(-1, noCrash) {
+				t.Fatal("the reference run crashed")
+			}
+			want, commits := twoStageView(ref.outputs, exactlyOnce), s.commits
+			size := func(o string) int64 { // a result's window size
+				var p, start, end int64
+				var key string
+				if n, _ := fmt.Sscanf(o, "result p%d %s [%d,%d)", &p, &key, &start, &end); n != 4 {
+					return 0
+				}
+				return end - start
+			}
+			if !slices.ContainsFunc(ref.outputs, func(o string) bool { return size(o) == 5000 }) ||
+				!slices.ContainsFunc(ref.outputs[len(before.outputs):], func(o string) bool { return size(o) == 2000 }) {
+				t.Fatalf("the run has no window of one generation or the other: the cut-over goes untested\n%q", ref.outputs)
+			}
+			crashSteps := []step{afterOutputs, afterChangelog, afterPositions, afterOffsets}
+			for _, st := range crashSteps {
+				for crashAt := range commits {
+					c := copyCluster2(before)
+					if !newTwoStageOf(t, next, exactlyOnce, c).run(crashAt, st) {
+						t.Fatalf("%v of commit %d: did not crash", st, crashAt)
+					}
+					newTwoStageOf(t, next, exactlyOnce, c).run(-1, noCrash)
+					if got := twoStageView(c.outputs, exactlyOnce); !slices.Equal(got, want) {
+						t.Fatalf("crash %v of commit %d: a reader sees\n%q\nwant\n%q", st, crashAt, got, want)
+					}
+				}
+			}
+		})
 	}
 }

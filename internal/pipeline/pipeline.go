@@ -327,7 +327,10 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 	}
 	op := p.ops.at(rec.Partition)
 	res := op.Add(rec)
-	if res.Kind == windowing.LateEvent {
+	if res.Kind == windowing.LateEvent || res.Kind == windowing.OtherGeneration {
+		// OtherGeneration: before the cut-over of a generation whose
+		// older ones have retired, their windows dropped: late.
+		res.Kind = LateEvent
 		p.late(in, rec.Time, op.Judged(rec.Partition), res.Missed)
 	}
 	if p.sources == nil {
