@@ -356,7 +356,9 @@ func TestTwoStageCrashDuringCutOver(t *testing.T) {
 			ref := copyCluster2(before)
 			s := newTwoStageOf(t, next, exactlyOnce, ref)
 			for r := range int32(repartParts) {
-				if rep := s.core.GenerationReport(r); rep.Verdict != config.NewGeneration {
+				rep := s.core.GenerationReport(r)
+				t.Logf("partition %d: %+v", r, rep)
+				if rep.Verdict != config.NewGeneration {
 					t.Fatalf("repartition partition %d's restore: %+v, want a new generation", r, rep)
 				}
 			}
