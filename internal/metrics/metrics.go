@@ -21,6 +21,7 @@ type Metrics struct {
 	Firings            *prometheus.CounterVec // {firing}
 	SessionMerges      prometheus.Counter
 	KeyConflicts       prometheus.Counter     // records of a group key seen first on another partition of the instance
+	GenerationSkips    prometheus.Counter     // records aggregated by a generation and a dead letter to another's decoding (SPEC §11)
 	Produced           *prometheus.CounterVec // {topic}: acknowledged output records
 	ProduceErrors      *prometheus.CounterVec // {topic}
 	Unwritable         *prometheus.CounterVec // {topic}: written as stubs (late, dead letters) or dropped (results)
@@ -70,6 +71,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		SessionMerges: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_session_merges_total",
 			Help: "Records that bridged two or more sessions of a key into one.",
+		}),
+		GenerationSkips: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_generation_skipped_records_total",
+			Help: "Records that a live generation of windows aggregated and another could not decode (a value one generation's aggregates need and the other's do not): counted once as aggregated, not dead letters.",
 		}),
 		KeyConflicts: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_key_partition_conflicts_total",

@@ -592,6 +592,7 @@ func (c *Core) stats(now int64) ready.Stats {
 	w := c.win
 	st := ready.Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), Generations: w.Generations(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
 	st.KeyConflicts, st.Conflict, st.LogConflict = w.TakeConflicts(now)
+	st.GenerationSkips = w.TakeGenerationSkips()
 	parts := c.parts[:0]
 	for id := range w.parts {
 		if w.parts[id].assigned {

@@ -214,7 +214,11 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 			op.SetFloor(partition, pos.Floor)
 		}
 	}
-	seen := int64(math.MinInt64)
+	// seen is the latest event time the partition's state has seen: its
+	// generator's (by_key), or in stage 2, whose position keeps no
+	// such time, a bound from the windows in state (the end of each:
+	// a record of a window dropped since is below the watermark).
+	seen, bound := int64(math.MinInt64), p.sources != nil
 	if hasPos {
 		seen = max(pos.MaxTimestamp, pos.Watermark)
 	}
@@ -229,7 +233,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 		if !ok {
 			return fmt.Errorf("an entry of generation %d, which the partition does not hold", gen)
 		}
-		if cutover {
+		if cutover && bound {
 			seen = max(seen, latestIn(ops[i], en))
 		}
 		return ops[i].Restore(en, dropped)
@@ -439,6 +443,9 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 			}
 		}
 	}
+	if firstErr != nil && (best == Aggregated || best == PartiallyLate) {
+		p.genSkips++ // aggregated by one generation, not decodable by another: aggregated, counted
+	}
 	if best == windowing.OtherGeneration {
 		// Late for every generation that could take it (or in the span of
 		// none: a record before T for a generation whose windows are gone).
@@ -453,6 +460,14 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 		p.sourceMark(in, in.After)
 	}
 	return best
+}
+
+// TakeGenerationSkips returns how many records one generation aggregated
+// and another's decoding failed on, since the last call.
+func (p *Processor) TakeGenerationSkips() int64 {
+	n := p.genSkips
+	p.genSkips = 0
+	return n
 }
 
 // recOf is generation g's decoding of the record in hand: rec (the

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/windowing"
 )
 
@@ -392,5 +394,49 @@ func TestTwoStageCrashDuringCutOver(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGenerationDeadLetters: a record is a dead letter only when every
+// live generation's decoding fails on it; one that a generation
+// aggregates and another cannot decode (a text where its sum needs a
+// number) is aggregated, and counted (aggregator_generation_skipped_records_total).
+func TestGenerationDeadLetters(t *testing.T) {
+	old := genConfig("1", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}]")
+	next := genConfig("2", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: s, fn: sum, field: v}]")
+	first, _ := newProcessor(t, old)
+	first.Assign(0, 0)
+	for i, ts := range []int{10_000, 10_200, 10_500} {
+		first.Process(&ready.Input{Offset: int64(i), Value: []byte(fmt.Sprintf(`{"k":"a","t":%d,"v":1}`, ts))}, math.MaxInt64)
+	}
+	log := changelog{}
+	log.write(first.Checkpoint())
+	second, out := newProcessor(t, next)
+	second.Assign(0, 0)
+	if _, err := second.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if T := second.GenerationReport(0).Cutover; T != 11_000 {
+		t.Fatalf("cut-over at %d, want 11000: the old generation's window [10000, 15000) spans it", T)
+	}
+	steps := []struct {
+		value string
+		want  pipeline.Outcome
+		skips int64
+	}{
+		{`{"k":"a","t":11200,"v":"x"}`, pipeline.Aggregated, 1}, // the old generation counts it; the new one's sum cannot read it
+		{`{"k":"a","t":11300,"v":2}`, pipeline.Aggregated, 0},   // both
+		{`{"k":"a","t":"soon"}`, pipeline.DeadLetter, 0},        // neither
+	}
+	for i, s := range steps {
+		if got := second.Process(&ready.Input{Offset: int64(10 + i), Value: []byte(s.value)}, math.MaxInt64); got != s.want {
+			t.Errorf("%s: %v, want %v", s.value, got, s.want)
+		}
+		if got := second.TakeGenerationSkips(); got != s.skips {
+			t.Errorf("%s: %d records skipped by a generation, want %d", s.value, got, s.skips)
+		}
+	}
+	if len(out.dead) != 1 {
+		t.Errorf("dead letters %v, want one (the record neither generation decodes)", out.dead)
 	}
 }

@@ -57,6 +57,9 @@ type Processor struct {
 	// keeps one window state per group key across partitions instead.
 	checkKeys, oneState bool
 	conflicts           conflicts
+	// genSkips counts the records a generation aggregated and another's
+	// decoding failed on, since the last Ready's stats.
+	genSkips int64
 
 	// What the next Ready hands over: the outputs in emission order, and
 	// the results' aggregates (copied: the engine's are valid only

@@ -44,6 +44,9 @@ type Stats struct {
 	Generations    int   // live generations of windows over the state partitions (SPEC §11)
 	IdlePartitions int   // idle partitions of the window state
 	SessionMerges  int64 // records that bridged sessions, since the last Ready
+	// GenerationSkips are records a generation aggregated and another's
+	// decoding failed on, since the last Ready (SPEC §11).
+	GenerationSkips int64
 	// KeyConflicts are by_key's records on another partition than their
 	// group key's first, since the last Ready; Conflict is one to log
 	// when LogConflict (at most one a minute).
