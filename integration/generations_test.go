@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,130 +104,166 @@ func cutovers(t testing.TB, reg *prometheus.Registry) map[string]int64 {
 	return out
 }
 
+// genPhase is one config of a change test, run over its share of the
+// stream: its window and aggregates, state.config_version, state.cutover
+// ("future": about three quarters into the stream, after what the first
+// half has seen, on the 5-second grid; "past": 5 s into it; "" none), and whether its first instance dies (a crash:
+// nothing more committed) once its partitions cut over, another one of
+// the same config going on.
+type genPhase struct {
+	window, aggregates string
+	version            int
+	cutover            string
+	crash              bool
+}
+
 func TestConfigChangeRestart(t *testing.T) {
 	t.Parallel()
+	const (
+		ms1 = "{type: tumbling, size: 1s, allowed_lateness: 2s}"
+		ms5 = "{type: tumbling, size: 5s, allowed_lateness: 2s}"
+		one = "[{name: calls, fn: count}]"
+		two = "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]"
+	)
+	cases := []struct {
+		name, partitioning string
+		phases             []genPhase
+	}{
+		{"by_key_1s_to_5s", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "", false}}},
+		{"repartition_added_aggregate", "repartition", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", false}}},
+		{"by_key_crash_at_the_cutover", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", true}}},
+		{"repartition_crash_at_the_cutover", "repartition", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "", true}}},
+		{"by_key_rollback", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", false}, {ms1, one, 3, "", false}}},
+		{"by_key_cutover_future", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "future", false}}},
+		{"repartition_cutover_past", "repartition", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "past", false}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // its own broker
+			runPhases(t, tc.partitioning, tc.phases)
+		})
+	}
+}
+
+// runPhases runs phases over the stream in turn, one after another on a
+// broker of its own, and checks what a read_committed reader of the
+// results sees against each generation's replay.
+func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 	const parts = 4
 	n := 1200
 	if raceEnabled {
 		n = 600
 	}
-	changes := []struct {
-		name, partitioning string
-		old, next          [2]string // window, aggregates
-	}{
-		{"by_key_1s_to_5s", "by_key", [2]string{"{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]"},
-			[2]string{"{type: tumbling, size: 5s, allowed_lateness: 2s}", "[{name: calls, fn: count}]"}},
-		{"repartition_added_aggregate", "repartition", [2]string{"{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]"},
-			[2]string{"{type: tumbling, size: 5s, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]"}},
+	input := genInput(parts, n)
+	kc := newCluster(t, parts)
+	brokers := kc.ListenAddrs()
+	cfgs := make([]config.Config, len(phases))
+	in := make([]map[string]bool, len(phases)) // each generation's replay, without the firing watermark
+	wants := make([][]string, len(phases))
+	for i, ph := range phases {
+		y := genYAML(partitioning, ph.window, ph.aggregates, ph.version)
+		if ph.cutover != "" {
+			at := time.UnixMilli(int64(base) + 5_000).UTC()
+			if ph.cutover == "future" {
+				at = time.UnixMilli(int64(base) + int64(n)*25*3/4/5_000*5_000).UTC() // a 5-second window's start
+			}
+			y = strings.Replace(y, "state: {", "state: {cutover: "+at.Format(time.RFC3339Nano)+", ", 1)
+		}
+		cfgs[i] = parseConfig(t, y, brokers)
+		wants[i] = contents(replayKcatN(t, cfgs[i], parts, input, nil).results)
+		in[i] = map[string]bool{}
+		for _, v := range wants[i] {
+			in[i][v] = true
+		}
 	}
-	for _, ch := range changes {
-		t.Run(ch.name, func(t *testing.T) {
-			t.Parallel() // its own broker
-			first := genInput(parts, n)
-			kc := newCluster(t, parts)
-			brokers := kc.ListenAddrs()
-			cfg1 := parseConfig(t, genYAML(ch.partitioning, ch.old[0], ch.old[1], 1), brokers)
-			cfg2 := parseConfig(t, genYAML(ch.partitioning, ch.next[0], ch.next[1], 2), brokers)
-			want1, want2 := replayKcatN(t, cfg1, parts, first, nil), replayKcatN(t, cfg2, parts, first, nil)
-			// The firing watermark depends on how partitions interleave
-			// (repartition): compared without it, as contents does.
-			want1.results, want2.results = contents(want1.results), contents(want2.results)
-			in1 := map[string]bool{}
-			for _, v := range want1.results {
-				in1[v] = true
-			}
-			in2 := map[string]bool{}
-			for _, v := range want2.results {
-				in2[v] = true
-			}
-			half := len(first) / 2
-			s1 := start(t, cfg1, nil)
-			produceSliced(t, brokers, cfg1.Source.Group, first[:half])
-			s1.stop(t)
-
-			reg := prometheus.NewRegistry()
-			s2 := startWith(t, cfg2, nil, reg)
-			produceSliced(t, brokers, cfg2.Source.Group, first[half:])
-			var lo, hi int64
+	// lo[i], hi[i]: the earliest and latest cut-over of phase i's
+	// generation over the partitions (phase 0: none).
+	lo, hi := make([]int64, len(phases)), make([]int64, len(phases))
+	lo[0], hi[0] = math.MinInt64, math.MinInt64
+	share := len(input) / len(phases)
+	var last *service
+	for i, ph := range phases {
+		slice := input[i*share : (i+1)*share]
+		if i == len(phases)-1 {
+			slice = input[i*share:]
+		}
+		reg := prometheus.NewRegistry()
+		svc := startWith(t, cfgs[i], nil, reg)
+		if i > 0 {
 			waitFor(t, waitTimeout, "the cut-over of every state partition", func() bool {
 				cs := cutovers(t, reg)
-				lo, hi = math.MaxInt64, math.MinInt64
+				lo[i], hi[i] = math.MaxInt64, math.MinInt64
 				for _, c := range cs {
-					lo, hi = min(lo, c), max(hi, c)
+					lo[i], hi[i] = min(lo[i], c), max(hi[i], c)
 				}
 				return len(cs) == parts
 			})
-			// The windows each generation must have fired by the end of
-			// the stream: the old one's before the earliest T, the new
-			// one's from the latest.
-			need := map[string]bool{}
-			for _, v := range want1.results {
-				if startOf(t, v) < lo {
-					need[v] = true
-				}
+			if at, ok := cfgs[i].State.CutoverMillis(); ok && at > int64(base)+int64(i*share)*25 && (lo[i] != at || hi[i] != at) {
+				t.Errorf("phase %d cut over at %d to %d, want state.cutover %d everywhere", i, lo[i], hi[i], at)
 			}
-			for _, v := range want2.results {
-				if startOf(t, v) >= hi {
-					need[v] = true
-				}
+			if ph.crash {
+				svc.crash()
+				svc = start(t, cfgs[i], nil)
 			}
-			if len(need) == 0 || lo == hi && lo == 0 {
-				t.Fatalf("nothing to check: cut-overs %d to %d", lo, hi)
+		}
+		produceSliced(t, brokers, cfgs[i].Source.Group, slice)
+		if i < len(phases)-1 {
+			svc.stop(t)
+		}
+		last = svc
+	}
+	// The windows each generation must have fired by the end of the
+	// stream: those of its replay that start where no partition has
+	// cut over to another generation.
+	need := map[string]bool{}
+	for i := range phases {
+		from, until := hi[i], int64(math.MaxInt64)
+		if i+1 < len(phases) {
+			until = lo[i+1]
+		}
+		for _, v := range wants[i] {
+			if s := startOf(t, v); s >= from && s < until {
+				need[v] = true
 			}
-			var got []genResult
-			waitForf(t, waitTimeout, time.Second, func() bool {
-				got = readGenResults(t, brokers)
-				seen := map[string]bool{}
-				for _, g := range got {
-					if need[g.value] {
-						seen[g.value] = true
-					}
-				}
-				return len(seen) == len(need)
-			}, func() string {
-				have := map[string]bool{}
-				for _, g := range got {
-					have[g.value] = true
-				}
-				var missing []string
-				for v := range need {
-					if !have[v] && len(missing) < 5 {
-						missing = append(missing, v)
-					}
-				}
-				var other []string
-				for _, g := range got {
-					if !need[g.value] && len(other) < 5 {
-						other = append(other, fmt.Sprintf("gen %d %s", g.version, g.value))
-					}
-				}
-				return fmt.Sprintf("%d windows of the two replays in the results topic (cut-overs %d to %d; %d results; missing %q; others %q)", len(need), lo, hi, len(got), missing, other)
-			})
-			s2.stop(t)
-			got = readGenResults(t, brokers)
-			dup := map[string]bool{}
-			gens := map[int64]int{}
-			for _, g := range got {
-				if dup[g.value] {
-					t.Errorf("result %s read twice", g.value)
-				}
-				dup[g.value] = true
-				gens[g.version]++
-				switch {
-				case g.version == 1 && !in1[g.value]:
-					t.Errorf("generation 1's result %s is not a window of its config's replay", g.value)
-				case g.version == 2 && !in2[g.value]:
-					t.Errorf("generation 2's result %s is not a window of its config's replay", g.value)
-				case g.version == 1 && g.start >= hi, g.version == 2 && g.start < lo:
-					t.Errorf("generation %d's result %s is on the wrong side of the cut-overs %d to %d", g.version, g.value, lo, hi)
-				case g.version != 1 && g.version != 2:
-					t.Errorf("result %s has %s %d", g.value, producer.HeaderConfigVersion, g.version)
-				}
+		}
+	}
+	var got []genResult
+	waitForf(t, waitTimeout, time.Second, func() bool {
+		got = readGenResults(t, brokers)
+		seen := map[string]bool{}
+		for _, g := range got {
+			if need[g.value] {
+				seen[g.value] = true
 			}
-			if gens[1] == 0 || gens[2] == 0 {
-				t.Errorf("results by generation: %v, want both", gens)
-			}
-		})
+		}
+		return len(seen) == len(need)
+	}, func() string {
+		return fmt.Sprintf("%d windows of the replays in the results topic (cut-overs %v to %v; %d results)", len(need), lo, hi, len(got))
+	})
+	last.stop(t)
+	got = readGenResults(t, brokers)
+	dup := map[string]bool{}
+	gens := map[int64]int{}
+	for _, g := range got {
+		if dup[g.value] {
+			t.Errorf("result %s read twice", g.value)
+		}
+		dup[g.value] = true
+		gens[g.version]++
+		i := slices.IndexFunc(phases, func(ph genPhase) bool { return int64(ph.version) == g.version })
+		switch {
+		case i < 0:
+			t.Errorf("result %s has %s %d, no phase's", g.value, producer.HeaderConfigVersion, g.version)
+		case !in[i][g.value]:
+			t.Errorf("generation %d's result %s is not a window of its config's replay", g.version, g.value)
+		case g.start < lo[i] || i+1 < len(phases) && g.start >= hi[i+1]:
+			t.Errorf("generation %d's result %s is on the wrong side of its cut-overs", g.version, g.value)
+		}
+	}
+	for _, ph := range phases {
+		if gens[int64(ph.version)] == 0 {
+			t.Errorf("results by generation: %v, want every phase's", gens)
+		}
 	}
 }
 
