@@ -369,3 +369,101 @@ func maps2Equal(a, b map[string]int64) bool {
 	}
 	return true
 }
+
+// TestConfigChangeRolling is a rolling upgrade of two instances, one pod
+// at a time: both run the old config over the first third of the stream;
+// one is replaced by an instance of the new config (its partitions move
+// to the old one, then half of them to the new one, which cuts them
+// over) and the second third is read by an old and a new instance side
+// by side; then the other is replaced (the new instance cuts over the
+// partitions it takes) for the last third. A reader sees each
+// generation's replay, as in TestConfigChangeRestart.
+func TestConfigChangeRolling(t *testing.T) {
+	t.Parallel()
+	for _, partitioning := range []string{"by_key", "repartition"} {
+		t.Run(partitioning, func(t *testing.T) {
+			t.Parallel()
+			const parts = 4
+			n := 1200
+			if raceEnabled {
+				n = 600
+			}
+			input := genInput(parts, n)
+			kc := newCluster(t, parts)
+			brokers := kc.ListenAddrs()
+			cfg1 := parseConfig(t, genYAML(partitioning, "{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1), brokers)
+			cfg2 := parseConfig(t, genYAML(partitioning, "{type: tumbling, size: 5s, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2), brokers)
+			want1, want2 := contents(replayKcatN(t, cfg1, parts, input, nil).results), contents(replayKcatN(t, cfg2, parts, input, nil).results)
+			in1, in2 := map[string]bool{}, map[string]bool{}
+			for _, v := range want1 {
+				in1[v] = true
+			}
+			for _, v := range want2 {
+				in2[v] = true
+			}
+			group, each := cfg1.Source.Group, 2
+			if partitioning == "repartition" {
+				each = 4 // the input's partitions and the repartition topic's
+			}
+			third := len(input) / 3
+			a, b := start(t, cfg1, nil), start(t, cfg1, nil)
+			waitEven(t, brokers, group, 2, each)
+			produceSliced(t, brokers, group, input[:third])
+			a.stop(t)
+			reg := prometheus.NewRegistry()
+			a2 := startWith(t, cfg2, nil, reg)
+			waitEven(t, brokers, group, 2, each)
+			produceSliced(t, brokers, group, input[third:2*third])
+			b.stop(t)
+			waitFor(t, waitTimeout, "the new instance's cut-over of every partition", func() bool { return len(cutovers(t, reg)) == parts })
+			b2 := start(t, cfg2, nil)
+			waitEven(t, brokers, group, 2, each)
+			produceSliced(t, brokers, group, input[2*third:])
+			lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+			for _, c := range cutovers(t, reg) {
+				lo, hi = min(lo, c), max(hi, c)
+			}
+			need := map[string]bool{}
+			for _, v := range want1 {
+				if startOf(t, v) < lo {
+					need[v] = true
+				}
+			}
+			for _, v := range want2 {
+				if startOf(t, v) >= hi {
+					need[v] = true
+				}
+			}
+			var got []genResult
+			waitForf(t, waitTimeout, time.Second, func() bool {
+				got = readGenResults(t, brokers)
+				seen := map[string]bool{}
+				for _, g := range got {
+					if need[g.value] {
+						seen[g.value] = true
+					}
+				}
+				return len(seen) == len(need)
+			}, func() string {
+				return fmt.Sprintf("%d windows of the replays in the results topic (cut-overs %d to %d; %d results)", len(need), lo, hi, len(got))
+			})
+			a2.stop(t)
+			b2.stop(t)
+			dup := map[string]bool{}
+			for _, g := range readGenResults(t, brokers) {
+				if dup[g.value] {
+					t.Errorf("result %s read twice", g.value)
+				}
+				dup[g.value] = true
+				switch {
+				case g.version == 1 && (!in1[g.value] || g.start >= hi):
+					t.Errorf("generation 1's result %s is not a window of its replay before the cut-overs", g.value)
+				case g.version == 2 && (!in2[g.value] || g.start < lo):
+					t.Errorf("generation 2's result %s is not a window of its replay after the cut-overs", g.value)
+				case g.version != 1 && g.version != 2:
+					t.Errorf("result %s has %s %d", g.value, producer.HeaderConfigVersion, g.version)
+				}
+			}
+		})
+	}
+}
