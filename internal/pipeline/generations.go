@@ -76,6 +76,30 @@ func errScope(what string) error {
 		Reason: what + ": this release runs several generations of windows, or a partition's older one, only with one window state per partition (watermark.scope: partition, or source.partitioning: repartition); change the state settings back, or run the new config as a new source.group"}
 }
 
+// Refusal is what run's restore refuses beyond config.PlanAgainst's
+// refusals, given the plan of cfg against a state partition whose newest
+// stored generation's settings are known and which holds generations
+// live generations (nil: none); plan prints it too. One window state for
+// every partition (by_key with watermark.scope global) holds one
+// generation of the config's settings; stage 1 (repartition) filters
+// with the config's source.filter before the generations.
+func Refusal(cfg config.Config, plan config.Plan, generations int) error {
+	shared := cfg.Source.ByKey() && cfg.Watermark.GlobalScope()
+	switch {
+	case shared && generations > 1:
+		return errScope(fmt.Sprintf("the state partition holds %d generations", generations))
+	case shared && (plan.Verdict == config.NewGeneration || plan.Verdict == config.Older && len(plan.Changes) > 0):
+		return errScope(describe(plan))
+	case plan.Verdict == config.NewGeneration && !cfg.Source.ByKey():
+		for _, ch := range plan.Changes {
+			if strings.HasPrefix(ch.Key, "source.filter") {
+				return errFilterStage1(ch)
+			}
+		}
+	}
+	return nil
+}
+
 // errFilterStage1 refuses a new generation of another source.filter with
 // source.partitioning repartition: stage 1 filters with the config's
 // filter before the records reach the windows, so the old generation
@@ -163,11 +187,9 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	pp := &p.parts[partition]
 	known := len(stored) > 0 && stored[len(stored)-1].Known()
 	cutover := plan.Verdict == config.NewGeneration
-	if cutover && p.sources != nil {
-		for _, ch := range plan.Changes {
-			if strings.HasPrefix(ch.Key, "source.filter") {
-				return state.Result{}, errFilterStage1(ch)
-			}
+	if known {
+		if err := Refusal(p.cfg, plan, len(stored)); err != nil {
+			return state.Result{}, err
 		}
 	}
 	// gens and ops are the generations restored, oldest first; the one
@@ -181,16 +203,10 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 			g.Version = stored[0].Version
 		}
 		gens, ops = []*generation{g}, []windowing.Operator{p.ops.at(partition)}
-	case !p.ops.perPartition:
-		if len(stored) > 1 {
-			return state.Result{}, errScope(fmt.Sprintf("state partition %d holds %d generations", partition, len(stored)))
-		}
+	case !p.ops.perPartition: // one generation of the config's settings: Refusal let no other through
 		g, _, err := p.storedGeneration(stored[0])
 		if err != nil {
 			return state.Result{}, err
-		}
-		if !g.own || cutover {
-			return state.Result{}, errScope(fmt.Sprintf("state partition %d: %s", partition, describe(plan)))
 		}
 		gens, ops = []*generation{g}, []windowing.Operator{p.ops.at(partition)}
 	default:
