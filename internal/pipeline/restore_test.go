@@ -35,7 +35,7 @@ func (c changelog) write(recs ...[]pipeline.ChangelogRecord) {
 	}
 }
 
-func (c changelog) restorer(t *testing.T, part int32) *state.Restorer {
+func (c changelog) restorer(t testing.TB, part int32) *state.Restorer {
 	t.Helper()
 	r := state.NewRestorer()
 	for _, rec := range c[part] {
