@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"aggregator/internal/config"
 	"aggregator/internal/consumer"
@@ -465,5 +466,63 @@ func TestConfigChangeRolling(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConfigChangeAvroResults: with sink.format avro, a new generation
+// with another aggregate registers the results' subject's next schema
+// version; the old generation's windows that fire after the cut-over are
+// written under the old generation's schema, the new one's under the
+// new one, each decoding through the registry to its own aggregates.
+func TestConfigChangeAvroResults(t *testing.T) {
+	t.Parallel()
+	const parts = 4
+	input := genInput(parts, 400)
+	kc := newCluster(t, parts)
+	brokers := kc.ListenAddrs()
+	reg := newRegistry(t)
+	avro := func(c config.Config) config.Config {
+		c.Sink.Format, c.Source.SchemaRegistry.URL = config.FormatAvro, reg.URL()
+		return c
+	}
+	cfg1 := avro(parseConfig(t, genYAML("by_key", "{type: tumbling, size: 5s, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1), brokers))
+	cfg2 := avro(parseConfig(t, genYAML("by_key", "{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2), brokers))
+	half := len(input) / 2
+	s1 := start(t, cfg1, nil)
+	produceSliced(t, brokers, cfg1.Source.Group, input[:half])
+	s1.stop(t)
+	before := len(readAll(t, brokers, resultsTopic))
+	s2 := start(t, cfg2, nil)
+	produceSliced(t, brokers, cfg2.Source.Group, input[half:])
+	version := func(r *kgo.Record) string {
+		for _, h := range r.Headers {
+			if h.Key == producer.HeaderConfigVersion {
+				return string(h.Value)
+			}
+		}
+		return ""
+	}
+	waitFor(t, waitTimeout, "results of both generations after the cut-over", func() bool {
+		gens := map[string]bool{}
+		for _, r := range readAll(t, brokers, resultsTopic)[before:] {
+			gens[version(r)] = true
+		}
+		return gens["1"] && gens["2"]
+	})
+	s2.stop(t)
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, err := cl.SubjectVersions(context.Background(), resultsTopic+"-value")
+	if err != nil || len(versions) != 2 {
+		t.Fatalf("subject %s-value versions = %v, %v; want 2", resultsTopic, versions, err)
+	}
+	for _, r := range readAll(t, brokers, resultsTopic) {
+		aggs := decodeAvroResult(t, cl, r.Value)["aggregates"].(map[string]any)
+		_, longest := aggs["longest"]
+		if v := version(r); longest != (v == "2") || len(aggs) != map[string]int{"1": 1, "2": 2}[v] {
+			t.Errorf("a result of generation %s decodes to the aggregates %v", v, aggs)
+		}
 	}
 }
