@@ -416,7 +416,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 				firstErr = g.err
 			}
 		case g.kind == record.Marker:
-			return p.ProcessDecoded(in, r, g.kind, nil, now) // a marker is a run setting's: the same in every generation
+			return p.marker(in, r, now) // a marker is a run setting's: the same in every generation
 		case g.kind != record.Filtered && first == nil:
 			first = r
 		}

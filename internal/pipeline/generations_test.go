@@ -440,3 +440,44 @@ func TestGenerationDeadLetters(t *testing.T) {
 		t.Errorf("dead letters %v, want one (the record neither generation decodes)", out.dead)
 	}
 }
+
+// TestGenerationPunctuatedMarker: a punctuated watermark's marker in a
+// partition of two generations moves the partition's watermark once and
+// fires both generations' windows it makes due.
+func TestGenerationPunctuatedMarker(t *testing.T) {
+	conf := func(version, window, aggregates string) string {
+		return strings.Replace(genConfig(version, window, aggregates), "watermark: {max_out_of_orderness: 1s, scope: partition}",
+			"watermark: {strategy: punctuated, marker_field: wm, scope: partition}", 1)
+	}
+	old := conf("1", "{type: tumbling, size: 5s}", "[{name: n, fn: count}]")
+	next := conf("2", "{type: tumbling, size: 1s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]")
+	first, _ := newProcessor(t, old)
+	first.Assign(0, 0)
+	first.Process(&ready.Input{Value: []byte(`{"k":"a","t":1000,"v":1}`)}, 0)
+	first.Process(&ready.Input{Offset: 1, Value: []byte(`{"wm":1500}`)}, 0)
+	log := changelog{}
+	data, positions := first.Checkpoint()
+	log.write(data)
+	log.write(positions)
+	second, out := newProcessor(t, next)
+	second.Assign(0, 0)
+	if _, err := second.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if rep := second.GenerationReport(0); rep.Live != 2 || rep.Cutover != 2000 {
+		t.Fatalf("after the cut-over: %+v, want two generations, T 2000", rep)
+	}
+	if got := second.Process(&ready.Input{Offset: 2, Value: []byte(`{"k":"a","t":2500,"v":2}`)}, 0); got != pipeline.Aggregated {
+		t.Fatalf("a record in both generations: %v", got)
+	}
+	if got := second.Process(&ready.Input{Offset: 3, Value: []byte(`{"wm":9000}`)}, 0); got != pipeline.Marker {
+		t.Fatalf("Process(marker) = %v, want marker", got)
+	}
+	var fired []string
+	for _, r := range out.results {
+		fired = append(fired, fmt.Sprintf("gen %d [%d,%d) n %s", r.Generation, r.Window.Start, r.Window.End, r.Aggregates[0].Raw))
+	}
+	if want := []string{"gen 2 [2000,3000) n 1", "gen 1 [0,5000) n 2"}; !slices.Equal(fired, want) {
+		t.Errorf("the marker fired %q, want %q", fired, want)
+	}
+}

@@ -302,16 +302,7 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 	case record.Filtered:
 		return Filtered
 	case record.Marker:
-		if p.sources != nil {
-			return Marker // stage 1 does not forward them
-		}
-		if err := p.checkFuture(rec.Time, now); err != nil {
-			p.deadLetter(in, err)
-			return DeadLetter
-		}
-		p.marks.OnMarker(in.Partition, rec.Time, now)
-		p.advance(in.Partition)
-		return Marker
+		return p.marker(in, rec, now)
 	}
 	if err := p.checkFuture(rec.Time, now); err != nil {
 		p.deadLetter(in, err)
@@ -352,6 +343,20 @@ func (pp *partPos) genAt(i int) *generation {
 		return pp.gens[i]
 	}
 	return nil
+}
+
+// marker applies a punctuated watermark's marker record.
+func (p *Processor) marker(in *ready.Input, rec *record.Record, now int64) Outcome {
+	if p.sources != nil {
+		return Marker // stage 1 does not forward them
+	}
+	if err := p.checkFuture(rec.Time, now); err != nil {
+		p.deadLetter(in, err)
+		return DeadLetter
+	}
+	p.marks.OnMarker(in.Partition, rec.Time, now)
+	p.advance(in.Partition)
+	return Marker
 }
 
 // offset is where in is in its state partition's log: the input offset,
