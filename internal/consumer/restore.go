@@ -237,9 +237,11 @@ func (c *Consumer) logGenerations(p *partition, rep pipeline.GenerationReport) {
 	for i, ch := range rep.Changes {
 		changes[i] = ch.String()
 	}
+	if rep.Cutover != 0 {
+		c.m.CutoverTimestamp.WithLabelValues(strconv.Itoa(int(p.id))).Set(metrics.Seconds(rep.Cutover))
+	}
 	switch rep.Verdict {
 	case config.NewGeneration:
-		c.m.CutoverTimestamp.WithLabelValues(strconv.Itoa(int(p.id))).Set(metrics.Seconds(rep.Cutover))
 		if rep.PastCutover {
 			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
 				Str("state_cutover", c.cfg.State.Cutover).Str("cutover", time.UnixMilli(rep.Cutover).UTC().Format(time.RFC3339Nano)).

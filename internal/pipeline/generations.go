@@ -47,7 +47,9 @@ type GenerationReport struct {
 	// none), Running the version of the generation that creates the
 	// partition's new windows now.
 	Stored, Running int64
-	// Cutover is T of a new generation (Verdict NewGeneration).
+	// Cutover is T of the newest generation: a new one (Verdict
+	// NewGeneration), or one restored that was cut over before; 0 for a
+	// partition's first generation.
 	Cutover int64
 	// PastCutover: state.cutover is set and the partition's state had
 	// seen event times at or after it, so it took its own T.
@@ -291,6 +293,9 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	}
 	if rep.Verdict != config.NewGeneration {
 		rep.Running = pp.gens[0].Version
+		if c := pp.gens[0].Cutover; c != state.NoCutover {
+			rep.Cutover = c // the newest generation's, cut over before
+		}
 	}
 	pp.report = rep
 	return res, nil
