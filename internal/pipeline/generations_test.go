@@ -481,3 +481,83 @@ func TestGenerationPunctuatedMarker(t *testing.T) {
 		t.Errorf("the marker fired %q, want %q", fired, want)
 	}
 }
+
+// TestGenerationRestoreAtEveryOffset: after a cut-over, the process of the
+// new config commits every few records and at the crash, which comes
+// after each record in turn; a third process restores the changelog of
+// two generations (at every offset: before the old one retires, and
+// after) and finishes the stream. What the second process emitted up to
+// its last commit and the third after it is what the second emits in a
+// run without a crash, exactly.
+func TestGenerationRestoreAtEveryOffset(t *testing.T) {
+	const parts = 2
+	n := 240
+	if raceEnabled {
+		n = 120
+	}
+	ins := crashStream(31, n, parts, false)
+	at := n / 3
+	for name, next := range cutOverConfigs {
+		t.Run(name, func(t *testing.T) {
+			first, _ := newProcessor(t, genOld)
+			for id := range int32(parts) {
+				first.Assign(id, 0)
+			}
+			feed(first, ins[:at], nil)
+			base := changelog{}
+			data, positions := first.Checkpoint()
+			base.write(data)
+			base.write(positions)
+			restore := func(log changelog) (core, *tape, map[int32]int64) {
+				p, out := newProcessor(t, next)
+				from := map[int32]int64{}
+				for id := range int32(parts) {
+					p.Assign(id, 0)
+				}
+				for id := range int32(parts) {
+					res, err := p.Restore(id, log.restorer(t, id), 0)
+					if err != nil {
+						t.Fatalf("Restore(%d): %v", id, err)
+					}
+					if res.HasPosition {
+						from[id] = res.Position.Offset
+					}
+				}
+				return p, out, from
+			}
+			want, wantOut, from := restore(base)
+			feed(want, ins, from)
+			want.Flush()
+			retired := false
+			for crash := at; crash <= len(ins); crash++ {
+				log := changelog{}
+				for id, recs := range base {
+					log[id] = slices.Clone(recs)
+				}
+				second, out2, from := restore(log)
+				for i := at; i < crash; i++ {
+					feed(second, ins[i:i+1], from)
+					if i%7 == 3 {
+						log.write(second.Checkpoint())
+					}
+				}
+				data, positions := second.Checkpoint()
+				log.write(data)
+				log.write(positions)
+				third, out3, from3 := restore(log)
+				retired = retired || third.Generations() == parts
+				feed(third, ins, from3)
+				third.Flush()
+				if got := append(out2.results, out3.results...); !reflect.DeepEqual(got, wantOut.results) {
+					t.Fatalf("crash after record %d: results differ from a run without a crash:\n%s", crash, firstDiff(got, wantOut.results))
+				}
+				if l := append(out2.late, out3.late...); !reflect.DeepEqual(l, wantOut.late) {
+					t.Fatalf("crash after record %d: late events %v, want %v", crash, l, wantOut.late)
+				}
+			}
+			if !retired {
+				t.Errorf("no restore found the old generation retired: the restores of one generation after a cut-over go untested")
+			}
+		})
+	}
+}
