@@ -561,3 +561,101 @@ func TestGenerationRestoreAtEveryOffset(t *testing.T) {
 		})
 	}
 }
+
+// TestGenerationsThree: three generations live in one partition at once
+// (an hour's windows, then 5-second ones, then 1-second ones with another
+// aggregate, each restored from the last's changelog): each generation's
+// windows, those that start from its cut-over to the next one's, are its
+// config's replay of the whole stream.
+func TestGenerationsThree(t *testing.T) {
+	const parts = 2
+	ins := crashStream(41, 300, parts, false)
+	configs := []string{
+		genConfig("1", "{type: tumbling, size: 1h, allowed_lateness: 1s}", "[{name: n, fn: count}]"),
+		genConfig("2", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]"),
+		genConfig("3", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: m, fn: max, field: v}]"),
+	}
+	stops := []int{100, 200, len(ins)}
+	log := changelog{}
+	var tapes []*tape
+	cut := map[int32][]int64{} // by partition: each generation's cut-over
+	from := map[int32]int64{}
+	var last core
+	for g, yaml := range configs {
+		p, out := newProcessor(t, yaml)
+		for id := range int32(parts) {
+			p.Assign(id, 0)
+		}
+		for id := range int32(parts) {
+			res, err := p.Restore(id, log.restorer(t, id), 0)
+			if err != nil {
+				t.Fatalf("generation %d: Restore(%d): %v", g+1, id, err)
+			}
+			if res.HasPosition {
+				from[id] = res.Position.Offset
+			}
+			rep := p.GenerationReport(id)
+			if g > 0 && (rep.Verdict != config.NewGeneration || rep.Live != g+1) {
+				t.Fatalf("generation %d: partition %d's restore %+v, want a new generation and %d live", g+1, id, rep, g+1)
+			}
+			cut[id] = append(cut[id], rep.Cutover)
+		}
+		lo := 0
+		if g > 0 {
+			lo = stops[g-1]
+		}
+		feed(p, ins[lo:stops[g]], from)
+		data, positions := p.Checkpoint()
+		log.write(data)
+		log.write(positions)
+		tapes, last = append(tapes, out), p
+	}
+	last.Flush()
+	var got []windowing.Result
+	for _, tp := range tapes {
+		got = append(got, tp.results...)
+	}
+	for g, yaml := range configs {
+		replay := replayOf(t, yaml, ins, parts)
+		for id := range int32(parts) {
+			lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+			if g > 0 {
+				lo = cut[id][g]
+			}
+			if g+1 < len(configs) {
+				hi = cut[id][g+1]
+			}
+			span := func(r windowing.Result) bool { return r.Partition == id && r.Window.Start >= lo && r.Window.Start < hi }
+			var want, have []windowing.Result
+			for _, r := range replay {
+				if span(r) {
+					want = append(want, r)
+				}
+			}
+			for _, r := range got {
+				if span(r) && r.Generation == int64(g+1) {
+					have = append(have, r)
+				}
+			}
+			if len(want) == 0 {
+				t.Fatalf("generation %d, partition %d: no window in [%d, %d): the case tests nothing", g+1, id, lo, hi)
+			}
+			if w, h := sortResults(want), sortResults(have); !reflect.DeepEqual(h, w) {
+				t.Errorf("generation %d, partition %d: its windows in [%d, %d) differ from its replay:\n%s", g+1, id, lo, hi, firstDiff(h, w))
+			}
+		}
+	}
+	for _, r := range got {
+		g := r.Generation - 1
+		lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+		if g > 0 {
+			lo = cut[r.Partition][g]
+		}
+		if g+1 < int64(len(configs)) {
+			hi = cut[r.Partition][g+1]
+		}
+		if r.Window.Start < lo || r.Window.Start >= hi {
+			t.Errorf("generation %d fired %v, outside its span [%d, %d)", r.Generation, r.Window, lo, hi)
+		}
+	}
+}
