@@ -443,7 +443,8 @@ func TestGenerationDeadLetters(t *testing.T) {
 
 // TestGenerationPunctuatedMarker: a punctuated watermark's marker in a
 // partition of two generations moves the partition's watermark once and
-// fires both generations' windows it makes due.
+// fires both generations' windows it makes due, the old generation's
+// first.
 func TestGenerationPunctuatedMarker(t *testing.T) {
 	conf := func(version, window, aggregates string) string {
 		return strings.Replace(genConfig(version, window, aggregates), "watermark: {max_out_of_orderness: 1s, scope: partition}",
@@ -477,7 +478,7 @@ func TestGenerationPunctuatedMarker(t *testing.T) {
 	for _, r := range out.results {
 		fired = append(fired, fmt.Sprintf("gen %d [%d,%d) n %s", r.Generation, r.Window.Start, r.Window.End, r.Aggregates[0].Raw))
 	}
-	if want := []string{"gen 2 [2000,3000) n 1", "gen 1 [0,5000) n 2"}; !slices.Equal(fired, want) {
+	if want := []string{"gen 1 [0,5000) n 2", "gen 2 [2000,3000) n 1"}; !slices.Equal(fired, want) {
 		t.Errorf("the marker fired %q, want %q", fired, want)
 	}
 }
@@ -657,5 +658,41 @@ func TestGenerationsThree(t *testing.T) {
 		if r.Window.Start < lo || r.Window.Start >= hi {
 			t.Errorf("generation %d fired %v, outside its span [%d, %d)", r.Generation, r.Window, lo, hi)
 		}
+	}
+}
+
+// TestGenerationSeam: a record at T - 1 ms is the old generation's (its
+// window starts before T), one at T the new one's, and neither is the
+// other's: 1-second windows cut over to 5-second ones at T = 15000.
+func TestGenerationSeam(t *testing.T) {
+	old := genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}]")
+	next := genConfig("2", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}]")
+	first, _ := newProcessor(t, old)
+	first.Assign(0, 0)
+	first.Process(&ready.Input{Value: []byte(`{"k":"a","t":10500,"v":1}`)}, math.MaxInt64)
+	log := changelog{}
+	data, positions := first.Checkpoint()
+	log.write(data)
+	log.write(positions)
+	second, out := newProcessor(t, next)
+	second.Assign(0, 0)
+	if _, err := second.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if T := second.GenerationReport(0).Cutover; T != 15_000 {
+		t.Fatalf("cut-over at %d, want 15000: the first 5-second window start after 10500", T)
+	}
+	for i, ts := range []int{14_999, 15_000} {
+		if got := second.Process(&ready.Input{Offset: int64(1 + i), Value: []byte(fmt.Sprintf(`{"k":"a","t":%d,"v":1}`, ts))}, math.MaxInt64); got != pipeline.Aggregated {
+			t.Fatalf("the record at %d: %v, want aggregated", ts, got)
+		}
+	}
+	second.Flush()
+	var fired []string
+	for _, r := range out.results {
+		fired = append(fired, fmt.Sprintf("gen %d [%d,%d) n %s", r.Generation, r.Window.Start, r.Window.End, r.Aggregates[0].Raw))
+	}
+	if want := []string{"gen 1 [10000,11000) n 1", "gen 1 [14000,15000) n 1", "gen 2 [15000,20000) n 1"}; !slices.Equal(fired, want) {
+		t.Errorf("fired %q, want %q", fired, want)
 	}
 }
