@@ -696,3 +696,42 @@ func TestGenerationSeam(t *testing.T) {
 		t.Errorf("fired %q, want %q", fired, want)
 	}
 }
+
+// TestGenerationFromCount: count windows have no time span: at the
+// cut-over the old generation's partial window fires once, Final, with
+// what it holds, and is dropped, so the old generation retires in the
+// commit that records the new one, and a restore of it finds the new one
+// alone.
+func TestGenerationFromCount(t *testing.T) {
+	old := strings.Replace(genConfig("1", "{type: count, size: 3}", "[{name: n, fn: count}]"), "max_out_of_orderness: 1s, ", "", 1)
+	next := genConfig("2", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}]")
+	first, _ := newProcessor(t, old)
+	first.Assign(0, 0)
+	for i := range 4 { // a full window, and one record of the next
+		first.Process(&ready.Input{Offset: int64(i), Value: []byte(fmt.Sprintf(`{"k":"a","t":%d,"v":1}`, 1000+i))}, math.MaxInt64)
+	}
+	log := changelog{}
+	data, positions := first.Checkpoint()
+	log.write(data)
+	log.write(positions)
+	second, out := newProcessor(t, next)
+	second.Assign(0, 0)
+	if _, err := second.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.results) != 1 || out.results[0].Firing != windowing.Final || out.results[0].Count != 1 || out.results[0].Generation != 1 {
+		t.Fatalf("the cut-over fired %+v, want the old generation's partial window, Final, with its one record", out.results)
+	}
+	log.write(second.Checkpoint())
+	if got := second.Generations(); got != 1 {
+		t.Errorf("after the cut-over's commit: %d generations, want 1 (the count windows are gone)", got)
+	}
+	third, out3 := newProcessor(t, next)
+	third.Assign(0, 0)
+	if _, err := third.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if rep := third.GenerationReport(0); rep.Live != 1 || rep.Running != 2 || len(out3.results) != 0 {
+		t.Errorf("a restore after the cut-over's commit: %+v, results %v; want generation 2 alone, nothing fired again", rep, out3.results)
+	}
+}
