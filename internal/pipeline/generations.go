@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"aggregator/internal/config"
 	"aggregator/internal/ready"
@@ -144,6 +145,13 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	if g.Cutover != state.NoCutover {
 		spec.From, spec.FromSet = g.Cutover, true
 	}
+	if spec.Kind == windowing.KindGlobal && spec.Early.Every == 0 {
+		// A global window fires by its early firings only, which a config
+		// of other windows does not have: the generation keeps the ones
+		// it last ran with.
+		spec.Early = storedEarly(g.Run)
+		gen.Run, gen.write = g.Run, false // keep them: the next restore reads them again
+	}
 	op, err := windowing.New(spec, resultSink{p, g.Version})
 	if err != nil {
 		return nil, nil, fmt.Errorf("generation %d: %w", g.Version, err)
@@ -152,6 +160,20 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 		op.TrackChanges()
 	}
 	return gen, op, nil
+}
+
+// storedEarly is the early firings of a generation's stored run settings
+// (none if they do not say).
+func storedEarly(run []byte) windowing.EarlySpec {
+	r, err := config.DecodeRun(run)
+	if err != nil {
+		return windowing.EarlySpec{}
+	}
+	every, err := time.ParseDuration(r["window.early_firings.every"])
+	if err != nil {
+		return windowing.EarlySpec{}
+	}
+	return windowing.EarlySpec{Every: every.Milliseconds(), Event: r["window.early_firings.time"] == "event"}
 }
 
 // newestStored is what config.PlanAgainst needs of gens' newest.

@@ -697,17 +697,32 @@ func TestGenerationSeam(t *testing.T) {
 	}
 }
 
-// TestGenerationFromCount: count windows have no time span: at the
-// cut-over the old generation's partial window fires once, Final, with
+// TestGenerationFromCount: count and global windows have no time span: at
+// the cut-over the old generation's partial window fires once, Final, with
 // what it holds, and is dropped, so the old generation retires in the
 // commit that records the new one, and a restore of it finds the new one
 // alone.
 func TestGenerationFromCount(t *testing.T) {
-	old := strings.Replace(genConfig("1", "{type: count, size: 3}", "[{name: n, fn: count}]"), "max_out_of_orderness: 1s, ", "", 1)
+	for name, window := range map[string]string{"count": "{type: count, size: 3}", "global": "{type: global, early_firings: {every: 700ms, time: event}}"} {
+		t.Run(name, func(t *testing.T) { fromCountOrGlobal(t, window) })
+	}
+}
+
+// fromCountOrGlobal is TestGenerationFromCount from window: its partial
+// window is one record.
+func fromCountOrGlobal(t *testing.T, window string) {
+	old := genConfig("1", window, "[{name: n, fn: count}]")
+	if strings.Contains(window, "count") {
+		old = strings.Replace(old, "max_out_of_orderness: 1s, ", "", 1)
+	}
 	next := genConfig("2", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}]")
 	first, _ := newProcessor(t, old)
 	first.Assign(0, 0)
-	for i := range 4 { // a full window, and one record of the next
+	n := 4 // count: a full window, and one record of the next
+	if strings.Contains(window, "global") {
+		n = 1
+	}
+	for i := range n {
 		first.Process(&ready.Input{Offset: int64(i), Value: []byte(fmt.Sprintf(`{"k":"a","t":%d,"v":1}`, 1000+i))}, math.MaxInt64)
 	}
 	log := changelog{}
