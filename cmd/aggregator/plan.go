@@ -271,6 +271,9 @@ func planPartition(cfg config.Config, p *statePartition) (string, bool) {
 	if err != nil {
 		return fmt.Sprintf("refused: generation %d's settings cannot be read by this release: %v", newest.Version, err), false
 	}
+	if err := pipeline.Refusal(cfg, plan, len(gens)); err != nil {
+		return "refused: " + err.Error(), false
+	}
 	switch plan.Verdict {
 	case config.Nothing:
 		return fmt.Sprintf("nothing: the settings of generation %d%s", newest.Version, live), true

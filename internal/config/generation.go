@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -39,4 +40,17 @@ func (s State) CutoverMillis() (int64, bool) {
 		return 0, false
 	}
 	return t.UnixMilli(), true
+}
+
+// WithState returns c with the state settings s (a stored generation's):
+// the config a generation of windows runs under, its own filter, window
+// shape and aggregates with c's run and identity settings (SPEC §11).
+func (c Config) WithState(s StateSettings) Config {
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	c.Source.Filter = slices.Clone(s.Filter)
+	w := &c.Window
+	w.Type, w.Size, w.Slide, w.Offset = s.Window.Type, ms(s.Window.Size), ms(s.Window.Slide), ms(s.Window.Offset)
+	w.Gap, w.GapField, w.Calendar, w.Timezone, w.Timeout = ms(s.Window.Gap), s.Window.GapField, s.Window.Calendar, s.Window.Timezone, ms(s.Window.Timeout)
+	c.Aggregates = slices.Clone(s.Aggregates)
+	return c
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestKeyClassesCoverConfig walks every field of Config: a key added to
@@ -193,5 +194,24 @@ func TestCutover(t *testing.T) {
 	var ke *KeyError
 	if !errors.As(err, &ke) || ke.Key != "state.cutover" || ke.Env != "AGGREGATOR_STATE_CUTOVER" {
 		t.Errorf("Parse with AGGREGATOR_STATE_CUTOVER=tomorrow = %v, want a KeyError for state.cutover naming the variable", err)
+	}
+}
+
+// TestWithState: a config given another config's state settings has
+// those state settings and keeps its own run settings.
+func TestWithState(t *testing.T) {
+	a := parseDoc(t, map[string]string{"source": "{timestamp: {field: t}, key: [sid]}", "window": "{size: 1m, allowed_lateness: 3s}",
+		"aggregates": "[{name: n, fn: count}]"})
+	b := a
+	b.Window.Type, b.Window.Size, b.Window.Slide = "sliding", 10*time.Minute, time.Minute
+	b.Aggregates = append(slices.Clone(b.Aggregates), Aggregate{Name: "longest", Fn: "max", Field: "duration"})
+	b.Source.Filter = []Filter{{Field: "kind", Equals: "call"}}
+	a.Window.AllowedLateness = 7 * time.Second
+	got := a.WithState(b.StateSettings())
+	if !got.StateSettings().Equal(b.StateSettings()) {
+		t.Errorf("WithState: state settings %s, want %s", got.StateSettings().Encode(), b.StateSettings().Encode())
+	}
+	if got.Window.AllowedLateness != 7*time.Second || !reflect.DeepEqual(got.RunSettings(), a.RunSettings()) {
+		t.Errorf("WithState changed the run settings: %v, want %v", got.RunSettings(), a.RunSettings())
 	}
 }

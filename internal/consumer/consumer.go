@@ -49,12 +49,15 @@ const (
 // and writes its Readies. It holds the clients; the topic layout and the
 // partitions' progress are the core's.
 type Consumer struct {
-	cfg     config.Config
-	log     zerolog.Logger
-	m       *metrics.Metrics
-	clock   func() time.Time
-	kafka   clients
-	writer  *producer.Writer
+	cfg    config.Config
+	log    zerolog.Logger
+	m      *metrics.Metrics
+	clock  func() time.Time
+	kafka  clients
+	writer *producer.Writer
+	// encoded are the generations whose result encoders writer has
+	// (encodeGenerations); a new writer has none.
+	encoded map[int64]bool
 	fetch   *fetcher
 	schemas schemaSource
 	// peers reads the watermark topic (by_key with watermark.scope
@@ -231,6 +234,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 // newWriter makes the writer of the producing client.
 func (c *Consumer) newWriter() {
 	c.writer = producer.NewWriter(c.kafka.pr, c.cfg, c.m, c.clock, producer.Limits(c.kafka.limits), c.kafka.root)
+	c.encoded = nil
 	if n := c.core.Layout().RepartitionPartitions(); n > 0 {
 		c.writer.SetRepartitionPartitions(n)
 	}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"aggregator/internal/config"
+	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/producer"
 )
 
 // restorePending restores every assigned partition not restored yet from
@@ -36,7 +40,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		return fmt.Errorf("restore: %w", err) // the next attempt reads from the start again (BeginRestore)
 	}
 	c.mu.Lock()
-	resumes, err := c.finishRestore(ps, stalled, began)
+	resumes, err := c.finishRestore(ctx, ps, stalled, began)
 	c.mu.Unlock()
 	c.resume(resumes) // after c.mu: it takes c.fetch.polling
 	return err
@@ -45,7 +49,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 // finishRestore ends the restore of ps, read to their ends but for
 // stalled (the read began at began), and returns the partitions whose
 // input resumes from their restored position. c.mu is held.
-func (c *Consumer) finishRestore(ps []*partition, stalled map[int32]stall, began time.Time) ([]resume, error) {
+func (c *Consumer) finishRestore(ctx context.Context, ps []*partition, stalled map[int32]stall, began time.Time) ([]resume, error) {
 	var resumes []resume
 	now := c.nowMs()
 	for _, p := range ps {
@@ -68,6 +72,11 @@ func (c *Consumer) finishRestore(ps []*partition, stalled map[int32]stall, began
 			resumes = append(resumes, r)
 		}
 		c.m.RestoredRecords.Add(float64(records))
+		rep := c.core.GenerationReport(p.id)
+		c.logGenerations(p, rep)
+		if err := c.encodeGenerations(ctx, rep.Others); err != nil {
+			return resumes, err
+		}
 		if res.Stale > 0 || res.Spent > 0 {
 			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
 				Int("stale_records", res.Stale).Int("spent_slices", res.Spent).
@@ -218,4 +227,65 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 		}
 	}
 	return nil, nil
+}
+
+// logGenerations says what p's restore decided about its config
+// generations (SPEC §11): a cut-over at info (and its metric), a
+// partition that keeps its newer stored generation at warn. c.mu is held.
+func (c *Consumer) logGenerations(p *partition, rep pipeline.GenerationReport) {
+	changes := make([]string, len(rep.Changes))
+	for i, ch := range rep.Changes {
+		changes[i] = ch.String()
+	}
+	if rep.Cutover != 0 {
+		c.m.CutoverTimestamp.WithLabelValues(strconv.Itoa(int(p.id))).Set(metrics.Seconds(rep.Cutover))
+	}
+	switch rep.Verdict {
+	case config.NewGeneration:
+		if rep.PastCutover {
+			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+				Str("state_cutover", c.cfg.State.Cutover).Str("cutover", time.UnixMilli(rep.Cutover).UTC().Format(time.RFC3339Nano)).
+				Msg("the partition's state has seen event times at or after state.cutover: it cuts over at its own T, later than all of them")
+		}
+		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+			Int64("old_version", rep.Stored).Int64("new_version", rep.Running).
+			Str("cutover", time.UnixMilli(rep.Cutover).UTC().Format(time.RFC3339Nano)).Int64("cutover_ms", rep.Cutover).
+			Strs("changes", changes).Int("live_generations", rep.Live).
+			Msg("cut over to a new generation of windows: the old one finishes its windows that start before the cut-over, the new one makes those from it on")
+	case config.Older:
+		c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+			Int64("config_version", c.cfg.State.ConfigVersion).Int64("stored_version", rep.Stored).Strs("changes", changes).
+			Msg("state.config_version is lower than the partition's newest stored generation (a pod of an older release during a rollout): the partition runs its stored generation, never an older one")
+	}
+}
+
+// encodeGenerations gives the writer the result encoders of the live
+// generations whose aggregates are not the config's, before any of their
+// results reach it: JSON names, or with sink.format avro their own schema,
+// registered under the results' subject (the registry gives it the
+// subject's next version). c.mu is held: a registry request, rare (a
+// restore that finds such a generation), waits on no rebalance callback.
+func (c *Consumer) encodeGenerations(ctx context.Context, gens []pipeline.GenerationConfig) error {
+	for _, g := range gens {
+		if c.encoded[g.Version] {
+			continue
+		}
+		var enc producer.ResultEncoder = producer.EncoderFor(g.Config)
+		if c.cfg.Sink.Format == config.FormatAvro {
+			subject := c.cfg.Sink.ResultsTopic + "-value"
+			id, err := c.schemas.registry.Register(ctx, subject, producer.AvroSchema(g.Config))
+			if err != nil {
+				return fmt.Errorf("register the Avro schema of generation %d: %w", g.Version, err)
+			}
+			enc = producer.NewAvroEncoder(g.Config, id)
+			c.log.Info().Str("subject", subject).Uint32("schema_id", id).Int64("config_version", g.Version).
+				Msg("the results of an older generation of windows are Avro of its own schema")
+		}
+		c.writer.Generation(g.Version, enc)
+		if c.encoded == nil {
+			c.encoded = map[int64]bool{}
+		}
+		c.encoded[g.Version] = true
+	}
+	return nil
 }

@@ -283,8 +283,10 @@ func (c *Consumer) updateMetrics(now int64, st *ready.Stats) {
 		c.m.WatermarkLag.Set(float64(now-st.Watermark) / 1000)
 	}
 	c.m.OpenWindows.Set(float64(st.OpenWindows))
+	c.m.Generations.Set(float64(st.Generations))
 	c.m.SessionMerges.Add(float64(st.SessionMerges))
 	c.m.KeyConflicts.Add(float64(st.KeyConflicts))
+	c.m.GenerationSkips.Add(float64(st.GenerationSkips))
 	if st.LogConflict {
 		c.logConflict(st.Conflict)
 	}

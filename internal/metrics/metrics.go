@@ -21,10 +21,13 @@ type Metrics struct {
 	Firings            *prometheus.CounterVec // {firing}
 	SessionMerges      prometheus.Counter
 	KeyConflicts       prometheus.Counter     // records of a group key seen first on another partition of the instance
+	GenerationSkips    prometheus.Counter     // records aggregated by a generation and a dead letter to another's decoding (SPEC §11)
 	Produced           *prometheus.CounterVec // {topic}: acknowledged output records
 	ProduceErrors      *prometheus.CounterVec // {topic}
 	Unwritable         *prometheus.CounterVec // {topic}: written as stubs (late, dead letters) or dropped (results)
 	OpenWindows        prometheus.Gauge
+	Generations        prometheus.Gauge     // live generations of windows over the state partitions (SPEC §11)
+	CutoverTimestamp   *prometheus.GaugeVec // {partition}: the cut-over T of a state partition's newest generation, seconds
 	PartitionWatermark *prometheus.GaugeVec // {topic, partition}, seconds
 	Watermark          prometheus.Gauge     // merged, seconds
 	WatermarkLag       prometheus.Gauge     // wall clock minus merged watermark, seconds
@@ -69,6 +72,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_session_merges_total",
 			Help: "Records that bridged two or more sessions of a key into one.",
 		}),
+		GenerationSkips: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_generation_skipped_records_total",
+			Help: "Records that a live generation of windows aggregated and another could not decode (a value one generation's aggregates need and the other's do not): counted once as aggregated, not dead letters.",
+		}),
 		KeyConflicts: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_key_partition_conflicts_total",
 			Help: "Records whose group key was seen first on another input partition of this instance (source.partitioning by_key): their windows are computed apart, per partition.",
@@ -89,6 +96,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_open_windows",
 			Help: "Windows (key, window) held in state.",
 		}),
+		Generations: f.NewGauge(prometheus.GaugeOpts{
+			Name: "aggregator_generations",
+			Help: "Live generations of windows (config generations, SPEC §11) over this instance's state partitions: one per partition, more while an old generation finishes its windows.",
+		}),
+		CutoverTimestamp: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aggregator_cutover_timestamp_seconds",
+			Help: "The event time T at which a state partition cut over to its newest generation, in seconds since the epoch (set at the cut-over).",
+		}, []string{"partition"}),
 		PartitionWatermark: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "aggregator_partition_watermark_seconds",
 			Help: "Watermark of each assigned input partition, in seconds since the epoch.",

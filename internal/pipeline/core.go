@@ -560,6 +560,11 @@ func (c *Core) FinishRestore(id int32, now int64) (res state.Result, records int
 	return c.win.FinishRestore(id, now)
 }
 
+// GenerationReport returns what the last restore of a window state
+// partition decided about its config generations (SPEC §11), for the
+// shell's log line and metrics.
+func (c *Core) GenerationReport(id int32) GenerationReport { return c.win.GenerationReport(id) }
+
 // badForm reports whether err says a compact form could not be read (its
 // *record.DecodeError lives here, not in decodeRepartition, where it would
 // be an allocation per record).
@@ -572,8 +577,9 @@ func badForm(err error) bool {
 // and its counts since the last Ready.
 func (c *Core) stats(now int64) ready.Stats {
 	w := c.win
-	st := ready.Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
+	st := ready.Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), Generations: w.Generations(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
 	st.KeyConflicts, st.Conflict, st.LogConflict = w.TakeConflicts(now)
+	st.GenerationSkips = w.TakeGenerationSkips()
 	parts := c.parts[:0]
 	for id := range w.parts {
 		if w.parts[id].assigned {

@@ -119,10 +119,13 @@ func (o *operators) of(p int32) list {
 }
 
 // advance hands wm to every operator of partition p's list (with the
-// shared shape: every partition's).
+// shared shape: every partition's), the oldest generation first: its
+// windows, which start before the next one's cut-over, fire before
+// theirs at the same watermark.
 func (o *operators) advance(p int32, wm int64) {
-	for _, s := range o.of(p) {
-		s.op.Advance(wm)
+	l := o.of(p)
+	for i := len(l) - 1; i >= 0; i-- {
+		l[i].op.Advance(wm)
 	}
 }
 
@@ -136,6 +139,18 @@ func (o *operators) start(p int32) {
 		o.per = append(o.per, nil)
 	}
 	o.per[p] = o.make()
+}
+
+// set makes l partition p's list (the per-partition shape): its
+// generations' operators, the newest first.
+func (o *operators) set(p int32, l list) {
+	if !o.perPartition {
+		return
+	}
+	for int(p) >= len(o.per) {
+		o.per = append(o.per, nil)
+	}
+	o.per[p] = l
 }
 
 // remove drops a revoked partition's state without firing.
@@ -161,8 +176,8 @@ func (o *operators) each(fn func(windowing.Operator)) {
 		return
 	}
 	for _, l := range o.per {
-		for _, s := range l {
-			fn(s.op)
+		for i := len(l) - 1; i >= 0; i-- { // the oldest generation first, as advance
+			fn(l[i].op)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -58,6 +57,9 @@ type Processor struct {
 	// keeps one window state per group key across partitions instead.
 	checkKeys, oneState bool
 	conflicts           conflicts
+	// genSkips counts the records a generation aggregated and another's
+	// decoding failed on, since the last Ready's stats.
+	genSkips int64
 
 	// What the next Ready hands over: the outputs in emission order, and
 	// the results' aggregates (copied: the engine's are valid only
@@ -87,6 +89,13 @@ type partPos struct {
 	tag      uint64 // the tag of its next checkpoint
 	repairs  []state.Repair
 	restorer *state.Restorer // the changelog records RestoreRecord took, until FinishRestore
+	// gens are its live generations (SPEC §11), the newest first: with
+	// one operator list per partition, its list's operators in the same
+	// order; with the shared list, one, the config's. multi: its records
+	// take processGenerations (more than one, or one not the config's).
+	gens   []*generation
+	multi  bool
+	report GenerationReport // what its last restore decided
 }
 
 // Mode is how a Processor runs, given once to New: its zero value is one
@@ -156,7 +165,7 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 	case mode.OneState:
 		p.checkKeys, perPartition = false, false
 	}
-	if p.ops, err = newOperators(p.spec, resultSink{p}, perPartition, mode.Checkpointed); err != nil {
+	if p.ops, err = newOperators(p.spec, resultSink{p, cfg.State.ConfigVersion}, perPartition, mode.Checkpointed); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if mode.Group > 0 {
@@ -190,15 +199,20 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 	return s
 }
 
-// resultSink keeps the engine's firings for the next Ready.
-type resultSink struct{ p *Processor }
+// resultSink keeps the engine's firings for the next Ready, each marked
+// with the config_version of the generation whose operator fired it.
+type resultSink struct {
+	p       *Processor
+	version int64
+}
 
 func (s resultSink) Emit(r *windowing.Result) {
 	p := s.p
 	lo := len(p.vals)
 	p.vals = append(p.vals, r.Aggregates...)
 	p.outs = append(p.outs, ready.Output{Kind: ready.Result, Result: *r})
-	p.outs[len(p.outs)-1].Result.Aggregates = p.vals[lo:len(p.vals):len(p.vals)]
+	o := &p.outs[len(p.outs)-1].Result
+	o.Aggregates, o.Generation = p.vals[lo:len(p.vals):len(p.vals)], s.version
 }
 
 func (p *Processor) late(in *ready.Input, eventTime, wm int64, missed windowing.Window) {
@@ -229,7 +243,7 @@ func (p *Processor) Assign(partition int32, now int64) {
 	if !p.parts[partition].assigned {
 		p.assigned++
 	}
-	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1}
+	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1, gens: []*generation{p.configGeneration()}}
 	p.marks.Assign(partition, now)
 	if p.sources != nil {
 		p.sources.Assign(partition)
@@ -274,7 +288,11 @@ func (p *Processor) Process(in *ready.Input, now int64) Outcome {
 // decodeErr are what its decoder's Decode returned), in offset order per partition.
 func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
 	if int(in.Partition) < len(p.parts) {
-		p.parts[in.Partition].next = p.offset(in) + 1
+		pp := &p.parts[in.Partition]
+		pp.next = p.offset(in) + 1
+		if pp.multi {
+			return p.processGenerations(in, rec, kind, decodeErr, now)
+		}
 	}
 	if decodeErr != nil {
 		p.deadLetter(in, decodeErr)
@@ -284,16 +302,7 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 	case record.Filtered:
 		return Filtered
 	case record.Marker:
-		if p.sources != nil {
-			return Marker // stage 1 does not forward them
-		}
-		if err := p.checkFuture(rec.Time, now); err != nil {
-			p.deadLetter(in, err)
-			return DeadLetter
-		}
-		p.marks.OnMarker(in.Partition, rec.Time, now)
-		p.advance(in.Partition)
-		return Marker
+		return p.marker(in, rec, now)
 	}
 	if err := p.checkFuture(rec.Time, now); err != nil {
 		p.deadLetter(in, err)
@@ -312,7 +321,10 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 	}
 	op := p.ops.at(rec.Partition)
 	res := op.Add(rec)
-	if res.Kind == windowing.LateEvent {
+	if res.Kind == windowing.LateEvent || res.Kind == windowing.OtherGeneration {
+		// OtherGeneration: before the cut-over of a generation whose
+		// older ones have retired, their windows dropped: late.
+		res.Kind = LateEvent
 		p.late(in, rec.Time, op.Judged(rec.Partition), res.Missed)
 	}
 	if p.sources == nil {
@@ -322,6 +334,29 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 		p.sourceMark(in, in.After)
 	}
 	return res.Kind
+}
+
+// genAt is the partition's i-th generation (nil: none, a partition
+// never assigned).
+func (pp *partPos) genAt(i int) *generation {
+	if i < len(pp.gens) {
+		return pp.gens[i]
+	}
+	return nil
+}
+
+// marker applies a punctuated watermark's marker record.
+func (p *Processor) marker(in *ready.Input, rec *record.Record, now int64) Outcome {
+	if p.sources != nil {
+		return Marker // stage 1 does not forward them
+	}
+	if err := p.checkFuture(rec.Time, now); err != nil {
+		p.deadLetter(in, err)
+		return DeadLetter
+	}
+	p.marks.OnMarker(in.Partition, rec.Time, now)
+	p.advance(in.Partition)
+	return Marker
 }
 
 // offset is where in is in its state partition's log: the input offset,
@@ -540,12 +575,37 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			pp.repairs = nil
 		}
 	}
-	entry := func(en *windowing.Entry) { // one closure for every operator's changes
-		p.enc.Entry(en, p.parts[en.Partition].tag)
-		p.parts[en.Partition].written = -2 // its position must be written too
+	for id := range p.parts {
+		if pp := &p.parts[id]; pp.assigned && pp.next >= 0 && p.generationRecords(int32(id), pp) {
+			pp.written = -2 // a generation's record counts with its commit's position
+		}
 	}
-	p.ops.each(func(op windowing.Operator) { op.Changes(entry) })
+	gen := 0                             // the generation, by its index in its partition's list, of the operator whose changes are handed out
+	entry := func(en *windowing.Entry) { // one closure for every operator's changes
+		pp := &p.parts[en.Partition]
+		if g := pp.genAt(gen); g == nil || g.LegacyKeys {
+			p.enc.Entry(en, pp.tag)
+		} else {
+			p.enc.GenerationEntry(g.Version, en, pp.tag)
+		}
+		pp.written = -2 // its position must be written too
+	}
+	if !p.ops.perPartition {
+		p.ops.each(func(op windowing.Operator) { op.Changes(entry) })
+	} else {
+		for _, l := range p.ops.per {
+			for i, s := range l {
+				gen = i
+				s.op.Changes(entry)
+			}
+		}
+	}
 	data = p.enc.Finish()
+	for id := range p.parts {
+		if pp := &p.parts[id]; pp.assigned && len(pp.gens) > 1 && p.ops.perPartition {
+			data = p.retire(int32(id), pp, data)
+		}
+	}
 	for id := range p.parts {
 		pp := &p.parts[id]
 		if !pp.assigned {
@@ -633,28 +693,13 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		// its first owner would have judged them.
 		p.lowerFor(partition, math.MinInt64)
 	}
-	var spent []state.Repair
-	res, err := r.Finish(func(en *windowing.Entry) error {
-		if en.Partition != partition {
-			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
-		}
-		err := p.ops.at(partition).Restore(en, dropped)
-		if errors.Is(err, windowing.ErrSpent) {
-			// A slice the engine would have deleted (a stale writer's,
-			// see state.Result.Spent): left out, and deleted by the
-			// next commit, so that no restore stops at it.
-			spent = append(spent, state.Repair{Key: state.AppendKey(nil, en)})
-			return nil
-		}
-		return err
-	})
-	p.ops.at(partition).FinishRestore()
+	pos, hasPos := r.Position()
+	res, err := p.restoreGenerations(partition, r, dropped, pos, hasPos)
 	if err != nil {
 		return res, err
 	}
-	res.Spent = len(spent)
 	pp := &p.parts[partition]
-	pp.tag, pp.repairs, pp.restored = res.NextTag, append(res.Repairs, spent...), true
+	pp.tag, pp.repairs, pp.restored = res.NextTag, res.Repairs, true
 	if res.HasPosition {
 		pp.next = res.Position.Offset
 		pp.written, pp.merged = res.Position.Offset, res.Position.Merged

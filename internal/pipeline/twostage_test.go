@@ -91,7 +91,13 @@ const midMarkers step = 100
 
 func newTwoStage(t *testing.T, exactlyOnce bool, c *cluster2) *twoStage {
 	t.Helper()
-	cfg, err := config.Parse([]byte(twoStageYaml), nil)
+	return newTwoStageOf(t, twoStageYaml, exactlyOnce, c)
+}
+
+// newTwoStageOf is newTwoStage of the config yaml.
+func newTwoStageOf(t *testing.T, yaml string, exactlyOnce bool, c *cluster2) *twoStage {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), nil)
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}

@@ -1,7 +1,9 @@
 package producer
 
 import (
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +27,51 @@ type resultsTopic struct {
 	done       func(*kgo.Record, error) // the promise of results caused by those records
 	copiedDone func(*kgo.Record, error) // of a result produced again by RewriteRefused
 	pool       sync.Pool                // *resultRecord: a result's record is reused once acknowledged
+	// version is the header aggregator.config_version of the last
+	// result's generation (shared by the records of that generation: a
+	// header is not allocated per result), of versionOf.
+	version   []kgo.RecordHeader
+	versionOf int64
+	// current is the config's state.config_version, whose results values
+	// encodes; gens the encoders of other generations (Writer.Generation:
+	// set by the engine goroutine, read by the writer goroutine), of which
+	// lastGen, lastEnc are the last one used.
+	current int64
+	gens    atomic.Pointer[map[int64]ResultEncoder]
+	lastGen int64
+	lastEnc ResultEncoder
+}
+
+// encoder is the encoder of results of generation v: values, unless
+// another generation's was given.
+func (t *resultsTopic) encoder(v int64) ResultEncoder {
+	if v == t.current {
+		return t.values
+	}
+	if t.lastEnc != nil && t.lastGen == v {
+		return t.lastEnc
+	}
+	if m := t.gens.Load(); m != nil {
+		if enc, ok := (*m)[v]; ok {
+			t.lastGen, t.lastEnc = v, enc
+			return enc
+		}
+	}
+	return t.values
+}
+
+// HeaderConfigVersion is a result's header that names the
+// state.config_version of the generation of windows that computed it
+// (SPEC §11).
+const HeaderConfigVersion = "aggregator.config_version"
+
+// versionHeader returns the headers of a result of generation v.
+func (t *resultsTopic) versionHeader(v int64) []kgo.RecordHeader {
+	if t.version == nil || t.versionOf != v {
+		t.version = []kgo.RecordHeader{{Key: HeaderConfigVersion, Value: strconv.AppendInt(nil, v, 10)}}
+		t.versionOf = v
+	}
+	return t.version[:1:1]
 }
 
 // resultSize is the room for a result's key and value that comes with its
@@ -45,11 +92,11 @@ func (t *resultsTopic) record(r *ready.WindowResult, now time.Time) *resultRecor
 	k := t.enc.AppendKey(out.buf[:0], r)
 	n := len(k)
 	if r.Firing == ready.Retract {
-		out.rec = kgo.Record{Topic: t.name, Key: k[:n:n], Timestamp: now}
+		out.rec = kgo.Record{Topic: t.name, Key: k[:n:n], Timestamp: now, Headers: t.versionHeader(r.Generation)}
 		return out
 	}
-	v := t.values.AppendResult(k, r)
-	out.rec = kgo.Record{Topic: t.name, Key: v[:n:n], Value: v[n:], Timestamp: now}
+	v := t.encoder(r.Generation).AppendResult(k, r)
+	out.rec = kgo.Record{Topic: t.name, Key: v[:n:n], Value: v[n:], Timestamp: now, Headers: t.versionHeader(r.Generation)}
 	return out
 }
 

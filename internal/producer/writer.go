@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"time"
 	"unsafe"
 
@@ -58,7 +59,7 @@ type topicMetrics struct{ produced, failed prometheus.Counter }
 func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time.Time, limits Limits, log zerolog.Logger) *Writer {
 	w := &Writer{cl: cl, sink: cfg.Sink, now: now,
 		log: log.With().Str("component", "producer").Logger()}
-	w.res.name, w.res.enc = cfg.Sink.ResultsTopic, EncoderFor(cfg)
+	w.res.name, w.res.enc, w.res.current = cfg.Sink.ResultsTopic, EncoderFor(cfg), cfg.State.ConfigVersion
 	w.res.values = w.res.enc
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
@@ -229,6 +230,21 @@ func (w *Writer) produceResult(ctx context.Context, r *ready.WindowResult, now t
 // EncodeResults makes w write result values with enc (sink.format avro)
 // instead of JSON; keys stay JSON. Call it before the first output.
 func (w *Writer) EncodeResults(enc ResultEncoder) { w.res.values = enc }
+
+// Generation makes w encode the results of the generation of windows of
+// state.config_version version with enc (SPEC §11: a generation whose
+// aggregates are not the config's; EncoderFor of its config, or an Avro
+// encoder of its schema). Call it before the first result of that
+// generation is handed to w; it is safe while the writer goroutine
+// writes.
+func (w *Writer) Generation(version int64, enc ResultEncoder) {
+	next := map[int64]ResultEncoder{}
+	if m := w.res.gens.Load(); m != nil {
+		maps.Copy(next, *m)
+	}
+	next[version] = enc
+	w.res.gens.Store(&next)
+}
 
 // Late produces the original record to the late topic with its provenance.
 func (w *Writer) Late(in *ready.Input, eventTime, watermark int64, missed ready.Window) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -280,5 +281,57 @@ func TestWriterRetraction(t *testing.T) {
 	}
 	if got := value(m.Firings.WithLabelValues("retract")); got != 1 {
 		t.Errorf("firings{retract} = %v, want 1", got)
+	}
+}
+
+// TestWriterResultConfigVersion: a result carries the header
+// aggregator.config_version, its generation's state.config_version (SPEC
+// §11); results of two generations interleaved each carry their own.
+func TestWriterResultConfigVersion(t *testing.T) {
+	cl := &fakeClient{}
+	w := newWriter(t, cl, sinkConfig(), nil, time.Now)
+	for _, gen := range []int64{3, 4, 3, 0} {
+		r := &windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 0, End: 5000}, Count: 1,
+			Aggregates: []record.Value{record.Number(1)}, Generation: gen}
+		w.Result(r)
+	}
+	w.Sync()
+	var got []string
+	for _, rec := range cl.recs {
+		for _, h := range rec.Headers {
+			if h.Key == producer.HeaderConfigVersion {
+				got = append(got, string(h.Value))
+			}
+		}
+	}
+	if want := []string{"3", "4", "3", "0"}; !slices.Equal(got, want) {
+		t.Errorf("the results' %s headers are %q, want %q", producer.HeaderConfigVersion, got, want)
+	}
+}
+
+// TestWriterGenerationEncoders: the results of a generation whose
+// aggregates are not the config's are encoded under its own (their names
+// in JSON), the config's generation's under the config's.
+func TestWriterGenerationEncoders(t *testing.T) {
+	cl := &fakeClient{}
+	cfg := sinkConfig()
+	cfg.State.ConfigVersion = 4
+	w := newWriter(t, cl, cfg, nil, time.Now)
+	old := cfg
+	old.Aggregates = []config.Aggregate{{Name: "total", Fn: "sum", Field: "d"}, {Name: "longest", Fn: "max", Field: "d"}}
+	w.Generation(3, producer.EncoderFor(old))
+	w.Result(&windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 0, End: 5000}, Count: 2,
+		Aggregates: []record.Value{record.Number(7), record.Number(5)}, Generation: 3})
+	w.Result(&windowing.Result{Key: `{"sid":"a"}`, Window: windowing.Window{Start: 5000, End: 10000}, Count: 1,
+		Aggregates: []record.Value{record.Number(1)}, Generation: 4})
+	w.Sync()
+	if len(cl.recs) != 2 {
+		t.Fatalf("produced %d records, want 2", len(cl.recs))
+	}
+	if v := string(cl.recs[0].Value); !strings.Contains(v, `"total":7`) || !strings.Contains(v, `"longest":5`) {
+		t.Errorf("generation 3's result = %s, want its aggregates total and longest", v)
+	}
+	if v := string(cl.recs[1].Value); !strings.Contains(v, `"calls":1`) {
+		t.Errorf("generation 4's result = %s, want the config's aggregate calls", v)
 	}
 }

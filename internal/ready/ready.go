@@ -41,8 +41,12 @@ type Ready struct {
 type Stats struct {
 	Watermark      int64 // the watermark the windows follow (the lowest of the partitions' with one operator per partition)
 	OpenWindows    int   // open (key, window) pairs
+	Generations    int   // live generations of windows over the state partitions (SPEC §11)
 	IdlePartitions int   // idle partitions of the window state
 	SessionMerges  int64 // records that bridged sessions, since the last Ready
+	// GenerationSkips are records a generation aggregated and another's
+	// decoding failed on, since the last Ready (SPEC §11).
+	GenerationSkips int64
 	// KeyConflicts are by_key's records on another partition than their
 	// group key's first, since the last Ready; Conflict is one to log
 	// when LogConflict (at most one a minute).

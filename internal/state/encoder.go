@@ -57,6 +57,23 @@ func (e *Encoder) Entry(en *windowing.Entry, tag uint64) {
 	e.data = append(e.data, ready.Changelog{Partition: en.Partition, Tag: tag})
 }
 
+// GenerationEntry is Entry for an entry of the generation of
+// config_version gen whose entries have generation keys
+// (AppendGenerationKey; a generation whose record says LegacyKeys writes
+// Entry's).
+func (e *Encoder) GenerationEntry(gen int64, en *windowing.Entry, tag uint64) {
+	if e.first < 0 {
+		e.first = len(e.data)
+	}
+	e.buf = AppendGenerationKey(e.buf, gen, en)
+	keyEnd := len(e.buf)
+	if !en.Deleted {
+		e.buf = AppendValue(e.buf, en, tag)
+	}
+	e.ends = append(e.ends, [2]int{keyEnd, len(e.buf)})
+	e.data = append(e.data, ready.Changelog{Partition: en.Partition, Tag: tag})
+}
+
 // Finish returns the commit's records. Their bytes are valid until the
 // Accept after the next Finish.
 func (e *Encoder) Finish() []ready.Changelog {
@@ -88,4 +105,16 @@ func (e *Encoder) Drop() { e.last = nil }
 // under tag (written after the commit's other records of the partition).
 func PositionRecord(partition int32, pos Position, tag uint64) ready.Changelog {
 	return ready.Changelog{Partition: partition, Key: PositionKey(nil, partition), Value: AppendPosition(nil, pos, tag), Tag: tag}
+}
+
+// GenerationRecord is the changelog record of partition's generation g
+// under tag (written in the commit of its cut-over, with its first
+// entries); with retired, its tombstone (the commit that drops its last
+// window).
+func GenerationRecord(partition int32, g Generation, tag uint64, retired bool) ready.Changelog {
+	r := ready.Changelog{Partition: partition, Key: GenerationKey(nil, partition, g.Version), Tag: tag}
+	if !retired {
+		r.Value = AppendGeneration(nil, g, tag)
+	}
+	return r
 }

@@ -229,6 +229,42 @@ func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
 // that holds more than one generation (written by a later release).
 var ErrGenerations = errors.New("several generations")
 
+// Generations returns the partition's live generations as the records so
+// far hold them, by version (the ones FinishGenerations returns): the
+// core decides from them, before the entries are handed over, which
+// operator each generation restores into.
+func (r *Restorer) Generations() ([]Generation, error) {
+	var stored []Generation
+	legacyEntries, entryGens := false, map[int64]bool{}
+	for key, c := range r.chains {
+		chosen := -1
+		for i, v := range *c {
+			if v.tag <= r.posTag {
+				chosen = i
+			}
+		}
+		if chosen < 0 || (*c)[chosen].len < 0 {
+			continue
+		}
+		k, err := decodeKey([]byte(key))
+		switch {
+		case err != nil:
+			return nil, err
+		case k.kind == kindGeneration:
+			g, err := decodeGeneration(k, r.value((*c)[chosen]))
+			if err != nil {
+				return nil, fmt.Errorf("key %q: %w", key, err)
+			}
+			stored = append(stored, g)
+		case k.hasGen:
+			entryGens[k.gen] = true
+		default:
+			legacyEntries = true
+		}
+	}
+	return generations(stored, legacyEntries, entryGens)
+}
+
 // FinishGenerations hands fn the partition's committed entries, each with
 // its generation's version, every slice (or session) first, then every
 // window, and returns the partition's generations in Result.Generations.
@@ -251,36 +287,7 @@ func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) err
 	var en windowing.Entry // slices are lent to fn; windows are kept
 	// The generations come first: an entry is handed over with its
 	// generation's version.
-	var stored []Generation
-	legacyEntries, entryGens := false, map[int64]bool{}
-	for _, kc := range all {
-		c := *kc.c
-		chosen := -1
-		for i, v := range c {
-			if v.tag <= r.posTag {
-				chosen = i
-			}
-		}
-		if chosen < 0 || c[chosen].len < 0 {
-			continue
-		}
-		k, err := decodeKey([]byte(kc.key))
-		switch {
-		case err != nil:
-			return Result{}, err
-		case k.kind == kindGeneration:
-			g, err := decodeGeneration(k, r.value(c[chosen]))
-			if err != nil {
-				return Result{}, fmt.Errorf("key %q: %w", kc.key, err)
-			}
-			stored = append(stored, g)
-		case k.hasGen:
-			entryGens[k.gen] = true
-		default:
-			legacyEntries = true
-		}
-	}
-	gens, err := generations(stored, legacyEntries, entryGens)
+	gens, err := r.Generations()
 	if err != nil {
 		return Result{}, err
 	}

@@ -190,8 +190,13 @@ func (c *Counts) CutOver(int64) {
 	c.cut = true
 	var keys []int32
 	for ki, k := range c.keys.live() {
-		if len(c.keys.ext(ki).slices) > 0 && k.id != "" {
+		if k.id == "" {
+			continue
+		}
+		if len(c.keys.ext(ki).slices) > 0 {
 			keys = append(keys, ki)
+		} else if c.tumbling() {
+			c.note(ki) // its entry (the window index) goes: the generation takes no record
 		}
 	}
 	slices.SortFunc(keys, c.keys.compare)
@@ -362,6 +367,10 @@ func (c *Counts) Changes(fn func(*Entry)) {
 			if len(k.slices) > 0 {
 				c.sliceEntry(&en, &k.slices[0])
 			}
+			// Cut over (CutOver), a key needs no window index any more: its
+			// entry is deleted, so the generation leaves nothing in the
+			// changelog once it retires.
+			en.Deleted = c.cut && len(k.slices) == 0
 			fn(&en)
 			continue
 		}

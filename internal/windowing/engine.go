@@ -254,6 +254,11 @@ func (e *Engine) window(start int64) Window {
 
 func (e *Engine) maxTimestamp(start int64) int64 { return e.window(start).MaxTimestamp() }
 
+// EndOf is the end of the engine's window (or slice's window) that
+// starts at start: an upper bound of the event times a slice at start
+// holds.
+func (e *Engine) EndOf(start int64) int64 { return e.window(start).End }
+
 func (e *Engine) cleanupTime(start int64) int64 { return e.window(start).CleanupTime(e.lateness) }
 
 // numbers makes result values: small integers come from a table, other

@@ -474,7 +474,7 @@ func TestRestoreRejects(t *testing.T) {
 		"split past the id":             {tumbling, func(en *windowing.Entry) { en.Split = len(en.ID) + 1 }, false, 0},
 		"negative split":                {tumbling, func(en *windowing.Entry) { en.Split = -1 }, false, 0},
 		"key is not an object":          {tumbling, func(en *windowing.Entry) { en.ID = en.ID[:en.Split] + `"k"` }, false, 0},
-		"slice of dropped windows only": {sliding, func(*windowing.Entry) {}, false, 19},
+		"slice of dropped windows only": {sliding, func(*windowing.Entry) {}, true, 19}, // already dropped: TestRestoreUnderLowerLateness
 		"slice of one dropped window":   {sliding, func(*windowing.Entry) {}, true, 14},
 	}
 	for name, tt := range tests {
@@ -494,6 +494,59 @@ func TestRestoreRejects(t *testing.T) {
 			}
 			if got := err == nil; got != tt.ok {
 				t.Errorf("Restore(%v, %d) = %v, want an error: %v", idOf(&en), tt.dropped, err, !tt.ok)
+			}
+		})
+	}
+}
+
+// TestRestoreUnderLowerLateness: allowed_lateness is a run setting (SPEC
+// §11): state written under 5 ms of lateness restores under 0. A window
+// past the lower lateness at the previous owner's watermark is already
+// dropped: its slice (and a sliding window's entry) is not restored,
+// nothing fires for it, its tombstone goes in the next commit, and a
+// record for it is late. The windows still open restore and fire as
+// usual.
+func TestRestoreUnderLowerLateness(t *testing.T) {
+	k, kf := textKey("k")
+	for _, p := range []params{{"tumbling", 10, 0, 0, 5, "on_watermark"}, {"sliding", 10, 5, 0, 5, "on_watermark"}} {
+		t.Run(p.typ, func(t *testing.T) {
+			a, _ := newEngine(t, p.spec(sumCount...))
+			feed(a, 0, [][2]float64{{1, 1}, {11, 4}})
+			a.Advance(12) // [0,10) fired, kept until 14 by the lateness
+			store := newChangelog()
+			if _, err := store.commit(a); err != nil {
+				t.Fatal(err)
+			}
+			lower := p
+			lower.lateness = 0
+			b, c := newEngine(t, lower.spec(sumCount...))
+			b.Advance(12) // the restored position's watermark
+			if err := store.restore(b, nil); err != nil {
+				t.Fatalf("restore under a lower lateness: %v", err)
+			}
+			b.FinishRestore()
+			if len(c.got) != 0 {
+				t.Errorf("FinishRestore emitted %v, want nothing (no window fires twice on time)", briefs(c.got))
+			}
+			var gone []int64
+			b.Changes(func(en *windowing.Entry) {
+				if en.Deleted {
+					gone = append(gone, en.Start)
+				}
+			})
+			if !slices.Contains(gone, 0) {
+				t.Errorf("Changes after the restore handed out tombstones at %v, want the slice at 0's", gone)
+			}
+			if out := b.Add(&record.Record{Time: 2, Key: k, KeyFields: kf, Values: []record.Value{record.Number(1), {}}}); out.Kind != windowing.LateEvent {
+				t.Errorf("a record at 2 after the restore is %v, want late: its window is dropped", out.Kind)
+			}
+			b.Advance(100)
+			var sums []float64
+			for _, r := range c.got {
+				sums = append(sums, r.Aggregates[0].Num)
+			}
+			if want := map[string][]float64{"tumbling": {4}, "sliding": {4, 4}}[p.typ]; !slices.Equal(sums, want) {
+				t.Errorf("after Advance(100) the sums fired are %v, want %v (the windows of the record at 11)", sums, want)
 			}
 		})
 	}

@@ -276,6 +276,9 @@ func (e *Engine) Restore(en *Entry, dropped int64) error {
 	if ok, err := restorable(en); !ok {
 		return err
 	}
+	if e.pastLateness(en, dropped) {
+		return nil
+	}
 	ki, k := e.keyByID(en.Partition, en.ID, en.Split)
 	switch en.Kind {
 	case SliceEntry:
@@ -286,6 +289,41 @@ func (e *Engine) Restore(en *Entry, dropped int64) error {
 		return fmt.Errorf("restore: session [%d, %d) of %s does not fit a tumbling or sliding window (was the window changed?)", en.Start, en.End, en.ID[en.Split:])
 	}
 	return fmt.Errorf("restore: unknown entry kind %d", en.Kind)
+}
+
+// pastLateness reports whether en is a slice every window of which, or a
+// sliding window whose cleanup time, is at or below dropped, under this
+// engine's allowed_lateness: a lateness lowered since the entry was
+// written (a run setting, SPEC §11) drops it as the previous owner would
+// have, had the lower lateness been in force. It is already dropped: it
+// is not restored, fires nothing, and its tombstone goes in the next
+// commit (when the engine tracks its changes), so compaction removes it.
+func (e *Engine) pastLateness(en *Entry, dropped int64) bool {
+	var last int64
+	switch en.Kind {
+	case SliceEntry:
+		if e.paneStart(en.Start) != en.Start {
+			return false // restoreSlice says what is wrong with it
+		}
+		last = e.lastStart(en.Start)
+		if last >= e.until {
+			return false // the generation's bounds: restoreSlice decides
+		}
+	case WindowEntry:
+		if e.tumbling {
+			return false
+		}
+		last = en.Start
+	default:
+		return false
+	}
+	if e.cleanupTime(last) > dropped {
+		return false
+	}
+	if e.track {
+		e.changes.gone = append(e.changes.gone, goneRef{en.Kind, en.Partition, en.ID, uint32(en.Split), en.Start})
+	}
+	return true
 }
 
 // restorable reports whether Restore takes en (a tombstone it skips), and

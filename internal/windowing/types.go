@@ -71,6 +71,10 @@ type Result struct {
 	Revision   int64 // firings of this (key, window) before this one
 	Watermark  int64 // the merged watermark at the firing
 	Seq        int64 // count windows: the window's index for its key (with a slide, the firing's)
+	// Generation is the state.config_version of the generation of
+	// windows that computed it (SPEC §11): the core sets it, an operator
+	// leaves it 0.
+	Generation int64
 }
 
 // Sink receives results in emission order.

@@ -1,0 +1,558 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"aggregator/internal/config"
+	"aggregator/internal/ready"
+	"aggregator/internal/record"
+	"aggregator/internal/state"
+	"aggregator/internal/windowing"
+)
+
+// This file is the config generations of SPEC §11 in the window stage:
+// which generations a state partition restores, what the config does to
+// them (config.PlanAgainst, decided at the restore), and the records of a
+// partition with more than one live generation.
+
+// generation is one live generation of a state partition's windows: its
+// changelog record (version, cut-over, settings) and how its records are
+// decoded. With a list of operators per partition, a partition's i-th
+// generation is the i-th operator of its list, the newest first.
+type generation struct {
+	state.Generation
+	// own: its state settings are the config's, so its records are the
+	// core's decoding; otherwise dec decodes them again under its own
+	// filter and aggregates (the identity settings are the same).
+	own bool
+	dec *record.Decoder
+	cfg config.Config // its config (the run settings the config's), when not own
+	rec record.Record
+	// What its decoding of the record in hand gave (several generations).
+	kind record.Kind
+	err  error
+	// write: its record goes in the partition's next commit (a new
+	// generation, a settings record adopted, new run settings).
+	write bool
+}
+
+// GenerationReport is what a partition's last restore decided about its
+// generations (SPEC §11), for the shell's log line and metrics.
+type GenerationReport struct {
+	Verdict config.Verdict
+	// Stored is the newest stored generation's state.config_version (-1:
+	// none), Running the version of the generation that creates the
+	// partition's new windows now.
+	Stored, Running int64
+	// Cutover is T of the newest generation: a new one (Verdict
+	// NewGeneration), or one restored that was cut over before; 0 for a
+	// partition's first generation.
+	Cutover int64
+	// PastCutover: state.cutover is set and the partition's state had
+	// seen event times at or after it, so it took its own T.
+	PastCutover bool
+	Changes     []config.Change // state settings changed (NewGeneration, Older)
+	Run         []config.Change // run settings changed
+	Live        int             // live generations after the restore
+	// Others are the live generations whose state settings are not the
+	// config's, with their configs: the shell encodes their results
+	// under their aggregates (JSON names, an Avro schema of their own).
+	Others []GenerationConfig
+}
+
+// GenerationConfig is a live generation's state.config_version and the
+// config its windows are computed under.
+type GenerationConfig struct {
+	Version int64
+	Config  config.Config
+}
+
+// errScope refuses what one operator list for every partition cannot
+// hold: a state partition of several generations, or of other settings
+// than the config's.
+func errScope(what string) error {
+	return &config.KeyError{Key: "watermark.scope", Value: "global",
+		Reason: what + ": this release runs several generations of windows, or a partition's older one, only with one window state per partition (watermark.scope: partition, or source.partitioning: repartition); change the state settings back, or run the new config as a new source.group"}
+}
+
+// Refusal is what run's restore refuses beyond config.PlanAgainst's
+// refusals, given the plan of cfg against a state partition whose newest
+// stored generation's settings are known and which holds generations
+// live generations (nil: none); plan prints it too. One window state for
+// every partition (by_key with watermark.scope global) holds one
+// generation of the config's settings; stage 1 (repartition) filters
+// with the config's source.filter before the generations.
+func Refusal(cfg config.Config, plan config.Plan, generations int) error {
+	shared := cfg.Source.ByKey() && cfg.Watermark.GlobalScope()
+	switch {
+	case shared && generations > 1:
+		return errScope(fmt.Sprintf("the state partition holds %d generations", generations))
+	case shared && (plan.Verdict == config.NewGeneration || plan.Verdict == config.Older && len(plan.Changes) > 0):
+		return errScope(describe(plan))
+	case plan.Verdict == config.NewGeneration && !cfg.Source.ByKey():
+		for _, ch := range plan.Changes {
+			if strings.HasPrefix(ch.Key, "source.filter") {
+				return errFilterStage1(ch)
+			}
+		}
+	}
+	return nil
+}
+
+// errFilterStage1 refuses a new generation of another source.filter with
+// source.partitioning repartition: stage 1 filters with the config's
+// filter before the records reach the windows, so the old generation
+// would not see the records only its own filter accepts.
+func errFilterStage1(ch config.Change) error {
+	return &config.KeyError{Key: "source.filter", Value: ch.New,
+		Reason: "changed (" + ch.String() + ") with source.partitioning repartition: stage 1 filters records before they reach a generation's windows, so the old generation would lose the records only its filter accepts; change the filter with the window settings unchanged in a release of its own, as a new source.group, or keep it"}
+}
+
+// configGeneration is the generation of the config's own settings, as a
+// partition's first: its entries have version-1 keys (as before
+// generations), so its record is all that the changelog gains.
+func (p *Processor) configGeneration() *generation {
+	cfg := p.cfg
+	return &generation{Generation: state.Generation{Version: cfg.State.ConfigVersion, Cutover: state.NoCutover, LegacyKeys: true,
+		Settings: cfg.StateSettings().Encode(), Identity: cfg.IdentitySettings().Encode(), Run: cfg.RunSettings().Encode()}, own: true, write: true}
+}
+
+// storedGeneration is generation g of a partition's changelog, run under
+// its own state settings and the config's run settings: its operator,
+// made with its cut-over as From.
+func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing.Operator, error) {
+	st, err := config.DecodeState(g.Settings)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generation %d: %w", g.Version, err)
+	}
+	gen := &generation{Generation: g, own: st.Equal(p.cfg.StateSettings())}
+	run := p.cfg.RunSettings().Encode()
+	if string(g.Run) != string(run) {
+		gen.Run, gen.write = run, true // the run settings it runs with from now on
+	}
+	cfg := p.cfg.WithState(st)
+	if !gen.own {
+		gen.cfg = cfg
+		if gen.dec, err = record.NewDecoder(cfg.RecordSpec(), p.schemas); err != nil {
+			return nil, nil, fmt.Errorf("generation %d: decoder: %w", g.Version, err)
+		}
+	}
+	spec := WindowSpec(cfg)
+	if g.Cutover != state.NoCutover {
+		spec.From, spec.FromSet = g.Cutover, true
+	}
+	if spec.Kind == windowing.KindGlobal && spec.Early.Every == 0 {
+		// A global window fires by its early firings only, which a config
+		// of other windows does not have: the generation keeps the ones
+		// it last ran with.
+		spec.Early = storedEarly(g.Run)
+		gen.Run, gen.write = g.Run, false // keep them: the next restore reads them again
+	}
+	op, err := windowing.New(spec, resultSink{p, g.Version})
+	if err != nil {
+		return nil, nil, fmt.Errorf("generation %d: %w", g.Version, err)
+	}
+	if p.tracking {
+		op.TrackChanges()
+	}
+	return gen, op, nil
+}
+
+// storedEarly is the early firings of a generation's stored run settings
+// (none if they do not say).
+func storedEarly(run []byte) windowing.EarlySpec {
+	r, err := config.DecodeRun(run)
+	if err != nil {
+		return windowing.EarlySpec{}
+	}
+	every, err := time.ParseDuration(r["window.early_firings.every"])
+	if err != nil {
+		return windowing.EarlySpec{}
+	}
+	return windowing.EarlySpec{Every: every.Milliseconds(), Event: r["window.early_firings.time"] == "event"}
+}
+
+// newestStored is what config.PlanAgainst needs of gens' newest.
+func newestStored(gens []state.Generation) *config.Stored {
+	if len(gens) == 0 {
+		return nil
+	}
+	g := gens[len(gens)-1]
+	return &config.Stored{Version: g.Version, State: g.Settings, Identity: g.Identity, Run: g.Run}
+}
+
+// restoreGenerations restores partition from r: it decides with
+// config.PlanAgainst what the config does to the generations r holds,
+// gives each generation an operator (a list of them with one list per
+// partition; the shared list holds the config's only), hands each entry
+// to its generation's, and cuts over to a new generation if the config
+// starts one. dropped is what the previous owner had dropped, pos its
+// position (ok: it has one).
+func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropped int64, pos state.Position, hasPos bool) (state.Result, error) {
+	stored, err := r.Generations()
+	if err != nil {
+		return state.Result{}, err
+	}
+	plan, err := p.cfg.PlanAgainst(newestStored(stored))
+	if err != nil {
+		return state.Result{}, err
+	}
+	rep := GenerationReport{Verdict: plan.Verdict, Stored: -1, Running: p.cfg.State.ConfigVersion, Changes: plan.Changes, Run: plan.Run}
+	if len(stored) > 0 {
+		rep.Stored = stored[len(stored)-1].Version
+	}
+	if plan.Verdict == config.Refused {
+		return state.Result{}, plan.Refusal
+	}
+	pp := &p.parts[partition]
+	known := len(stored) > 0 && stored[len(stored)-1].Known()
+	cutover := plan.Verdict == config.NewGeneration
+	if known {
+		if err := Refusal(p.cfg, plan, len(stored)); err != nil {
+			return state.Result{}, err
+		}
+	}
+	// gens and ops are the generations restored, oldest first; the one
+	// the config adds (cutover) comes after the restore.
+	var gens []*generation
+	var ops []windowing.Operator
+	switch {
+	case !known: // none, or a changelog written before generations: the config's settings
+		g := p.configGeneration()
+		if len(stored) == 1 && stored[0].Version != 0 {
+			g.Version = stored[0].Version
+		}
+		gens, ops = []*generation{g}, []windowing.Operator{p.ops.at(partition)}
+	case !p.ops.perPartition: // one generation of the config's settings: Refusal let no other through
+		g, _, err := p.storedGeneration(stored[0])
+		if err != nil {
+			return state.Result{}, err
+		}
+		gens, ops = []*generation{g}, []windowing.Operator{p.ops.at(partition)}
+	default:
+		for i, sg := range stored {
+			g, op, err := p.storedGeneration(sg)
+			if err != nil {
+				return state.Result{}, err
+			}
+			if i+1 < len(stored) {
+				op.CutOver(stored[i+1].Cutover) // before its first Restore
+			}
+			gens, ops = append(gens, g), append(ops, op)
+		}
+	}
+	byVersion := make(map[int64]int, len(gens))
+	for i, g := range gens {
+		byVersion[g.Version] = i
+	}
+	if hasPos {
+		for _, op := range ops {
+			op.SetFloor(partition, pos.Floor)
+		}
+	}
+	// seen is the latest event time the partition's state has seen: its
+	// generator's (by_key), or in stage 2, whose position keeps no
+	// such time, a bound from the windows in state (the end of each:
+	// a record of a window dropped since is below the watermark).
+	seen, bound := int64(math.MinInt64), p.sources != nil
+	if hasPos {
+		seen = max(pos.MaxTimestamp, pos.Watermark)
+	}
+	var spent []state.Repair
+	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {
+		if en.Partition != partition {
+			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
+		}
+		i, ok := byVersion[gen]
+		if !ok && !known { // the implicit generation: its version is 0 in the keys
+			i, ok = 0, true
+		}
+		if !ok {
+			return fmt.Errorf("an entry of generation %d, which the partition does not hold", gen)
+		}
+		if cutover && bound {
+			seen = max(seen, latestIn(ops[i], en))
+		}
+		err := ops[i].Restore(en, dropped)
+		if errors.Is(err, windowing.ErrSpent) {
+			// A slice the engine would have deleted (a stale writer's,
+			// see state.Result.Spent): left out, and deleted by the
+			// next commit, so that no restore stops at it.
+			spent = append(spent, state.Repair{Key: state.AppendKey(nil, en)})
+			return nil
+		}
+		return err
+	})
+	res.Spent = len(spent)
+	res.Repairs = append(res.Repairs, spent...)
+	for _, op := range ops {
+		op.FinishRestore()
+	}
+	if err != nil {
+		return res, err
+	}
+	if cutover {
+		g, op, t, err := p.cutOver(partition, seen, &rep)
+		if err != nil {
+			return res, err
+		}
+		ops[len(ops)-1].CutOver(t) // the old one's count and global windows fire Final: in the commit of g's record
+		gens, ops = append(gens, g), append(ops, op)
+	}
+	if p.ops.perPartition {
+		l := make(list, len(ops))
+		for i := range ops {
+			l[len(ops)-1-i] = slot{op: ops[i]} // the newest first
+		}
+		p.ops.set(partition, l)
+	}
+	pp.gens = pp.gens[:0]
+	for i := len(gens) - 1; i >= 0; i-- {
+		pp.gens = append(pp.gens, gens[i])
+	}
+	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own
+	rep.Live = len(pp.gens)
+	for _, g := range pp.gens {
+		if !g.own {
+			rep.Others = append(rep.Others, GenerationConfig{g.Version, g.cfg})
+		}
+	}
+	if len(stored) > 0 && !known {
+		rep.Verdict = config.Unrecorded
+	}
+	if rep.Verdict != config.NewGeneration {
+		rep.Running = pp.gens[0].Version
+		if c := pp.gens[0].Cutover; c != state.NoCutover {
+			rep.Cutover = c // the newest generation's, cut over before
+		}
+	}
+	pp.report = rep
+	return res, nil
+}
+
+// cutOver makes partition's new generation of the config's settings: its
+// cut-over T is the first window start of its windows after seen (the
+// latest event time the partition's state has seen), or at
+// state.cutover if that is later.
+func (p *Processor) cutOver(partition int32, seen int64, rep *GenerationReport) (*generation, windowing.Operator, int64, error) {
+	t := seen
+	if t < math.MaxInt64 {
+		t++
+	}
+	if at, ok := p.cfg.State.CutoverMillis(); ok {
+		if at > t {
+			t = at
+		} else {
+			rep.PastCutover = true
+		}
+	}
+	spec := WindowSpec(p.cfg)
+	t = spec.CutoverStart(t)
+	g := p.configGeneration()
+	g.Cutover, g.LegacyKeys = t, false
+	spec.From, spec.FromSet = t, true
+	op, err := windowing.New(spec, resultSink{p, g.Version})
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("generation %d: %w", g.Version, err)
+	}
+	if p.tracking {
+		op.TrackChanges()
+	}
+	rep.Cutover = t
+	return g, op, t, nil
+}
+
+// latestIn is an upper bound of the latest event time entry en of op's
+// windows holds (math.MinInt64 when it tells none: count windows).
+func latestIn(op windowing.Operator, en *windowing.Entry) int64 {
+	switch en.Kind {
+	case windowing.SessionEntry:
+		if en.End > en.Start && en.End < math.MaxInt64/2 { // a global window's end says nothing
+			return en.End - 1
+		}
+		return en.Start
+	case windowing.SliceEntry, windowing.WindowEntry:
+		if e, ok := op.(*windowing.Engine); ok {
+			return e.EndOf(en.Start) - 1
+		}
+	}
+	return math.MinInt64
+}
+
+// describe is what a plan says, for a refusal.
+func describe(plan config.Plan) string {
+	s := plan.Verdict.String()
+	for _, c := range plan.Changes {
+		s += "; " + c.String()
+	}
+	return s
+}
+
+// generationRecords adds to the commit the records of partition's
+// generations that must be written (tag: the commit's), and reports
+// whether it added any: the commit must write the partition's position.
+func (p *Processor) generationRecords(partition int32, pp *partPos) bool {
+	any := false
+	for _, g := range pp.gens {
+		if g.write {
+			p.enc.Add(state.GenerationRecord(partition, g.Generation, pp.tag, false))
+			g.write, any = false, true
+		}
+	}
+	return any
+}
+
+// retire drops partition's generations past the first whose operator
+// holds no window any more, with their records' tombstones in this
+// commit (after their last entries' tombstones, which Changes handed out
+// already). It returns the records.
+func (p *Processor) retire(partition int32, pp *partPos, out []ChangelogRecord) []ChangelogRecord {
+	l := p.ops.of(partition)
+	for i := len(l) - 1; i >= 1; i-- {
+		if l[i].op.OpenWindows() > 0 {
+			continue
+		}
+		g := pp.gens[i]
+		out = append(out, state.GenerationRecord(partition, g.Generation, pp.tag, true))
+		l = append(l[:i], l[i+1:]...)
+		pp.gens = append(pp.gens[:i], pp.gens[i+1:]...)
+		pp.written = -2
+	}
+	p.ops.set(partition, l)
+	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own
+	return out
+}
+
+// processGenerations applies a record of a partition whose generations
+// are more than one, or whose one is not the config's (a partition that
+// runs an older generation): to every generation whose filter accepts
+// it, each under its own decoding. Its outcome is merged, so each record
+// counts once: aggregated if any generation aggregated it; partially
+// late, then late (one late event), if that is the best any did; a dead
+// letter only if every generation's decoding failed (the first error),
+// filtered if every one filtered it. A record a generation's decoding
+// fails and another's takes is aggregated (a value one generation's
+// aggregates read and another's do not need).
+func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
+	pp := &p.parts[in.Partition]
+	var first *record.Record // a decoding that went through: the time, the key
+	var firstErr error
+	for _, g := range pp.gens {
+		if g.own {
+			g.kind, g.err = kind, decodeErr
+		} else {
+			g.kind, g.err = g.dec.Decode(in, &g.rec)
+		}
+		r := p.recOf(g, rec)
+		switch {
+		case g.err != nil:
+			if firstErr == nil {
+				firstErr = g.err
+			}
+		case g.kind == record.Marker:
+			return p.marker(in, r, now) // a marker is a run setting's: the same in every generation
+		case g.kind != record.Filtered && first == nil:
+			first = r
+		}
+	}
+	if first == nil {
+		if firstErr != nil {
+			p.deadLetter(in, firstErr)
+			return DeadLetter
+		}
+		return Filtered
+	}
+	if err := p.checkFuture(first.Time, now); err != nil {
+		p.deadLetter(in, err)
+		return DeadLetter
+	}
+	if p.checkKeys && p.assigned > 1 {
+		p.conflicts.see(first.Key, in.Partition)
+	}
+	if p.sources != nil {
+		p.sourceMark(in, in.Before)
+	}
+	l := p.ops.of(in.Partition)
+	best, late := Outcome(windowing.OtherGeneration), -1
+	var missed windowing.Window
+	for i, g := range pp.gens {
+		if g.err != nil || g.kind == record.Filtered {
+			continue
+		}
+		res := l[i].op.Add(p.recOf(g, rec))
+		switch res.Kind {
+		case windowing.Aggregated:
+			best = Aggregated
+		case windowing.PartiallyLate:
+			if best != Aggregated {
+				best = PartiallyLate
+			}
+		case windowing.LateEvent:
+			if late < 0 {
+				late, missed = i, res.Missed
+			}
+		}
+	}
+	if firstErr != nil && (best == Aggregated || best == PartiallyLate) {
+		p.genSkips++ // aggregated by one generation, not decodable by another: aggregated, counted
+	}
+	if best == windowing.OtherGeneration {
+		// Late for every generation that could take it (or in the span of
+		// none: a record before T for a generation whose windows are gone).
+		i := max(late, 0)
+		p.late(in, first.Time, l[i].op.Judged(in.Partition), missed)
+		best = LateEvent
+	}
+	if p.sources == nil {
+		p.marks.OnEvent(in.Partition, first.Time, now)
+		p.advance(in.Partition)
+	} else {
+		p.sourceMark(in, in.After)
+	}
+	return best
+}
+
+// TakeGenerationSkips returns how many records one generation aggregated
+// and another's decoding failed on, since the last call.
+func (p *Processor) TakeGenerationSkips() int64 {
+	n := p.genSkips
+	p.genSkips = 0
+	return n
+}
+
+// recOf is generation g's decoding of the record in hand: rec (the
+// core's) for a generation of the config's settings.
+func (p *Processor) recOf(g *generation, rec *record.Record) *record.Record {
+	if g.own {
+		return rec
+	}
+	return &g.rec
+}
+
+// GenerationReport returns what partition's last restore decided about
+// its generations.
+func (p *Processor) GenerationReport(partition int32) GenerationReport {
+	if pp := p.part(partition); pp != nil {
+		return pp.report
+	}
+	return GenerationReport{}
+}
+
+// Generations counts the live generations over the assigned partitions.
+func (p *Processor) Generations() int {
+	n := 0
+	for i := range p.parts {
+		if p.parts[i].assigned {
+			n += max(len(p.parts[i].gens), 1)
+		}
+	}
+	return n
+}
+
+// IsRefusal reports whether err is a restore's refusal of the config
+// (exit 2): a *config.KeyError.
+func IsRefusal(err error) bool { return errors.Is(err, config.ErrInvalid) }
