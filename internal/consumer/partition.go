@@ -24,7 +24,7 @@ type partition struct {
 	tp topicPartition
 	id int32 // the core's id (pipeline.Layout); a partition with window state: its changelog partition
 
-	records [6]prometheus.Counter // by windowing.OutcomeKind (pipeline.Outcome)
+	records [6]prometheus.Counter // by windowing.Outcome (pipeline.Outcome)
 	counts  pipeline.Counts       // outcomes not yet added to records
 	lag     prometheus.Gauge
 	wm      prometheus.Gauge

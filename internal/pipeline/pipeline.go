@@ -15,7 +15,7 @@ import (
 
 // Outcome is what became of one input record: windowing's one enum of
 // record outcomes.
-type Outcome = windowing.OutcomeKind
+type Outcome = windowing.Outcome
 
 const (
 	Aggregated    = windowing.Aggregated

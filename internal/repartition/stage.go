@@ -11,14 +11,14 @@ import (
 	"aggregator/internal/watermark"
 )
 
-// Outcome is what became of one input record in stage 1.
-type Outcome uint8
+// Route is what became of one input record in stage 1.
+type Route uint8
 
 const (
-	Forwarded  Outcome = iota // written to the repartition topic
-	Filtered                  // removed by source.filter
-	Marker                    // a punctuated watermark marker: it moves the generator, and is not forwarded
-	DeadLetter                // written to the dead-letter topic
+	Forwarded  Route = iota // written to the repartition topic
+	Filtered                // removed by source.filter
+	Marker                  // a punctuated watermark marker: it moves the generator, and is not forwarded
+	DeadLetter              // written to the dead-letter topic
 )
 
 // Stage is the first stage's core for the input partitions this instance
@@ -178,7 +178,7 @@ func (s *Stage) Tick(now int64) { s.marks.Tick(now) }
 // Process decodes one record of an assigned partition and hands it on,
 // in offset order per partition; applied is false for a partition that is
 // not assigned or a record below its position (fetched again).
-func (s *Stage) Process(in *ready.Input, now int64) (out Outcome, applied bool) {
+func (s *Stage) Process(in *ready.Input, now int64) (out Route, applied bool) {
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
 	}
@@ -188,7 +188,7 @@ func (s *Stage) Process(in *ready.Input, now int64) (out Outcome, applied bool) 
 
 // ProcessDecoded is Process for a record decoded elsewhere (kind and
 // decodeErr are what its decoder returned; rec is not kept).
-func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, err error, now int64) (out Outcome, applied bool) {
+func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, err error, now int64) (out Route, applied bool) {
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
 	}

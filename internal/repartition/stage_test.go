@@ -74,7 +74,7 @@ func TestStage(t *testing.T) {
 	s := newStage(t, yaml, 3, 0, 1)
 	steps := []struct {
 		in      *ready.Input
-		want    repartition.Outcome
+		want    repartition.Route
 		applied bool
 	}{
 		{input(0, 10, "r1", `{"user":"a","t":5000,"kind":"click"}`), repartition.Forwarded, true},

@@ -11,7 +11,7 @@ import (
 
 // windowEngine is what the benchmarks feed: Engine or Sessions.
 type windowEngine interface {
-	Add(rec *record.Record) windowing.Outcome
+	Add(rec *record.Record) windowing.AddResult
 	Advance(wm int64)
 }
 

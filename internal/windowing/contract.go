@@ -9,7 +9,7 @@ import "aggregator/internal/record"
 // with, in emission order, during the call that fires them.
 type Operator interface {
 	// Add assigns a record to its windows against the current watermark.
-	Add(rec *record.Record) Outcome
+	Add(rec *record.Record) AddResult
 	// Advance fires and drops what the merged watermark wm makes due; it
 	// is ignored unless wm is above the current one.
 	Advance(wm int64)

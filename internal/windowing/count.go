@@ -98,9 +98,9 @@ func NewCounts(spec Spec, sink Sink) (*Counts, error) {
 func (c *Counts) tumbling() bool { return c.s == c.n }
 
 // Add counts rec into its key's open slice and fires what it completes.
-func (c *Counts) Add(rec *record.Record) Outcome {
+func (c *Counts) Add(rec *record.Record) AddResult {
 	if c.cut {
-		return Outcome{Kind: OtherGeneration}
+		return AddResult{Kind: OtherGeneration}
 	}
 	ki, k := c.keyOf(rec)
 	idx := k.seen / c.g
@@ -128,12 +128,12 @@ func (c *Counts) Add(rec *record.Record) Outcome {
 	case !c.tumbling() && k.seen%c.s == 0:
 		c.fireSliding(ki)
 	default:
-		return Outcome{Kind: Aggregated}
+		return AddResult{Kind: Aggregated}
 	}
 	if invariants { // at every firing: what the records changed since, and what it changed
 		c.check()
 	}
-	return Outcome{Kind: Aggregated}
+	return AddResult{Kind: Aggregated}
 }
 
 // fireTumbling fires key ki's open window and starts the next.

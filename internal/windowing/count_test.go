@@ -38,7 +38,7 @@ func newCountRef(n, s, timeout int64, aggs []windowing.Aggregate) *countRef {
 }
 
 // Add counts rec; nothing is late in a count window.
-func (r *countRef) Add(rec *record.Record) windowing.Outcome {
+func (r *countRef) Add(rec *record.Record) windowing.AddResult {
 	r.seq++
 	id := refKey{rec.Partition, rec.Key}
 	k := r.keys[id]
@@ -57,7 +57,7 @@ func (r *countRef) Add(rec *record.Record) windowing.Outcome {
 	case r.s != r.n && seen%r.s == 0:
 		r.fire(id, k, k.recs[max(0, seen-r.n):], seen/r.s-1, windowing.OnTime)
 	}
-	return windowing.Outcome{Kind: windowing.Aggregated}
+	return windowing.AddResult{Kind: windowing.Aggregated}
 }
 
 // ProcessingTime does nothing: count windows have no early firings.

@@ -17,7 +17,7 @@ func TestLatenessEdges(t *testing.T) {
 	tests := map[string]struct {
 		emit     string
 		wm       int64
-		kind     windowing.OutcomeKind
+		kind     windowing.Outcome
 		fromAdd  []brief // results emitted by the Add itself
 		atFlush  []brief // results emitted by Advance(MaxInt64)
 		openLeft int     // OpenWindows() after the Add

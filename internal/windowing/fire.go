@@ -13,7 +13,7 @@ import (
 // cleanupTime <= W, adds it to the others (one pane update), and in emit
 // mode on_watermark late-fires every window it was added to whose
 // maxTimestamp <= W, latest window start first.
-func (e *Engine) Add(rec *record.Record) Outcome {
+func (e *Engine) Add(rec *record.Record) AddResult {
 	c := &e.span
 	if t := rec.Time; t < c.from || t >= c.to {
 		e.assign(t)
@@ -21,9 +21,9 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	wm := e.Judged(rec.Partition)
 	if c.lastCleanup <= wm {
 		if c.outside {
-			return Outcome{Kind: OtherGeneration}
+			return AddResult{Kind: OtherGeneration}
 		}
-		return Outcome{Kind: LateEvent, Missed: e.window(c.last)}
+		return AddResult{Kind: LateEvent, Missed: e.window(c.last)}
 	}
 	first, kind, firstMaxTs := c.first, Aggregated, c.firstMaxTs
 	if c.firstCleanup <= wm {
@@ -57,7 +57,7 @@ func (e *Engine) Add(rec *record.Record) Outcome {
 	case firstMaxTs <= wm:
 		e.fireLate(ki, k, first, last, wm)
 	}
-	return Outcome{Kind: kind}
+	return AddResult{Kind: kind}
 }
 
 // span is what Add needs to know of a record's time t, the same for every

@@ -11,7 +11,7 @@ import (
 // generations, as a partition's core does during an overlap (SPEC §11).
 type generationPair struct{ old, new windowing.Operator }
 
-func (p generationPair) Add(rec *record.Record) windowing.Outcome {
+func (p generationPair) Add(rec *record.Record) windowing.AddResult {
 	p.old.Add(rec)
 	return p.new.Add(rec)
 }

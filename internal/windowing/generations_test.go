@@ -24,33 +24,33 @@ func TestGenerationSeam(t *testing.T) {
 	early := windowing.EarlySpec{Every: 1000, Event: true}
 	tests := map[string]struct {
 		spec           windowing.Spec
-		old, new       [2]windowing.OutcomeKind // of the records at T-1 and T
-		oldWins, newWs []string                 // their windows at the end: "[start,end) n=count"
+		old, new       [2]windowing.Outcome // of the records at T-1 and T
+		oldWins, newWs []string             // their windows at the end: "[start,end) n=count"
 	}{
 		"tumbling": {windowing.Spec{Kind: windowing.KindTumbling, Size: 10},
-			[2]windowing.OutcomeKind{windowing.Aggregated, windowing.OtherGeneration}, [2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.Aggregated},
+			[2]windowing.Outcome{windowing.Aggregated, windowing.OtherGeneration}, [2]windowing.Outcome{windowing.OtherGeneration, windowing.Aggregated},
 			[]string{"[10,20) n=1 on_time"}, []string{"[20,30) n=1 on_time"}},
 		// The old generation's window [15, 25) starts before T: it takes
 		// the record at T too. The new one's first window starts at T.
 		"sliding": {windowing.Spec{Kind: windowing.KindSliding, Size: 10, Slide: 5},
-			[2]windowing.OutcomeKind{windowing.Aggregated, windowing.Aggregated}, [2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.Aggregated},
+			[2]windowing.Outcome{windowing.Aggregated, windowing.Aggregated}, [2]windowing.Outcome{windowing.OtherGeneration, windowing.Aggregated},
 			[]string{"[10,20) n=1 on_time", "[15,25) n=2 on_time"}, []string{"[20,30) n=1 on_time"}},
 		"calendar": {windowing.Spec{Kind: windowing.KindCalendar, Calendar: windowing.CalendarDay, Zone: time.UTC},
-			[2]windowing.OutcomeKind{windowing.Aggregated, windowing.OtherGeneration}, [2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.Aggregated},
+			[2]windowing.Outcome{windowing.Aggregated, windowing.OtherGeneration}, [2]windowing.Outcome{windowing.OtherGeneration, windowing.Aggregated},
 			[]string{"[-86400000,0) n=1 on_time"}, []string{"[0,86400000) n=1 on_time"}},
 		"session": {windowing.Spec{Kind: windowing.KindSession, Gap: 5},
-			[2]windowing.OutcomeKind{windowing.Aggregated, windowing.OtherGeneration}, [2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.Aggregated},
+			[2]windowing.Outcome{windowing.Aggregated, windowing.OtherGeneration}, [2]windowing.Outcome{windowing.OtherGeneration, windowing.Aggregated},
 			[]string{"[19,24) n=1 on_time"}, []string{"[20,25) n=1 on_time"}},
 		// The global window fired Final at the cut-over and is gone: a
 		// record before T is late in the old generation, and the new one
 		// takes none before T.
 		"global": {windowing.Spec{Kind: windowing.KindGlobal, Early: early},
-			[2]windowing.OutcomeKind{windowing.LateEvent, windowing.OtherGeneration}, [2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.Aggregated},
+			[2]windowing.Outcome{windowing.LateEvent, windowing.OtherGeneration}, [2]windowing.Outcome{windowing.OtherGeneration, windowing.Aggregated},
 			[]string{"global n=2 final"}, []string{"global n=1 final"}},
 		// Count windows are cut by arrival: the old generation takes no
 		// record after the cut-over, and its partial window fired Final.
 		"count": {windowing.Spec{Kind: windowing.KindCount, Size: 3},
-			[2]windowing.OutcomeKind{windowing.OtherGeneration, windowing.OtherGeneration}, [2]windowing.OutcomeKind{windowing.Aggregated, windowing.Aggregated},
+			[2]windowing.Outcome{windowing.OtherGeneration, windowing.OtherGeneration}, [2]windowing.Outcome{windowing.Aggregated, windowing.Aggregated},
 			[]string{"[5,11) n=2 final"}, []string{"[19,21) n=2 final"}},
 	}
 	for name, tt := range tests {
@@ -439,7 +439,7 @@ func TestGlobalGenerations(t *testing.T) {
 	oldOut, newOut := &collector{}, &collector{}
 	old := newOperator(t, spec, oldOut)
 	sums := map[string]float64{}
-	add := func(op windowing.Operator, ts int64, k string) windowing.Outcome {
+	add := func(op windowing.Operator, ts int64, k string) windowing.AddResult {
 		key, fields := textKey(k)
 		return op.Add(&record.Record{Time: ts, Key: key, KeyFields: fields, Values: []record.Value{{}, record.Number(float64(ts))}})
 	}

@@ -13,7 +13,7 @@ import (
 // model is a naive engine that a window operator must match: reference
 // (tumbling, sliding, calendar), sessionRef and countRef.
 type model interface {
-	Add(rec *record.Record) windowing.Outcome
+	Add(rec *record.Record) windowing.AddResult
 	Advance(wm int64)
 	ProcessingTime(now int64)
 	RemovePartition(p int32)
@@ -57,7 +57,7 @@ type stream struct {
 
 // tally is what a stream exercised.
 type tally struct {
-	outcomes [3]int                        // by OutcomeKind
+	outcomes [3]int                        // by Outcome
 	restored [windowing.CountEntry + 1]int // entries restored by the crashes, by EntryKind
 	results  []windowing.Result
 }

@@ -100,7 +100,7 @@ func TestEngineMatchesReference(t *testing.T) {
 
 // seen counts what the random streams exercised.
 type seen struct {
-	outcomes [3]int                         // by OutcomeKind
+	outcomes [3]int                         // by Outcome
 	restored [windowing.WindowEntry + 1]int // by EntryKind
 	early    int                            // early firings
 }

@@ -61,7 +61,7 @@ func (r *reference) windows(ts int64) []windowing.Window {
 	return windowing.Sliding{Size: r.p.size, Slide: r.p.slide, Offset: r.p.offset}.AssignTo(ts, nil)
 }
 
-func (r *reference) Add(rec *record.Record) windowing.Outcome {
+func (r *reference) Add(rec *record.Record) windowing.AddResult {
 	r.seq++
 	ws := r.windows(rec.Time)
 	added := 0
@@ -84,11 +84,11 @@ func (r *reference) Add(rec *record.Record) windowing.Outcome {
 	}
 	switch added {
 	case 0:
-		return windowing.Outcome{Kind: windowing.LateEvent, Missed: ws[0]}
+		return windowing.AddResult{Kind: windowing.LateEvent, Missed: ws[0]}
 	case len(ws):
-		return windowing.Outcome{Kind: windowing.Aggregated}
+		return windowing.AddResult{Kind: windowing.Aggregated}
 	}
-	return windowing.Outcome{Kind: windowing.PartiallyLate}
+	return windowing.AddResult{Kind: windowing.PartiallyLate}
 }
 
 func (r *reference) Advance(wm int64) {

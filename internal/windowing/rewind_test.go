@@ -86,10 +86,10 @@ var rewindSteps = []rstep{
 }
 
 // apply runs s on e, returning the outcome of an Add.
-func (s rstep) apply(e *windowing.Engine, seq int64) windowing.Outcome {
+func (s rstep) apply(e *windowing.Engine, seq int64) windowing.AddResult {
 	if s.part < 0 {
 		e.Advance(s.advance)
-		return windowing.Outcome{}
+		return windowing.AddResult{}
 	}
 	k, f := textKey([]string{"a", "b"}[s.part])
 	return e.Add(rec(s.part, 100+seq, k, f, s.ts, float64(int64(1)<<(seq%40))))

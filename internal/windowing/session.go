@@ -127,7 +127,7 @@ func (s *Sessions) Stats() Stats { return Stats{Merges: s.merges} }
 // is at or below the watermark (nothing is merged); else the record joins
 // it, absorbed sessions that fired are retracted in order of start, and in
 // emit mode on_watermark the session fires late if it is due or had fired.
-func (s *Sessions) Add(rec *record.Record) Outcome {
+func (s *Sessions) Add(rec *record.Record) AddResult {
 	if rec.Time < s.from || rec.Time >= s.until {
 		return s.outside(rec.Time)
 	}
@@ -140,7 +140,7 @@ func (s *Sessions) Add(rec *record.Record) Outcome {
 		i, j, merged = intersecting(ent.ext.sess, w)
 	}
 	if merged.CleanupTime(s.lateness) <= wm {
-		return Outcome{Kind: LateEvent, Missed: merged}
+		return AddResult{Kind: LateEvent, Missed: merged}
 	}
 	if ent == nil {
 		ki, ent = s.newKey(rec.Partition, tag, rec)
@@ -181,18 +181,18 @@ func (s *Sessions) Add(rec *record.Record) Outcome {
 	if invariants {
 		s.check()
 	}
-	return Outcome{Kind: Aggregated}
+	return AddResult{Kind: Aggregated}
 }
 
 // outside is the outcome of a record at t outside s's generation: a
 // global window cut over at s.until takes no record (from is then
 // math.MaxInt64), and those before s.until are late (its window fired
 // Final and is gone); else another generation's windows take it.
-func (s *Sessions) outside(t int64) Outcome {
+func (s *Sessions) outside(t int64) AddResult {
 	if s.global && t < s.until && s.until != math.MaxInt64 {
-		return Outcome{Kind: LateEvent, Missed: globalWindow}
+		return AddResult{Kind: LateEvent, Missed: globalWindow}
 	}
-	return Outcome{Kind: OtherGeneration}
+	return AddResult{Kind: OtherGeneration}
 }
 
 // CutOver ends s's generation at t (see Operator): s takes no record at

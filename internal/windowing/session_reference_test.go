@@ -65,7 +65,7 @@ func sessionsOf(recs []refSessRec) []windowing.Window {
 	return out
 }
 
-func (r *sessionRef) Add(rec *record.Record) windowing.Outcome {
+func (r *sessionRef) Add(rec *record.Record) windowing.AddResult {
 	r.seq++
 	gap := rec.Gap
 	if gap <= 0 {
@@ -85,7 +85,7 @@ func (r *sessionRef) Add(rec *record.Record) windowing.Outcome {
 	after := sessionsOf(recs)
 	merged := after[slices.IndexFunc(after, func(w windowing.Window) bool { return w.Start <= nr.w.Start && nr.w.End <= w.End })]
 	if merged.CleanupTime(r.lateness) <= r.wm {
-		return windowing.Outcome{Kind: windowing.LateEvent, Missed: merged}
+		return windowing.AddResult{Kind: windowing.LateEvent, Missed: merged}
 	}
 	r.keys[id] = k
 	before := sessionsOf(k.recs)
@@ -106,7 +106,7 @@ func (r *sessionRef) Add(rec *record.Record) windowing.Outcome {
 	if !r.onClose && (merged.MaxTimestamp() <= r.wm || k.fired[merged]) {
 		r.fire(id, k, merged, windowing.Late)
 	}
-	return windowing.Outcome{Kind: windowing.Aggregated}
+	return windowing.AddResult{Kind: windowing.Aggregated}
 }
 
 func (r *sessionRef) fire(id refKey, k *refSessKey, w windowing.Window, f windowing.Firing) {

@@ -82,19 +82,19 @@ type Sink interface {
 	Emit(r *Result)
 }
 
-// OutcomeKind is what became of one input record; every record has
+// Outcome is what became of one input record; every record has
 // exactly one. An operator's Add returns the first three; the core decides
 // the others before a record reaches an operator. The one enum of record
 // outcomes (the records_total metric's label).
-type OutcomeKind uint8
+type Outcome uint8
 
 const (
-	Aggregated    OutcomeKind = iota // added to every window it belongs to
-	PartiallyLate                    // added to some windows; others were past cleanup
-	LateEvent                        // past cleanup for every window: goes to the late topic
-	Filtered                         // removed by source.filter
-	Marker                           // a punctuated watermark marker
-	DeadLetter                       // could not be decoded, or its time is in the future
+	Aggregated    Outcome = iota // added to every window it belongs to
+	PartiallyLate                // added to some windows; others were past cleanup
+	LateEvent                    // past cleanup for every window: goes to the late topic
+	Filtered                     // removed by source.filter
+	Marker                       // a punctuated watermark marker
+	DeadLetter                   // could not be decoded, or its time is in the future
 	// OtherGeneration: the record belongs in no window of the operator's
 	// generation (SPEC §11: before its cut-over, or at or after the
 	// cut-over of the next; count windows after CutOver); another
@@ -106,17 +106,17 @@ const (
 var outcomeNames = [...]string{"aggregated", "partially_late", "late", "filtered", "marker", "dead_letter", "other_generation"}
 
 // String is the outcome's metric label value.
-func (o OutcomeKind) String() string { return outcomeNames[o] }
+func (o Outcome) String() string { return outcomeNames[o] }
 
 // Outcomes lists every outcome, for pre-creating metric series.
-func Outcomes() []OutcomeKind {
-	return []OutcomeKind{Aggregated, PartiallyLate, LateEvent, Filtered, Marker, DeadLetter}
+func Outcomes() []Outcome {
+	return []Outcome{Aggregated, PartiallyLate, LateEvent, Filtered, Marker, DeadLetter}
 }
 
-// Outcome is what Engine.Add did with a record. For a LateEvent, Missed is
+// AddResult is what Engine.Add did with a record. For a LateEvent, Missed is
 // the latest window the record belonged to (the one it missed most narrowly).
-type Outcome struct {
-	Kind   OutcomeKind
+type AddResult struct {
+	Kind   Outcome
 	Missed Window
 }
 
