@@ -433,6 +433,34 @@ func TestVerifyTampered(t *testing.T) {
 	})
 }
 
+// TestVerifyOtherConfigVersions: a result computed under another
+// state.config_version (a generation before a config change, SPEC §11) is
+// counted by version in the summary, with a warning that verify computes
+// every window under the one config it is given.
+func TestVerifyOtherConfigVersions(t *testing.T) {
+	t.Parallel()
+	s := tamperSetup(t)
+	if out, _ := s.verify(t); out.summary["other_config_versions"] != nil {
+		t.Fatalf("a healthy run of one config version counts other versions:\n%s", out.text)
+	}
+	r := s.readTopic(t, "calls-windows")[0]
+	rewritten := &kgo.Record{Topic: "calls-windows", Key: r.Key, Value: r.Value,
+		Headers: []kgo.RecordHeader{{Key: producer.HeaderConfigVersion, Value: []byte("7")}}}
+	if err := s.client(t).ProduceSync(context.Background(), rewritten).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.verify(t)
+	if err != nil {
+		t.Fatalf("verify = %v, want nil (the result's values are right):\n%s", err, out.text)
+	}
+	if got := out.count("other_config_versions.7"); got != 1 {
+		t.Errorf("other_config_versions.7 = %v, want 1:\n%s", got, out.text)
+	}
+	if !strings.Contains(out.stderr, "other config versions") {
+		t.Errorf("no warning about other config versions on stderr:\n%s", out.stderr)
+	}
+}
+
 // TestVerifyPartialWindows: by_key, but a key's records spread over the
 // partitions (the misuse aggregator_key_partition_conflicts_total counts):
 // each partition's state is a part of the window, and verify reports the
