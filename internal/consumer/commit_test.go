@@ -736,6 +736,48 @@ func TestCommitAtLeastOnceZombie(t *testing.T) {
 	})
 }
 
+// TestZombieTakesBackKeptPartitions: a zombie's commit drops every
+// partition, but the client may keep them (an offset commit refused with
+// ILLEGAL_GENERATION: the member rejoins owning them, and a cooperative
+// rebalance that leaves them to it names them in no callback, issue 28,
+// TestChaos at_least_once seed 15: nobody processed them again). The next
+// assignment callback, whatever it adds, takes them back, to be restored.
+func TestZombieTakesBackKeptPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, "at_least_once")
+		h.process()
+		h.produce(txnInput, `{"sid":"c","t":13000}`)
+		h.stepUntil(int64(len(txnInputs)))
+		h.kc.ControlKey(kmsg.Heartbeat.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = kerr.UnknownMemberID.Code
+			return resp, nil, true
+		})
+		h.c.mu.Lock()
+		held := len(h.c.parts.byTP)
+		h.c.mu.Unlock()
+		if held == 0 {
+			t.Fatal("the harness holds no partition")
+		}
+		if err := h.commit(h.ctx); err != nil {
+			t.Fatalf("commit = %v, want nil (the zombie rejoins)", err)
+		}
+		h.c.mu.Lock()
+		dropped := len(h.c.parts.byTP)
+		h.c.mu.Unlock()
+		if dropped != 0 {
+			t.Fatalf("the zombie holds %d partitions after its commit, want none", dropped)
+		}
+		h.c.assigned(h.ctx, nil, map[string][]int32{}) // a rejoin that kept them: nothing added
+		h.c.mu.Lock()
+		back, unrestored := len(h.c.parts.byTP), len(h.c.core.Unrestored())
+		h.c.mu.Unlock()
+		if back != held || unrestored != held {
+			t.Errorf("after the rejoin the consumer holds %d partitions, %d to restore; want the %d the client kept, each to restore", back, unrestored, held)
+		}
+	})
+}
+
 // endOffsets are the end offsets of partition 0 of each topic.
 func (h *txnHarness) endOffsets(topics ...string) map[string]int64 {
 	h.t.Helper()

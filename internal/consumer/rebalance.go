@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -17,20 +19,28 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 	c.cycle.gone = false
 	c.health.joined.Store(true)
 	now := c.nowMs()
-	for topic, ps := range added {
-		for _, n := range ps {
-			tp := topicPartition{topic, n}
-			if _, ok := c.parts.byTP[tp]; ok {
-				continue
-			}
-			id, ok := c.core.Assign(topic, n, now)
-			if !ok {
-				continue // an input topic's new partition stage 1 cannot number: checkSources ends the service
-			}
-			p := c.newPartition(tp, id)
-			c.parts.byTP[tp], c.parts.byID[id] = p, p
-			c.log.Debug().Str("topic", topic).Int32("partition", n).Msg("partition assigned")
+	var taken map[string][]int32 // owned partitions a zombie's commit dropped
+	for _, tp := range c.revocations.own(added) {
+		if _, ok := c.parts.byTP[tp]; ok {
+			continue
 		}
+		id, ok := c.core.Assign(tp.topic, tp.partition, now)
+		if !ok {
+			continue // an input topic's new partition stage 1 cannot number: checkSources ends the service
+		}
+		p := c.newPartition(tp, id)
+		c.parts.byTP[tp], c.parts.byID[id] = p, p
+		c.log.Debug().Str("topic", tp.topic).Int32("partition", tp.partition).Msg("partition assigned")
+		if !slices.Contains(added[tp.topic], tp.partition) {
+			if taken == nil {
+				taken = map[string][]int32{}
+			}
+			taken[tp.topic] = append(taken[tp.topic], tp.partition)
+		}
+	}
+	if len(taken) > 0 {
+		c.log.Info().Interface("partitions", taken).
+			Msg("partitions kept through a rejoin after a refused commit are taken back: restored from the changelog")
 	}
 	c.logRebalance(added)
 	c.updateReady()
@@ -46,6 +56,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][
 // partitions, and the engine goroutine drops them (dropRevoked).
 func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	c.revocations.note(revoked)
+	c.revocations.disown(revoked)
 	if c.kafka.sess != nil {
 		c.revocations.add(revoked)
 		return
@@ -64,6 +75,7 @@ func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // them could rewind its progress.
 func (c *Consumer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	c.revocations.note(lost)
+	c.revocations.disown(lost)
 	if c.kafka.sess != nil {
 		c.revocations.add(lost)
 		return
@@ -80,6 +92,13 @@ type revocations struct {
 	mu     invariants.Mutex
 	queue  []topicPartition
 	logged map[string][]int32 // revoked or lost since the last rebalance line
+	// owned are the partitions the client owns: assigned, not yet revoked
+	// or lost. A zombie's commit drops partitions the client may keep (a
+	// refused commit is not always a lost session: after ILLEGAL_GENERATION
+	// the member rejoins owning them, and a cooperative rebalance that
+	// leaves them to it names them in no callback): assigned takes back
+	// the owned partitions the consumer does not hold.
+	owned map[topicPartition]struct{}
 }
 
 // add notes partitions to drop. No poll returns their records any more
@@ -145,4 +164,48 @@ func (c *Consumer) updateReady() {
 	restoring := len(c.core.Unrestored())
 	c.m.RestoringParts.Set(float64(restoring))
 	c.setReady(!c.cycle.closing && restoring == 0)
+}
+
+// own notes that the client owns added's partitions too, and returns
+// every partition it owns, in order.
+func (r *revocations) own(added map[string][]int32) []topicPartition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owned == nil {
+		r.owned = map[topicPartition]struct{}{}
+	}
+	for topic, ns := range added {
+		for _, n := range ns {
+			r.owned[topicPartition{topic, n}] = struct{}{}
+		}
+	}
+	out := make([]topicPartition, 0, len(r.owned))
+	for tp := range r.owned {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, func(a, b topicPartition) int {
+		if a.topic != b.topic {
+			return strings.Compare(a.topic, b.topic)
+		}
+		return int(a.partition - b.partition)
+	})
+	return out
+}
+
+// disownAll notes that the client owns no partition (a new client).
+func (r *revocations) disownAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.owned)
+}
+
+// disown notes that the client no longer owns m's partitions.
+func (r *revocations) disown(m map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for topic, ns := range m {
+		for _, n := range ns {
+			delete(r.owned, topicPartition{topic, n})
+		}
+	}
 }

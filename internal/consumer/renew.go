@@ -62,6 +62,7 @@ func (c *Consumer) renew(cause error) error {
 	}
 	c.drop(all)
 	c.revocations.take()
+	c.revocations.disownAll() // the new client owns nothing until it is assigned
 	c.mu.Unlock()
 	c.writer.Close()
 	closed := make(chan struct{})
