@@ -296,6 +296,7 @@ func (c *Consumer) commitTransaction(ctx context.Context) error {
 		c.m.Commits.WithLabelValues("committed").Inc()
 		c.noteCommitted(offsets)
 		c.writer.Committed()
+		c.countCommitted()
 		c.core.Accept()
 		c.purge(rd.Offsets)
 	} else {
@@ -379,6 +380,7 @@ func (c *Consumer) abort() {
 	c.core.Abort(c.nowMs())
 	c.fetch.epoch.Add(1)
 	c.writer.Discard()
+	c.forgetUncommitted()
 	c.updateReady()
 }
 

@@ -183,6 +183,18 @@ func (h *txnHarness) told() (committed, aborted float64, restoring bool) {
 		len(h.c.core.Unrestored()) > 0
 }
 
+// counted is what aggregator_records_total says of the input partition
+// (every outcome) and aggregator_firings_total of on-time results.
+func (h *txnHarness) counted() (records, onTime float64) {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	p := h.c.parts.byTP[topicPartition{txnInput, 0}]
+	for _, r := range p.records {
+		records += testutil.ToFloat64(r)
+	}
+	return records, testutil.ToFloat64(h.c.m.Firings.WithLabelValues("on_time"))
+}
+
 // visible is what a read_committed reader of topic sees: every record
 // before a marker that a plain producer appends now.
 func (h *txnHarness) visible(topic string) []string {
@@ -278,6 +290,9 @@ func TestCommitTransactionCommits(t *testing.T) {
 		}
 		h.wantResults()
 		h.wantPublished(published) // by_key, scope global: in the transaction, once
+		if records, onTime := h.counted(); records != float64(len(txnInputs)) || onTime != 2 {
+			t.Errorf("counters after the commit: %v records, %v on-time firings; want %d, 2", records, onTime, len(txnInputs))
+		}
 		if err := h.commit(h.ctx); err != nil {
 			t.Fatalf("second commit = %v, want nil", err)
 		}
@@ -368,6 +383,9 @@ func TestCommitTransactionAborts(t *testing.T) {
 					t.Errorf("read_committed reader sees %q of the aborted transaction, want nothing", got)
 				}
 				h.wantPublished() // the watermark went with the aborted transaction
+				if records, onTime := h.counted(); records != 0 || onTime != 0 {
+					t.Errorf("counters after the abort: %v records, %v on-time firings; want 0, 0 (they are processed again)", records, onTime)
+				}
 				if off := h.committedOffset(); off != -1 {
 					t.Errorf("committed offset = %d after the abort, want none", off)
 				}
@@ -380,6 +398,9 @@ func TestCommitTransactionAborts(t *testing.T) {
 				}
 				h.wantResults()
 				h.wantPublished(published) // published again after the abort
+				if records, onTime := h.counted(); records != float64(len(txnInputs)) || onTime != 2 {
+					t.Errorf("counters after the abort and the commit: %v records, %v on-time firings; want %d, 2 (each once)", records, onTime, len(txnInputs))
+				}
 			})
 		})
 	}

@@ -79,6 +79,7 @@ type Consumer struct {
 
 	revocations revocations
 	health      health
+	uncommitted uncommitted
 	// blocked are the partitions whose restore waits on an open
 	// transaction in their changelog partition (guarded by mu).
 	blocked map[int32]*blockedRestore
@@ -144,8 +145,9 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 // and future timestamps by; tests pass a clock they move.
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
-		parts: partitions{byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
-		kafka: clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
+		parts:       partitions{byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
+		uncommitted: uncommitted{deferred: cfg.ExactlyOnce()},
+		kafka:       clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
 	// The core is made at connect, with the input topics' layout; its
 	// config is checked here.
 	if _, err := pipeline.NewCore(pipeline.Spec{Config: cfg}); err != nil {

@@ -154,6 +154,7 @@ func (c *Consumer) drop(ps []*partition) {
 		c.core.Revoke(p.id)
 		c.forgetBlocked(p)
 		c.forgetMetrics(p)
+		c.keepCounts(p)
 		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Msg("partition revoked")
 	}
 	c.updateReady()

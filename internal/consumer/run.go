@@ -284,16 +284,11 @@ func (c *Consumer) updateMetrics(now int64, st *ready.Stats) {
 	}
 	c.m.OpenWindows.Set(float64(st.OpenWindows))
 	c.m.Generations.Set(float64(st.Generations))
-	c.m.SessionMerges.Add(float64(st.SessionMerges))
-	c.m.KeyConflicts.Add(float64(st.KeyConflicts))
-	c.m.GenerationSkips.Add(float64(st.GenerationSkips))
+	c.countStats(st)
 	if st.LogConflict {
 		c.logConflict(st.Conflict)
 	}
 	c.m.IdlePartitions.Set(float64(st.IdlePartitions))
-	for _, p := range c.parts.byTP {
-		p.flushCounts()
-	}
 	for _, ps := range st.Partitions {
 		if p := c.parts.byID[ps.ID]; p != nil {
 			p.wm.Set(metrics.Seconds(ps.Watermark))

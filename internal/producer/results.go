@@ -17,16 +17,20 @@ import (
 // enc, values and pool are the writer goroutine's; fetched and done the
 // engine goroutine's.
 type resultsTopic struct {
-	name       string
-	enc        *Encoder              // keys, and JSON values
-	values     ResultEncoder         // result values: enc, or Avro (EncodeResults)
-	firings    [6]prometheus.Counter // by ready.Firing
-	metrics    topicMetrics
-	latency    prometheus.Observer
-	fetched    time.Time                // when the records being processed were fetched
-	done       func(*kgo.Record, error) // the promise of results caused by those records
-	copiedDone func(*kgo.Record, error) // of a result produced again by RewriteRefused
-	pool       sync.Pool                // *resultRecord: a result's record is reused once acknowledged
+	name    string
+	enc     *Encoder              // keys, and JSON values
+	values  ResultEncoder         // result values: enc, or Avro (EncodeResults)
+	firings [6]prometheus.Counter // by ready.Firing
+	// uncommitted counts, with exactly_once, the firings of the open
+	// transaction: they reach firings at its commit and are forgotten at
+	// its abort (its results are computed again).
+	uncommitted *[6]int64
+	metrics     topicMetrics
+	latency     prometheus.Observer
+	fetched     time.Time                // when the records being processed were fetched
+	done        func(*kgo.Record, error) // the promise of results caused by those records
+	copiedDone  func(*kgo.Record, error) // of a result produced again by RewriteRefused
+	pool        sync.Pool                // *resultRecord: a result's record is reused once acknowledged
 	// version is the header aggregator.config_version of the last
 	// result's generation (shared by the records of that generation: a
 	// header is not allocated per result), of versionOf.

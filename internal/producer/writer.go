@@ -61,6 +61,9 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 		log: log.With().Str("component", "producer").Logger()}
 	w.res.name, w.res.enc, w.res.current = cfg.Sink.ResultsTopic, EncoderFor(cfg), cfg.State.ConfigVersion
 	w.res.values = w.res.enc
+	if cfg.ExactlyOnce() {
+		w.res.uncommitted = new([6]int64)
+	}
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry())
 	}
@@ -161,7 +164,11 @@ func (w *Writer) Write(outs []ready.Output) {
 
 // Result queues one window firing for the results topic.
 func (w *Writer) Result(r *ready.WindowResult) {
-	w.res.firings[r.Firing].Inc()
+	if w.res.uncommitted != nil {
+		w.res.uncommitted[r.Firing]++
+	} else {
+		w.res.firings[r.Firing].Inc()
+	}
 	b := w.q.cur
 	lo := len(b.vals)
 	b.vals = append(b.vals, r.Aggregates...)
@@ -300,13 +307,29 @@ func (w *Writer) OnlyRefused() bool { return w.ref.onlyRefused() }
 // succeeded put them (written alone or as stubs) behind every offset the
 // service can go back to. Until then every output is looked up among
 // them, and they would pile up over a long run.
-func (w *Writer) Committed() { w.ref.committed() }
+// With exactly_once the transaction's firings reach their counter.
+func (w *Writer) Committed() {
+	w.ref.committed()
+	if u := w.res.uncommitted; u != nil {
+		for f, n := range u {
+			if n > 0 {
+				w.res.firings[f].Add(float64(n))
+			}
+		}
+		*u = [6]int64{}
+	}
+}
 
 // Discard forgets a recorded failure: the transaction it belonged to was
 // aborted, and everything since the last commit is processed again.
 // Outputs refused per record stay remembered: their reprocessing writes
-// stubs.
-func (w *Writer) Discard() { w.ref.discard() }
+// stubs. With exactly_once the transaction's firings are forgotten.
+func (w *Writer) Discard() {
+	w.ref.discard()
+	if u := w.res.uncommitted; u != nil {
+		*u = [6]int64{}
+	}
+}
 
 // RewriteRefused produces again, each alone, the outputs refused with a
 // per-record error since the last call, or in their place the stubs of
