@@ -253,13 +253,22 @@ func (r *Reachability) Down() bool {
 // Transient reports whether err says the brokers could not be reached or
 // did not answer in time (or answered with a retriable error): trying
 // again later may succeed, and nothing is wrong with the service.
+//
+// A connection the broker closed at its first read (kgo's
+// ErrFirstReadEOF, which guesses a TLS or SASL mismatch) is transient
+// too: the service asks this only once it has connected with the same
+// settings (a mismatch fails the start, and AuthWatch notices refused
+// credentials), so it is a broker going down mid-handshake (issue 28,
+// TestChaos at_least_once seed 16: a restore's end offsets asked as the
+// broker was killed ended the process).
 func Transient(err error) bool {
 	var op *net.OpError
+	var firstRead *kgo.ErrFirstReadEOF
 	switch {
 	case err == nil || Permanent(err) != nil:
 		return false
 	case errors.As(err, &op), errors.Is(err, context.DeadlineExceeded), kgo.IsRetryableBrokerErr(err),
-		kerr.IsRetriable(err):
+		kerr.IsRetriable(err), errors.As(err, &firstRead):
 		return true
 	}
 	return false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/cluster"
 )
@@ -46,6 +47,7 @@ func TestPermanentAndTransient(t *testing.T) {
 		"tls unknown CA":        {fmt.Errorf("dial: %w", x509.UnknownAuthorityError{}), "TLS verification failed", false},
 		"topics missing":        {fmt.Errorf("source.topics: %w: calls", cluster.ErrTopicsMissing), "topics missing", false},
 		"fenced, not retriable": {kerr.ProducerFenced, "", false},
+		"closed at first read":  {fmt.Errorf("end offsets of c: %w", &kgo.ErrFirstReadEOF{}), "", true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
