@@ -12,7 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestRunRenewsFencedProducer: exactly_once, the transactional producer
@@ -61,6 +63,44 @@ func TestRunRenewsFencedProducer(t *testing.T) {
 			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, want) }) {
 				t.Errorf("no result of %s in %q", want, got)
 			}
+		}
+	})
+}
+
+// TestRunRenewsAfterInvalidTxnState: exactly_once, the coordinator
+// answers a commit's EndTxn INVALID_TXN_STATE (it had aborted the
+// transaction at its timeout while the process was stopped, and bumped
+// the epoch). The service does not end: it renews its session as when
+// fenced, and the records of the aborted transaction commit once.
+func TestRunRenewsAfterInvalidTxnState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarnessCommitting(t, "exactly_once", "200ms")
+		ctx, stop := context.WithCancel(h.ctx)
+		var run sync.WaitGroup
+		var runErr error
+		run.Go(func() { runErr = h.c.Run(ctx) })
+		t.Cleanup(func() { stop(); run.Wait() })
+		h.waitCommitted(int64(len(txnInputs)))
+
+		h.answer(kmsg.EndTxn.Int16(), func(r kmsg.Request) kmsg.Response {
+			resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+			resp.ErrorCode = kerr.InvalidTxnState.Code
+			return resp
+		})
+		h.produce(txnInput, `{"sid":"c","t":13000}`, `{"sid":"c","t":22000}`)
+		h.waitCommitted(int64(len(txnInputs)) + 2)
+		stop()
+		run.Wait()
+		if runErr != nil {
+			t.Fatalf("Run = %v, want nil (the session is made again)", runErr)
+		}
+		if got := testutil.ToFloat64(h.c.m.Renewals); got != 1 {
+			t.Errorf("aggregator_producer_renewals_total = %v, want 1", got)
+		}
+		got := h.visible(txnResults)
+		slices.Sort(got)
+		if len(got) != 4 || len(slices.Compact(slices.Clone(got))) != 4 {
+			t.Errorf("read_committed reader sees %d results %q, want 4, each once", len(got), got)
 		}
 	})
 }
