@@ -139,10 +139,8 @@ type verifier struct {
 // generations reads the generations of every state partition's changelog
 // (SPEC §11) as `aggregator plan` does, read_committed, with no group:
 // each one's version, state settings and cut-over. Nil when the changelog
-// holds none (no changelog yet): every window is the config's. inputs is
-// how many input partitions there are in all (the repartition topic's
-// partitions unless state.repartition_partitions says).
-func (v *verifier) generations(ctx context.Context, inputs int32) (*verify.Generations, error) {
+// holds none (no changelog yet): every window is the config's.
+func (v *verifier) generations(ctx context.Context) (*verify.Generations, error) {
 	parts, err := readStatePartitions(ctx, v.cfg, v.log)
 	if err != nil {
 		return nil, fmt.Errorf("changelog %s: %w", v.cfg.State.ChangelogTopic, err)
@@ -183,10 +181,12 @@ func (v *verifier) generations(ctx context.Context, inputs int32) (*verify.Gener
 		}
 	}
 	if !v.cfg.Source.ByKey() {
-		// Stage 1's choice: the repartition partitioner of the group key.
+		// Stage 1's choice: the repartition partitioner of the group key,
+		// over the repartition topic's partitions (one changelog
+		// partition each).
 		n := v.cfg.State.RepartitionPartitions
 		if n == 0 {
-			n = inputs
+			n = int32(len(parts))
 		}
 		keys := kgo.StickyKeyPartitioner(nil).ForTopic(v.cfg.State.RepartitionTopic)
 		g.Partition = func(key string) int32 { return producer.RepartitionPartition(keys, []byte(key), n) }
@@ -261,7 +261,7 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 			base += slices.Max(ps) + 1
 		}
 	}
-	gens, err := v.generations(ctx, base)
+	gens, err := v.generations(ctx)
 	if err != nil {
 		return verify.Summary{}, nil, err
 	}
