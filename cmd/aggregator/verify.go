@@ -333,16 +333,18 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 			if err != nil {
 				return err
 			}
-			cmp.Record(&in, &rd, engs[0].Watermark())
+			cmp.Record(&in, &rd, engs[0].PartitionWatermark(in.Partition))
 			return nil
 		}
+		wm := int64(math.MaxInt64)
 		for i, eng := range engs {
 			var err error
 			if rds[i], err = eng.Process(ctx, &in); err != nil {
 				return err
 			}
+			wm = min(wm, eng.PartitionWatermark(in.Partition))
 		}
-		cmp.RecordGenerations(&in, rds, watermarkOf(engs))
+		cmp.RecordGenerations(&in, rds, wm)
 		return nil
 	})
 	if err != nil {

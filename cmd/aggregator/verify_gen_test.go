@@ -139,13 +139,14 @@ type resultKey struct {
 // TestVerifyGenerationsByKey: by_key with watermark.scope partition,
 // 1-minute windows at version 1, then 5-minute windows with a max added at
 // version 2. Partition 1 runs on far past the change (generation 1
-// retired there) while partition 0 stops at it (generation 1 keeps its
-// open window there, so the changelog keeps it): verify with the new
-// config compares partition 0's windows of generation 1 under its
-// settings and counts partition 1's apart. Once partition 0 has run on
-// too, generation 1 is retired everywhere: its results are counted apart
-// by version and generation 2's windows compared. No difference either
-// time; a corrupted result of either generation is found.
+// retired there, generation 2's first windows closed) while partition 0
+// stops at it (generation 1 keeps its open window there, so the changelog
+// keeps it): verify with the new config compares windows of both
+// generations in one run, each under its own settings, and counts
+// partition 1's windows of generation 1 apart; a corrupted result of
+// either generation is found. Once partition 0 has run on too,
+// generation 1 is retired everywhere: its results are counted apart by
+// version.
 func TestVerifyGenerationsByKey(t *testing.T) {
 	t.Parallel()
 	v1, v2 := genConfigs("by_key", "partition")
@@ -158,18 +159,19 @@ func TestVerifyGenerationsByKey(t *testing.T) {
 		t.Fatalf("verify = %v, want nil:\n%s", err, out.text)
 	}
 	// Partition 0: u0 and u2's windows [0, 1m) to [2m, 3m) under
-	// generation 1 ([3m, 4m) is open). Partition 1: u1 and u3's 1-minute
-	// windows are generation 1's, retired there; their [5m, 10m) of
-	// generation 2 waits for partition 0's watermark (verify closes
-	// windows at the lowest partition's).
-	if out.count("windows_compared_by_generation.1") != 6 || out.count("windows.equal") != 6 ||
-		out.count("windows_left_out.retired_generation") == 0 || out.summary["results_of_other_versions"] != nil {
-		t.Fatalf("want 6 windows of generation 1 compared and equal, partition 1's windows of generation 1 left out as retired:\n%s", out.text)
+	// generation 1 ([3m, 4m) is open). Partition 1: u1 and u3's [5m, 10m)
+	// under generation 2; their 1-minute windows are generation 1's,
+	// retired there.
+	if out.count("windows_compared_by_generation.1") != 6 || out.count("windows_compared_by_generation.2") != 2 ||
+		out.count("windows.equal") != 8 || out.count("windows_left_out.retired_generation") == 0 || out.summary["results_of_other_versions"] != nil {
+		t.Fatalf("want 6 windows of generation 1 and 2 of generation 2 compared and equal, partition 1's windows of generation 1 left out as retired:\n%s", out.text)
 	}
-	r1 := s.resultOf(t, "1", "u0")
-	restore := s.corrupt(t, r1)
-	wantOneDiffering(t, s, r1)
-	restore()
+	for _, c := range []struct{ version, sid string }{{"1", "u0"}, {"2", "u1"}} {
+		r := s.resultOf(t, c.version, c.sid)
+		restore := s.corrupt(t, r)
+		wantOneDiffering(t, s, r)
+		restore()
+	}
 
 	s.runPhase(t, genInput(200_000, 720_000, 0)) // partition 0 to 12:00 too
 	out, err = s.verify(t)
@@ -180,9 +182,6 @@ func TestVerifyGenerationsByKey(t *testing.T) {
 		out.count("results_of_other_versions.1") < 20 || out.summary["windows_compared_by_generation"].(map[string]any)["1"] != nil {
 		t.Fatalf("want 4 windows of generation 2 compared and equal, generation 1's results counted apart:\n%s", out.text)
 	}
-	r2 := s.resultOf(t, "2", "u1")
-	s.corrupt(t, r2)
-	wantOneDiffering(t, s, r2)
 }
 
 // TestVerifyGenerationsRepartition: the same change with

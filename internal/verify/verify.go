@@ -207,7 +207,13 @@ type Comparer struct {
 	late      map[Source]Late
 	dead      map[Source]bool
 	pending   map[string]*window // recomputed, not closed yet
-	closing   closeHeap
+	// closing orders the pending windows by closing time: one heap, or
+	// with perPart one per partition, whose watermark closes its windows
+	// (watermark.scope partition with by_key: each partition's windows
+	// follow its own watermark, in the service and the recomputation).
+	closing   []closeHeap
+	perPart   bool
+	wms       []int64            // perPart: each partition's watermark so far
 	suspects  []suspect          // differing windows: judged at Finish, once every timing mark is known
 	marks     map[string][]int64 // group key → event times judged differently live and here
 	lateMaybe []maybeLate        // late here, on time live: explained if a window shows it
@@ -275,6 +281,7 @@ func NewGenerations(cfg config.Config, g *Generations, schemas *record.Schemas, 
 		keyParts:  map[string]int32{},
 		found:     map[string]foundResult{}, late: map[Source]Late{}, dead: map[Source]bool{},
 		pending: map[string]*window{}, marks: map[string][]int64{}, live: map[string]bool{},
+		closing: make([]closeHeap, 1), wms: []int64{math.MinInt64}, perPart: cfg.Source.ByKey() && !cfg.Watermark.GlobalScope(),
 		maxW: math.MinInt64, maxDiffs: maxDiffs,
 		s: Summary{LeftOut: map[string]int{}},
 	}
@@ -384,7 +391,8 @@ func (c *Comparer) FoundDeadLetter(src Source) { c.dead[src] = true }
 
 // Record takes what the recomputation did with in: rd holds the outputs
 // processing it emitted (its own late event or dead letter among them),
-// wm the recomputation's watermark after it. One generation: its index 0.
+// wm the recomputation's watermark after it (with watermark.scope
+// partition and by_key, in's partition's). One generation: its index 0.
 func (c *Comparer) Record(in *record.Input, rd *ready.Ready, wm int64) {
 	var own *ready.Event
 	var dead bool
@@ -404,7 +412,7 @@ func (c *Comparer) Record(in *record.Input, rd *ready.Ready, wm int64) {
 
 // RecordGenerations is Record for the recomputation of every generation:
 // rds[i] is what generation i's (Generations.Gens[i]) did with in, wm the
-// lowest of their watermarks. A window is compared when the generation
+// lowest of their watermarks (of in's partition, as for Record). A window is compared when the generation
 // that owns it in its state partition computed it (time windows by their
 // start, sessions by their first record's time: the generation whose
 // cut-over is the latest at or before it); the record is late when the
@@ -620,7 +628,7 @@ func (c *Comparer) judge(in *record.Input, own *ready.Event, dead, unjudged bool
 		}
 		c.liveMaybe = append(c.liveMaybe, maybeLate{src, key, lv.EventTime, lv})
 	}
-	c.advance(wm)
+	c.advance(in.Partition, wm)
 }
 
 // key decodes in's group key (and event time, into c.rec).
@@ -686,16 +694,33 @@ func (c *Comparer) result(r *windowing.Result, gen int) {
 			w.closes = r.Window.CleanupTime(set.lateness)
 		}
 		c.pending[kafka] = w
-		heap.Push(&c.closing, closeAt{w.closes, kafka})
+		heap.Push(c.heapOf(r.Partition), closeAt{w.closes, kafka})
 	}
 	w.value = set.values.AppendResult(w.value[:0], r)
 }
 
-// advance compares the windows the watermark wm closed.
-func (c *Comparer) advance(wm int64) {
+// heapOf is the closing heap of partition p's windows.
+func (c *Comparer) heapOf(p int32) *closeHeap {
+	if !c.perPart || p < 0 {
+		return &c.closing[0]
+	}
+	for int(p) >= len(c.closing) {
+		c.closing = append(c.closing, nil)
+		c.wms = append(c.wms, math.MinInt64)
+	}
+	return &c.closing[p]
+}
+
+// advance compares the windows the watermark wm of partition p (any with
+// one heap) closed.
+func (c *Comparer) advance(p int32, wm int64) {
 	c.maxW = max(c.maxW, wm)
-	for len(c.closing) > 0 && c.closing[0].at <= wm {
-		kafka := heap.Pop(&c.closing).(closeAt).key
+	h := c.heapOf(p)
+	if c.perPart && p >= 0 {
+		c.wms[p] = max(c.wms[p], wm)
+	}
+	for len(*h) > 0 && (*h)[0].at <= wm {
+		kafka := heap.Pop(h).(closeAt).key
 		if w := c.pending[kafka]; w != nil {
 			delete(c.pending, kafka)
 			c.compare(kafka, w)
@@ -742,7 +767,10 @@ func (c *Comparer) compare(kafka string, w *window) {
 // against the timing marks. wm is the recomputation's final watermark;
 // open counts the windows still open in the recomputation.
 func (c *Comparer) Finish(wm int64, open int) Summary {
-	c.advance(wm)
+	c.advance(0, wm)
+	for p := range c.wms { // with perPart: each partition's windows at its own watermark
+		c.advance(int32(p), c.wms[p])
+	}
 	for _, l := range c.liveMaybe {
 		if l.live.Watermark > c.maxW {
 			c.s.Late.Unexpected++

@@ -363,3 +363,35 @@ func TestGenerationsJudgement(t *testing.T) {
 		t.Errorf("summary %+v, differences %v; want 1 late event and 1 dead letter equal, nothing else", s, f.c.Diffs())
 	}
 }
+
+// TestPartitionWatermarks: with watermark.scope partition (by_key) a
+// window closes at its own partition's watermark, not at another's.
+func TestPartitionWatermarks(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+source: {key: [sid], partitioning: by_key, timestamp: {field: t, layout: unix_ms}}
+watermark: {scope: partition}
+window: {type: tumbling, size: 5s, allowed_lateness: 0s}
+aggregates: [{name: n, fn: count}]
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(cfg, nil, 2, Whole, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := windowing.Result{Partition: 1, Key: `{"sid":"b"}`, Window: windowing.Window{Start: 0, End: 5000}, Count: 1,
+		Aggregates: []record.Value{{Num: 1, Raw: "1", IsNum: true}}}
+	in := func(p int32, off int64, v string) *record.Input {
+		return &record.Input{Topic: "calls", Partition: p, KafkaPartition: p, Offset: off, Value: []byte(v)}
+	}
+	c.Record(in(1, 0, `{"sid":"b","t":1000}`), &ready.Ready{Outputs: []ready.Output{{Kind: ready.Result, Result: r}}}, 0)
+	c.Record(in(0, 0, `{"sid":"a","t":10000}`), &ready.Ready{}, 9000) // partition 0's watermark
+	if n := c.s.Windows.Compared; n != 0 {
+		t.Fatalf("partition 0's watermark closed partition 1's window: %d compared", n)
+	}
+	c.Record(in(1, 1, `{"sid":"b","t":10000}`), &ready.Ready{}, 9000) // partition 1's
+	if n := c.s.Windows.Compared; n != 1 {
+		t.Errorf("partition 1's watermark past its window's end: %d compared, want 1", n)
+	}
+}
