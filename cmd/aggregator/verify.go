@@ -296,7 +296,12 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 	}
 	// What the deployment wrote first, then the input, streamed.
 	err = v.consume(ctx, map[string]map[int32]span{sink.ResultsTopic: outputs[sink.ResultsTopic]}, func(r *kgo.Record) error {
-		version, _ := header(r, producer.HeaderConfigVersion)
+		var version []byte
+		for _, h := range r.Headers {
+			if h.Key == producer.HeaderConfigVersion {
+				version = h.Value
+			}
+		}
 		return cmp.FoundResult(r.Key, r.Value, version)
 	})
 	if err != nil {

@@ -194,9 +194,10 @@ type settings struct {
 
 // A Comparer compares found outputs with a recomputation.
 type Comparer struct {
-	sets      []settings // by generation, as Generations.Gens
-	gens      *gens      // nil: one generation of the config's, everywhere
-	live      map[string]bool
+	sets      []settings      // by generation, as Generations.Gens
+	gens      *gens           // nil: one generation of the config's, everywhere
+	live      map[string]bool // the versions of sets
+	versions  []string        // the versions of the results read
 	rng       Range
 	dec       *record.Decoder
 	rec       record.Record
@@ -353,11 +354,11 @@ type resultKey struct {
 }
 
 // FoundResult notes a record of the results topic (value nil: a
-// tombstone) and its aggregator.config_version header ("": none), in
+// tombstone) and its aggregator.config_version header (nil: none), in
 // offset order: the latest per key wins. Results of windows outside the
 // range are not kept; results of a version verify does not recompute are
 // counted (Summary.OtherVersions).
-func (c *Comparer) FoundResult(key, value []byte, version string) error {
+func (c *Comparer) FoundResult(key, value, versionHeader []byte) error {
 	var k resultKey
 	if err := json.Unmarshal(key, &k); err != nil {
 		return fmt.Errorf("results topic: key %q: %w", key, err)
@@ -370,6 +371,7 @@ func (c *Comparer) FoundResult(key, value []byte, version string) error {
 		// so not kept (the recomputation counts the left out).
 		return nil
 	}
+	version := c.intern(versionHeader)
 	if value != nil {
 		value = slices.Clone(value) // not the fetch's buffer, which it would keep whole
 		if version != "" && !c.live[version] {
@@ -381,6 +383,19 @@ func (c *Comparer) FoundResult(key, value []byte, version string) error {
 	}
 	c.found[string(key)] = foundResult{value, version}
 	return nil
+}
+
+// intern returns b as a string, one per version met (a results topic
+// holds a few versions, and a string per result would be garbage).
+func (c *Comparer) intern(b []byte) string {
+	for _, v := range c.versions {
+		if v == string(b) {
+			return v
+		}
+	}
+	v := string(b)
+	c.versions = append(c.versions, v)
+	return v
 }
 
 // FoundLate notes a late event of the range.

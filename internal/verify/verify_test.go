@@ -105,7 +105,7 @@ aggregates: [{name: n, fn: count}]
 			Aggregates: []record.Value{{Num: float64(count), Raw: fmt.Sprint(count), IsNum: true}}}
 	}
 	enc := producer.EncoderFor(cfg)
-	if err := c.FoundResult(enc.AppendKey(nil, result(cc.found)), enc.AppendResult(nil, result(cc.found)), "0"); err != nil {
+	if err := c.FoundResult(enc.AppendKey(nil, result(cc.found)), enc.AppendResult(nil, result(cc.found)), []byte("0")); err != nil {
 		t.Fatal(err)
 	}
 	in := record.Input{Topic: "calls", Offset: 7, Value: []byte(`{"sid":"a","t":3000}`)}
@@ -189,7 +189,7 @@ aggregates: [{name: n, fn: count}]
 		t.Fatalf("%v is not the global window count windows carry", r.Window)
 	}
 	enc := producer.EncoderFor(cfg)
-	if err := c.FoundResult(enc.AppendKey(nil, &r), enc.AppendResult(nil, &r), "0"); err != nil {
+	if err := c.FoundResult(enc.AppendKey(nil, &r), enc.AppendResult(nil, &r), []byte("0")); err != nil {
 		t.Fatal(err)
 	}
 	in := record.Input{Topic: "calls", Value: []byte(`{"sid":"a","t":1}`)}
@@ -256,7 +256,7 @@ func (f *genFixture) result(i int, w windowing.Window, count int64) ready.Output
 func (f *genFixture) found(t *testing.T, i int, out ready.Output, version string) {
 	t.Helper()
 	enc := producer.EncoderFor(f.cfgs[i])
-	if err := f.c.FoundResult(enc.AppendKey(nil, &out.Result), enc.AppendResult(nil, &out.Result), version); err != nil {
+	if err := f.c.FoundResult(enc.AppendKey(nil, &out.Result), enc.AppendResult(nil, &out.Result), []byte(version)); err != nil {
 		t.Fatal(err)
 	}
 }
