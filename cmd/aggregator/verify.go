@@ -180,6 +180,10 @@ func (v *verifier) generations(ctx context.Context) (*verify.Generations, error)
 			g.Seams[p.id] = append(g.Seams[p.id], verify.Seam{Gen: index[sg.Version], Cutover: sg.Cutover})
 		}
 	}
+	if newest := versions[len(versions)-1]; v.cfg.State.ConfigVersion > newest {
+		v.log.Warn().Int64("config_version", v.cfg.State.ConfigVersion).Int64("newest_generation", newest).
+			Msg("the config's state.config_version is not in the changelog yet (no instance has run it): verify recomputes the generations the changelog holds, under their own settings")
+	}
 	if !v.cfg.Source.ByKey() {
 		// Stage 1's choice: the repartition partitioner of the group key,
 		// over the repartition topic's partitions (one changelog

@@ -146,15 +146,23 @@ type resultKey struct {
 // partition 1's windows of generation 1 apart; a corrupted result of
 // either generation is found. Once partition 0 has run on too,
 // generation 1 is retired everywhere: its results are counted apart by
-// version.
+// version. Verified before any instance ran the new config, the windows
+// are generation 1's.
 func TestVerifyGenerationsByKey(t *testing.T) {
 	t.Parallel()
 	v1, v2 := genConfigs("by_key", "partition")
 	s := newVerifySetup(t, 2, v1)
 	s.runPhase(t, genInput(0, 200_000, 0, 1)) // to 3:20: windows to [2m, 3m) closed
 	s.switchConfig(t, v2)
-	s.runPhase(t, genInput(200_000, 720_000, 1)) // partition 1 to 12:00: generation 2's [5m, 10m) closed
+	// The new config before any instance ran it: generation 1's windows,
+	// under generation 1's settings, and a warning.
 	out, err := s.verify(t)
+	if err != nil || out.count("windows_compared_by_generation.1") != 12 || out.count("windows.equal") != 12 ||
+		!strings.Contains(out.stderr, "not in the changelog yet") {
+		t.Fatalf("verify with a config not run yet = %v, want nil, 12 windows of generation 1 equal, a warning:\n%s", err, out.text)
+	}
+	s.runPhase(t, genInput(200_000, 720_000, 1)) // partition 1 to 12:00: generation 2's [5m, 10m) closed
+	out, err = s.verify(t)
 	if err != nil {
 		t.Fatalf("verify = %v, want nil:\n%s", err, out.text)
 	}
