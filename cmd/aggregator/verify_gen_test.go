@@ -17,8 +17,8 @@ import (
 )
 
 // verifyGenYaml is the config of a change of generations (SPEC §11):
-// partitioning, watermark.scope, window.size, an aggregate more (or
-// nothing) and state.config_version.
+// partitioning, watermark.scope, the window's shape, an aggregate more
+// (or nothing) and state.config_version.
 const verifyGenYaml = `
 source:
   topics: [calls]
@@ -28,7 +28,7 @@ source:
   partitioning: %s
   timestamp: {field: t, layout: unix_ms}
 watermark: {max_out_of_orderness: 1s, scope: %s}
-window: {type: tumbling, size: %s, allowed_lateness: 2s}
+window: {%s, allowed_lateness: 2s}
 aggregates:
   - {name: total, fn: sum, field: d}
   - {name: calls, fn: count}
@@ -44,8 +44,8 @@ const genBase = 1_900_000_200_000
 // genConfigs are the two generations' configs: 1-minute windows at
 // version 1, then 5-minute windows with a max added at version 2.
 func genConfigs(partitioning, scope string) (v1, v2 string) {
-	return fmt.Sprintf(verifyGenYaml, partitioning, scope, "1m", "", 1),
-		fmt.Sprintf(verifyGenYaml, partitioning, scope, "5m", "  - {name: longest, fn: max, field: d}", 2)
+	return fmt.Sprintf(verifyGenYaml, partitioning, scope, "type: tumbling, size: 1m", "", 1),
+		fmt.Sprintf(verifyGenYaml, partitioning, scope, "type: tumbling, size: 5m", "  - {name: longest, fn: max, field: d}", 2)
 }
 
 // switchConfig points s (the service it starts and verify) at yaml.
@@ -240,4 +240,45 @@ func TestVerifyGenerationsRepartition(t *testing.T) {
 	r2 := s.resultOf(t, "2", "u3")
 	s.corrupt(t, r2)
 	wantOneDiffering(t, s, r2)
+}
+
+// TestVerifyGenerationsSessions: session windows (gap 10 s) over bursts
+// of 20 s a minute, a max added at version 2, by_key with
+// watermark.scope partition; partition 0 stops at the change, partition 1
+// runs on. The service's sessions before the cut-over are compared under
+// generation 1, those after it under generation 2; the sessions of the
+// burst at the change, which reach across the cut-over, are left out; no
+// difference.
+func TestVerifyGenerationsSessions(t *testing.T) {
+	t.Parallel()
+	const (
+		v1 = "type: session, gap: 10s"
+		v2 = "  - {name: longest, fn: max, field: d}"
+	)
+	s := newVerifySetup(t, 2, fmt.Sprintf(verifyGenYaml, "by_key", "partition", v1, "", 1))
+	bursts := func(recs []verifyRecord) []verifyRecord {
+		var out []verifyRecord
+		for _, r := range recs {
+			if (r.ts-genBase)/1000%60 < 20 {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	s.runPhase(t, bursts(genInput(0, 200_000, 0, 1))) // bursts from 0:00, 1:00, 2:00, 3:00 (to 3:19)
+	s.switchConfig(t, fmt.Sprintf(verifyGenYaml, "by_key", "partition", v1, v2, 2))
+	s.runPhase(t, bursts(genInput(200_000, 720_000, 1))) // partition 1: bursts from 4:00 to 11:00
+	out, err := s.verify(t)
+	if err != nil {
+		t.Fatalf("verify = %v, want nil:\n%s", err, out.text)
+	}
+	// Partition 0 (u0, u2): the bursts of 0:00 to 2:00 under generation 1
+	// (3:00's not closed at its watermark). Partition 1 (u1, u3): 4:00's
+	// to 10:00's under generation 2 (11:00's not closed); before the
+	// cut-over generation 1 has retired there, and the 3:00 burst's
+	// sessions reach past it (their gap).
+	if out.count("windows_compared_by_generation.1") != 6 || out.count("windows_compared_by_generation.2") != 14 ||
+		out.count("windows.equal") != 20 || out.count("windows_left_out.session_at_cutover") != 2 {
+		t.Fatalf("want 6 sessions of generation 1 and 14 of generation 2 compared and equal, 2 at the cut-over left out:\n%s", out.text)
+	}
 }

@@ -563,9 +563,12 @@ func (c *Comparer) genResult(r *windowing.Result, i int) {
 	default:
 		k := seamAt(seams, r.Window.Start)
 		if c.sets[i].kind == config.Session && r.Firing != windowing.Retract {
-			for j := 1; j < len(seams); j++ {
+			// The oldest generation's cut-over too, if it has one: the
+			// retired generation's side is not recomputed, and the
+			// recomputation's session across it is none of the service's.
+			for j := range seams {
 				cut := seams[j].Cutover
-				if r.Window.Start < cut && cut < r.Window.End && (i == seams[j-1].Gen || i == seams[j].Gen) {
+				if r.Window.Start < cut && cut < r.Window.End && (i == seams[j].Gen || j > 0 && i == seams[j-1].Gen) {
 					if !slices.Contains(g.atSeam[r.Key], r.Window) {
 						g.atSeam[r.Key] = append(g.atSeam[r.Key], r.Window)
 						c.s.LeftOut[SessionAtCutover]++
