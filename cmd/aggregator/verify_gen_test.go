@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"aggregator/internal/config"
 	"aggregator/internal/producer"
@@ -280,5 +284,71 @@ func TestVerifyGenerationsSessions(t *testing.T) {
 	if out.count("windows_compared_by_generation.1") != 6 || out.count("windows_compared_by_generation.2") != 14 ||
 		out.count("windows.equal") != 20 || out.count("windows_left_out.session_at_cutover") != 2 {
 		t.Fatalf("want 6 sessions of generation 1 and 14 of generation 2 compared and equal, 2 at the cut-over left out:\n%s", out.text)
+	}
+}
+
+// TestVerifyGenerationsAvro: the by_key change of
+// TestVerifyGenerationsByKey with Avro input and results: each
+// generation's results are written under its own schema (generation 2's
+// with the max added registers the next version), and verify decodes
+// each window's under its generation's; a corrupted result of generation
+// 2 is found.
+func TestVerifyGenerationsAvro(t *testing.T) {
+	t.Parallel()
+	fake := srfake.New()
+	defer fake.Close()
+	id, _, err := fake.RegisterSchema("calls-value", sr.Schema{Schema: replayCallSchema, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toAvro := strings.NewReplacer("format: json", "format: avro\n  schema_registry: {url: '"+fake.URL()+"'}",
+		"linger: 1ms}", "linger: 1ms, format: avro}")
+	v1, v2 := genConfigs("by_key", "partition")
+	s := newVerifySetup(t, 2, toAvro.Replace(v1))
+	schema := avro.MustParse(replayCallSchema)
+	encode := func(recs []verifyRecord) []verifyRecord {
+		for i, r := range recs {
+			var c struct {
+				Sid string `json:"sid"`
+				T   int64  `json:"t"`
+				D   int64  `json:"d"`
+			}
+			if err := json.Unmarshal([]byte(r.value), &c); err != nil {
+				t.Fatal(err)
+			}
+			body, err := avro.Marshal(schema, map[string]any{"sid": c.Sid, "t": c.T, "d": c.D})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs[i].value = string(append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), body...))
+		}
+		return recs
+	}
+	s.runPhase(t, encode(genInput(0, 200_000, 0, 1)))
+	s.switchConfig(t, toAvro.Replace(v2))
+	s.runPhase(t, encode(genInput(200_000, 720_000, 1)))
+	out, err := s.verify(t)
+	if err != nil || out.count("windows_compared_by_generation.1") != 6 || out.count("windows_compared_by_generation.2") != 2 || out.count("windows.equal") != 8 {
+		t.Fatalf("verify = %v, want nil, 6 windows of generation 1 and 2 of generation 2 compared and equal:\n%s", err, out.text)
+	}
+	r := s.resultOf(t, "2", "u1")
+	results := avro.MustParse(producer.AvroSchema(s.cfg))
+	var v map[string]any
+	if err := avro.Unmarshal(results, r.Value[5:], &v); err != nil {
+		t.Fatalf("generation 2's result in generation 2's schema: %v", err)
+	}
+	v["count"] = v["count"].(int64) + 1
+	body, err := avro.Marshal(results, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := &kgo.Record{Topic: "calls-windows", Key: r.Key, Value: append(slices.Clone(r.Value[:5]), body...), Headers: r.Headers}
+	if err := s.client(t).ProduceSync(context.Background(), tampered).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out, err = s.verify(t)
+	d := wantDiff(t, out, err, "window_differs")
+	if got := d["found"].(map[string]any)["count"]; got != float64(v["count"].(int64)) || out.count("unexplained") != 1 {
+		t.Errorf("the difference's found count is %v, want %v, and nothing else:\n%s", got, v["count"], out.text)
 	}
 }
