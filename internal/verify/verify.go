@@ -208,13 +208,7 @@ type Comparer struct {
 	late      map[Source]Late
 	dead      map[Source]bool
 	pending   map[string]*window // recomputed, not closed yet
-	// closing orders the pending windows by closing time: one heap, or
-	// with perPart one per partition, whose watermark closes its windows
-	// (watermark.scope partition with by_key: each partition's windows
-	// follow its own watermark, in the service and the recomputation).
-	closing   []closeHeap
-	perPart   bool
-	wms       []int64            // perPart: each partition's watermark so far
+	closing   closing
 	suspects  []suspect          // differing windows: judged at Finish, once every timing mark is known
 	marks     map[string][]int64 // group key → event times judged differently live and here
 	lateMaybe []maybeLate        // late here, on time live: explained if a window shows it
@@ -282,8 +276,8 @@ func NewGenerations(cfg config.Config, g *Generations, schemas *record.Schemas, 
 		keyParts:  map[string]int32{},
 		found:     map[string]foundResult{}, late: map[Source]Late{}, dead: map[Source]bool{},
 		pending: map[string]*window{}, marks: map[string][]int64{}, live: map[string]bool{},
-		closing: make([]closeHeap, 1), wms: []int64{math.MinInt64}, perPart: cfg.Source.ByKey() && !cfg.Watermark.GlobalScope(),
-		maxW: math.MinInt64, maxDiffs: maxDiffs,
+		closing: closing{heaps: make([]closeHeap, 1), wms: []int64{math.MinInt64}, perPart: cfg.Source.ByKey() && !cfg.Watermark.GlobalScope()},
+		maxW:    math.MinInt64, maxDiffs: maxDiffs,
 		s: Summary{LeftOut: map[string]int{}},
 	}
 	if g == nil {
@@ -712,31 +706,16 @@ func (c *Comparer) result(r *windowing.Result, gen int) {
 			w.closes = r.Window.CleanupTime(set.lateness)
 		}
 		c.pending[kafka] = w
-		heap.Push(c.heapOf(r.Partition), closeAt{w.closes, kafka})
+		heap.Push(c.closing.of(r.Partition), closeAt{w.closes, kafka})
 	}
 	w.value = set.values.AppendResult(w.value[:0], r)
-}
-
-// heapOf is the closing heap of partition p's windows.
-func (c *Comparer) heapOf(p int32) *closeHeap {
-	if !c.perPart || p < 0 {
-		return &c.closing[0]
-	}
-	for int(p) >= len(c.closing) {
-		c.closing = append(c.closing, nil)
-		c.wms = append(c.wms, math.MinInt64)
-	}
-	return &c.closing[p]
 }
 
 // advance compares the windows the watermark wm of partition p (any with
 // one heap) closed.
 func (c *Comparer) advance(p int32, wm int64) {
 	c.maxW = max(c.maxW, wm)
-	h := c.heapOf(p)
-	if c.perPart && p >= 0 {
-		c.wms[p] = max(c.wms[p], wm)
-	}
+	h := c.closing.at(p, wm)
 	for len(*h) > 0 && (*h)[0].at <= wm {
 		kafka := heap.Pop(h).(closeAt).key
 		if w := c.pending[kafka]; w != nil {
@@ -744,6 +723,37 @@ func (c *Comparer) advance(p int32, wm int64) {
 			c.compare(kafka, w)
 		}
 	}
+}
+
+// closing orders the pending windows by closing time: one heap, or with
+// perPart one per partition, whose own watermark closes its windows
+// (watermark.scope partition with by_key: each partition's windows
+// follow its own watermark, in the service and the recomputation).
+type closing struct {
+	heaps   []closeHeap
+	perPart bool
+	wms     []int64 // each partition's watermark so far (perPart)
+}
+
+// of is the heap of partition p's windows.
+func (cl *closing) of(p int32) *closeHeap {
+	if !cl.perPart || p < 0 {
+		return &cl.heaps[0]
+	}
+	for int(p) >= len(cl.heaps) {
+		cl.heaps = append(cl.heaps, nil)
+		cl.wms = append(cl.wms, math.MinInt64)
+	}
+	return &cl.heaps[p]
+}
+
+// at is the heap of partition p's windows, its watermark now wm.
+func (cl *closing) at(p int32, wm int64) *closeHeap {
+	h := cl.of(p)
+	if cl.perPart && p >= 0 {
+		cl.wms[p] = max(cl.wms[p], wm)
+	}
+	return h
 }
 
 func (c *Comparer) compare(kafka string, w *window) {
@@ -786,8 +796,8 @@ func (c *Comparer) compare(kafka string, w *window) {
 // open counts the windows still open in the recomputation.
 func (c *Comparer) Finish(wm int64, open int) Summary {
 	c.advance(0, wm)
-	for p := range c.wms { // with perPart: each partition's windows at its own watermark
-		c.advance(int32(p), c.wms[p])
+	for p, pwm := range c.closing.wms { // with perPart: each partition's windows at its own watermark
+		c.advance(int32(p), pwm)
 	}
 	for _, l := range c.liveMaybe {
 		if l.live.Watermark > c.maxW {
