@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -76,13 +77,13 @@ func verifyCmd(ctx context.Context, args []string, env []string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	if len(v.versions) > 0 {
-		log.Warn().Interface("other_config_versions", v.versions).Int64("config_version", cfg.State.ConfigVersion).
-			Msg("the results topic holds results of other config versions (generations before a config change): verify computes every window under this config, so their windows show as differences; verify a range after the cut-over (docs/verify.md)")
+	if len(sum.OtherVersions) > 0 {
+		log.Warn().Interface("results_of_other_versions", sum.OtherVersions).
+			Msg("the results topic holds results of config versions that are no live generation in the changelog (retired, their settings gone, or never stored): verify cannot recompute their windows and counts them apart, not as differences; a --from after the old generation retired leaves them out (docs/verify.md)")
 	}
 	w := bufio.NewWriter(stdout)
 	enc := json.NewEncoder(w)
-	if err := enc.Encode(map[string]any{"summary": report{RecordsRead: v.read, OtherConfigVersions: v.versions, Summary: sum}}); err != nil {
+	if err := enc.Encode(map[string]any{"summary": report{RecordsRead: v.read, Summary: sum}}); err != nil {
 		return err
 	}
 	for _, d := range diffs {
@@ -102,11 +103,6 @@ func verifyCmd(ctx context.Context, args []string, env []string, stdout, stderr 
 // report is the summary line.
 type report struct {
 	RecordsRead map[string]int64 `json:"records_read"` // by topic
-	// OtherConfigVersions counts the results read whose header
-	// aggregator.config_version is not the config's state.config_version
-	// (SPEC §11), by version: verify computes every window under the one
-	// config it is given.
-	OtherConfigVersions map[string]int `json:"other_config_versions,omitempty"`
 	verify.Summary
 }
 
@@ -138,21 +134,68 @@ type verifier struct {
 	read     map[string]int64 // records read by topic
 	progress io.Writer        // the terminal, or nil
 	drawn    time.Time        // when the progress line was last drawn
-	versions map[string]int   // results of other config versions, by version (report.OtherConfigVersions)
 }
 
-// noteVersion counts r, a result, when its header aggregator.config_version
-// names another version than the config's.
-func (v *verifier) noteVersion(r *kgo.Record) {
-	for _, h := range r.Headers {
-		if h.Key != producer.HeaderConfigVersion || string(h.Value) == strconv.FormatInt(v.cfg.State.ConfigVersion, 10) {
-			continue
-		}
-		if v.versions == nil {
-			v.versions = map[string]int{}
-		}
-		v.versions[string(h.Value)]++
+// generations reads the generations of every state partition's changelog
+// (SPEC §11) as `aggregator plan` does, read_committed, with no group:
+// each one's version, state settings and cut-over. Nil when the changelog
+// holds none (no changelog yet): every window is the config's.
+func (v *verifier) generations(ctx context.Context) (*verify.Generations, error) {
+	parts, err := readStatePartitions(ctx, v.cfg, v.log)
+	if err != nil {
+		return nil, fmt.Errorf("changelog %s: %w", v.cfg.State.ChangelogTopic, err)
 	}
+	g := &verify.Generations{}
+	index := map[int64]int{}
+	settings := map[int64]string{}
+	for _, p := range parts {
+		for _, sg := range p.res.Generations {
+			if s, ok := settings[sg.Version]; ok && s != string(sg.Settings) {
+				return nil, fmt.Errorf("changelog %s: generation %d has other state settings in partition %d than in another", v.cfg.State.ChangelogTopic, sg.Version, p.id)
+			}
+			settings[sg.Version] = string(sg.Settings)
+		}
+	}
+	if len(settings) == 0 {
+		return nil, nil
+	}
+	versions := slices.Sorted(maps.Keys(settings))
+	for i, version := range versions {
+		cfg := v.cfg // a changelog written before generations: its settings are not stored, the config's run it
+		if s := settings[version]; s != "" {
+			st, err := config.DecodeState([]byte(s))
+			if err != nil {
+				return nil, fmt.Errorf("changelog %s: generation %d's settings cannot be read by this release: %w", v.cfg.State.ChangelogTopic, version, err)
+			}
+			cfg = v.cfg.WithState(st)
+		}
+		index[version] = i
+		g.Gens = append(g.Gens, verify.Generation{Version: version, Config: cfg})
+	}
+	for _, p := range parts {
+		for int(p.id) >= len(g.Seams) {
+			g.Seams = append(g.Seams, nil)
+		}
+		for _, sg := range p.res.Generations {
+			g.Seams[p.id] = append(g.Seams[p.id], verify.Seam{Gen: index[sg.Version], Cutover: sg.Cutover})
+		}
+	}
+	if newest := versions[len(versions)-1]; v.cfg.State.ConfigVersion > newest {
+		v.log.Warn().Int64("config_version", v.cfg.State.ConfigVersion).Int64("newest_generation", newest).
+			Msg("the config's state.config_version is not in the changelog yet (no instance has run it): verify recomputes the generations the changelog holds, under their own settings")
+	}
+	if !v.cfg.Source.ByKey() {
+		// Stage 1's choice: the repartition partitioner of the group key,
+		// over the repartition topic's partitions (one changelog
+		// partition each).
+		n := v.cfg.State.RepartitionPartitions
+		if n == 0 {
+			n = int32(len(parts))
+		}
+		keys := kgo.StickyKeyPartitioner(nil).ForTopic(v.cfg.State.RepartitionTopic)
+		g.Partition = func(key string) int32 { return producer.RepartitionPartition(keys, []byte(key), n) }
+	}
+	return g, nil
 }
 
 // span is the offsets read of a partition: [start, end).
@@ -222,11 +265,32 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 			base += slices.Max(ps) + 1
 		}
 	}
-	eng, err := recompute.New(v.cfg, reg, assigned)
+	gens, err := v.generations(ctx)
 	if err != nil {
 		return verify.Summary{}, nil, err
 	}
-	cmp, err := verify.New(v.cfg, eng.Schemas(), len(assigned), v.rng, maxDiffs)
+	// One recomputation per generation; one only when a generation owns
+	// every window (the config's, when the changelog holds none).
+	cfgs := []config.Config{v.cfg}
+	switch {
+	case gens != nil && gens.Trivial():
+		cfgs[0] = gens.Gens[0].Config
+	case gens != nil:
+		cfgs = cfgs[:0]
+		vs := make([]int64, len(gens.Gens))
+		for i, g := range gens.Gens {
+			cfgs = append(cfgs, g.Config)
+			vs[i] = g.Version
+		}
+		v.log.Info().Ints64("generations", vs).Msg("verify recomputes each window under the generation that owns it in the changelog")
+	}
+	engs := make([]*recompute.Engine, len(cfgs))
+	for i, cfg := range cfgs {
+		if engs[i], err = recompute.New(cfg, reg, assigned); err != nil {
+			return verify.Summary{}, nil, err
+		}
+	}
+	cmp, err := verify.NewGenerations(v.cfg, gens, engs[0].Schemas(), len(assigned), v.rng, maxDiffs)
 	if err != nil {
 		return verify.Summary{}, nil, err
 	}
@@ -236,8 +300,13 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 	}
 	// What the deployment wrote first, then the input, streamed.
 	err = v.consume(ctx, map[string]map[int32]span{sink.ResultsTopic: outputs[sink.ResultsTopic]}, func(r *kgo.Record) error {
-		v.noteVersion(r)
-		return cmp.FoundResult(r.Key, r.Value)
+		var version []byte
+		for _, h := range r.Headers {
+			if h.Key == producer.HeaderConfigVersion {
+				version = h.Value
+			}
+		}
+		return cmp.FoundResult(r.Key, r.Value, version)
 	})
 	if err != nil {
 		return verify.Summary{}, nil, err
@@ -262,15 +331,29 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 	if err != nil {
 		return verify.Summary{}, nil, err
 	}
+	one := gens == nil || gens.Trivial() // one generation owns every window: compared as they come
 	var in ready.Input
+	rds := make([]ready.Ready, len(engs))
 	err = v.consume(ctx, inputs, func(r *kgo.Record) error {
 		in = ready.Input{Topic: r.Topic, Partition: ids[r.Topic][r.Partition], KafkaPartition: r.Partition,
 			Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()}
-		rd, err := eng.Process(ctx, &in)
-		if err != nil {
-			return err
+		if one {
+			rd, err := engs[0].Process(ctx, &in)
+			if err != nil {
+				return err
+			}
+			cmp.Record(&in, &rd, engs[0].PartitionWatermark(in.Partition))
+			return nil
 		}
-		cmp.Record(&in, &rd, eng.Watermark())
+		wm := int64(math.MaxInt64)
+		for i, eng := range engs {
+			var err error
+			if rds[i], err = eng.Process(ctx, &in); err != nil {
+				return err
+			}
+			wm = min(wm, eng.PartitionWatermark(in.Partition))
+		}
+		cmp.RecordGenerations(&in, rds, wm)
 		return nil
 	})
 	if err != nil {
@@ -279,7 +362,21 @@ func (v *verifier) run(ctx context.Context, maxDiffs int) (verify.Summary, []ver
 	if v.progress != nil {
 		fmt.Fprintf(v.progress, "\rverify: %s\n", v.progressLine())
 	}
-	return cmp.Finish(eng.Watermark(), eng.OpenWindows()), cmp.Diffs(), nil
+	open := 0
+	for _, eng := range engs {
+		open += eng.OpenWindows()
+	}
+	return cmp.Finish(watermarkOf(engs), open), cmp.Diffs(), nil
+}
+
+// watermarkOf is the lowest watermark of the recomputations: the same in
+// each unless their filters differ (docs/verify.md).
+func watermarkOf(engs []*recompute.Engine) int64 {
+	wm := engs[0].Watermark()
+	for _, eng := range engs[1:] {
+		wm = min(wm, eng.Watermark())
+	}
+	return wm
 }
 
 // inputSpans are the input partitions' offsets in the range: from the

@@ -17,8 +17,9 @@ const Now = math.MaxInt64
 
 // An Engine recomputes windows record by record.
 type Engine struct {
-	proc *pipeline.Processor
-	reg  *registry.Client
+	proc         *pipeline.Processor
+	reg          *registry.Client
+	perPartition bool // each partition's windows follow its own watermark
 }
 
 // New returns an Engine over the state partitions given (see
@@ -39,7 +40,7 @@ func New(cfg config.Config, reg *registry.Client, partitions []int32) (*Engine, 
 	for _, p := range partitions {
 		proc.Assign(p, Now)
 	}
-	return &Engine{proc: proc, reg: reg}, nil
+	return &Engine{proc: proc, reg: reg, perPartition: cfg.Source.ByKey() && !cfg.Watermark.GlobalScope()}, nil
 }
 
 // Schemas returns the registry schemas of the input format; nil unless
@@ -70,6 +71,16 @@ func (e *Engine) Flush() ready.Ready {
 // Watermark returns the watermark the windows follow (with scope
 // partition, the lowest of the partitions').
 func (e *Engine) Watermark() int64 { return e.proc.Watermark() }
+
+// PartitionWatermark returns the watermark partition's windows follow:
+// its own with watermark.scope partition and by_key, Watermark otherwise.
+func (e *Engine) PartitionWatermark(partition int32) int64 {
+	if !e.perPartition {
+		return e.Watermark()
+	}
+	wm, _ := e.proc.PartitionWatermark(partition)
+	return wm
+}
 
 // OpenWindows returns how many (key, window) states are open.
 func (e *Engine) OpenWindows() int { return e.proc.OpenWindows() }

@@ -8,6 +8,13 @@
 // the recomputation, or the reverse) is counted apart, with the windows it
 // changes, as explained by timing.
 //
+// With config generations (SPEC §11, NewGenerations), each window is
+// compared under the generation that owns it in its state partition (the
+// latest cut-over at or before its start), fed by one recomputation per
+// generation (RecordGenerations); what no recomputation can match (a
+// retired generation's windows and results, sessions across a cut-over,
+// count windows of a partition that cut over) is counted apart.
+//
 // A Comparer is fed what was found first (FoundResult, FoundLate,
 // FoundDeadLetter), then the recomputation record by record (Record);
 // it compares a window as soon as the recomputation closes it, so its
