@@ -31,6 +31,7 @@ type Stage struct {
 	marks    *watermark.Merged
 	announce *watermark.Announcer
 	futureMs int64
+	all      bool    // Format3: records the filter rejects are forwarded too
 	sources  int32   // the number of source partitions, for the markers
 	next     []int64 // by partition id: the offset of the next record; -1 none; unassigned -2
 	hwm      []int64 // by partition id: the high watermark of its last fetch; -1 none since assignment
@@ -87,8 +88,13 @@ func New(cfg config.Config, sources int32, schemas *record.Schemas) (*Stage, err
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
 	return &Stage{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), announce: watermark.NewAnnouncer(),
-		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), sources: sources}, nil
+		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), sources: sources, all: cfg.State.RepartitionFormat == Format3}, nil
 }
+
+// ForwardsFiltered reports whether the stage forwards the records its
+// config's source.filter rejects (Format3), for stage 2 to filter per
+// generation: its records must be decoded with record.Decoder.DecodeAll.
+func (s *Stage) ForwardsFiltered() bool { return s.all }
 
 // Sources is the number of source partitions the markers report.
 func (s *Stage) Sources() int32 { return s.sources }
@@ -182,17 +188,43 @@ func (s *Stage) Process(in *ready.Input, now int64) (out Route, applied bool) {
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
 	}
-	kind, err := s.dec.Decode(in, &s.rec)
+	var kind record.Kind
+	var err error
+	if s.all {
+		kind, err = s.dec.DecodeAll(in, &s.rec)
+	} else {
+		kind, err = s.dec.Decode(in, &s.rec)
+	}
 	return s.ProcessDecoded(in, &s.rec, kind, err, now)
 }
 
 // ProcessDecoded is Process for a record decoded elsewhere (kind and
-// decodeErr are what its decoder returned; rec is not kept).
+// decodeErr are what its decoder returned, DecodeAll's if
+// ForwardsFiltered; rec is not kept).
+//
+// With Format3 a record the filter rejects is forwarded as well, with
+// its verdict, neither moving the watermark nor judged by the future
+// guard (stage 2 does that for a generation whose filter accepts it):
+// with its whole decoding, or, if that failed after the group key,
+// without (stage 2 decodes the value under each generation's settings).
+// One whose event time or group key cannot be read has no partition to
+// go to: it is Filtered here, as the config's filter says.
 func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, err error, now int64) (out Route, applied bool) {
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
 	}
 	s.next[in.Partition] = in.Offset + 1
+	if kind == record.Filtered && s.all {
+		if rec.Key == "" {
+			return Filtered, true
+		}
+		var form []byte
+		if err == nil {
+			form = s.form(rec)
+		}
+		s.forwardFiltered(in, rec.Key, form)
+		return Forwarded, true
+	}
 	if err == nil && kind != record.Filtered {
 		err = s.checkFuture(rec.Time, now)
 	}
@@ -214,6 +246,16 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 	s.encode(r)
 	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})
 	return Forwarded, true
+}
+
+// forwardFiltered hands on a record the filter rejected (Format3), under
+// key, with form (nil: none); its source's watermark does not move.
+func (s *Stage) forwardFiltered(in *ready.Input, key string, form []byte) {
+	r := s.repart(ready.Repart{In: *in, Key: key, Record: form, Filtered: true})
+	wm, _ := s.marks.Partition(in.Partition)
+	r.In.Sources, r.In.Before, r.In.After = s.sources, wm, wm
+	s.encode(r)
+	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})
 }
 
 // Skip moves a partition's position past offset, a record that holds no
