@@ -154,12 +154,26 @@ func TestConfigChangeRestart(t *testing.T) {
 // broker of its own, and checks what a read_committed reader of the
 // results sees against each generation's replay.
 func runPhases(t *testing.T, partitioning string, phases []genPhase) {
+	runPhasesEdited(t, partitioning, phases, phaseEdit{})
+}
+
+// phaseEdit changes what runPhasesEdited runs: the stream (input), and
+// each phase's config file (yaml, given the phase's index).
+type phaseEdit struct {
+	input func([]keyedInput) []keyedInput
+	yaml  func(phase int, y string) string
+}
+
+func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit phaseEdit) {
 	const parts = 4
 	n := 1200
 	if raceEnabled {
 		n = 600
 	}
 	input := genInput(parts, n)
+	if edit.input != nil {
+		input = edit.input(input)
+	}
 	kc := newCluster(t, parts)
 	brokers := kc.ListenAddrs()
 	cfgs := make([]config.Config, len(phases))
@@ -173,6 +187,9 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 				at = time.UnixMilli(int64(base) + int64(n)*25*3/4/5_000*5_000).UTC() // a 5-second window's start
 			}
 			y = strings.Replace(y, "state: {", "state: {cutover: "+at.Format(time.RFC3339Nano)+", ", 1)
+		}
+		if edit.yaml != nil {
+			y = edit.yaml(i, y)
 		}
 		cfgs[i] = parseConfig(t, y, brokers)
 		wants[i] = contents(replayKcatN(t, cfgs[i], parts, input, nil).results)
@@ -301,6 +318,49 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 		if gens[int64(ph.version)] == 0 {
 			t.Errorf("results by generation: %v, want every phase's", gens)
 		}
+	}
+}
+
+// TestConfigChangeFilter: a change of source.filter alone, in both
+// partitioning modes (SPEC §11: records go to every window of every live
+// generation that contains them and whose filter accepts them). Each
+// record has fields a and b, 0 or 1 at random; the first config keeps
+// a = 1, the second b = 1 (the last record of each partition has both:
+// it moves every watermark past the stream). In repartition mode stage 1
+// runs the second config after the restart and forwards what its filter
+// rejects (state.repartition_format 3): the old generation's windows
+// still open at the restart get the records of a = 1 read after it, as
+// the first config's replay has them.
+func TestConfigChangeFilter(t *testing.T) {
+	t.Parallel()
+	const (
+		ms1 = "{type: tumbling, size: 1s, allowed_lateness: 2s}"
+		one = "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]"
+	)
+	edit := phaseEdit{
+		input: func(in []keyedInput) []keyedInput {
+			rng := rand.New(rand.NewPCG(31, 7))
+			out := make([]keyedInput, len(in))
+			for i, r := range in {
+				a, b := rng.IntN(2), rng.IntN(2)
+				if r.key == "end" {
+					a, b = 1, 1
+				}
+				r.value = fmt.Sprintf(`{"a":%d,"b":%d,`, a, b) + r.value[1:]
+				out[i] = r
+			}
+			return out
+		},
+		yaml: func(i int, y string) string {
+			field := [...]string{"a", "b"}[i]
+			return strings.Replace(y, "  format: json\n", "  format: json\n  filter: [{field: "+field+", equals: 1}]\n", 1)
+		},
+	}
+	for _, partitioning := range []string{"repartition", "by_key"} {
+		t.Run(partitioning, func(t *testing.T) {
+			t.Parallel() // its own broker
+			runPhasesEdited(t, partitioning, []genPhase{{ms1, one, 1, "", false}, {ms1, one, 2, "", false}}, edit)
+		})
 	}
 }
 
