@@ -353,7 +353,7 @@ func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics 
 			d.Kind, d.Err, d.Mark = record.Marker, nil, m
 			return
 		default: // format 1: a bad value is its own dead letter, as stage 1 judged it
-			d.Kind, d.Err = dec.Decode(&d.In, &d.Rec)
+			d.Kind, d.Err = dec.DecodeTimed(&d.In, &d.Rec)
 			return
 		}
 	}

@@ -488,6 +488,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 			p.deadLetter(in, firstErr)
 			return DeadLetter
 		}
+		p.filtered(in.Partition, rec.Time)
 		return Filtered
 	}
 	if err := p.checkFuture(first.Time, now); err != nil {
@@ -533,6 +534,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 		// accepts, or one at or after T only the old filter accepts). It
 		// moves the watermark as any record a generation decoded does.
 		best = Filtered
+		p.filtered(in.Partition, first.Time)
 	case best == windowing.OtherGeneration:
 		// Late for every generation that could take it (or in the span of
 		// none: a record before T for a generation whose windows are gone).
@@ -547,6 +549,16 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 		p.sourceMark(in, in.After)
 	}
 	return best
+}
+
+// filtered notes, in stage 2, the event time t of a record of partition
+// that its filter rejected (math.MinInt64: not read; it came in a format
+// without it, and stage 1 filtered by the same config).
+func (p *Processor) filtered(partition int32, t int64) {
+	if p.sources != nil && int(partition) < len(p.parts) {
+		pp := &p.parts[partition]
+		pp.filteredMax = max(pp.filteredMax, t)
+	}
 }
 
 // TakeGenerationSkips returns how many records one generation aggregated

@@ -914,3 +914,51 @@ func TestTwoStageFilterChange(t *testing.T) {
 		t.Errorf("x's results after the change:\n%s", strings.Join(c.outputs[before:], "\n"))
 	}
 }
+
+// TestTwoStageFilterChangeAfterFiltered: a record the old generation's
+// filter rejected leaves no window in state, but its time is one the
+// state has seen: stage 2's position keeps it, and the cut-over T of a
+// new generation with another filter comes after it (else the new
+// generation's windows from T would miss it: it was read before the
+// change). Read under the old config's form, and, stage 1 running the
+// new config (a rollout), from the value under the old config's.
+func TestTwoStageFilterChangeAfterFiltered(t *testing.T) {
+	conf := func(field, version string) string {
+		return strings.Replace(twoStageYaml, "partitioning: repartition}", "partitioning: repartition, filter: [{field: "+field+", equals: 1}]}", 1) +
+			"state: {config_version: " + version + "}\n"
+	}
+	for _, stage1 := range []string{"old", "new"} {
+		t.Run("stage 1 of the "+stage1+" config", func(t *testing.T) {
+			c := &cluster2{input: make([][]string, sourceParts), repart: make([][]repRecord, repartParts), log: changelog{},
+				off1: map[int32]int64{}, off2: map[int32]int64{}}
+			for p := range sourceParts {
+				for _, ts := range []int{1000, 1500, 2500, 3500} {
+					c.input[p] = append(c.input[p], fmt.Sprintf(`{"k":"x","t":%d,"v":1,"a":1,"b":0}`, ts))
+				}
+			}
+			c.input[0] = append(c.input[0], `{"k":"x","t":4100,"v":1,"a":0,"b":1}`) // after the latest window, [2000,4000)
+			s := newTwoStageOf(t, conf("a", "0"), true, c)
+			if stage1 == "new" {
+				// The old config's stage 2 reads what the new config's stage 1
+				// wrote: a form of another spec, which it decodes again.
+				s1 := newTwoStageOf(t, conf("b", "1"), true, &cluster2{input: c.input, repart: make([][]repRecord, repartParts), log: changelog{},
+					off1: map[int32]int64{}, off2: map[int32]int64{}})
+				if s1.run(-1, noCrash) {
+					t.Fatal("crashed")
+				}
+				c.repart = s1.c.repart
+				for p := range int32(sourceParts) {
+					c.off1[p] = int64(len(c.input[p]))
+				}
+				s = newTwoStageOf(t, conf("a", "0"), true, c)
+			}
+			if s.run(-1, noCrash) {
+				t.Fatal("the old config's run crashed")
+			}
+			next := newTwoStageOf(t, conf("b", "1"), true, c)
+			if rep := next.core.GenerationReport(partitionOf(`{"k":"x"}`)); rep.Verdict != config.NewGeneration || rep.Cutover != 6000 {
+				t.Fatalf("x's partition: %+v, want a new generation cut over at 6000, after the filtered record's 4100", rep)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 
@@ -198,7 +199,7 @@ func TestCompactOtherSpec(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reader := compactDecoder(t, tt.spec)
 			var want, got record.Record
-			wantKind, wantErr := reader.Decode(&in, &want)
+			wantKind, wantErr := reader.DecodeTimed(&in, &want)
 			kind, err := reader.DecodeCompact([]byte(rec.Key), form, &in, &got)
 			if kind != tt.kind || kind != wantKind || err != wantErr || !reflect.DeepEqual(got, want) {
 				t.Errorf("DecodeCompact under another spec = %v, %+v, %v; want Decode's %v, %+v, %v", kind, got, err, wantKind, want, wantErr)
@@ -278,6 +279,35 @@ func TestDecodeAll(t *testing.T) {
 	other.Filters = []record.Filter{{Field: "v", Equals: "drop"}}
 	if k, err := compactDecoder(t, other).DecodeForm([]byte(rec.Key), dec.AppendCompact(nil, &rec), true, &in, &got); k != record.Event || err != nil || got.Key != rec.Key {
 		t.Fatalf("DecodeForm under another filter = %v, %v, %+v; want its own Event", k, err, got)
+	}
+}
+
+// TestDecodeTimed: a record the filter rejects is Filtered without an
+// error, with its event time if it reads (math.MinInt64 if not); Decode
+// leaves the time unread; an accepted record decodes as with Decode.
+func TestDecodeTimed(t *testing.T) {
+	spec := compactSpec()
+	spec.Filters = []record.Filter{{Field: "v", Equals: "keep"}}
+	dec := compactDecoder(t, spec)
+	for _, tt := range []struct {
+		value string
+		kind  record.Kind
+		time  int64
+	}{
+		{`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"keep"}`, record.Event, 1000},
+		{`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":"x","v":"drop"}`, record.Filtered, 1000},
+		{`{"sid":"s1","t":"soon","v":"drop"}`, record.Filtered, math.MinInt64},
+	} {
+		in := record.Input{Key: []byte("k1"), Value: []byte(tt.value)}
+		var rec, plain record.Record
+		kind, err := dec.DecodeTimed(&in, &rec)
+		if kind != tt.kind || err != nil || rec.Time != tt.time {
+			t.Errorf("DecodeTimed(%s) = %v, %v, time %d; want %v, time %d", tt.value, kind, err, rec.Time, tt.kind, tt.time)
+		}
+		pk, perr := dec.Decode(&in, &plain)
+		if pk != kind || perr != nil || kind == record.Event && !reflect.DeepEqual(plain, rec) || kind == record.Filtered && plain.Time != math.MinInt64 {
+			t.Errorf("Decode(%s) = %v, %v, %+v; want %v (a filtered record's time unread)", tt.value, pk, perr, plain, kind)
+		}
 	}
 }
 

@@ -331,6 +331,7 @@ func isPlainDecimal(text []byte) bool {
 //     rec.Time is set, to the marker's value read with the timestamp layout.
 //     A marker needs no other field and is not filtered.
 //   - Filtered: a source.filter does not hold (or its field is missing).
+//     rec.Time is math.MinInt64: not read.
 //   - Event: Time, Key, KeyFields and Values are set.
 //
 // Partition and Offset always come from in. Any problem with the data is
@@ -340,9 +341,22 @@ func (d *Decoder) Decode(in *Input, rec *Record) (Kind, error) { return d.decode
 // DecodeAll is Decode, except that a record the filter rejects is decoded
 // whole too: its Kind is Filtered, with rec set as for an Event, or with
 // the error of its decoding (rec.Key is set if the error came after the
-// group key). Stage 1 of source.partitioning repartition forwards such
-// records (repartition.Format3), for the generations of other filters.
+// group key; rec.Time is math.MinInt64 if the event time did not read).
+// Stage 1 of source.partitioning repartition forwards such records
+// (repartition.Format3), for the generations of other filters.
 func (d *Decoder) DecodeAll(in *Input, rec *Record) (Kind, error) { return d.decode(in, rec, true) }
+
+// DecodeTimed is Decode, except that a record the filter rejects has its
+// event time read: rec.Time, or math.MinInt64 if it does not read (it is
+// Filtered without an error all the same). Stage 2 decodes a value with
+// it: a cut-over's T comes after every event time a partition read.
+func (d *Decoder) DecodeTimed(in *Input, rec *Record) (Kind, error) {
+	kind, err := d.decode(in, rec, true)
+	if kind == Filtered {
+		return Filtered, nil
+	}
+	return kind, err
+}
 
 func (d *Decoder) decode(in *Input, rec *Record, all bool) (Kind, error) {
 	rec.Partition, rec.Offset, rec.Time = in.Partition, in.Offset, 0
@@ -364,9 +378,10 @@ func (d *Decoder) decode(in *Input, rec *Record, all bool) (Kind, error) {
 	for i := range d.filters {
 		if f := &d.filters[i]; !d.equals(d.token(&f.ref, in), f.equals) {
 			if !all {
+				rec.Time = math.MinInt64
 				return Filtered, nil
 			}
-			kind = Filtered
+			kind, rec.Time = Filtered, math.MinInt64
 			break
 		}
 	}
@@ -374,7 +389,7 @@ func (d *Decoder) decode(in *Input, rec *Record, all bool) (Kind, error) {
 	if err != nil {
 		return kind, err
 	}
-	rec.Time = t
+	rec.Time = t // (a Filtered record's time stays math.MinInt64 unless it reads)
 	d.arena, d.pending = d.arena[:0], d.pending[:0]
 	if err := d.key(in, rec); err != nil {
 		return kind, err

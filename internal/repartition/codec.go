@@ -250,12 +250,12 @@ func Parse(header, value []byte, partition int32, offset int64, topics []string,
 // in, as stage 1 decoded it: from form, the compact form ParseValue
 // returned (filtered: its verdict), with key the record's Kafka key (its
 // group key), or, for a Format1 record or one without a form (form nil),
-// by decoding in.Value with dec (as for a form made under another
-// config). A form this release cannot read is a *record.DecodeError with
+// by decoding in.Value with dec (DecodeTimed, as for a form made under
+// another config: the time of a record dec's filter rejects is read). A form this release cannot read is a *record.DecodeError with
 // record.ReasonBadRepartitionRecord.
 func Decode(dec *record.Decoder, form []byte, filtered bool, key []byte, in *ready.Input, rec *record.Record) (record.Kind, error) {
 	if form == nil {
-		return dec.Decode(in, rec)
+		return dec.DecodeTimed(in, rec)
 	}
 	return dec.DecodeForm(key, form, filtered, in, rec)
 }
