@@ -337,7 +337,21 @@ func TestConfigChangeFilter(t *testing.T) {
 		ms1 = "{type: tumbling, size: 1s, allowed_lateness: 2s}"
 		one = "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]"
 	)
-	edit := phaseEdit{
+	for _, partitioning := range []string{"repartition", "by_key"} {
+		t.Run(partitioning, func(t *testing.T) {
+			t.Parallel() // its own broker
+			runPhasesEdited(t, partitioning, []genPhase{{ms1, one, 1, "", false}, {ms1, one, 2, "", false}}, filterChange())
+		})
+	}
+}
+
+// filterChange edits the stream and the configs of a change of
+// source.filter alone: each record gets fields a and b, 0 or 1 at random
+// (1 both in the last record of each partition, which moves every
+// watermark past the stream); the first config keeps a = 1, the second
+// b = 1.
+func filterChange() phaseEdit {
+	return phaseEdit{
 		input: func(in []keyedInput) []keyedInput {
 			rng := rand.New(rand.NewPCG(31, 7))
 			out := make([]keyedInput, len(in))
@@ -355,12 +369,6 @@ func TestConfigChangeFilter(t *testing.T) {
 			field := [...]string{"a", "b"}[i]
 			return strings.Replace(y, "  format: json\n", "  format: json\n  filter: [{field: "+field+", equals: 1}]\n", 1)
 		},
-	}
-	for _, partitioning := range []string{"repartition", "by_key"} {
-		t.Run(partitioning, func(t *testing.T) {
-			t.Parallel() // its own broker
-			runPhasesEdited(t, partitioning, []genPhase{{ms1, one, 1, "", false}, {ms1, one, 2, "", false}}, edit)
-		})
 	}
 }
 
@@ -496,8 +504,12 @@ func maps2Equal(a, b map[string]int64) bool {
 // generation's replay, as in TestConfigChangeRestart.
 func TestConfigChangeRolling(t *testing.T) {
 	t.Parallel()
-	for _, partitioning := range []string{"by_key", "repartition"} {
-		t.Run(partitioning, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, partitioning string
+		filter             bool // a change of source.filter alone (filterChange), not of the window and aggregates
+	}{{"by_key", "by_key", false}, {"repartition", "repartition", false}, {"repartition_filter", "repartition", true}} {
+		partitioning := tc.partitioning
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const parts = 4
 			n := 1200
@@ -507,8 +519,14 @@ func TestConfigChangeRolling(t *testing.T) {
 			input := genInput(parts, n)
 			kc := newCluster(t, parts)
 			brokers := kc.ListenAddrs()
-			cfg1 := parseConfig(t, genYAML(partitioning, "{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1), brokers)
-			cfg2 := parseConfig(t, genYAML(partitioning, "{type: tumbling, size: 5s, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2), brokers)
+			y1 := genYAML(partitioning, "{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1)
+			y2 := genYAML(partitioning, "{type: tumbling, size: 5s, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2)
+			if tc.filter {
+				edit := filterChange()
+				input = edit.input(input)
+				y1, y2 = edit.yaml(0, y1), edit.yaml(1, genYAML(partitioning, "{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 2))
+			}
+			cfg1, cfg2 := parseConfig(t, y1, brokers), parseConfig(t, y2, brokers)
 			want1, want2 := contents(replayKcatN(t, cfg1, parts, input, nil).results), contents(replayKcatN(t, cfg2, parts, input, nil).results)
 			in1, in2 := map[string]bool{}, map[string]bool{}
 			for _, v := range want1 {
@@ -561,7 +579,21 @@ func TestConfigChangeRolling(t *testing.T) {
 				}
 				return len(seen) == len(need)
 			}, func() string {
-				return fmt.Sprintf("%d windows of the replays in the results topic (cut-overs %d to %d; %d results)", len(need), lo, hi, len(got))
+				seen := map[string]bool{}
+				for _, g := range got {
+					seen[g.value] = true
+				}
+				var missing []string
+				for v := range need {
+					if !seen[v] {
+						missing = append(missing, v)
+					}
+				}
+				slices.Sort(missing)
+				if len(missing) > 5 {
+					missing = missing[:5]
+				}
+				return fmt.Sprintf("%d windows of the replays in the results topic (cut-overs %d to %d; %d results; missing %d, e.g. %q)", len(need), lo, hi, len(got), len(missing), missing)
 			})
 			a2.stop(t)
 			b2.stop(t)
