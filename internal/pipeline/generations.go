@@ -553,7 +553,8 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 
 // filtered notes, in stage 2, the event time t of a record of partition
 // that its filter rejected (math.MinInt64: not read; it came in a format
-// without it, and stage 1 filtered by the same config).
+// without it, and stage 1 filtered by the same config). Stage 1 forwards
+// no rejected record the future guard refuses.
 func (p *Processor) filtered(partition int32, t int64) {
 	if p.sources != nil && int(partition) < len(p.parts) {
 		pp := &p.parts[partition]

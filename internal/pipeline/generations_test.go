@@ -924,8 +924,9 @@ func TestTwoStageFilterChange(t *testing.T) {
 // new config (a rollout), from the value under the old config's.
 func TestTwoStageFilterChangeAfterFiltered(t *testing.T) {
 	conf := func(field, version string) string {
-		return strings.Replace(twoStageYaml, "partitioning: repartition}", "partitioning: repartition, filter: [{field: "+field+", equals: 1}]}", 1) +
-			"state: {config_version: " + version + "}\n"
+		y := strings.Replace(twoStageYaml, "partitioning: repartition}", "partitioning: repartition, filter: [{field: "+field+", equals: 1}]}", 1)
+		y = strings.Replace(y, "max_out_of_orderness: 1s}", "max_out_of_orderness: 1s, max_future_skew: 5s}", 1) // the wall clock is 0
+		return y + "state: {config_version: " + version + "}\n"
 	}
 	for _, stage1 := range []string{"old", "new"} {
 		t.Run("stage 1 of the "+stage1+" config", func(t *testing.T) {
@@ -936,7 +937,8 @@ func TestTwoStageFilterChangeAfterFiltered(t *testing.T) {
 					c.input[p] = append(c.input[p], fmt.Sprintf(`{"k":"x","t":%d,"v":1,"a":1,"b":0}`, ts))
 				}
 			}
-			c.input[0] = append(c.input[0], `{"k":"x","t":4100,"v":1,"a":0,"b":1}`) // after the latest window, [2000,4000)
+			c.input[0] = append(c.input[0], `{"k":"x","t":4100,"v":1,"a":0,"b":1}`, // after the latest window, [2000,4000)
+				`{"k":"x","t":60000,"v":1,"a":0,"b":1}`) // past the future guard: its time does not count
 			s := newTwoStageOf(t, conf("a", "0"), true, c)
 			if stage1 == "new" {
 				// The old config's stage 2 reads what the new config's stage 1

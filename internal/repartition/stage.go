@@ -203,19 +203,21 @@ func (s *Stage) Process(in *ready.Input, now int64) (out Route, applied bool) {
 // ForwardsFiltered; rec is not kept).
 //
 // With Format3 a record the filter rejects is forwarded as well, with
-// its verdict, neither moving the watermark nor judged by the future
-// guard (stage 2 does that for a generation whose filter accepts it):
-// with its whole decoding, or, if that failed after the group key,
-// without (stage 2 decodes the value under each generation's settings).
-// One whose event time or group key cannot be read has no partition to
-// go to: it is Filtered here, as the config's filter says.
+// its verdict, without moving the watermark: with its whole decoding,
+// or, if that failed after the group key, without (stage 2 decodes the
+// value under each generation's settings). One whose event time or
+// group key cannot be read has no partition to go to, and one the
+// future guard refuses would be a dead letter wherever a filter took
+// it: both are Filtered here, as the config's filter says (so no time
+// past the guard reaches stage 2, which keeps the latest time of a
+// filtered record for its next cut-over).
 func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, err error, now int64) (out Route, applied bool) {
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
 	}
 	s.next[in.Partition] = in.Offset + 1
 	if kind == record.Filtered && s.all {
-		if rec.Key == "" {
+		if rec.Key == "" || s.future(rec.Time, now) {
 			return Filtered, true
 		}
 		var form []byte
@@ -268,9 +270,14 @@ func (s *Stage) Skip(partition int32, offset int64) {
 	}
 }
 
+// future reports whether the future guard of SPEC §3 refuses eventTime.
+func (s *Stage) future(eventTime, now int64) bool {
+	return s.futureMs != 0 && now <= math.MaxInt64-s.futureMs && eventTime > now+s.futureMs
+}
+
 // checkFuture is the future guard of SPEC §3, as pipeline applies it.
 func (s *Stage) checkFuture(eventTime, now int64) error {
-	if s.futureMs == 0 || now > math.MaxInt64-s.futureMs || eventTime <= now+s.futureMs {
+	if !s.future(eventTime, now) {
 		return nil
 	}
 	return &record.DecodeError{Reason: "future_timestamp", Field: s.cfg.Source.Timestamp.Field,

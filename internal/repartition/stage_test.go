@@ -144,10 +144,10 @@ func testStage(t *testing.T, format int32) {
 // TestStageForwardsFiltered: in format 3 a record the filter rejects is
 // forwarded with its whole decoding and the verdict, which reads back
 // as Filtered under the config and as the record under a config without
-// the filter; it moves no watermark and the future guard leaves it to
-// stage 2. One whose aggregate value does not decode goes without a
-// form; one without an event time or group key is filtered in stage 1
-// (it has no partition), as the config's filter says.
+// the filter; it moves no watermark. One whose aggregate value does not
+// decode goes without a form; one without an event time or group key (it
+// has no partition) or past the future guard is filtered in stage 1, as
+// the config's filter says.
 func TestStageForwardsFiltered(t *testing.T) {
 	const doc = `
 source: {key: [user], timestamp: {field: t, layout: unix_ms}, filter: [{field: kind, equals: click}]}
@@ -163,10 +163,10 @@ aggregates: [{name: total, fn: sum, field: v}]
 	}{
 		{`{"user":"a","t":5000,"kind":"click","v":1}`, repartition.Forwarded},
 		{`{"user":"b","t":9000,"kind":"view","v":2}`, repartition.Forwarded},
-		{`{"user":"b","t":99999999999,"kind":"view","v":2}`, repartition.Forwarded}, // in the future: stage 2 judges it
-		{`{"user":"c","t":6000,"kind":"view","v":"x"}`, repartition.Forwarded},      // its sum's value does not decode
-		{`{"user":"c","kind":"view","v":1}`, repartition.Filtered},                  // no event time
-		{`{"t":6000,"kind":"view","v":1}`, repartition.Filtered},                    // no group key
+		{`{"user":"b","t":99999999999,"kind":"view","v":2}`, repartition.Filtered}, // past the future guard: a dead letter for any filter that took it
+		{`{"user":"c","t":6000,"kind":"view","v":"x"}`, repartition.Forwarded},     // its sum's value does not decode
+		{`{"user":"c","kind":"view","v":1}`, repartition.Filtered},                 // no event time
+		{`{"t":6000,"kind":"view","v":1}`, repartition.Filtered},                   // no group key
 		{`{"user":"c","t":"x","kind":"click","v":1}`, repartition.DeadLetter},
 	}
 	for i, st := range steps {
@@ -178,13 +178,12 @@ aggregates: [{name: total, fn: sum, field: v}]
 	if got := describe(rd); !slices.Equal(got, []string{
 		`data {"user":"a"} {"user":"a","t":5000,"kind":"click","v":1}`,
 		`data {"user":"b"} {"user":"b","t":9000,"kind":"view","v":2} filtered`,
-		`data {"user":"b"} {"user":"b","t":99999999999,"kind":"view","v":2} filtered`,
 		`data {"user":"c"} {"user":"c","t":6000,"kind":"view","v":"x"} filtered without a form`,
 		`dead bad_timestamp {"user":"c","t":"x","kind":"click","v":1}`,
 	}) {
 		t.Fatalf("Step outputs =\n%s", strings.Join(got, "\n"))
 	}
-	for i, o := range rd.Outputs[1:4] {
+	for i, o := range rd.Outputs[1:3] {
 		if in := o.Repart.In; in.Before != 3999 || in.After != 3999 {
 			t.Errorf("filtered record %d: watermark before %d, after %d; want 3999 (the click's) both", i, in.Before, in.After)
 		}
@@ -218,7 +217,7 @@ aggregates: [{name: total, fn: sum, field: v}]
 	if kind, err := repartition.Decode(open, form, filtered, []byte(r.Key), &in, &rec); kind != record.Event || err != nil || rec.Time != 9000 || rec.Values[0].Num != 2 {
 		t.Errorf("under a config without the filter: %v, %v, %+v; want the event", kind, err, rec)
 	}
-	r = rd.Outputs[3].Repart
+	r = rd.Outputs[2].Repart
 	if form, filtered, err = repartition.ParseValue(r.Encoded, 0, 0, nil, &in); err != nil || !filtered || form != nil {
 		t.Fatalf("ParseValue = %q, %v, %v; want no form, filtered", form, filtered, err)
 	}
