@@ -41,9 +41,9 @@ func TestRepartitionPartition(t *testing.T) {
 }
 
 // TestWriterRepartition: a repartition record goes to its group key's
-// partition with the input's timestamp; in format 2 (the default) without
-// headers, its value reading back as the input, its value and the
-// compact form; in format 1 with the input's value and a header that
+// partition with the input's timestamp; in formats 2 and 3 (0 in a
+// Config built in code is 2) without headers, its value reading back as
+// the input, its value and the compact form; in format 1 with the input's value and a header that
 // reads back as the input. A marker goes to every partition.
 func TestWriterRepartition(t *testing.T) {
 	for _, format := range []int32{0, repartition.Format3, repartition.Format2, repartition.Format1} {
