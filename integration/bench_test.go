@@ -230,6 +230,7 @@ type pipelineRun struct {
 	// (kprom's aggregator_kafka_*_produce_bytes_total{topic=<changelog>},
 	// which kprom drops when the client closes).
 	changelogBatchBytes int64
+	repartitionBytes    float64 // aggregator_repartition_bytes_total until the end
 }
 
 // runPipeline runs the service over the whole topic and times it until
@@ -284,6 +285,7 @@ func runPipeline(b *testing.B, cfg config.Config, drain bool, extra ...kgo.Opt) 
 	}
 	run.allCommits = sum(reg.commits, func(result string) bool { return result == "committed" })
 	run.changelog = value(reg.changelog)
+	run.repartitionBytes = value(reg.repartitionBytes)
 	run.changelogBatchBytes = changelogBytes.n.Load()
 	return run
 }
@@ -306,7 +308,7 @@ func (h *batchBytes) OnProduceBatchWritten(_ kgo.BrokerMetadata, topic string, _
 type counterRegistry struct {
 	*prometheus.Registry
 	records, firings, produced, commits *prometheus.CounterVec
-	changelog                           prometheus.Metric
+	changelog, repartitionBytes         prometheus.Metric
 }
 
 func (r *counterRegistry) Register(c prometheus.Collector) error {
@@ -323,8 +325,11 @@ func (r *counterRegistry) Register(c prometheus.Collector) error {
 			r.commits = v
 		}
 	case prometheus.Counter:
-		if strings.Contains(describe(v), `"aggregator_changelog_records_total"`) {
+		switch d := describe(v); {
+		case strings.Contains(d, `"aggregator_changelog_records_total"`):
 			r.changelog = v
+		case strings.Contains(d, `"aggregator_repartition_bytes_total"`):
+			r.repartitionBytes = v
 		}
 	}
 	return r.Registry.Register(c)

@@ -154,12 +154,26 @@ func TestConfigChangeRestart(t *testing.T) {
 // broker of its own, and checks what a read_committed reader of the
 // results sees against each generation's replay.
 func runPhases(t *testing.T, partitioning string, phases []genPhase) {
+	runPhasesEdited(t, partitioning, phases, phaseEdit{})
+}
+
+// phaseEdit changes what runPhasesEdited runs: the stream (input), and
+// each phase's config file (yaml, given the phase's index).
+type phaseEdit struct {
+	input func([]keyedInput) []keyedInput
+	yaml  func(phase int, y string) string
+}
+
+func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit phaseEdit) {
 	const parts = 4
 	n := 1200
 	if raceEnabled {
 		n = 600
 	}
 	input := genInput(parts, n)
+	if edit.input != nil {
+		input = edit.input(input)
+	}
 	kc := newCluster(t, parts)
 	brokers := kc.ListenAddrs()
 	cfgs := make([]config.Config, len(phases))
@@ -173,6 +187,9 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 				at = time.UnixMilli(int64(base) + int64(n)*25*3/4/5_000*5_000).UTC() // a 5-second window's start
 			}
 			y = strings.Replace(y, "state: {", "state: {cutover: "+at.Format(time.RFC3339Nano)+", ", 1)
+		}
+		if edit.yaml != nil {
+			y = edit.yaml(i, y)
 		}
 		cfgs[i] = parseConfig(t, y, brokers)
 		wants[i] = contents(replayKcatN(t, cfgs[i], parts, input, nil).results)
@@ -301,6 +318,57 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 		if gens[int64(ph.version)] == 0 {
 			t.Errorf("results by generation: %v, want every phase's", gens)
 		}
+	}
+}
+
+// TestConfigChangeFilter: a change of source.filter alone, in both
+// partitioning modes (SPEC §11: records go to every window of every live
+// generation that contains them and whose filter accepts them). Each
+// record has fields a and b, 0 or 1 at random; the first config keeps
+// a = 1, the second b = 1 (the last record of each partition has both:
+// it moves every watermark past the stream). In repartition mode stage 1
+// runs the second config after the restart and forwards what its filter
+// rejects (state.repartition_format 3): the old generation's windows
+// still open at the restart get the records of a = 1 read after it, as
+// the first config's replay has them.
+func TestConfigChangeFilter(t *testing.T) {
+	t.Parallel()
+	const (
+		ms1 = "{type: tumbling, size: 1s, allowed_lateness: 2s}"
+		one = "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]"
+	)
+	for _, partitioning := range []string{"repartition", "by_key"} {
+		t.Run(partitioning, func(t *testing.T) {
+			t.Parallel() // its own broker
+			runPhasesEdited(t, partitioning, []genPhase{{ms1, one, 1, "", false}, {ms1, one, 2, "", false}}, filterChange())
+		})
+	}
+}
+
+// filterChange edits the stream and the configs of a change of
+// source.filter alone: each record gets fields a and b, 0 or 1 at random
+// (1 both in the last record of each partition, which moves every
+// watermark past the stream); the first config keeps a = 1, the second
+// b = 1.
+func filterChange() phaseEdit {
+	return phaseEdit{
+		input: func(in []keyedInput) []keyedInput {
+			rng := rand.New(rand.NewPCG(31, 7))
+			out := make([]keyedInput, len(in))
+			for i, r := range in {
+				a, b := rng.IntN(2), rng.IntN(2)
+				if r.key == "end" {
+					a, b = 1, 1
+				}
+				r.value = fmt.Sprintf(`{"a":%d,"b":%d,`, a, b) + r.value[1:]
+				out[i] = r
+			}
+			return out
+		},
+		yaml: func(i int, y string) string {
+			field := [...]string{"a", "b"}[i]
+			return strings.Replace(y, "  format: json\n", "  format: json\n  filter: [{field: "+field+", equals: 1}]\n", 1)
+		},
 	}
 }
 
@@ -436,8 +504,12 @@ func maps2Equal(a, b map[string]int64) bool {
 // generation's replay, as in TestConfigChangeRestart.
 func TestConfigChangeRolling(t *testing.T) {
 	t.Parallel()
-	for _, partitioning := range []string{"by_key", "repartition"} {
-		t.Run(partitioning, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, partitioning string
+		filter             bool // a change of source.filter alone (filterChange), not of the window and aggregates
+	}{{"by_key", "by_key", false}, {"repartition", "repartition", false}, {"repartition_filter", "repartition", true}} {
+		partitioning := tc.partitioning
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const parts = 4
 			n := 1200
@@ -447,8 +519,14 @@ func TestConfigChangeRolling(t *testing.T) {
 			input := genInput(parts, n)
 			kc := newCluster(t, parts)
 			brokers := kc.ListenAddrs()
-			cfg1 := parseConfig(t, genYAML(partitioning, "{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1), brokers)
-			cfg2 := parseConfig(t, genYAML(partitioning, "{type: tumbling, size: 5s, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2), brokers)
+			y1 := genYAML(partitioning, "{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1)
+			y2 := genYAML(partitioning, "{type: tumbling, size: 5s, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2)
+			if tc.filter {
+				edit := filterChange()
+				input = edit.input(input)
+				y1, y2 = edit.yaml(0, y1), edit.yaml(1, genYAML(partitioning, "{type: tumbling, size: 1s, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 2))
+			}
+			cfg1, cfg2 := parseConfig(t, y1, brokers), parseConfig(t, y2, brokers)
 			want1, want2 := contents(replayKcatN(t, cfg1, parts, input, nil).results), contents(replayKcatN(t, cfg2, parts, input, nil).results)
 			in1, in2 := map[string]bool{}, map[string]bool{}
 			for _, v := range want1 {
@@ -501,7 +579,21 @@ func TestConfigChangeRolling(t *testing.T) {
 				}
 				return len(seen) == len(need)
 			}, func() string {
-				return fmt.Sprintf("%d windows of the replays in the results topic (cut-overs %d to %d; %d results)", len(need), lo, hi, len(got))
+				seen := map[string]bool{}
+				for _, g := range got {
+					seen[g.value] = true
+				}
+				var missing []string
+				for v := range need {
+					if !seen[v] {
+						missing = append(missing, v)
+					}
+				}
+				slices.Sort(missing)
+				if len(missing) > 5 {
+					missing = missing[:5]
+				}
+				return fmt.Sprintf("%d windows of the replays in the results topic (cut-overs %d to %d; %d results; missing %d, e.g. %q)", len(need), lo, hi, len(got), len(missing), missing)
 			})
 			a2.stop(t)
 			b2.stop(t)

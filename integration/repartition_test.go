@@ -172,31 +172,40 @@ func withoutWatermark(evs []lateEvent) []string {
 // TestRepartitionMatchesReplay: one or two instances give replay --kcat's
 // outputs; so do two whose stage 1 write the repartition record in
 // different formats (a rolling upgrade from a release before format 2,
-// with state.repartition_format: 1 on the instances already upgraded).
+// with state.repartition_format: 1 on the instances already upgraded;
+// and format 2 beside format 3 with a filter: one stage 1 filters, the
+// other forwards what its filter rejects, for stage 2 to filter).
 func TestRepartitionMatchesReplay(t *testing.T) {
 	t.Parallel()
 	first, second := repartitionInput()
 	type run struct {
 		delivery  string
 		instances int
-		formats   bool // the first instance writes format 1, the second format 2
+		format    int32 // the first instance's state.repartition_format (0: the default, 3)
+		filter    bool  // source.filter keeps the records of d = 1 (and the late ones)
 	}
-	runs := []run{{"exactly_once", 2, true}}
+	runs := []run{{"exactly_once", 2, repartition.Format1, false}, {"exactly_once", 2, repartition.Format2, true}}
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		for _, instances := range []int{1, 2} {
-			runs = append(runs, run{delivery, instances, false})
+			runs = append(runs, run{delivery, instances, 0, false})
 		}
 	}
 	for _, r := range runs {
 		delivery, instances := r.delivery, r.instances
 		name := fmt.Sprintf("%s/%d", delivery, instances)
-		if r.formats {
-			name += "/formats_1_and_2"
+		if r.format != 0 {
+			name += fmt.Sprintf("/formats_%d_and_3", r.format)
+		}
+		if r.filter {
+			name += "/filter"
 		}
 		t.Run(name, func(t *testing.T) {
 			kc := newCluster(t, 4)
 			brokers := kc.ListenAddrs()
 			cfg := parseConfig(t, repartitionYaml+"delivery: "+delivery+"\n", brokers)
+			if r.filter {
+				cfg.Source.Filter = []config.Filter{{Field: "d", Equals: "1"}}
+			}
 			want := replayKcat(t, cfg, first, second)
 			if len(want.late) != len(second) || len(want.dead) == 0 || len(want.results) == 0 {
 				t.Fatalf("replay gives %d results, %d late events, %d dead letters: the test tests nothing", len(want.results), len(want.late), len(want.dead))
@@ -205,8 +214,8 @@ func TestRepartitionMatchesReplay(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			for i := range instances {
 				c := cfg
-				if r.formats && i == 0 {
-					c.State.RepartitionFormat = repartition.Format1
+				if r.format != 0 && i == 0 {
+					c.State.RepartitionFormat = r.format
 				}
 				if i == 0 {
 					svcs = append(svcs, startWith(t, c, nil, reg))

@@ -231,6 +231,10 @@ func TestPlan(t *testing.T) {
 		"lower version":  {example, []string{"AGGREGATOR_STATE_CONFIG_VERSION=2", "AGGREGATOR_WINDOW_SIZE=1m"}, false, `older: state.config_version 2 is below generation 3's: the partition runs generation 3`},
 		"key changed":    {example, []string{"AGGREGATOR_STATE_CONFIG_VERSION=9", "AGGREGATOR_SOURCE_KEY=callType"}, true, `refused: source.key = "\[callType\]": changed against a non-empty state \(source.key: \[sid\] -> \[callType\]\)`},
 		"filter changed": {variant(t, "    - {field: callType, equals: success}\n", "    - {field: callType, equals: failure}\n"), []string{"AGGREGATOR_STATE_CONFIG_VERSION=3"}, true, `refused: state.config_version .*source.filter: \[callType="success"\] -> \[callType="failure"\]`},
+		"new filter": {variant(t, "    - {field: callType, equals: success}\n", "    - {field: callType, equals: failure}\n"), []string{"AGGREGATOR_STATE_CONFIG_VERSION=4"}, false,
+			`new generation 4 \(source.filter: \[callType="success"\] -> \[callType="failure"\]\), cut-over T at`},
+		"new filter, format 2": {variant(t, "    - {field: callType, equals: success}\n", "    - {field: callType, equals: failure}\n"), []string{"AGGREGATOR_STATE_CONFIG_VERSION=4", "AGGREGATOR_STATE_REPARTITION_FORMAT=2"}, true,
+			`refused: source.filter = .*state.repartition_format is 2: stage 1 filters records`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -202,10 +202,11 @@ type State struct {
 	// input topics have in all (0).
 	RepartitionTopic      string `yaml:"repartition_topic"`
 	RepartitionPartitions int32  `yaml:"repartition_partitions"`
-	// RepartitionFormat is the format stage 1 writes its records in: 2
-	// (the default; 0 in a Config built in code), or 1, which releases
-	// before format 2 read, for a rolling upgrade from one. Stage 2 reads
-	// both.
+	// RepartitionFormat is the format stage 1 writes its records in: 3
+	// (the default: records the filter rejects are forwarded too, and
+	// stage 2 filters per generation), 2 (0 in a Config built in code:
+	// stage 1 filters) or 1, which releases before format 3 and 2 read,
+	// for a rolling upgrade from one. Stage 2 reads all three.
 	RepartitionFormat int32 `yaml:"repartition_format"`
 	// The compacted topic where by_key instances publish their partitions'
 	// watermarks (watermark.scope global, SPEC §9): default

@@ -308,17 +308,24 @@ func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []by
 		*in = ready.Input{Topic: in.Topic, Partition: in.Partition, KafkaPartition: in.KafkaPartition, Offset: in.Offset, RepartitionOffset: in.Offset}
 		return
 	}
-	if c.s1 != nil && id < c.layout.first {
-		decodeRepartition(dec, headers, header, c.layout.topics, d)
-		return
+	if c.s1 != nil {
+		if id < c.layout.first {
+			decodeRepartition(dec, headers, header, c.layout.topics, d)
+			return
+		}
+		if c.s1.ForwardsFiltered() {
+			d.Kind, d.Err = dec.DecodeAll(&d.In, &d.Rec)
+			return
+		}
 	}
 	d.Kind, d.Err = dec.Decode(&d.In, &d.Rec)
 }
 
 // decodeRepartition parses d, a record of a repartition partition as
 // fetched, back into the input record it was made from, as stage 1
-// decoded it (format 2: from the compact form in its value; format 1,
-// with a header: by decoding the value again, as decoding is
+// decoded it (formats 2 and 3: from the compact form in its value, with
+// format 3's filter verdict, or from the value if it has no form; format
+// 1, with a header: by decoding the value again, as decoding is
 // deterministic), or into its watermark marker. A record this release
 // cannot parse is a dead letter of stage 2.
 func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics []string, d *Decoded) {
@@ -326,8 +333,9 @@ func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics 
 	var err error
 	if !headers {
 		var form []byte
-		if form, err = repartition.ParseValue(f.Value, f.Partition, f.Offset, topics, &d.In); err == nil {
-			d.Kind, d.Err = dec.DecodeCompact(f.Key, form, &d.In, &d.Rec)
+		var filtered bool
+		if form, filtered, err = repartition.ParseValue(f.Value, f.Partition, f.Offset, topics, &d.In); err == nil {
+			d.Kind, d.Err = repartition.Decode(dec, form, filtered, f.Key, &d.In, &d.Rec)
 			if d.Err == nil || !badForm(d.Err) {
 				return // read; or, for a form of another config, the value's own outcome, as in format 1
 			}
@@ -345,7 +353,7 @@ func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics 
 			d.Kind, d.Err, d.Mark = record.Marker, nil, m
 			return
 		default: // format 1: a bad value is its own dead letter, as stage 1 judged it
-			d.Kind, d.Err = dec.Decode(&d.In, &d.Rec)
+			d.Kind, d.Err = dec.DecodeTimed(&d.In, &d.Rec)
 			return
 		}
 	}

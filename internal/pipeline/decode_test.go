@@ -215,3 +215,59 @@ func TestDecodeRepartitionAllocs(t *testing.T) {
 		t.Errorf("decodeRepartition: %v allocations per record (%v), want 0", allocs, d.Err)
 	}
 }
+
+// TestDecodeRepartitionFormat3: a format 3 record the filter of stage
+// 1's config rejected reads back as Filtered under that config (its form
+// is the whole record), and as the record under a config without the
+// filter (another spec: the value is decoded); one without a form is its
+// value decoded under the reader's config.
+func TestDecodeRepartitionFormat3(t *testing.T) {
+	filterCfg := config.Config{
+		Source: config.Source{Format: "json", Key: []string{"sid"}, Timestamp: config.Timestamp{Field: "t", Layout: "unix_ms"},
+			Filter: []config.Filter{{Field: "v", Equals: "y"}}},
+		Aggregates: []config.Aggregate{{Name: "d", Fn: "sum", Field: "d"}, {Name: "n", Fn: "count"},
+			{Name: "v", Fn: "last", Field: "v"}},
+	}
+	filterDec := func() *record.Decoder {
+		dec, err := record.NewDecoder(filterCfg.RecordSpec(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dec
+	}
+	in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 1042, Value: []byte(goldenValue)}
+	var rec, want record.Record
+	if kind, err := filterDec().DecodeAll(&in, &rec); kind != record.Filtered || err != nil {
+		t.Fatalf("DecodeAll = %v, %v; want Filtered", kind, err)
+	}
+	withForm := repartRecord(string(repartition.AppendValue3(nil, &in, filterDec().AppendCompact(nil, &rec), true)))
+	noForm := repartRecord(string(repartition.AppendValue3(nil, &in, nil, true)))
+	for name, tt := range map[string]struct {
+		rec  *fetched
+		dec  *record.Decoder
+		kind record.Kind
+	}{
+		"the filter's config":          {withForm, filterDec(), record.Filtered},
+		"a config without the filter":  {withForm, goldenDecoder(t), record.Event},
+		"no form, the filter's config": {noForm, filterDec(), record.Filtered},
+		"no form, without the filter":  {noForm, goldenDecoder(t), record.Event},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var d Decoded
+			decodeFetched(tt.dec, tt.rec, []string{"calls"}, &d)
+			if d.Err != nil || d.Kind != tt.kind || d.In.SourceID != 5 {
+				t.Fatalf("decodeRepartition = %v, %v (source %d); want %v", d.Kind, d.Err, d.In.SourceID, tt.kind)
+			}
+			if tt.kind == record.Event {
+				wantIn := d.In
+				if _, err := goldenDecoder(t).Decode(&wantIn, &want); err != nil {
+					t.Fatal(err)
+				}
+				d.Rec.Partition, d.Rec.Offset = want.Partition, want.Offset
+				if !reflect.DeepEqual(d.Rec, want) {
+					t.Errorf("decodeRepartition's record = %+v, want %+v", d.Rec, want)
+				}
+			}
+		})
+	}
+}

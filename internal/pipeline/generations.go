@@ -10,6 +10,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/repartition"
 	"aggregator/internal/state"
 	"aggregator/internal/windowing"
 )
@@ -84,8 +85,11 @@ func errScope(what string) error {
 // stored generation's settings are known and which holds generations
 // live generations (nil: none); plan prints it too. One window state for
 // every partition (by_key with watermark.scope global) holds one
-// generation of the config's settings; stage 1 (repartition) filters
-// with the config's source.filter before the generations.
+// generation of the config's settings; a stage 1 (repartition) that
+// filters with its config's source.filter (state.repartition_format 1
+// or 2, now or in the stored generation's run settings: an instance of
+// the stored config may still run stage 1 during a rollout) keeps the
+// records only another filter accepts from the generations.
 func Refusal(cfg config.Config, plan config.Plan, generations int) error {
 	shared := cfg.Source.ByKey() && cfg.Watermark.GlobalScope()
 	switch {
@@ -95,21 +99,41 @@ func Refusal(cfg config.Config, plan config.Plan, generations int) error {
 		return errScope(describe(plan))
 	case plan.Verdict == config.NewGeneration && !cfg.Source.ByKey():
 		for _, ch := range plan.Changes {
-			if strings.HasPrefix(ch.Key, "source.filter") {
-				return errFilterStage1(ch)
+			if strings.HasPrefix(ch.Key, "source.filter") && !filtersInStage2(cfg, plan) {
+				return errFilterStage1(ch, cfg.State.RepartitionFormat)
 			}
 		}
 	}
 	return nil
 }
 
+// filtersInStage2 reports whether every stage 1 that may feed the
+// partition under the config or the stored generation's forwards the
+// records its filter rejects (format 3): the config's format, and the
+// stored run settings' (a format that changed is in plan.Run).
+func filtersInStage2(cfg config.Config, plan config.Plan) bool {
+	if cfg.State.RepartitionFormat != repartition.Format3 {
+		return false
+	}
+	for _, ch := range plan.Run {
+		if ch.Key == "state.repartition_format" {
+			return false
+		}
+	}
+	return true
+}
+
 // errFilterStage1 refuses a new generation of another source.filter with
-// source.partitioning repartition: stage 1 filters with the config's
-// filter before the records reach the windows, so the old generation
-// would not see the records only its own filter accepts.
-func errFilterStage1(ch config.Change) error {
+// source.partitioning repartition when a stage 1 filters (format 1 or 2,
+// in the config or in the stored generation's): the old generation would
+// not see the records only its own filter accepts.
+func errFilterStage1(ch config.Change, format int32) error {
+	now := "the stored generation's instances write state.repartition_format 1 or 2"
+	if format != repartition.Format3 {
+		now = fmt.Sprintf("state.repartition_format is %d", format)
+	}
 	return &config.KeyError{Key: "source.filter", Value: ch.New,
-		Reason: "changed (" + ch.String() + ") with source.partitioning repartition: stage 1 filters records before they reach a generation's windows, so the old generation would lose the records only its filter accepts; change the filter with the window settings unchanged in a release of its own, as a new source.group, or keep it"}
+		Reason: "changed (" + ch.String() + ") with source.partitioning repartition, and " + now + ": stage 1 filters records before they reach a generation's windows, so the old generation would lose the records only its filter accepts; first roll out state.repartition_format: 3 (the default) with the old filter, then change the filter"}
 }
 
 // configGeneration is the generation of the config's own settings, as a
@@ -464,6 +488,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 			p.deadLetter(in, firstErr)
 			return DeadLetter
 		}
+		p.filtered(in.Partition, rec.Time)
 		return Filtered
 	}
 	if err := p.checkFuture(first.Time, now); err != nil {
@@ -479,8 +504,10 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 	l := p.ops.of(in.Partition)
 	best, late := Outcome(windowing.OtherGeneration), -1
 	var missed windowing.Window
+	filtered := false
 	for i, g := range pp.gens {
 		if g.err != nil || g.kind == record.Filtered {
+			filtered = filtered || g.err == nil
 			continue
 		}
 		res := l[i].op.Add(p.recOf(g, rec))
@@ -500,7 +527,15 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 	if firstErr != nil && (best == Aggregated || best == PartiallyLate) {
 		p.genSkips++ // aggregated by one generation, not decodable by another: aggregated, counted
 	}
-	if best == windowing.OtherGeneration {
+	switch {
+	case best == windowing.OtherGeneration && late < 0 && filtered:
+		// In the span of none of the generations that took it: of one
+		// whose filter rejected it (a record before T only the new filter
+		// accepts, or one at or after T only the old filter accepts). It
+		// moves the watermark as any record a generation decoded does.
+		best = Filtered
+		p.filtered(in.Partition, first.Time)
+	case best == windowing.OtherGeneration:
 		// Late for every generation that could take it (or in the span of
 		// none: a record before T for a generation whose windows are gone).
 		i := max(late, 0)
@@ -514,6 +549,17 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 		p.sourceMark(in, in.After)
 	}
 	return best
+}
+
+// filtered notes, in stage 2, the event time t of a record of partition
+// that its filter rejected (math.MinInt64: not read; it came in a format
+// without it, and stage 1 filtered by the same config). Stage 1 forwards
+// no rejected record the future guard refuses.
+func (p *Processor) filtered(partition int32, t int64) {
+	if p.sources != nil && int(partition) < len(p.parts) {
+		pp := &p.parts[partition]
+		pp.filteredMax = max(pp.filteredMax, t)
+	}
 }
 
 // TakeGenerationSkips returns how many records one generation aggregated

@@ -750,3 +750,217 @@ func fromCountOrGlobal(t *testing.T, window string) {
 		t.Errorf("a restore after the cut-over's commit: %+v, results %v; want generation 2 alone, nothing fired again", rep, out3.results)
 	}
 }
+
+// TestGenerationFilterChange: a new generation of another source.filter
+// (by_key). A record goes to the generation whose span holds it only if
+// that generation's filter accepts it: before T one only the new filter
+// accepts is filtered (not late), at or after T one only the old filter
+// accepts is filtered; each window holds what its generation's filter
+// accepts.
+func TestGenerationFilterChange(t *testing.T) {
+	withFilter := func(yaml, field string) string {
+		return strings.Replace(yaml, "partitioning: by_key}", "partitioning: by_key, filter: [{field: "+field+", equals: 1}]}", 1)
+	}
+	old := withFilter(genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}]"), "a")
+	next := withFilter(genConfig("2", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}]"), "b")
+	first, _ := newProcessor(t, old)
+	first.Assign(0, 0)
+	for i, ts := range []int{10_000, 10_200, 10_500} {
+		first.Process(&ready.Input{Offset: int64(i), Value: []byte(fmt.Sprintf(`{"k":"x","t":%d,"a":1,"b":0}`, ts))}, math.MaxInt64)
+	}
+	log := changelog{}
+	log.write(first.Checkpoint())
+	second, out := newProcessor(t, next)
+	second.Assign(0, 0)
+	if _, err := second.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if rep := second.GenerationReport(0); rep.Verdict != config.NewGeneration || rep.Cutover != 11_000 {
+		t.Fatalf("report %+v, want a new generation cut over at 11000", rep)
+	}
+	steps := []struct {
+		value string
+		want  pipeline.Outcome
+	}{
+		{`{"k":"x","t":10600,"a":1,"b":0}`, pipeline.Aggregated}, // before T, the old filter's: the old generation
+		{`{"k":"x","t":10700,"a":0,"b":1}`, pipeline.Filtered},   // before T, the new filter's only
+		{`{"k":"x","t":11100,"a":0,"b":1}`, pipeline.Aggregated}, // from T, the new filter's: the new generation
+		{`{"k":"x","t":11200,"a":1,"b":0}`, pipeline.Filtered},   // from T, the old filter's only
+		{`{"k":"x","t":11300,"a":0,"b":0}`, pipeline.Filtered},   // neither
+		{`{"k":"x","t":11400,"a":1,"b":1}`, pipeline.Aggregated}, // both: the new generation's span
+	}
+	for i, s := range steps {
+		if got := second.Process(&ready.Input{Offset: int64(10 + i), Value: []byte(s.value)}, math.MaxInt64); got != s.want {
+			t.Errorf("%s: %v, want %v", s.value, got, s.want)
+		}
+	}
+	second.Flush()
+	counts := map[string]int64{}
+	for _, r := range out.results {
+		counts[fmt.Sprintf("gen %d [%d,%d)", r.Generation, r.Window.Start, r.Window.End)] = r.Count
+	}
+	if want := map[string]int64{"gen 1 [10000,11000)": 4, "gen 2 [11000,12000)": 2}; !maps.Equal(counts, want) {
+		t.Errorf("windows %v, want %v", counts, want)
+	}
+	if len(out.late) != 0 || len(out.dead) != 0 {
+		t.Errorf("late %v, dead letters %v; want none", out.late, out.dead)
+	}
+}
+
+// TestFilterChangeRefusal: with source.partitioning repartition a new
+// generation of another filter is refused unless every stage 1 that may
+// feed the partition forwards what its filter rejects: format 3 in the
+// config and in the stored generation's run settings.
+func TestFilterChangeRefusal(t *testing.T) {
+	filter := []config.Change{{Key: "source.filter", Old: `[a="1"]`, New: `[b="1"]`}}
+	window := []config.Change{{Key: "window.size", Old: "1s", New: "2s"}}
+	formatRun := []config.Change{{Key: "state.repartition_format", Old: "2", New: "3"}}
+	tests := map[string]struct {
+		partitioning string
+		format       int32
+		plan         config.Plan
+		refused      bool
+	}{
+		"format 3":                         {"repartition", 3, config.Plan{Verdict: config.NewGeneration, Changes: filter}, false},
+		"format 2":                         {"repartition", 2, config.Plan{Verdict: config.NewGeneration, Changes: filter}, true},
+		"format 1":                         {"repartition", 1, config.Plan{Verdict: config.NewGeneration, Changes: filter}, true},
+		"format 3, the stored one's not":   {"repartition", 3, config.Plan{Verdict: config.NewGeneration, Changes: filter, Run: formatRun}, true},
+		"format 2, the window only":        {"repartition", 2, config.Plan{Verdict: config.NewGeneration, Changes: window}, false},
+		"by_key":                           {"by_key", 0, config.Plan{Verdict: config.NewGeneration, Changes: filter}, false},
+		"format 2, an older config's plan": {"repartition", 2, config.Plan{Verdict: config.Older, Changes: filter}, false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var cfg config.Config
+			cfg.Source.Key, cfg.Source.Partitioning, cfg.State.RepartitionFormat = []string{"k"}, tt.partitioning, tt.format
+			cfg.Watermark.Scope = "partition" // by_key: one window state per partition
+			err := pipeline.Refusal(cfg, tt.plan, 1)
+			var ke *config.KeyError
+			if tt.refused != (err != nil) || err != nil && (!errors.As(err, &ke) || ke.Key != "source.filter") {
+				t.Errorf("Refusal = %v, want refused %v (naming source.filter)", err, tt.refused)
+			}
+		})
+	}
+}
+
+// TestTwoStageFilterChange: a new generation of another source.filter
+// with source.partitioning repartition (format 3). Stage 1 runs the new
+// config and forwards what its filter rejects; stage 2 gives each
+// record to the generation whose span holds it only if that generation's
+// filter accepts it, and counts every record once: a record only the
+// old filter accepts before T is in the old generation's window, one
+// only the new filter accepts from T in the new one's, the others
+// filtered.
+func TestTwoStageFilterChange(t *testing.T) {
+	conf := func(field, version string) string {
+		return strings.Replace(twoStageYaml, "partitioning: repartition}", "partitioning: repartition, filter: [{field: "+field+", equals: 1}]}", 1) +
+			"state: {config_version: " + version + "}\n"
+	}
+	c := &cluster2{input: make([][]string, sourceParts), repart: make([][]repRecord, repartParts), log: changelog{},
+		off1: map[int32]int64{}, off2: map[int32]int64{}}
+	add := func(p int, k string, ts, a, b int) {
+		c.input[p] = append(c.input[p], fmt.Sprintf(`{"k":"%s","t":%d,"v":1,"a":%d,"b":%d}`, k, ts, a, b))
+	}
+	for _, ts := range []int{1000, 1500, 2500, 3500} {
+		add(0, "x", ts, 1, 0)
+		add(1, "z", ts, 1, 1)
+		add(2, "z", ts, 1, 1)
+	}
+	if newTwoStageOf(t, conf("a", "0"), true, c).run(-1, noCrash) {
+		t.Fatal("the old config's run crashed")
+	}
+	before := len(c.outputs)
+	steps := []struct {
+		ts, a, b int
+		want     pipeline.Outcome
+	}{
+		{3600, 1, 0, pipeline.Aggregated}, // before T = 4000, the old filter's
+		{3700, 0, 1, pipeline.Filtered},   // before T, the new filter's only
+		{4100, 0, 1, pipeline.Aggregated}, // from T, the new filter's
+		{4200, 1, 0, pipeline.Filtered},   // from T, the old filter's only
+		{4300, 0, 0, pipeline.Filtered},   // neither: forwarded by stage 1, filtered by stage 2
+		{4400, 1, 1, pipeline.Aggregated}, // both: the new generation's span
+		{9000, 1, 1, pipeline.Aggregated}, // moves the watermark past both windows
+	}
+	var want pipeline.Counts
+	for _, st := range steps {
+		add(0, "x", st.ts, st.a, st.b)
+		want[st.want]++
+	}
+	add(1, "z", 9000, 1, 1)
+	add(2, "z", 9000, 1, 1)
+	want[pipeline.Aggregated] += 2
+	s := newTwoStageOf(t, conf("b", "1"), true, c)
+	xPart := partitionOf(`{"k":"x"}`)
+	if rep := s.core.GenerationReport(xPart); rep.Verdict != config.NewGeneration || rep.Cutover != 4000 {
+		t.Fatalf("x's partition: %+v, want a new generation cut over at 4000", rep)
+	}
+	if s.run(-1, noCrash) {
+		t.Fatal("the new config's run crashed")
+	}
+	if s.counts != want {
+		t.Errorf("outcomes %v, want %v: each record counted once", s.counts, want)
+	}
+	var got []string
+	for _, o := range c.outputs[before:] {
+		if strings.Contains(o, `{"k":"x"}`) {
+			got = append(got, o[:strings.Index(o, " [{")])
+		}
+	}
+	if want := []string{ // the window of 9000 stays open
+		`result p` + fmt.Sprint(xPart) + ` {"k":"x"} [2000,4000)#0 on_time rev 0 count 3`, // 2500, 3500, 3600
+		`result p` + fmt.Sprint(xPart) + ` {"k":"x"} [4000,6000)#0 on_time rev 0 count 2`, // 4100, 4400
+	}; !slices.Equal(got, want) {
+		t.Errorf("x's results after the change:\n%s", strings.Join(c.outputs[before:], "\n"))
+	}
+}
+
+// TestTwoStageFilterChangeAfterFiltered: a record the old generation's
+// filter rejected leaves no window in state, but its time is one the
+// state has seen: stage 2's position keeps it, and the cut-over T of a
+// new generation with another filter comes after it (else the new
+// generation's windows from T would miss it: it was read before the
+// change). Read under the old config's form, and, stage 1 running the
+// new config (a rollout), from the value under the old config's.
+func TestTwoStageFilterChangeAfterFiltered(t *testing.T) {
+	conf := func(field, version string) string {
+		y := strings.Replace(twoStageYaml, "partitioning: repartition}", "partitioning: repartition, filter: [{field: "+field+", equals: 1}]}", 1)
+		y = strings.Replace(y, "max_out_of_orderness: 1s}", "max_out_of_orderness: 1s, max_future_skew: 5s}", 1) // the wall clock is 0
+		return y + "state: {config_version: " + version + "}\n"
+	}
+	for _, stage1 := range []string{"old", "new"} {
+		t.Run("stage 1 of the "+stage1+" config", func(t *testing.T) {
+			c := &cluster2{input: make([][]string, sourceParts), repart: make([][]repRecord, repartParts), log: changelog{},
+				off1: map[int32]int64{}, off2: map[int32]int64{}}
+			for p := range sourceParts {
+				for _, ts := range []int{1000, 1500, 2500, 3500} {
+					c.input[p] = append(c.input[p], fmt.Sprintf(`{"k":"x","t":%d,"v":1,"a":1,"b":0}`, ts))
+				}
+			}
+			c.input[0] = append(c.input[0], `{"k":"x","t":4100,"v":1,"a":0,"b":1}`, // after the latest window, [2000,4000)
+				`{"k":"x","t":60000,"v":1,"a":0,"b":1}`) // past the future guard: its time does not count
+			s := newTwoStageOf(t, conf("a", "0"), true, c)
+			if stage1 == "new" {
+				// The old config's stage 2 reads what the new config's stage 1
+				// wrote: a form of another spec, which it decodes again.
+				s1 := newTwoStageOf(t, conf("b", "1"), true, &cluster2{input: c.input, repart: make([][]repRecord, repartParts), log: changelog{},
+					off1: map[int32]int64{}, off2: map[int32]int64{}})
+				if s1.run(-1, noCrash) {
+					t.Fatal("crashed")
+				}
+				c.repart = s1.c.repart
+				for p := range int32(sourceParts) {
+					c.off1[p] = int64(len(c.input[p]))
+				}
+				s = newTwoStageOf(t, conf("a", "0"), true, c)
+			}
+			if s.run(-1, noCrash) {
+				t.Fatal("the old config's run crashed")
+			}
+			next := newTwoStageOf(t, conf("b", "1"), true, c)
+			if rep := next.core.GenerationReport(partitionOf(`{"k":"x"}`)); rep.Verdict != config.NewGeneration || rep.Cutover != 6000 {
+				t.Fatalf("x's partition: %+v, want a new generation cut over at 6000, after the filtered record's 4100", rep)
+			}
+		})
+	}
+}

@@ -96,6 +96,13 @@ type partPos struct {
 	gens   []*generation
 	multi  bool
 	report GenerationReport // what its last restore decided
+	// filteredMax (stage 2) is the latest event time of a record read
+	// that its filter rejected (math.MinInt64: none known), which no
+	// window in state shows: the next cut-over's T comes after it, so a
+	// record the old generation's filter rejected before the change is
+	// not one the new generation's windows should have held. It is the
+	// position's MaxTimestamp, which stage 2 has no other use for.
+	filteredMax int64
 }
 
 // Mode is how a Processor runs, given once to New: its zero value is one
@@ -243,7 +250,8 @@ func (p *Processor) Assign(partition int32, now int64) {
 	if !p.parts[partition].assigned {
 		p.assigned++
 	}
-	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1, gens: []*generation{p.configGeneration()}}
+	p.parts[partition] = partPos{assigned: true, next: -1, written: -1, hwm: -1, tag: 1, gens: []*generation{p.configGeneration()},
+		filteredMax: math.MinInt64}
 	p.marks.Assign(partition, now)
 	if p.sources != nil {
 		p.sources.Assign(partition)
@@ -300,6 +308,7 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 	}
 	switch kind {
 	case record.Filtered:
+		p.filtered(in.Partition, rec.Time)
 		return Filtered
 	case record.Marker:
 		return p.marker(in, rec, now)
@@ -620,7 +629,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		var table watermark.Table
 		if p.sources != nil {
 			table = p.sources.Table(int32(id))
-			gen.MaxTimestamp = math.MinInt64
+			gen.MaxTimestamp = pp.filteredMax
 			gen.Watermark, _ = p.sources.Partition(int32(id))
 		}
 		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp, Sources: table,
@@ -705,6 +714,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		pp.written, pp.merged = res.Position.Offset, res.Position.Merged
 		if p.sources != nil {
 			p.sources.Restore(partition, res.Position.Sources)
+			pp.filteredMax = res.Position.MaxTimestamp
 		} else {
 			p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
 		}

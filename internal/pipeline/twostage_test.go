@@ -169,11 +169,14 @@ func (s *twoStage) write(outs []ready.Output, n int) {
 		o := &outs[i]
 		switch o.Kind {
 		case ready.Repartition:
-			// Records of odd offsets go in format 1, as a release before
-			// format 2 wrote them (a rolling upgrade): stage 2 decodes their
-			// values.
-			rec := repRecord{key: []byte(o.Repart.Key), value: repartition.AppendValue(nil, &o.Repart.In, o.Repart.Record)}
-			if o.Repart.In.Offset%2 == 1 {
+			// Records of odd offsets the filter accepts go in format 1, as a
+			// release before format 2 wrote them (a rolling upgrade): stage 2
+			// decodes their values. The others as stage 1 encoded them.
+			rec := repRecord{key: []byte(o.Repart.Key), value: slices.Clone(o.Repart.Encoded)}
+			if o.Repart.Header != "" {
+				rec.header, rec.value = slices.Clone(o.Repart.Encoded), slices.Clone(o.Repart.In.Value)
+			}
+			if o.Repart.In.Offset%2 == 1 && !o.Repart.Filtered {
 				rec.header, rec.value = repartition.AppendData(nil, &o.Repart.In), slices.Clone(o.Repart.In.Value)
 			}
 			put(partitionOf(o.Repart.Key), rec)
@@ -544,12 +547,12 @@ func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
 		for _, o := range s1.Step(twoStageNow).Outputs {
 			r := partitionOf(o.Repart.Key) % parts
 			var rin ready.Input
-			form, err := repartition.ParseValue(repartition.AppendValue(nil, &o.Repart.In, o.Repart.Record), r, next[r], nil, &rin)
+			form, filtered, err := repartition.ParseValue(repartition.AppendValue3(nil, &o.Repart.In, o.Repart.Record, o.Repart.Filtered), r, next[r], nil, &rin)
 			if err != nil {
 				t.Fatalf("ParseValue: %v", err)
 			}
 			next[r]++
-			kind, err := repartition.Decode(dec, form, []byte(o.Repart.Key), &rin, &rec)
+			kind, err := repartition.Decode(dec, form, filtered, []byte(o.Repart.Key), &rin, &rec)
 			s2.Apply(&rin, &rec, kind, err, twoStageNow)
 			got = view(got, s2.Step().Outputs)
 		}

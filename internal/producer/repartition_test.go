@@ -41,12 +41,12 @@ func TestRepartitionPartition(t *testing.T) {
 }
 
 // TestWriterRepartition: a repartition record goes to its group key's
-// partition with the input's timestamp; in format 2 (the default) without
-// headers, its value reading back as the input, its value and the
-// compact form; in format 1 with the input's value and a header that
+// partition with the input's timestamp; in formats 2 and 3 (0 in a
+// Config built in code is 2) without headers, its value reading back as
+// the input, its value and the compact form; in format 1 with the input's value and a header that
 // reads back as the input. A marker goes to every partition.
 func TestWriterRepartition(t *testing.T) {
-	for _, format := range []int32{0, repartition.Format2, repartition.Format1} {
+	for _, format := range []int32{0, repartition.Format3, repartition.Format2, repartition.Format1} {
 		t.Run(fmt.Sprint("format ", format), func(t *testing.T) {
 			cl := &fakeClient{}
 			cfg := sinkConfig()
@@ -86,7 +86,7 @@ func TestWriterRepartition(t *testing.T) {
 				if len(data.Headers) != 0 {
 					t.Fatalf("format 2 data record: headers %v, want none", data.Headers)
 				}
-				gotForm, err = repartition.ParseValue(data.Value, 2, 7, nil, &got)
+				gotForm, _, err = repartition.ParseValue(data.Value, 2, 7, nil, &got)
 			}
 			if err != nil || got.SourceID != 5 || got.KafkaPartition != 1 || got.Offset != 42 || string(got.Key) != "req-9" ||
 				got.Timestamp != 1234 || got.Topic != "calls" || string(got.Value) != string(in.Value) || string(gotForm) != string(form) {
@@ -111,7 +111,7 @@ func TestWriterRepartition(t *testing.T) {
 // TestWriterRepartitionChunks: records, keys and headers cut from chunks
 // stay each their own across chunk boundaries, long keys included.
 func TestWriterRepartitionChunks(t *testing.T) {
-	for _, format := range []int32{repartition.Format2, repartition.Format1} {
+	for _, format := range []int32{repartition.Format3, repartition.Format2, repartition.Format1} {
 		t.Run(fmt.Sprint("format ", format), func(t *testing.T) {
 			cl := &fakeClient{}
 			cfg := sinkConfig()
@@ -136,7 +136,7 @@ func TestWriterRepartitionChunks(t *testing.T) {
 				if format == repartition.Format1 {
 					_, _, err = repartition.Parse(rec.Headers[0].Value, rec.Value, 0, 0, nil, &got)
 				} else {
-					form, err = repartition.ParseValue(rec.Value, 0, 0, nil, &got)
+					form, _, err = repartition.ParseValue(rec.Value, 0, 0, nil, &got)
 				}
 				if want := fmt.Sprintf(`{"sid":"%s"}`, strings.Repeat("x", i*37%5000)); string(rec.Key) != want || err != nil ||
 					got.Offset != int64(i) || string(got.Key) != fmt.Sprint("req-", i) || got.SourceID != int32(i%3) ||

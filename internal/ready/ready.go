@@ -124,7 +124,11 @@ type Repart struct {
 	// (record.Decoder.AppendCompact), which stage 2 reads instead of decoding
 	// In.Value again. Its bytes are never reused: a writer may keep them.
 	Record []byte
-	Mark   watermark.Mark
+	// Filtered: the config's source.filter rejected the record, which
+	// stage 1 forwards for the generations of other filters (format 3);
+	// Record is its whole decoding then, or nil if it had none.
+	Filtered bool
+	Mark     watermark.Mark
 	// Encoded is the record in the repartition topic's format, as
 	// package repartition encodes it (AppendRepart, MarkerRepart): the
 	// value of the header named Header if Header is set (a marker, whose

@@ -119,14 +119,28 @@ func appendCompactValue(dst []byte, v *Value, key string) []byte {
 // AppendCompact) and group key (Record.Key's bytes) are at hand: it sets
 // rec as Decode did when the form was made, without reading in.Value, and
 // returns Event. The key is interned as Decode interns keys. A form made
-// by a decoder of another Spec is left aside: it returns Decode(in, rec).
+// by a decoder of another Spec is left aside: it returns
+// DecodeTimed(in, rec).
 // A form this release cannot read is a *DecodeError with
 // ReasonBadRepartitionRecord.
 func (d *Decoder) DecodeCompact(key, b []byte, in *Input, rec *Record) (Kind, error) {
+	return d.DecodeForm(key, b, false, in, rec)
+}
+
+// DecodeForm is DecodeCompact for a form that carries the verdict of its
+// decoder's source.filter (filtered: it rejected the record, which
+// DecodeAll decoded whole): a form this decoder reads returns Filtered
+// then, with rec set. A form of another Spec is left aside as in
+// DecodeCompact, but decoded with DecodeTimed: this decoder's own filter,
+// and the time of a record it rejects.
+func (d *Decoder) DecodeForm(key, b []byte, filtered bool, in *Input, rec *Record) (Kind, error) {
 	if len(b) >= 5 && b[0] == compactVersion && binary.LittleEndian.Uint32(b[1:]) != d.specTag {
-		return d.Decode(in, rec)
+		return d.DecodeTimed(in, rec)
 	}
-	return Event, d.decodeCompact(key, b, in, rec)
+	if err := d.decodeCompact(key, b, in, rec); err != nil || !filtered {
+		return Event, err
+	}
+	return Filtered, nil
 }
 
 func (d *Decoder) decodeCompact(key, b []byte, in *Input, rec *Record) error {

@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 
@@ -198,12 +199,115 @@ func TestCompactOtherSpec(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reader := compactDecoder(t, tt.spec)
 			var want, got record.Record
-			wantKind, wantErr := reader.Decode(&in, &want)
+			wantKind, wantErr := reader.DecodeTimed(&in, &want)
 			kind, err := reader.DecodeCompact([]byte(rec.Key), form, &in, &got)
 			if kind != tt.kind || kind != wantKind || err != wantErr || !reflect.DeepEqual(got, want) {
 				t.Errorf("DecodeCompact under another spec = %v, %+v, %v; want Decode's %v, %+v, %v", kind, got, err, wantKind, want, wantErr)
 			}
 		})
+	}
+}
+
+// TestDecodeAll: a record the filter rejects is decoded whole, as Decode
+// decodes one the filter accepts, and its form read back with the
+// filter's verdict is Filtered with the same record; a record the filter
+// accepts decodes as with Decode. A decoding error after the filter is
+// the record's error, with the group key when it came after it.
+func TestDecodeAll(t *testing.T) {
+	withFilter := compactSpec()
+	withFilter.Filters = []record.Filter{{Field: "v", Equals: "keep"}}
+	dec, open, reader := compactDecoder(t, withFilter), compactDecoder(t, compactSpec()), compactDecoder(t, withFilter)
+	tests := map[string]struct {
+		value   string
+		kind    record.Kind
+		key     bool // rec.Key is set
+		errKind string
+	}{
+		"accepted":         {`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"keep"}`, record.Event, true, ""},
+		"rejected":         {`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"drop"}`, record.Filtered, true, ""},
+		"rejected, bad d":  {`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":"x","v":"drop"}`, record.Filtered, true, record.ReasonNonNumeric},
+		"rejected, no t":   {`{"sid":"s1","a":{"b":"x","c":"y"},"d":1,"v":"drop"}`, record.Filtered, false, record.ReasonMissingTimestamp},
+		"rejected, no sid": {`{"a":{"b":"x","c":"y"},"t":1000,"d":1,"v":"drop"}`, record.Filtered, false, record.ReasonMissingKey},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := record.Input{Key: []byte("k1"), Value: []byte(tt.value)}
+			var rec, want record.Record
+			kind, err := dec.DecodeAll(&in, &rec)
+			if kind != tt.kind || (rec.Key != "") != tt.key {
+				t.Fatalf("DecodeAll = %v, key %q, %v; want %v, key set %v", kind, rec.Key, err, tt.kind, tt.key)
+			}
+			var de *record.DecodeError
+			if tt.errKind != "" {
+				if !errors.As(err, &de) || de.Reason != tt.errKind {
+					t.Fatalf("DecodeAll error = %v, want reason %s", err, tt.errKind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DecodeAll error = %v", err)
+			}
+			// What a decoder without the filter makes of it.
+			if k, err := open.Decode(&in, &want); k != record.Event || err != nil {
+				t.Fatalf("Decode without the filter = %v, %v", k, err)
+			}
+			if !reflect.DeepEqual(rec, want) {
+				t.Fatalf("DecodeAll =\n%+v, want\n%+v", rec, want)
+			}
+			if tt.kind == record.Event {
+				var plain record.Record
+				if k, err := dec.Decode(&in, &plain); k != record.Event || err != nil || !reflect.DeepEqual(plain, rec) {
+					t.Fatalf("Decode = %v, %v, %+v; DecodeAll's %+v", k, err, plain, rec)
+				}
+			}
+			form := dec.AppendCompact(nil, &rec)
+			var got record.Record
+			k, err := reader.DecodeForm([]byte(rec.Key), form, tt.kind == record.Filtered, &record.Input{Value: []byte("never read")}, &got)
+			if k != tt.kind || err != nil || !reflect.DeepEqual(got, rec) {
+				t.Fatalf("DecodeForm = %v, %v, %+v; want %v, %+v", k, err, got, tt.kind, rec)
+			}
+		})
+	}
+	// A reader of another filter decodes the value under its own: the
+	// form's verdict is not its filter's.
+	in := record.Input{Key: []byte("k1"), Value: []byte(tests["rejected"].value)}
+	var rec, got record.Record
+	if _, err := dec.DecodeAll(&in, &rec); err != nil {
+		t.Fatal(err)
+	}
+	other := compactSpec()
+	other.Filters = []record.Filter{{Field: "v", Equals: "drop"}}
+	if k, err := compactDecoder(t, other).DecodeForm([]byte(rec.Key), dec.AppendCompact(nil, &rec), true, &in, &got); k != record.Event || err != nil || got.Key != rec.Key {
+		t.Fatalf("DecodeForm under another filter = %v, %v, %+v; want its own Event", k, err, got)
+	}
+}
+
+// TestDecodeTimed: a record the filter rejects is Filtered without an
+// error, with its event time if it reads (math.MinInt64 if not); Decode
+// leaves the time unread; an accepted record decodes as with Decode.
+func TestDecodeTimed(t *testing.T) {
+	spec := compactSpec()
+	spec.Filters = []record.Filter{{Field: "v", Equals: "keep"}}
+	dec := compactDecoder(t, spec)
+	for _, tt := range []struct {
+		value string
+		kind  record.Kind
+		time  int64
+	}{
+		{`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":2.5,"v":"keep"}`, record.Event, 1000},
+		{`{"sid":"s1","a":{"b":"x","c":"y"},"t":1000,"d":"x","v":"drop"}`, record.Filtered, 1000},
+		{`{"sid":"s1","t":"soon","v":"drop"}`, record.Filtered, math.MinInt64},
+	} {
+		in := record.Input{Key: []byte("k1"), Value: []byte(tt.value)}
+		var rec, plain record.Record
+		kind, err := dec.DecodeTimed(&in, &rec)
+		if kind != tt.kind || err != nil || rec.Time != tt.time {
+			t.Errorf("DecodeTimed(%s) = %v, %v, time %d; want %v, time %d", tt.value, kind, err, rec.Time, tt.kind, tt.time)
+		}
+		pk, perr := dec.Decode(&in, &plain)
+		if pk != kind || perr != nil || kind == record.Event && !reflect.DeepEqual(plain, rec) || kind == record.Filtered && plain.Time != math.MinInt64 {
+			t.Errorf("Decode(%s) = %v, %v, %+v; want %v (a filtered record's time unread)", tt.value, pk, perr, plain, kind)
+		}
 	}
 }
 

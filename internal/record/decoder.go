@@ -331,11 +331,34 @@ func isPlainDecimal(text []byte) bool {
 //     rec.Time is set, to the marker's value read with the timestamp layout.
 //     A marker needs no other field and is not filtered.
 //   - Filtered: a source.filter does not hold (or its field is missing).
+//     rec.Time is math.MinInt64: not read.
 //   - Event: Time, Key, KeyFields and Values are set.
 //
 // Partition and Offset always come from in. Any problem with the data is
 // a *DecodeError (then the Kind is Event and rec is unusable).
-func (d *Decoder) Decode(in *Input, rec *Record) (Kind, error) {
+func (d *Decoder) Decode(in *Input, rec *Record) (Kind, error) { return d.decode(in, rec, false) }
+
+// DecodeAll is Decode, except that a record the filter rejects is decoded
+// whole too: its Kind is Filtered, with rec set as for an Event, or with
+// the error of its decoding (rec.Key is set if the error came after the
+// group key; rec.Time is math.MinInt64 if the event time did not read).
+// Stage 1 of source.partitioning repartition forwards such records
+// (repartition.Format3), for the generations of other filters.
+func (d *Decoder) DecodeAll(in *Input, rec *Record) (Kind, error) { return d.decode(in, rec, true) }
+
+// DecodeTimed is Decode, except that a record the filter rejects has its
+// event time read: rec.Time, or math.MinInt64 if it does not read (it is
+// Filtered without an error all the same). Stage 2 decodes a value with
+// it: a cut-over's T comes after every event time a partition read.
+func (d *Decoder) DecodeTimed(in *Input, rec *Record) (Kind, error) {
+	kind, err := d.decode(in, rec, true)
+	if kind == Filtered {
+		return Filtered, nil
+	}
+	return kind, err
+}
+
+func (d *Decoder) decode(in *Input, rec *Record, all bool) (Kind, error) {
 	rec.Partition, rec.Offset, rec.Time = in.Partition, in.Offset, 0
 	rec.Key, rec.KeyFields, rec.Values = "", rec.KeyFields[:0], rec.Values[:0]
 	if err := d.split(in.Value); err != nil {
@@ -351,30 +374,36 @@ func (d *Decoder) Decode(in *Input, rec *Record) (Kind, error) {
 			return Marker, nil
 		}
 	}
+	kind := Event
 	for i := range d.filters {
 		if f := &d.filters[i]; !d.equals(d.token(&f.ref, in), f.equals) {
-			return Filtered, nil
+			if !all {
+				rec.Time = math.MinInt64
+				return Filtered, nil
+			}
+			kind, rec.Time = Filtered, math.MinInt64
+			break
 		}
 	}
 	t, err := d.eventTime(in)
 	if err != nil {
-		return Event, err
+		return kind, err
 	}
-	rec.Time = t
+	rec.Time = t // (a Filtered record's time stays math.MinInt64 unless it reads)
 	d.arena, d.pending = d.arena[:0], d.pending[:0]
 	if err := d.key(in, rec); err != nil {
-		return Event, err
+		return kind, err
 	}
 	if err := d.values(in, rec); err != nil {
-		return Event, err
+		return kind, err
 	}
 	if rec.Gap = 0; d.gap != nil {
 		if rec.Gap, err = d.readGap(d.token(d.gap, in)); err != nil {
-			return Event, err
+			return kind, err
 		}
 	}
 	d.resolvePending()
-	return Event, nil
+	return kind, nil
 }
 
 // split finds the fields of value and points d.fields at them.

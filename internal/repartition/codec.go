@@ -19,12 +19,16 @@ const Header = "aggregator.repartition"
 const (
 	version    = 1 // of the Header value (markers, and data records of format 1)
 	version2   = 2 // of a data record's value (format 2)
+	version3   = 3 // of a data record's value (format 3)
 	kindData   = 'd'
 	kindMarker = 'm'
 	hasKey     = 1 // data: the input record had a key (else it was null)
+
+	flagFiltered = 1 // format 3: the filter of the config that made the form rejected the record
 )
 
-// Formats of a data record (state.repartition_format). Stage 2 reads both.
+// Formats of a data record (state.repartition_format). Stage 2 reads
+// all three.
 const (
 	// Format1 is the format of the releases before Format2: the Header,
 	// the input value as the value, which stage 2 decodes again.
@@ -35,6 +39,15 @@ const (
 	// the input value (a late event's payload). Headers cost the Kafka
 	// client's reader an allocation for each and one for their slice.
 	Format2 = 2
+	// Format3 is Format2 with a flags byte after the kind, for a stage 1
+	// that forwards the records its config's source.filter rejects too
+	// (stage 2 filters, per generation: a generation of another filter
+	// may accept them): a filtered record's form is the whole record
+	// (record.Decoder.DecodeAll) and its flag says the filter rejected
+	// it; a filtered record its decoder could not decode past the group
+	// key has no form (length 0), and stage 2 decodes its value.
+	// Releases before it read formats 1 and 2 only.
+	Format3 = 3
 )
 
 // ErrCorrupt is the error of a repartition record this release cannot read.
@@ -58,7 +71,22 @@ func AppendData(dst []byte, in *ready.Input) []byte {
 // the fields of AppendData (the input key now with its length), form
 // with its length, and the input value, to the end.
 func AppendValue(dst []byte, in *ready.Input, form []byte) []byte {
-	dst = append(dst, version2, kindData)
+	return appendValue(append(dst, version2, kindData), in, form)
+}
+
+// AppendValue3 appends the value of a Format3 data record made from in
+// and form (nil: none): version 3, kind 'd', a flags byte (filtered: the
+// filter of the config that made form rejected the record), then what
+// AppendValue appends after its kind.
+func AppendValue3(dst []byte, in *ready.Input, form []byte, filtered bool) []byte {
+	var flags byte
+	if filtered {
+		flags = flagFiltered
+	}
+	return appendValue(append(dst, version3, kindData, flags), in, form)
+}
+
+func appendValue(dst []byte, in *ready.Input, form []byte) []byte {
 	dst = appendSource(dst, in)
 	if in.Key == nil {
 		dst = append(dst, 0)
@@ -69,9 +97,10 @@ func AppendValue(dst []byte, in *ready.Input, form []byte) []byte {
 	return append(dst, in.Value...)
 }
 
-// ValueSize is an upper bound of the length of AppendValue's bytes.
+// ValueSize is an upper bound of the length of AppendValue's and
+// AppendValue3's bytes.
 func ValueSize(in *ready.Input, form []byte) int {
-	return 2 + 8*binary.MaxVarintLen64 + len(in.Topic) + 1 + len(in.Key) + 2*binary.MaxVarintLen64 + len(form) + len(in.Value)
+	return 3 + 8*binary.MaxVarintLen64 + len(in.Topic) + 1 + len(in.Key) + 2*binary.MaxVarintLen64 + len(form) + len(in.Value)
 }
 
 // appendSource appends where in came from, and its source's watermarks.
@@ -87,15 +116,26 @@ func appendSource(dst []byte, in *ready.Input) []byte {
 	return append(dst, in.Topic...)
 }
 
-// ParseValue reads the value of a Format2 data record read from
-// repartition partition partition at offset into in, as Parse does (Key
-// and Value point into value), and returns the compact form of its
-// decoded record.
-func ParseValue(value []byte, partition int32, offset int64, topics []string, in *ready.Input) (form []byte, err error) {
-	if len(value) < 2 || value[0] != version2 || value[1] != kindData {
-		return nil, fmt.Errorf("%w: a record without headers that is not of format 2", ErrCorrupt)
+// ParseValue reads the value of a Format2 or Format3 data record read
+// from repartition partition partition at offset into in, as Parse does
+// (Key and Value point into value), and returns the compact form of its
+// decoded record (nil: a Format3 record without one, whose value stage 2
+// decodes) and whether the filter of the config that made the form
+// rejected the record (Format3).
+func ParseValue(value []byte, partition int32, offset int64, topics []string, in *ready.Input) (form []byte, filtered bool, err error) {
+	if len(value) < 2 || value[0] != version2 && value[0] != version3 || value[1] != kindData {
+		return nil, false, fmt.Errorf("%w: a record without headers that is not of format 2 or 3", ErrCorrupt)
 	}
 	r := reader{b: value[2:]}
+	if value[0] == version3 {
+		switch r.byte() {
+		case 0:
+		case flagFiltered:
+			filtered = true
+		default:
+			return nil, false, fmt.Errorf("%w: unknown flags", ErrCorrupt)
+		}
+	}
 	r.source(partition, offset, topics, in)
 	switch r.byte() {
 	case 0:
@@ -106,10 +146,13 @@ func ParseValue(value []byte, partition int32, offset int64, topics []string, in
 	}
 	form = r.bytes(r.uvarint())
 	if r.err != nil {
-		return nil, r.err
+		return nil, false, r.err
+	}
+	if len(form) == 0 && value[0] == version3 {
+		form = nil
 	}
 	in.Value = r.b
-	return form, nil
+	return form, filtered, nil
 }
 
 // source reads what appendSource wrote into in, a record of repartition
@@ -123,7 +166,8 @@ func (r *reader) source(partition int32, offset int64, topics []string, in *read
 }
 
 // AppendRepart appends to dst the bytes of r, a data record, in format
-// (Format1, else Format2: the value of AppendValue of r.In and r.Record)
+// (Format1; Format3: the value of AppendValue3 of r.In, r.Record and
+// r.Filtered; else Format2: the value of AppendValue of r.In and r.Record)
 // and sets r.Header and r.Encoded to say how the repartition topic's
 // record holds them (ready.Repart). r.Encoded is dst's new part; dst has
 // room for it (RepartSize), or it grows out of it.
@@ -134,7 +178,11 @@ func AppendRepart(dst []byte, r *ready.Repart, format int32) []byte {
 		r.Header, r.Encoded = Header, dst[start:len(dst):len(dst)]
 		return dst
 	}
-	dst = AppendValue(dst, &r.In, r.Record)
+	if format == Format3 {
+		dst = AppendValue3(dst, &r.In, r.Record, r.Filtered)
+	} else {
+		dst = AppendValue(dst, &r.In, r.Record)
+	}
 	r.Header, r.Encoded = "", dst[start:len(dst):len(dst)]
 	return dst
 }
@@ -200,15 +248,16 @@ func Parse(header, value []byte, partition int32, offset int64, topics []string,
 
 // Decode sets rec for a data record that Parse or ParseValue read into
 // in, as stage 1 decoded it: from form, the compact form ParseValue
-// returned, with key the record's Kafka key (its group key), or, for a
-// Format1 record (form nil), by decoding in.Value with dec (as for a
-// form made under another config). A form this release cannot read is a
-// *record.DecodeError with record.ReasonBadRepartitionRecord.
-func Decode(dec *record.Decoder, form, key []byte, in *ready.Input, rec *record.Record) (record.Kind, error) {
+// returned (filtered: its verdict), with key the record's Kafka key (its
+// group key), or, for a Format1 record or one without a form (form nil),
+// by decoding in.Value with dec (DecodeTimed, as for a form made under
+// another config: the time of a record dec's filter rejects is read). A form this release cannot read is a *record.DecodeError with
+// record.ReasonBadRepartitionRecord.
+func Decode(dec *record.Decoder, form []byte, filtered bool, key []byte, in *ready.Input, rec *record.Record) (record.Kind, error) {
 	if form == nil {
-		return dec.Decode(in, rec)
+		return dec.DecodeTimed(in, rec)
 	}
-	return dec.DecodeCompact(key, form, in, rec)
+	return dec.DecodeForm(key, form, filtered, in, rec)
 }
 
 // topic returns b as one of topics, or as a new string.

@@ -31,6 +31,7 @@ type Stage struct {
 	marks    *watermark.Merged
 	announce *watermark.Announcer
 	futureMs int64
+	all      bool    // Format3: records the filter rejects are forwarded too
 	sources  int32   // the number of source partitions, for the markers
 	next     []int64 // by partition id: the offset of the next record; -1 none; unassigned -2
 	hwm      []int64 // by partition id: the high watermark of its last fetch; -1 none since assignment
@@ -87,8 +88,13 @@ func New(cfg config.Config, sources int32, schemas *record.Schemas) (*Stage, err
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
 	return &Stage{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), announce: watermark.NewAnnouncer(),
-		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), sources: sources}, nil
+		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), sources: sources, all: cfg.State.RepartitionFormat == Format3}, nil
 }
+
+// ForwardsFiltered reports whether the stage forwards the records its
+// config's source.filter rejects (Format3), for stage 2 to filter per
+// generation: its records must be decoded with record.Decoder.DecodeAll.
+func (s *Stage) ForwardsFiltered() bool { return s.all }
 
 // Sources is the number of source partitions the markers report.
 func (s *Stage) Sources() int32 { return s.sources }
@@ -182,17 +188,45 @@ func (s *Stage) Process(in *ready.Input, now int64) (out Route, applied bool) {
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
 	}
-	kind, err := s.dec.Decode(in, &s.rec)
+	var kind record.Kind
+	var err error
+	if s.all {
+		kind, err = s.dec.DecodeAll(in, &s.rec)
+	} else {
+		kind, err = s.dec.Decode(in, &s.rec)
+	}
 	return s.ProcessDecoded(in, &s.rec, kind, err, now)
 }
 
 // ProcessDecoded is Process for a record decoded elsewhere (kind and
-// decodeErr are what its decoder returned; rec is not kept).
+// decodeErr are what its decoder returned, DecodeAll's if
+// ForwardsFiltered; rec is not kept).
+//
+// With Format3 a record the filter rejects is forwarded as well, with
+// its verdict, without moving the watermark: with its whole decoding,
+// or, if that failed after the group key, without (stage 2 decodes the
+// value under each generation's settings). One whose event time or
+// group key cannot be read has no partition to go to, and one the
+// future guard refuses would be a dead letter wherever a filter took
+// it: both are Filtered here, as the config's filter says (so no time
+// past the guard reaches stage 2, which keeps the latest time of a
+// filtered record for its next cut-over).
 func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, err error, now int64) (out Route, applied bool) {
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
 	}
 	s.next[in.Partition] = in.Offset + 1
+	if kind == record.Filtered && s.all {
+		if rec.Key == "" || s.future(rec.Time, now) {
+			return Filtered, true
+		}
+		var form []byte
+		if err == nil {
+			form = s.form(rec)
+		}
+		s.forwardFiltered(in, rec.Key, form)
+		return Forwarded, true
+	}
 	if err == nil && kind != record.Filtered {
 		err = s.checkFuture(rec.Time, now)
 	}
@@ -216,6 +250,16 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 	return Forwarded, true
 }
 
+// forwardFiltered hands on a record the filter rejected (Format3), under
+// key, with form (nil: none); its source's watermark does not move.
+func (s *Stage) forwardFiltered(in *ready.Input, key string, form []byte) {
+	r := s.repart(ready.Repart{In: *in, Key: key, Record: form, Filtered: true})
+	wm, _ := s.marks.Partition(in.Partition)
+	r.In.Sources, r.In.Before, r.In.After = s.sources, wm, wm
+	s.encode(r)
+	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})
+}
+
 // Skip moves a partition's position past offset, a record that holds no
 // data (a transaction's control record, kept by the client), unless the
 // partition is not assigned or offset is behind its position: a partition
@@ -226,9 +270,14 @@ func (s *Stage) Skip(partition int32, offset int64) {
 	}
 }
 
+// future reports whether the future guard of SPEC §3 refuses eventTime.
+func (s *Stage) future(eventTime, now int64) bool {
+	return s.futureMs != 0 && now <= math.MaxInt64-s.futureMs && eventTime > now+s.futureMs
+}
+
 // checkFuture is the future guard of SPEC §3, as pipeline applies it.
 func (s *Stage) checkFuture(eventTime, now int64) error {
-	if s.futureMs == 0 || now > math.MaxInt64-s.futureMs || eventTime <= now+s.futureMs {
+	if !s.future(eventTime, now) {
 		return nil
 	}
 	return &record.DecodeError{Reason: "future_timestamp", Field: s.cfg.Source.Timestamp.Field,

@@ -1,6 +1,7 @@
 package repartition_test
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -50,7 +51,14 @@ func describe(rd ready.Ready) []string {
 	for _, o := range rd.Outputs {
 		switch o.Kind {
 		case ready.Repartition:
-			out = append(out, "data "+o.Repart.Key+" "+string(o.Repart.In.Value))
+			line := "data " + o.Repart.Key + " " + string(o.Repart.In.Value)
+			if o.Repart.Filtered {
+				line += " filtered"
+				if o.Repart.Record == nil {
+					line += " without a form"
+				}
+			}
+			out = append(out, line)
 		case ready.Marker:
 			m := o.Repart.Mark
 			wm := fmt.Sprint(m.Watermark)
@@ -69,16 +77,28 @@ func describe(rd ready.Ready) []string {
 	return out
 }
 
+// TestStage: format 2 filters in stage 1; format 3 (the default)
+// forwards the record its filter rejects, marked filtered.
 func TestStage(t *testing.T) {
+	for _, format := range []int32{repartition.Format2, repartition.Format3} {
+		t.Run(fmt.Sprint("format ", format), func(t *testing.T) { testStage(t, format) })
+	}
+}
+
+func testStage(t *testing.T, format int32) {
 	const now = 1_000_000
-	s := newStage(t, yaml, 3, 0, 1)
+	s := newStage(t, yaml+fmt.Sprintf("state: {repartition_format: %d}\n", format), 3, 0, 1)
+	view, viewData := repartition.Filtered, []string(nil)
+	if format == repartition.Format3 {
+		view, viewData = repartition.Forwarded, []string{`data {"user":"b"} {"user":"b","t":7000,"kind":"view"} filtered`}
+	}
 	steps := []struct {
 		in      *ready.Input
 		want    repartition.Route
 		applied bool
 	}{
 		{input(0, 10, "r1", `{"user":"a","t":5000,"kind":"click"}`), repartition.Forwarded, true},
-		{input(0, 11, "r2", `{"user":"b","t":7000,"kind":"view"}`), repartition.Filtered, true},
+		{input(0, 11, "r2", `{"user":"b","t":7000,"kind":"view"}`), view, true},
 		{input(0, 12, "r3", `{"user":"b","t":"x","kind":"click"}`), repartition.DeadLetter, true},
 		{input(0, 13, "r4", `{"user":"b","t":99999999999,"kind":"click"}`), repartition.DeadLetter, true},
 		{input(0, 11, "r2", `{"user":"b","t":7000,"kind":"click"}`), 0, false}, // fetched again
@@ -90,12 +110,12 @@ func TestStage(t *testing.T) {
 			t.Errorf("%d: Process(%s) = %d, %v, want %d, %v", i, st.in.Value, got, applied, st.want, st.applied)
 		}
 	}
-	if got := describe(s.Step(now)); !slices.Equal(got, []string{
-		`data {"user":"a"} {"user":"a","t":5000,"kind":"click"}`,
+	if got := describe(s.Step(now)); !slices.Equal(got, slices.Concat([]string{
+		`data {"user":"a"} {"user":"a","t":5000,"kind":"click"}`}, viewData, []string{
 		`dead bad_timestamp {"user":"b","t":"x","kind":"click"}`,
 		`dead future_timestamp {"user":"b","t":99999999999,"kind":"click"}`,
 		`data {"user":"b"} {"user":"b","t":3000,"kind":"click"}`,
-	}) {
+	})) {
 		t.Errorf("Step outputs =\n%s", strings.Join(got, "\n"))
 	}
 	rd := s.Commit(now)
@@ -118,6 +138,91 @@ func TestStage(t *testing.T) {
 	if got := describe(s.Commit(now + watermark.Heartbeat + 1)); !slices.Equal(got, []string{
 		`data {"user":"a"} {"user":"a","t":9000,"kind":"click"}`, "marker 1/3 7999"}) {
 		t.Errorf("partition 1 moved: outputs = %q", got)
+	}
+}
+
+// TestStageForwardsFiltered: in format 3 a record the filter rejects is
+// forwarded with its whole decoding and the verdict, which reads back
+// as Filtered under the config and as the record under a config without
+// the filter; it moves no watermark. One whose aggregate value does not
+// decode goes without a form; one without an event time or group key (it
+// has no partition) or past the future guard is filtered in stage 1, as
+// the config's filter says.
+func TestStageForwardsFiltered(t *testing.T) {
+	const doc = `
+source: {key: [user], timestamp: {field: t, layout: unix_ms}, filter: [{field: kind, equals: click}]}
+watermark: {max_out_of_orderness: 1s, idle_timeout: 5s, max_future_skew: 1h}
+window: {type: tumbling, size: 2s}
+aggregates: [{name: total, fn: sum, field: v}]
+`
+	const now = 1_000_000
+	s := newStage(t, doc, 1, 0)
+	steps := []struct {
+		value string
+		want  repartition.Route
+	}{
+		{`{"user":"a","t":5000,"kind":"click","v":1}`, repartition.Forwarded},
+		{`{"user":"b","t":9000,"kind":"view","v":2}`, repartition.Forwarded},
+		{`{"user":"b","t":99999999999,"kind":"view","v":2}`, repartition.Filtered}, // past the future guard: a dead letter for any filter that took it
+		{`{"user":"c","t":6000,"kind":"view","v":"x"}`, repartition.Forwarded},     // its sum's value does not decode
+		{`{"user":"c","kind":"view","v":1}`, repartition.Filtered},                 // no event time
+		{`{"t":6000,"kind":"view","v":1}`, repartition.Filtered},                   // no group key
+		{`{"user":"c","t":"x","kind":"click","v":1}`, repartition.DeadLetter},
+	}
+	for i, st := range steps {
+		if got, applied := s.Process(input(0, int64(i), "r", st.value), now); got != st.want || !applied {
+			t.Errorf("%d: Process(%s) = %d, %v, want %d", i, st.value, got, applied, st.want)
+		}
+	}
+	rd := s.Step(now)
+	if got := describe(rd); !slices.Equal(got, []string{
+		`data {"user":"a"} {"user":"a","t":5000,"kind":"click","v":1}`,
+		`data {"user":"b"} {"user":"b","t":9000,"kind":"view","v":2} filtered`,
+		`data {"user":"c"} {"user":"c","t":6000,"kind":"view","v":"x"} filtered without a form`,
+		`dead bad_timestamp {"user":"c","t":"x","kind":"click","v":1}`,
+	}) {
+		t.Fatalf("Step outputs =\n%s", strings.Join(got, "\n"))
+	}
+	for i, o := range rd.Outputs[1:3] {
+		if in := o.Repart.In; in.Before != 3999 || in.After != 3999 {
+			t.Errorf("filtered record %d: watermark before %d, after %d; want 3999 (the click's) both", i, in.Before, in.After)
+		}
+	}
+	if wm, _ := s.PartitionWatermark(0); wm != 3999 {
+		t.Errorf("watermark = %d, want 3999: filtered records do not move it", wm)
+	}
+	cfg, err := config.Parse([]byte(doc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := record.NewDecoder(cfg.RecordSpec(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Source.Filter = nil
+	open, err := record.NewDecoder(cfg.RecordSpec(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rd.Outputs[1].Repart
+	var in ready.Input
+	form, filtered, err := repartition.ParseValue(r.Encoded, 0, 0, nil, &in)
+	if err != nil || !filtered || form == nil {
+		t.Fatalf("ParseValue = %q, %v, %v; want a form, filtered", form, filtered, err)
+	}
+	var rec record.Record
+	if kind, err := repartition.Decode(own, form, filtered, []byte(r.Key), &in, &rec); kind != record.Filtered || err != nil {
+		t.Errorf("under the config: %v, %v; want Filtered", kind, err)
+	}
+	if kind, err := repartition.Decode(open, form, filtered, []byte(r.Key), &in, &rec); kind != record.Event || err != nil || rec.Time != 9000 || rec.Values[0].Num != 2 {
+		t.Errorf("under a config without the filter: %v, %v, %+v; want the event", kind, err, rec)
+	}
+	r = rd.Outputs[2].Repart
+	if form, filtered, err = repartition.ParseValue(r.Encoded, 0, 0, nil, &in); err != nil || !filtered || form != nil {
+		t.Fatalf("ParseValue = %q, %v, %v; want no form, filtered", form, filtered, err)
+	}
+	if kind, err := repartition.Decode(open, form, filtered, []byte(r.Key), &in, &rec); kind != record.Event || err == nil {
+		t.Errorf("without a form, under a config without the filter: %v, %v; want its value's dead letter", kind, err)
 	}
 }
 
@@ -320,9 +425,9 @@ func TestStageRecordForm(t *testing.T) {
 	}
 }
 
-// TestCodecValue: a format 2 value reads back as the input record it was
-// made from, its compact form and its value; a cut or foreign one is
-// ErrCorrupt.
+// TestCodecValue: a format 2 or 3 value reads back as the input record
+// it was made from, its compact form (format 3: none, or the filter's
+// verdict) and its value; a cut or foreign one is ErrCorrupt.
 func TestCodecValue(t *testing.T) {
 	ins := map[string]ready.Input{
 		"keyed": {Topic: "orders", Partition: 7, KafkaPartition: 3, Offset: 1 << 40, Key: []byte("req-1"), Value: []byte(`{"a":1}`),
@@ -332,28 +437,45 @@ func TestCodecValue(t *testing.T) {
 			Key: []byte{}, Value: []byte{}, Timestamp: math.MinInt64, Sources: math.MaxInt32, Before: math.MinInt64, After: math.MaxInt64},
 	}
 	for name, in := range ins {
-		t.Run(name, func(t *testing.T) {
-			value := repartition.AppendValue(nil, &in, []byte("form"))
-			if len(value) > repartition.ValueSize(&in, []byte("form")) {
-				t.Errorf("AppendValue wrote %d bytes, more than ValueSize's %d", len(value), repartition.ValueSize(&in, []byte("form")))
-			}
-			var got ready.Input
-			form, err := repartition.ParseValue(value, 2, 99, []string{"orders"}, &got)
-			want := in
-			want.Partition, want.SourceID, want.RepartitionOffset = 2, in.Partition, 99
-			if err != nil || string(form) != "form" || !reflect.DeepEqual(got, want) {
-				t.Errorf("ParseValue(AppendValue(%+v)) = %+v, %q, %v, want %+v", in, got, form, err, want)
-			}
-		})
+		for _, v := range []struct {
+			name     string
+			form     []byte
+			filtered bool
+			append   func([]byte, *ready.Input, []byte, bool) []byte
+		}{
+			{"format 2", []byte("form"), false, func(dst []byte, in *ready.Input, form []byte, _ bool) []byte {
+				return repartition.AppendValue(dst, in, form)
+			}},
+			{"format 3", []byte("form"), false, repartition.AppendValue3},
+			{"format 3 filtered", []byte("form"), true, repartition.AppendValue3},
+			{"format 3 filtered without a form", nil, true, repartition.AppendValue3},
+		} {
+			t.Run(name+"/"+v.name, func(t *testing.T) {
+				value := v.append(nil, &in, v.form, v.filtered)
+				if len(value) > repartition.ValueSize(&in, v.form) {
+					t.Errorf("%s wrote %d bytes, more than ValueSize's %d", v.name, len(value), repartition.ValueSize(&in, v.form))
+				}
+				var got ready.Input
+				form, filtered, err := repartition.ParseValue(value, 2, 99, []string{"orders"}, &got)
+				want := in
+				want.Partition, want.SourceID, want.RepartitionOffset = 2, in.Partition, 99
+				if err != nil || string(form) != string(v.form) || (form == nil) != (v.form == nil) || filtered != v.filtered || !reflect.DeepEqual(got, want) {
+					t.Errorf("ParseValue(%s(%+v)) = %+v, %q, %v, %v, want %+v", v.name, in, got, form, filtered, err, want)
+				}
+			})
+		}
 	}
 	in := ready.Input{Topic: "orders", Key: []byte("k"), Value: []byte("v")}
 	value := repartition.AppendValue(nil, &in, []byte("form"))
 	for name, v := range map[string][]byte{
 		"empty": nil, "format 1 value": []byte(`{"a":1}`), "a marker's kind": append([]byte{2, 'm'}, value[2:]...),
 		"cut in the key": value[:len(value)-len("formv")-2], "cut in the form": value[:len(value)-3], "bad key flag": append(value[:16:16], 7),
+		"format 4":           append([]byte{4}, value[1:]...),
+		"format 3 bad flags": repartition.AppendValue3(nil, &in, []byte("form"), false)[:2:2],
+		"format 3 flag 2":    append([]byte{3, 'd', 2}, value[2:]...),
 	} {
 		var got ready.Input
-		if _, err := repartition.ParseValue(v, 0, 0, nil, &got); !errors.Is(err, repartition.ErrCorrupt) {
+		if _, _, err := repartition.ParseValue(v, 0, 0, nil, &got); !errors.Is(err, repartition.ErrCorrupt) {
 			t.Errorf("ParseValue(%s %q) = %v, want ErrCorrupt", name, v, err)
 		}
 	}
@@ -365,7 +487,7 @@ func TestCodecValue(t *testing.T) {
 // value, a marker as the header value; the writer writes those bytes as
 // they are.
 func TestStageEncoded(t *testing.T) {
-	for _, format := range []int32{repartition.Format2, repartition.Format1} {
+	for _, format := range []int32{repartition.Format3, repartition.Format2, repartition.Format1} {
 		t.Run(fmt.Sprint("format ", format), func(t *testing.T) {
 			s := newStage(t, yaml+fmt.Sprintf("state: {repartition_format: %d}\n", format), 3, 1)
 			in := input(1, 41, "r", `{"user":"a","t":5000,"kind":"click"}`)
@@ -388,7 +510,11 @@ func TestStageEncoded(t *testing.T) {
 				if r.Header != "" {
 					t.Fatalf("format 2: header %q, want none", r.Header)
 				}
-				form, err = repartition.ParseValue(r.Encoded, 0, 0, nil, &got)
+				var filtered bool
+				form, filtered, err = repartition.ParseValue(r.Encoded, 0, 0, nil, &got)
+				if filtered {
+					t.Errorf("an accepted record reads back as filtered")
+				}
 			}
 			if err != nil || got.SourceID != 1 || got.Offset != 41 || string(got.Key) != "r" || got.Sources != 3 ||
 				got.After != r.In.After || got.Before != r.In.Before || string(got.Value) != string(in.Value) || string(form) != string(r.Record) {
@@ -398,6 +524,46 @@ func TestStageEncoded(t *testing.T) {
 			m, marker, err := repartition.Parse(mk.Encoded, nil, 0, 0, nil, &got)
 			if mk.Header != repartition.Header || err != nil || !marker || m != mk.Mark {
 				t.Errorf("marker: header %q, reads back as %+v, %v, %v, want %+v", mk.Header, m, marker, err, mk.Mark)
+			}
+		})
+	}
+}
+
+// A format 3 data record's value as this release (the one that added
+// format 3) writes it: the golden input with the form 01 02 03, accepted,
+// filtered, and filtered without a form. These bytes are the format's
+// contract with the releases that read it: never update them.
+var goldenV3 = map[string]string{
+	"accepted":                "0364000501a410d09882d0f26f08808982d0f26f801b0563616c6c7301057265712d39030102037b22736964223a227369645f31222c2274223a313932323335303230343435362c2276223a2278227d",
+	"filtered":                "0364010501a410d09882d0f26f08808982d0f26f801b0563616c6c7301057265712d39030102037b22736964223a227369645f31222c2274223a313932323335303230343435362c2276223a2278227d",
+	"filtered without a form": "0364010501a410d09882d0f26f08808982d0f26f801b0563616c6c7301057265712d39007b22736964223a227369645f31222c2274223a313932323335303230343435362c2276223a2278227d",
+}
+
+// TestCodecGoldenV3: format 3 values are written as the golden bytes and
+// the golden bytes read back as what was written.
+func TestCodecGoldenV3(t *testing.T) {
+	in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 1042, Key: []byte("req-9"),
+		Value: []byte(`{"sid":"sid_1","t":1922350204456,"v":"x"}`), Timestamp: 1_922_350_204_456,
+		Sources: 8, Before: 1_922_350_200_000, After: 1_922_350_203_456}
+	for name, golden := range goldenV3 {
+		t.Run(name, func(t *testing.T) {
+			form, filtered := []byte{1, 2, 3}, name != "accepted"
+			if name == "filtered without a form" {
+				form = nil
+			}
+			if got := hex.EncodeToString(repartition.AppendValue3(nil, &in, form, filtered)); got != golden {
+				t.Errorf("AppendValue3 = %s, want the golden %s", got, golden)
+			}
+			b, err := hex.DecodeString(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got ready.Input
+			gotForm, gotFiltered, err := repartition.ParseValue(b, 2, 7, []string{"calls"}, &got)
+			want := in
+			want.Partition, want.SourceID, want.RepartitionOffset = 2, 5, 7
+			if err != nil || !reflect.DeepEqual(got, want) || string(gotForm) != string(form) || (gotForm == nil) != (form == nil) || gotFiltered != filtered {
+				t.Errorf("ParseValue(golden) = %+v, %v, %v, %v; want %+v, %v, %v", got, gotForm, gotFiltered, err, want, form, filtered)
 			}
 		})
 	}
