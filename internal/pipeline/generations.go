@@ -457,10 +457,12 @@ func (p *Processor) retire(partition int32, pp *partPos, out []ChangelogRecord) 
 // it, each under its own decoding. Its outcome is merged, so each record
 // counts once: aggregated if any generation aggregated it; partially
 // late, then late (one late event), if that is the best any did; a dead
-// letter only if every generation's decoding failed (the first error),
-// filtered if every one filtered it. A record a generation's decoding
-// fails and another's takes is aggregated (a value one generation's
-// aggregates read and another's do not need).
+// letter if every generation's decoding failed (the first error), or if
+// one's did and no other took it (in the span of the one that failed);
+// filtered if every one filtered it, or one did and no other took it. A
+// record a generation's decoding fails and another's takes is
+// aggregated (a value one generation's aggregates read and another's do
+// not need).
 func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
 	pp := &p.parts[in.Partition]
 	var first *record.Record // a decoding that went through: the time, the key
@@ -528,6 +530,14 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 		p.genSkips++ // aggregated by one generation, not decodable by another: aggregated, counted
 	}
 	switch {
+	case best == windowing.OtherGeneration && late < 0 && firstErr != nil:
+		// In the span of none of the generations that decoded it: of one
+		// whose decoding failed (a record at or after T that only the
+		// old generation's aggregates read), as a window of that
+		// generation's config alone would have it. It moves the
+		// watermark as any record a generation decoded does.
+		best = DeadLetter
+		p.deadLetter(in, firstErr)
 	case best == windowing.OtherGeneration && late < 0 && filtered:
 		// In the span of none of the generations that took it: of one
 		// whose filter rejected it (a record before T only the new filter

@@ -397,10 +397,11 @@ func TestTwoStageCrashDuringCutOver(t *testing.T) {
 	}
 }
 
-// TestGenerationDeadLetters: a record is a dead letter only when every
-// live generation's decoding fails on it; one that a generation
-// aggregates and another cannot decode (a text where its sum needs a
-// number) is aggregated, and counted (aggregator_generation_skipped_records_total).
+// TestGenerationDeadLetters: a record is a dead letter when every live
+// generation's decoding fails on it, or the one whose span holds its
+// time fails and no other takes it; one that a generation aggregates and
+// another cannot decode (a text where its sum needs a number) is
+// aggregated, and counted (aggregator_generation_skipped_records_total).
 func TestGenerationDeadLetters(t *testing.T) {
 	old := genConfig("1", "{type: tumbling, size: 5s, allowed_lateness: 1s}", "[{name: n, fn: count}]")
 	next := genConfig("2", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: s, fn: sum, field: v}]")
@@ -427,6 +428,8 @@ func TestGenerationDeadLetters(t *testing.T) {
 		{`{"k":"a","t":11200,"v":"x"}`, pipeline.Aggregated, 1}, // the old generation counts it; the new one's sum cannot read it
 		{`{"k":"a","t":11300,"v":2}`, pipeline.Aggregated, 0},   // both
 		{`{"k":"a","t":"soon"}`, pipeline.DeadLetter, 0},        // neither
+		{`{"k":"a","t":15200,"v":"x"}`, pipeline.DeadLetter, 0}, // the old generation reads it but its windows end at 15000: the new one's, which cannot
+		{`{"k":"a","t":15300,"v":3}`, pipeline.Aggregated, 0},   // the new one's
 	}
 	for i, s := range steps {
 		if got := second.Process(&ready.Input{Offset: int64(10 + i), Value: []byte(s.value)}, math.MaxInt64); got != s.want {
@@ -436,8 +439,8 @@ func TestGenerationDeadLetters(t *testing.T) {
 			t.Errorf("%s: %d records skipped by a generation, want %d", s.value, got, s.skips)
 		}
 	}
-	if len(out.dead) != 1 {
-		t.Errorf("dead letters %v, want one (the record neither generation decodes)", out.dead)
+	if len(out.dead) != 2 || len(out.late) != 0 {
+		t.Errorf("dead letters %v, late %v; want two dead letters (the record neither generation decodes, the one the generation of its time cannot), no late event", out.dead, out.late)
 	}
 }
 

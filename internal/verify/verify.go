@@ -426,7 +426,10 @@ func (c *Comparer) Record(in *record.Input, rd *ready.Ready, wm int64) {
 // start, sessions by their first record's time: the generation whose
 // cut-over is the latest at or before it); the record is late when the
 // generation that owns its time judged it so, a dead letter when every
-// generation did.
+// generation did or the one that owns its time did (the service gives
+// it to no other: pipeline's processGenerations; except a sliding
+// window of the old generation that holds a time past T, which the
+// service aggregates, here a dead letter).
 func (c *Comparer) RecordGenerations(in *record.Input, rds []ready.Ready, wm int64) {
 	g := c.gens
 	if g == nil {
@@ -445,7 +448,7 @@ func (c *Comparer) RecordGenerations(in *record.Input, rds []ready.Ready, wm int
 		owner = g.ownerOf(g.seamsOf(c.recordPartition(g.krec.Key, in.Partition)), g.krec.Time)
 	}
 	var own *ready.Event
-	dead := true
+	dead, ownerDead := true, false
 	for i := range rds {
 		d := false
 		for j := range rds[i].Outputs {
@@ -462,8 +465,9 @@ func (c *Comparer) RecordGenerations(in *record.Input, rds []ready.Ready, wm int
 			}
 		}
 		dead = dead && d
+		ownerDead = ownerDead || d && i == owner
 	}
-	c.judge(in, own, dead, event && owner < 0, wm)
+	c.judge(in, own, dead || ownerDead, event && owner < 0, wm)
 }
 
 // recordPartition is the state partition of a record of key read from

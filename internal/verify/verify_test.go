@@ -345,7 +345,8 @@ func TestGenerationsCountWindows(t *testing.T) {
 }
 
 // TestGenerationsJudgement: a record is late when the generation that
-// owns its time judged it late, a dead letter when every generation did.
+// owns its time judged it late, a dead letter when every generation did
+// or the one that owns its time did.
 func TestGenerationsJudgement(t *testing.T) {
 	f := newGenFixture(t, "type: tumbling, size: 5s, allowed_lateness: 0s", "type: tumbling, size: 10s, allowed_lateness: 0s", math.MinInt64, 20_000, 0, 1)
 	lateOut := func(t int64) ready.Output {
@@ -354,13 +355,15 @@ func TestGenerationsJudgement(t *testing.T) {
 	dead := ready.Output{Kind: ready.DeadLetter}
 	f.c.FoundLate(Late{Source: Source{"calls", 0, 1}, EventTime: 21_000, Watermark: 50_000, Missed: windowing.Window{Start: 20_000, End: 30_000}})
 	f.c.FoundDeadLetter(Source{"calls", 0, 2})
+	f.c.FoundDeadLetter(Source{"calls", 0, 3})
 	f.record(0, 21_000, 0, []ready.Output{lateOut(21_000)}, nil)     // late for generation 1 only, which does not own 21 s: on time
 	f.record(1, 21_000, 0, nil, []ready.Output{lateOut(21_000)})     // late for generation 2, its owner: late, as found
 	f.record(2, 1000, 0, []ready.Output{dead}, []ready.Output{dead}) // a dead letter for both: as found
-	f.record(3, 1000, 0, []ready.Output{dead}, nil)                  // for one only: not a dead letter
+	f.record(3, 1000, 0, []ready.Output{dead}, nil)                  // for generation 1, which owns 1 s: a dead letter, as found
+	f.record(4, 1000, 0, nil, []ready.Output{dead})                  // for generation 2 only, which does not own 1 s: not a dead letter
 	s := f.c.Finish(0, 0)
-	if s.Late.Equal != 1 || s.DeadLetters.Equal != 1 || s.Unexplained != 0 {
-		t.Errorf("summary %+v, differences %v; want 1 late event and 1 dead letter equal, nothing else", s, f.c.Diffs())
+	if s.Late.Equal != 1 || s.DeadLetters.Equal != 2 || s.Unexplained != 0 {
+		t.Errorf("summary %+v, differences %v; want 1 late event and 2 dead letters equal, nothing else", s, f.c.Diffs())
 	}
 }
 
