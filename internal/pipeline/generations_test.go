@@ -967,3 +967,77 @@ func TestTwoStageFilterChangeAfterFiltered(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoStageDeadLettersPerGeneration: with source.partitioning
+// repartition (format 3) a value the aggregates of the config's stage 1
+// cannot read is a dead letter per generation, decided in stage 2: a
+// record before T that the old generation's aggregates read is in its
+// window (and counted as skipped by the new one), one from T, which the
+// new generation's sum cannot read, is one dead letter, written by stage
+// 2 under its source's partition and offset.
+func TestTwoStageDeadLettersPerGeneration(t *testing.T) {
+	conf := func(agg, version string) string {
+		return strings.Replace(twoStageYaml, "{name: s, fn: sum, field: v}", "{name: s, fn: "+agg+", field: v}", 1) +
+			"state: {config_version: " + version + "}\n"
+	}
+	c := &cluster2{input: make([][]string, sourceParts), repart: make([][]repRecord, repartParts), log: changelog{},
+		off1: map[int32]int64{}, off2: map[int32]int64{}}
+	add := func(p int, k string, ts int, v string) {
+		c.input[p] = append(c.input[p], fmt.Sprintf(`{"k":"%s","t":%d,"v":%s}`, k, ts, v))
+	}
+	for _, ts := range []int{1000, 1500, 2500, 3500} {
+		add(0, "x", ts, `"a"`)
+		add(1, "z", ts, "1")
+		add(2, "z", ts, "1")
+	}
+	if newTwoStageOf(t, conf("last", "0"), true, c).run(-1, noCrash) {
+		t.Fatal("the old config's run crashed")
+	}
+	before := len(c.outputs)
+	steps := []struct {
+		ts   int
+		v    string
+		want pipeline.Outcome
+	}{
+		{3600, `"b"`, pipeline.Aggregated}, // before T = 4000: the old generation's last reads it, the new one's sum does not
+		{4100, `"c"`, pipeline.DeadLetter}, // from T: the new generation's, which cannot read it
+		{4200, "2", pipeline.Aggregated},   // the new generation's
+		{9000, "1", pipeline.Aggregated},   // moves the watermark past both windows
+	}
+	var want pipeline.Counts
+	for _, st := range steps {
+		add(0, "x", st.ts, st.v)
+		want[st.want]++
+	}
+	add(1, "z", 9000, "1")
+	add(2, "z", 9000, "1")
+	want[pipeline.Aggregated] += 2
+	s := newTwoStageOf(t, conf("sum", "1"), true, c)
+	xPart := partitionOf(`{"k":"x"}`)
+	if rep := s.core.GenerationReport(xPart); rep.Verdict != config.NewGeneration || rep.Cutover != 4000 {
+		t.Fatalf("x's partition: %+v, want a new generation cut over at 4000", rep)
+	}
+	if s.run(-1, noCrash) {
+		t.Fatal("the new config's run crashed")
+	}
+	if s.counts != want {
+		t.Errorf("outcomes %v, want %v: each record counted once", s.counts, want)
+	}
+	var got []string
+	for _, o := range c.outputs[before:] {
+		switch {
+		case strings.HasPrefix(o, "dead"):
+			got = append(got, o)
+		case strings.Contains(o, `{"k":"x"}`):
+			got = append(got, o[:strings.Index(o, " [{")])
+		}
+	}
+	slices.Sort(got)
+	if want := []string{ // the window of 9000 stays open
+		`dead src0@5 non_numeric: field "v": "c" is not a number`,
+		`result p` + fmt.Sprint(xPart) + ` {"k":"x"} [2000,4000)#0 on_time rev 0 count 3`, // 2500, 3500, 3600
+		`result p` + fmt.Sprint(xPart) + ` {"k":"x"} [4000,6000)#0 on_time rev 0 count 1`, // 4200
+	}; !slices.Equal(got, want) {
+		t.Errorf("x's results and the dead letters after the change:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

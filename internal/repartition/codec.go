@@ -44,8 +44,9 @@ const (
 	// (stage 2 filters, per generation: a generation of another filter
 	// may accept them): a filtered record's form is the whole record
 	// (record.Decoder.DecodeAll) and its flag says the filter rejected
-	// it; a filtered record its decoder could not decode past the group
-	// key has no form (length 0), and stage 2 decodes its value.
+	// it; a record its decoder could not decode past the group key
+	// (filtered or not: a value the aggregates of another generation may
+	// read) has no form (length 0), and stage 2 decodes its value.
 	// Releases before it read formats 1 and 2 only.
 	Format3 = 3
 )

@@ -211,6 +211,15 @@ func (s *Stage) Process(in *ready.Input, now int64) (out Route, applied bool) {
 // it: both are Filtered here, as the config's filter says (so no time
 // past the guard reaches stage 2, which keeps the latest time of a
 // filtered record for its next cut-over).
+//
+// With Format3 a record the filter accepts whose decoding failed after
+// the group key (a value the aggregates or the session gap cannot read:
+// state settings, which a generation of other ones may read) is
+// forwarded too, without its decoding and without moving the
+// watermark, for stage 2 to decode under each generation's settings
+// and dead-letter if none reads it. One whose time or key cannot be
+// read (identity settings, the same in every generation), or whose
+// time the future guard refuses, is a dead letter here.
 func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, err error, now int64) (out Route, applied bool) {
 	if !s.Assigned(in.Partition) || in.Offset < s.next[in.Partition] {
 		return 0, false
@@ -224,7 +233,11 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 		if err == nil {
 			form = s.form(rec)
 		}
-		s.forwardFiltered(in, rec.Key, form)
+		s.forward(in, rec.Key, form, true)
+		return Forwarded, true
+	}
+	if err != nil && s.all && kind == record.Event && rec.Key != "" && !s.future(rec.Time, now) {
+		s.forward(in, rec.Key, nil, false)
 		return Forwarded, true
 	}
 	if err == nil && kind != record.Filtered {
@@ -250,10 +263,11 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 	return Forwarded, true
 }
 
-// forwardFiltered hands on a record the filter rejected (Format3), under
-// key, with form (nil: none); its source's watermark does not move.
-func (s *Stage) forwardFiltered(in *ready.Input, key string, form []byte) {
-	r := s.repart(ready.Repart{In: *in, Key: key, Record: form, Filtered: true})
+// forward hands on, under key, a record the filter rejected (filtered)
+// or one whose decoding failed after the group key (Format3), with form
+// (nil: none); its source's watermark does not move.
+func (s *Stage) forward(in *ready.Input, key string, form []byte, filtered bool) {
+	r := s.repart(ready.Repart{In: *in, Key: key, Record: form, Filtered: filtered})
 	wm, _ := s.marks.Partition(in.Partition)
 	r.In.Sources, r.In.Before, r.In.After = s.sources, wm, wm
 	s.encode(r)

@@ -54,9 +54,9 @@ func describe(rd ready.Ready) []string {
 			line := "data " + o.Repart.Key + " " + string(o.Repart.In.Value)
 			if o.Repart.Filtered {
 				line += " filtered"
-				if o.Repart.Record == nil {
-					line += " without a form"
-				}
+			}
+			if o.Repart.Record == nil {
+				line += " without a form"
 			}
 			out = append(out, line)
 		case ready.Marker:
@@ -564,6 +564,101 @@ func TestCodecGoldenV3(t *testing.T) {
 			want.Partition, want.SourceID, want.RepartitionOffset = 2, 5, 7
 			if err != nil || !reflect.DeepEqual(got, want) || string(gotForm) != string(form) || (gotForm == nil) != (form == nil) || gotFiltered != filtered {
 				t.Errorf("ParseValue(golden) = %+v, %v, %v, %v; want %+v, %v, %v", got, gotForm, gotFiltered, err, want, form, filtered)
+			}
+		})
+	}
+}
+
+// TestStageForwardsUndecoded: with format 3 a record the filter accepts
+// whose aggregate value does not decode is forwarded without a form, not
+// filtered, moving no watermark, for stage 2 to decide per generation;
+// one whose time or key does not read, or that the future guard refuses,
+// stays a dead letter of stage 1, and format 2 dead-letters them all.
+func TestStageForwardsUndecoded(t *testing.T) {
+	const doc = `
+source: {key: [user], timestamp: {field: t, layout: unix_ms}, filter: [{field: kind, equals: click}]}
+watermark: {max_out_of_orderness: 1s, idle_timeout: 5s, max_future_skew: 1h}
+window: {type: tumbling, size: 2s}
+aggregates: [{name: total, fn: sum, field: v}]
+`
+	const now = 1_000_000
+	values := []string{
+		`{"user":"a","t":5000,"kind":"click","v":1}`,
+		`{"user":"b","t":9000,"kind":"click","v":"x"}`,        // its sum's value does not decode
+		`{"user":"b","t":99999999999,"kind":"click","v":"x"}`, // nor does its time pass the future guard
+		`{"user":"b","t":"x","kind":"click","v":1}`,           // no event time
+		`{"t":6000,"kind":"click","v":"x"}`,                   // no group key
+	}
+	tests := map[string]struct {
+		format int32
+		routes []repartition.Route
+		want   []string
+	}{
+		"format 3": {3, []repartition.Route{repartition.Forwarded, repartition.Forwarded, repartition.DeadLetter, repartition.DeadLetter, repartition.DeadLetter}, []string{
+			`data {"user":"a"} {"user":"a","t":5000,"kind":"click","v":1}`,
+			`data {"user":"b"} {"user":"b","t":9000,"kind":"click","v":"x"} without a form`,
+			`dead non_numeric {"user":"b","t":99999999999,"kind":"click","v":"x"}`,
+			`dead bad_timestamp {"user":"b","t":"x","kind":"click","v":1}`,
+			`dead missing_key {"t":6000,"kind":"click","v":"x"}`,
+		}},
+		"format 2": {2, []repartition.Route{repartition.Forwarded, repartition.DeadLetter, repartition.DeadLetter, repartition.DeadLetter, repartition.DeadLetter}, []string{
+			`data {"user":"a"} {"user":"a","t":5000,"kind":"click","v":1}`,
+			`dead non_numeric {"user":"b","t":9000,"kind":"click","v":"x"}`,
+			`dead non_numeric {"user":"b","t":99999999999,"kind":"click","v":"x"}`,
+			`dead bad_timestamp {"user":"b","t":"x","kind":"click","v":1}`,
+			`dead missing_key {"t":6000,"kind":"click","v":"x"}`,
+		}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := newStage(t, fmt.Sprintf("%sstate: {repartition_format: %d}\n", doc, tt.format), 1, 0)
+			for i, v := range values {
+				if got, applied := s.Process(input(0, int64(i), "r", v), now); got != tt.routes[i] || !applied {
+					t.Errorf("%d: Process(%s) = %d, %v, want %d", i, v, got, applied, tt.routes[i])
+				}
+			}
+			rd := s.Step(now)
+			if got := describe(rd); !slices.Equal(got, tt.want) {
+				t.Fatalf("Step outputs =\n%s", strings.Join(got, "\n"))
+			}
+			if wm, _ := s.PartitionWatermark(0); wm != 3999 {
+				t.Errorf("watermark = %d, want 3999: records that did not decode do not move it", wm)
+			}
+			if tt.format != 3 {
+				return
+			}
+			r := rd.Outputs[1].Repart
+			if in := r.In; in.Before != 3999 || in.After != 3999 {
+				t.Errorf("watermark before %d, after %d; want 3999 both", in.Before, in.After)
+			}
+			cfg, err := config.Parse([]byte(doc), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			own, err := record.NewDecoder(cfg.RecordSpec(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Aggregates[0].Fn = "last" // another generation's aggregate, which reads text
+			other, err := record.NewDecoder(cfg.RecordSpec(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var in ready.Input
+			form, filtered, err := repartition.ParseValue(r.Encoded, 0, 0, nil, &in)
+			if err != nil || filtered || form != nil {
+				t.Fatalf("ParseValue = %q, %v, %v; want no form, not filtered", form, filtered, err)
+			}
+			if in.Topic != "in" || in.KafkaPartition != 0 || in.Offset != 1 || string(in.Value) != values[1] {
+				t.Errorf("ParseValue: source %s[%d]@%d %s, want in[0]@1 and the input value", in.Topic, in.KafkaPartition, in.Offset, in.Value)
+			}
+			var rec record.Record
+			var de *record.DecodeError
+			if kind, err := repartition.Decode(own, form, filtered, []byte(r.Key), &in, &rec); kind != record.Event || !errors.As(err, &de) || de.Reason != record.ReasonNonNumeric {
+				t.Errorf("under the config: %v, %v; want its non_numeric dead letter", kind, err)
+			}
+			if kind, err := repartition.Decode(other, form, filtered, []byte(r.Key), &in, &rec); kind != record.Event || err != nil || rec.Time != 9000 || rec.Key != `{"user":"b"}` {
+				t.Errorf("under a config whose aggregate reads text: %v, %v, %+v; want the event", kind, err, rec)
 			}
 		})
 	}
