@@ -167,7 +167,7 @@ func (p *statePartition) finish(cfg config.Config, r *state.Restorer) error {
 	dropped := int64(math.MinInt64)
 	if pos, ok := r.Position(); ok {
 		dropped = max(pos.Merged, pos.Floor)
-		p.seen = pos.MaxTimestamp
+		p.seen = pos.Latest()
 	}
 	var fitErr error
 	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {

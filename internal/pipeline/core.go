@@ -318,7 +318,7 @@ func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []by
 			return
 		}
 	}
-	d.Kind, d.Err = dec.Decode(&d.In, &d.Rec)
+	d.Kind, d.Err = dec.DecodeTimed(&d.In, &d.Rec)
 }
 
 // decodeRepartition parses d, a record of a repartition partition as

@@ -281,10 +281,12 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	// seen is the latest event time the partition's state has seen: its
 	// generator's (by_key), or in stage 2, whose position keeps no
 	// such time, a bound from the windows in state (the end of each:
-	// a record of a window dropped since is below the watermark).
+	// a record of a window dropped since is below the watermark); and
+	// the latest time of a record its filter rejected, which its
+	// position keeps (Position.Latest; stage 2: its MaxTimestamp).
 	seen, bound := int64(math.MinInt64), p.sources != nil
 	if hasPos {
-		seen = max(pos.MaxTimestamp, pos.Watermark)
+		seen = max(pos.Latest(), pos.Watermark)
 	}
 	var spent []state.Repair
 	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {
@@ -490,7 +492,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 			p.deadLetter(in, firstErr)
 			return DeadLetter
 		}
-		p.filtered(in.Partition, rec.Time)
+		p.filtered(in.Partition, rec.Time, now)
 		return Filtered
 	}
 	if err := p.checkFuture(first.Time, now); err != nil {
@@ -544,7 +546,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 		// accepts, or one at or after T only the old filter accepts). It
 		// moves the watermark as any record a generation decoded does.
 		best = Filtered
-		p.filtered(in.Partition, first.Time)
+		p.filtered(in.Partition, first.Time, now)
 	case best == windowing.OtherGeneration:
 		// Late for every generation that could take it (or in the span of
 		// none: a record before T for a generation whose windows are gone).
@@ -561,12 +563,13 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 	return best
 }
 
-// filtered notes, in stage 2, the event time t of a record of partition
-// that its filter rejected (math.MinInt64: not read; it came in a format
-// without it, and stage 1 filtered by the same config). Stage 1 forwards
-// no rejected record the future guard refuses.
-func (p *Processor) filtered(partition int32, t int64) {
-	if p.sources != nil && int(partition) < len(p.parts) {
+// filtered notes the event time t of a record of partition that its
+// filter rejected (math.MinInt64: not read; in stage 2, it came in a
+// format without it, and stage 1 filtered by the same config), unless
+// the future guard refuses it at now (stage 1 forwards no such record):
+// its windows do not show it, and the next cut-over's T comes after it.
+func (p *Processor) filtered(partition int32, t, now int64) {
+	if int(partition) < len(p.parts) && !p.future(t, now) {
 		pp := &p.parts[partition]
 		pp.filteredMax = max(pp.filteredMax, t)
 	}

@@ -1041,3 +1041,68 @@ func TestTwoStageDeadLettersPerGeneration(t *testing.T) {
 		t.Errorf("x's results and the dead letters after the change:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestGenerationFilterChangeAfterFilteredByKey: with by_key a record the
+// old filter rejected leaves no window and does not move the generator,
+// but its time is one the partition has seen: the position keeps it (its
+// FilteredLead), across a restart of the old config too, and the
+// cut-over T of a new generation with another filter comes after it
+// (else the new generation's windows from T would miss it: it was read
+// before the change). A rejected record the future guard refuses does
+// not count.
+func TestGenerationFilterChangeAfterFilteredByKey(t *testing.T) {
+	withFilter := func(yaml, field string) string {
+		yaml = strings.Replace(yaml, "partitioning: by_key}", "partitioning: by_key, filter: [{field: "+field+", equals: 1}]}", 1)
+		return strings.Replace(yaml, "max_out_of_orderness: 1s,", "max_out_of_orderness: 1s, max_future_skew: 5s,", 1)
+	}
+	old := withFilter(genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}]"), "a")
+	next := withFilter(genConfig("2", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: n, fn: count}]"), "b")
+	const now = 20_000 // the wall clock: the guard refuses times past 25000
+	for _, restarts := range []int{0, 1} {
+		t.Run(fmt.Sprintf("%d restarts of the old config", restarts), func(t *testing.T) {
+			first, _ := newProcessor(t, old)
+			first.Assign(0, 0)
+			values := []string{
+				`{"k":"x","t":10000,"a":1,"b":0}`,
+				`{"k":"x","t":10500,"a":1,"b":0}`,
+				`{"k":"x","t":11500,"a":0,"b":1}`, // past the latest accepted time: filtered
+				`{"k":"x","t":90000,"a":0,"b":1}`, // filtered, and past the future guard
+			}
+			for i, v := range values {
+				first.Process(&ready.Input{Offset: int64(i), Value: []byte(v)}, now)
+			}
+			log := changelog{}
+			log.write(first.Checkpoint())
+			for i := range restarts {
+				again, _ := newProcessor(t, old)
+				again.Assign(0, 0)
+				if _, err := again.Restore(0, log.restorer(t, 0), now); err != nil {
+					t.Fatal(err)
+				}
+				again.Process(&ready.Input{Offset: int64(len(values) + i), Value: []byte(`{"k":"x","t":10600,"a":1,"b":0}`)}, now)
+				log.write(again.Checkpoint())
+			}
+			second, out := newProcessor(t, next)
+			second.Assign(0, 0)
+			if _, err := second.Restore(0, log.restorer(t, 0), now); err != nil {
+				t.Fatal(err)
+			}
+			if rep := second.GenerationReport(0); rep.Verdict != config.NewGeneration || rep.Cutover != 12_000 {
+				t.Fatalf("%v cut over at %d, want a new generation cut over at 12000, after the filtered record's 11500", rep.Verdict, rep.Cutover)
+			}
+			for i, v := range []string{`{"k":"x","t":11600,"a":1,"b":0}`, `{"k":"x","t":12100,"a":0,"b":1}`} {
+				if got := second.Process(&ready.Input{Offset: int64(10 + i), Value: []byte(v)}, now); got != pipeline.Aggregated {
+					t.Errorf("%s: %v, want aggregated", v, got)
+				}
+			}
+			second.Flush()
+			counts := map[string]int64{}
+			for _, r := range out.results {
+				counts[fmt.Sprintf("gen %d [%d,%d)", r.Generation, r.Window.Start, r.Window.End)] = r.Count
+			}
+			if want := map[string]int64{"gen 1 [10000,11000)": 2 + int64(restarts), "gen 1 [11000,12000)": 1, "gen 2 [12000,13000)": 1}; !maps.Equal(counts, want) {
+				t.Errorf("windows %v, want %v", counts, want)
+			}
+		})
+	}
+}

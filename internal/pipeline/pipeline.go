@@ -96,12 +96,13 @@ type partPos struct {
 	gens   []*generation
 	multi  bool
 	report GenerationReport // what its last restore decided
-	// filteredMax (stage 2) is the latest event time of a record read
-	// that its filter rejected (math.MinInt64: none known), which no
-	// window in state shows: the next cut-over's T comes after it, so a
-	// record the old generation's filter rejected before the change is
-	// not one the new generation's windows should have held. It is the
-	// position's MaxTimestamp, which stage 2 has no other use for.
+	// filteredMax is the latest event time of a record read that its
+	// filter rejected (math.MinInt64: none known), which no window in
+	// state shows: the next cut-over's T comes after it, so a record the
+	// old generation's filter rejected before the change is not one the
+	// new generation's windows should have held. In stage 2 it is the
+	// position's MaxTimestamp, which stage 2 has no other use for; with
+	// by_key the position's FilteredLead past the generator's.
 	filteredMax int64
 }
 
@@ -288,12 +289,14 @@ func (p *Processor) SetCaughtUp(partition int32, caughtUp bool, now int64) {
 
 // Process decodes one record and applies it.
 func (p *Processor) Process(in *ready.Input, now int64) Outcome {
-	kind, err := p.dec.Decode(in, &p.rec)
+	kind, err := p.dec.DecodeTimed(in, &p.rec)
 	return p.ProcessDecoded(in, &p.rec, kind, err, now)
 }
 
 // ProcessDecoded applies a record that was decoded elsewhere (kind and
-// decodeErr are what its decoder's Decode returned), in offset order per partition.
+// decodeErr are what its decoder's DecodeTimed returned: the time of a
+// record the filter rejects counts for the next cut-over; Decode's
+// leaves it out), in offset order per partition.
 func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
 	if int(in.Partition) < len(p.parts) {
 		pp := &p.parts[in.Partition]
@@ -308,7 +311,7 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 	}
 	switch kind {
 	case record.Filtered:
-		p.filtered(in.Partition, rec.Time)
+		p.filtered(in.Partition, rec.Time, now)
 		return Filtered
 	case record.Marker:
 		return p.marker(in, rec, now)
@@ -403,11 +406,18 @@ func (p *Processor) sourceMark(in *ready.Input, wm int64) {
 	}
 }
 
+// future reports whether the future guard of SPEC §3 refuses eventTime
+// at the wall clock now.
+func (p *Processor) future(eventTime, now int64) bool {
+	// replay passes now = math.MaxInt64: no wall clock, no guard
+	return p.futureMs != 0 && now <= math.MaxInt64-p.futureMs && eventTime > now+p.futureMs
+}
+
 // checkFuture is the future guard of SPEC §3: a record too far ahead of the
 // wall clock would drag the watermark into the future.
 func (p *Processor) checkFuture(eventTime, now int64) error {
-	if p.futureMs == 0 || now > math.MaxInt64-p.futureMs || eventTime <= now+p.futureMs {
-		return nil // replay passes now = math.MaxInt64: no wall clock, no guard
+	if !p.future(eventTime, now) {
+		return nil
 	}
 	return &record.DecodeError{Reason: "future_timestamp", Field: p.cfg.Source.Timestamp.Field,
 		Detail: "event time " + strconv.FormatInt(eventTime, 10) + " is more than " +
@@ -632,7 +642,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 			gen.MaxTimestamp = pp.filteredMax
 			gen.Watermark, _ = p.sources.Partition(int32(id))
 		}
-		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp, Sources: table,
+		pos := state.Position{Offset: pp.next, MaxTimestamp: gen.MaxTimestamp, Sources: table, FilteredLead: state.LeadOf(gen.MaxTimestamp, pp.filteredMax),
 			// The merged watermark is a floor of the partition's own: its
 			// records were judged against it, and its next owner goes on from there.
 			Watermark: max(gen.Watermark, op.Judged(int32(id))), Merged: w, Floor: op.Judged(int32(id))}
@@ -717,6 +727,9 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 			pp.filteredMax = res.Position.MaxTimestamp
 		} else {
 			p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
+			if res.Position.FilteredLead != 0 {
+				pp.filteredMax = res.Position.Latest()
+			}
 		}
 		if p.ops.perPartition {
 			// Its own watermark never goes down: it goes on from where

@@ -336,7 +336,9 @@ func isPlainDecimal(text []byte) bool {
 //
 // Partition and Offset always come from in. Any problem with the data is
 // a *DecodeError (then the Kind is Event and rec is unusable).
-func (d *Decoder) Decode(in *Input, rec *Record) (Kind, error) { return d.decode(in, rec, false) }
+func (d *Decoder) Decode(in *Input, rec *Record) (Kind, error) {
+	return d.decode(in, rec, rejectedStop)
+}
 
 // DecodeAll is Decode, except that a record the filter rejects is decoded
 // whole too: its Kind is Filtered, with rec set as for an Event, or with
@@ -344,21 +346,27 @@ func (d *Decoder) Decode(in *Input, rec *Record) (Kind, error) { return d.decode
 // group key; rec.Time is math.MinInt64 if the event time did not read).
 // Stage 1 of source.partitioning repartition forwards such records
 // (repartition.Format3), for the generations of other filters.
-func (d *Decoder) DecodeAll(in *Input, rec *Record) (Kind, error) { return d.decode(in, rec, true) }
-
-// DecodeTimed is Decode, except that a record the filter rejects has its
-// event time read: rec.Time, or math.MinInt64 if it does not read (it is
-// Filtered without an error all the same). Stage 2 decodes a value with
-// it: a cut-over's T comes after every event time a partition read.
-func (d *Decoder) DecodeTimed(in *Input, rec *Record) (Kind, error) {
-	kind, err := d.decode(in, rec, true)
-	if kind == Filtered {
-		return Filtered, nil
-	}
-	return kind, err
+func (d *Decoder) DecodeAll(in *Input, rec *Record) (Kind, error) {
+	return d.decode(in, rec, rejectedWhole)
 }
 
-func (d *Decoder) decode(in *Input, rec *Record, all bool) (Kind, error) {
+// DecodeTimed is Decode, except that a record the filter rejects has its
+// event time read, and nothing after it: rec.Time, or math.MinInt64 if
+// it does not read (it is Filtered without an error all the same). Stage
+// 2 and by_key decode with it: a cut-over's T comes after every event
+// time a partition read.
+func (d *Decoder) DecodeTimed(in *Input, rec *Record) (Kind, error) {
+	return d.decode(in, rec, rejectedTime)
+}
+
+// What decode reads of a record the filter rejects.
+const (
+	rejectedStop  = iota // nothing: Decode
+	rejectedTime         // its event time, without an error: DecodeTimed
+	rejectedWhole        // all of it, with its errors: DecodeAll
+)
+
+func (d *Decoder) decode(in *Input, rec *Record, rejected int) (Kind, error) {
 	rec.Partition, rec.Offset, rec.Time = in.Partition, in.Offset, 0
 	rec.Key, rec.KeyFields, rec.Values = "", rec.KeyFields[:0], rec.Values[:0]
 	if err := d.split(in.Value); err != nil {
@@ -377,15 +385,20 @@ func (d *Decoder) decode(in *Input, rec *Record, all bool) (Kind, error) {
 	kind := Event
 	for i := range d.filters {
 		if f := &d.filters[i]; !d.equals(d.token(&f.ref, in), f.equals) {
-			if !all {
-				rec.Time = math.MinInt64
+			kind, rec.Time = Filtered, math.MinInt64
+			if rejected == rejectedStop {
 				return Filtered, nil
 			}
-			kind, rec.Time = Filtered, math.MinInt64
 			break
 		}
 	}
 	t, err := d.eventTime(in)
+	if kind == Filtered && rejected == rejectedTime {
+		if err == nil {
+			rec.Time = t
+		}
+		return Filtered, nil
+	}
 	if err != nil {
 		return kind, err
 	}

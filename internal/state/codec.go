@@ -56,6 +56,32 @@ type Position struct {
 	// zero for an input partition. Positions written before it existed
 	// decode with a zero table.
 	Sources watermark.Table
+	// FilteredLead is how far the latest event time of a record the
+	// partition's source.filter rejected is past MaxTimestamp (by_key,
+	// whose generator's MaxTimestamp counts the records the filter
+	// accepted only), mod 2^64; 0: none past it. In an optional trailing
+	// section, written only when not 0: positions without it keep their
+	// bytes, and decode with 0.
+	FilteredLead uint64
+}
+
+// Latest is the latest event time the position knows the partition's
+// state has seen: MaxTimestamp, or the filtered record's past it.
+func (p Position) Latest() int64 {
+	if p.FilteredLead == 0 {
+		return p.MaxTimestamp
+	}
+	return int64(uint64(p.MaxTimestamp) + p.FilteredLead)
+}
+
+// LeadOf is the FilteredLead of a position whose MaxTimestamp is max and
+// whose latest rejected record's event time is filtered (math.MinInt64:
+// none).
+func LeadOf(max, filtered int64) uint64 {
+	if filtered <= max {
+		return 0
+	}
+	return uint64(filtered) - uint64(max)
 }
 
 // AppendKey appends the changelog key of en.
@@ -183,13 +209,23 @@ func AppendPosition(dst []byte, p Position, tag uint64) []byte {
 	dst = binary.AppendVarint(dst, p.Watermark)
 	dst = binary.AppendVarint(dst, p.Merged)
 	dst = binary.AppendVarint(dst, p.Floor)
-	if p.Sources.Count == 0 && len(p.Sources.Sources) == 0 {
+	dst = appendSources(dst, p.Sources)
+	if p.FilteredLead != 0 {
+		dst = binary.AppendUvarint(append(dst, sectionFiltered), p.FilteredLead)
+	}
+	return dst
+}
+
+// appendSources appends a position's optional table of source
+// partitions (none if t is zero).
+func appendSources(dst []byte, t watermark.Table) []byte {
+	if t.Count == 0 && len(t.Sources) == 0 {
 		return dst
 	}
 	dst = append(dst, sectionSources)
-	dst = binary.AppendUvarint(dst, uint64(p.Sources.Count))
-	dst = binary.AppendUvarint(dst, uint64(len(p.Sources.Sources)))
-	for _, src := range p.Sources.Sources {
+	dst = binary.AppendUvarint(dst, uint64(t.Count))
+	dst = binary.AppendUvarint(dst, uint64(len(t.Sources)))
+	for _, src := range t.Sources {
 		var flags byte
 		if src.Reported {
 			flags |= 1
@@ -203,16 +239,18 @@ func AppendPosition(dst []byte, p Position, tag uint64) []byte {
 	return dst
 }
 
-// sectionSources starts a position's optional table of source partitions.
-const sectionSources = 's'
+// The optional sections of a position, in this order after its fields:
+// the table of source partitions, then the filtered record's lead.
+// Releases before the second one read the first only (a position with
+// the second is unreadable there).
+const (
+	sectionSources  = 's'
+	sectionFiltered = 'f'
+)
 
 // sources reads a position's optional table of source partitions.
 func (r *reader) sources() watermark.Table {
-	if len(r.b) == 0 || r.err != nil {
-		return watermark.Table{}
-	}
-	if r.b[0] != sectionSources {
-		r.fail("position section")
+	if len(r.b) == 0 || r.err != nil || r.b[0] != sectionSources {
 		return watermark.Table{}
 	}
 	r.b = r.b[1:]
@@ -233,10 +271,23 @@ func (r *reader) sources() watermark.Table {
 		r.b = r.b[1:]
 		t.Sources[i] = watermark.Source{Reported: flags&1 != 0, Idle: flags&2 != 0, Watermark: r.varint("source watermark"), Applied: r.varint("source applied")}
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%w: position: %d bytes left over", ErrCorrupt, len(r.b))
-	}
 	return t
+}
+
+// filteredLead reads a position's optional lead of its latest filtered
+// record, the last of its sections.
+func (r *reader) filteredLead() uint64 {
+	var lead uint64
+	if len(r.b) > 0 && r.err == nil && r.b[0] == sectionFiltered {
+		r.b = r.b[1:]
+		if lead = r.uvarint("filtered lead"); lead == 0 {
+			r.fail("filtered lead")
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("position section")
+	}
+	return lead
 }
 
 // AppendTag appends the TagHeader value of tag (ready.AppendTag).
@@ -411,6 +462,7 @@ func decodePosition(b []byte) (Position, uint64, error) {
 	tag := r.header()
 	p := Position{Offset: r.varint("offset"), MaxTimestamp: r.varint("max timestamp"), Watermark: r.varint("watermark"), Merged: r.varint("merged watermark"), Floor: r.varint("floor")}
 	p.Sources = r.sources()
+	p.FilteredLead = r.filteredLead()
 	return p, tag, r.err
 }
 

@@ -154,7 +154,11 @@ func TestCodecPosition(t *testing.T) {
 		"min partition": {math.MinInt32, state.Position{Offset: 1, MaxTimestamp: -1}, math.MaxUint64 - 1},
 		"sources": {3, state.Position{Offset: 9, MaxTimestamp: math.MinInt64, Watermark: 40, Merged: 40, Floor: 40, Sources: watermark.Table{Count: 2,
 			Sources: []watermark.Source{{Reported: true, Watermark: 40, Applied: 17}, {Reported: true, Idle: true, Watermark: math.MinInt64, Applied: -1}, {Watermark: math.MaxInt64, Applied: math.MaxInt64}}}}, 5},
-		"offsets only": {0, state.Position{Offset: 1, Sources: watermark.Table{Sources: []watermark.Source{{Watermark: math.MinInt64, Applied: 3}}}}, 1},
+		"offsets only":  {0, state.Position{Offset: 1, Sources: watermark.Table{Sources: []watermark.Source{{Watermark: math.MinInt64, Applied: 3}}}}, 1},
+		"filtered lead": {2, state.Position{Offset: 4, MaxTimestamp: 1000, Watermark: 0, FilteredLead: 500}, 1},
+		"filtered lead from minus infinity": {2, state.Position{Offset: 4, MaxTimestamp: math.MinInt64, Watermark: math.MinInt64,
+			FilteredLead: state.LeadOf(math.MinInt64, math.MaxInt64)}, 1},
+		"sources and a filtered lead": {3, state.Position{Offset: 9, Sources: watermark.Table{Count: 1, Sources: []watermark.Source{{Reported: true}}}, FilteredLead: 1}, 5},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -191,11 +195,15 @@ func TestCodecPositionBefore(t *testing.T) {
 		t.Errorf("AppendPosition(%+v) = %v, want the old bytes %v", want, got, old)
 	}
 	withTable := state.AppendPosition(nil, state.Position{Sources: watermark.Table{Count: 1, Sources: []watermark.Source{{Reported: true}}}}, 1)
+	withLead := state.AppendPosition(nil, state.Position{FilteredLead: 3}, 1)
 	for name, v := range map[string][]byte{
-		"unknown section":     append(slices.Clone(old), 'x'),
-		"left over":           append(slices.Clone(withTable), 0),
-		"short table":         withTable[:len(withTable)-1],
-		"count above sources": state.AppendPosition(nil, state.Position{Sources: watermark.Table{Count: 2, Sources: []watermark.Source{{}}}}, 1),
+		"unknown section":      append(slices.Clone(old), 'x'),
+		"left over":            append(slices.Clone(withTable), 0),
+		"left over the lead":   append(slices.Clone(withLead), 0),
+		"a zero lead":          append(slices.Clone(old), 'f', 0),
+		"a lead, then a table": append(slices.Clone(withLead), withTable[len(withLead)-2:]...),
+		"short table":          withTable[:len(withTable)-1],
+		"count above sources":  state.AppendPosition(nil, state.Position{Sources: watermark.Table{Count: 2, Sources: []watermark.Source{{}}}}, 1),
 	} {
 		r := state.NewRestorer()
 		if err := r.Add(state.PositionKey(nil, 0), v, nil); !errors.Is(err, state.ErrCorrupt) {
@@ -269,6 +277,35 @@ func TestFinishCorrupt(t *testing.T) {
 			_, err := r.Finish(func(*windowing.Entry) error { return nil })
 			if !errors.Is(err, state.ErrCorrupt) {
 				t.Errorf("Finish() of %q = %v, want an error wrapping ErrCorrupt", tt.value, err)
+			}
+		})
+	}
+}
+
+// TestPositionFilteredLead: a by_key position keeps the latest event time
+// of a record its filter rejected as its lead past MaxTimestamp, in a
+// trailing section written only when there is one (the bytes of a
+// position without it are the ones before it: TestCodecPositionBefore),
+// and Latest is the later of the two.
+func TestPositionFilteredLead(t *testing.T) {
+	tests := map[string]struct{ max, filtered, latest int64 }{
+		"none":                  {1000, math.MinInt64, 1000},
+		"before the latest":     {1000, 900, 1000},
+		"at the latest":         {1000, 1000, 1000},
+		"past it":               {1000, 1500, 1500},
+		"no accepted record":    {math.MinInt64, -5, -5},
+		"from one end to other": {math.MinInt64, math.MaxInt64, math.MaxInt64},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			pos := state.Position{Offset: 3, MaxTimestamp: tt.max, FilteredLead: state.LeadOf(tt.max, tt.filtered)}
+			if got := pos.Latest(); got != tt.latest {
+				t.Errorf("Position{MaxTimestamp: %d, FilteredLead: LeadOf(%d, %d)}.Latest() = %d, want %d", tt.max, tt.max, tt.filtered, got, tt.latest)
+			}
+			b := state.AppendPosition(nil, pos, 1)
+			plain := state.AppendPosition(nil, state.Position{Offset: 3, MaxTimestamp: tt.max}, 1)
+			if extra := tt.latest != tt.max; extra == slices.Equal(b, plain) {
+				t.Errorf("AppendPosition = %v, without a lead %v: want other bytes only with a lead", b, plain)
 			}
 		})
 	}
