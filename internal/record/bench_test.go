@@ -81,6 +81,11 @@ func benchConfig(format string) config.Config {
 func BenchmarkDecode(b *testing.B) {
 	jsonRecs, csvRecs := benchRecords(1000)
 	b.Run("json/decoder", func(b *testing.B) { benchDecoder(b, benchConfig("json"), jsonRecs) })
+	b.Run("json/decoder_timed", func(b *testing.B) { benchDecoderTimed(b, benchConfig("json"), jsonRecs) })
+	rejecting := benchConfig("json")
+	rejecting.Source.Filter[0].Equals = "failed" // the filter rejects every record
+	b.Run("json/rejected", func(b *testing.B) { benchDecoder(b, rejecting, jsonRecs) })
+	b.Run("json/rejected_timed", func(b *testing.B) { benchDecoderTimed(b, rejecting, jsonRecs) })
 	b.Run("json/encoding_json", func(b *testing.B) {
 		var c benchCall
 		benchLoop(b, jsonRecs, func(v []byte) error { return json.Unmarshal(v, &c) })
@@ -117,6 +122,20 @@ func benchDecoder(b *testing.B, cfg config.Config, recs [][]byte) {
 	var rec record.Record
 	benchLoop(b, recs, func(v []byte) error {
 		_, err := d.Decode(&record.Input{Value: v}, &rec)
+		return err
+	})
+}
+
+// benchDecoderTimed is benchDecoder with DecodeTimed, as by_key decodes:
+// a record the filter rejects has its time read too.
+func benchDecoderTimed(b *testing.B, cfg config.Config, recs [][]byte) {
+	d, err := record.NewDecoder(cfg.RecordSpec(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rec record.Record
+	benchLoop(b, recs, func(v []byte) error {
+		_, err := d.DecodeTimed(&record.Input{Value: v}, &rec)
 		return err
 	})
 }
