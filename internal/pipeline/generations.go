@@ -469,6 +469,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 	pp := &p.parts[in.Partition]
 	var first *record.Record // a decoding that went through: the time, the key
 	var firstErr error
+	failedAt := int64(math.MinInt64) // the time of a decoding that failed on a value
 	for _, g := range pp.gens {
 		if g.own {
 			g.kind, g.err = kind, decodeErr
@@ -481,6 +482,9 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 			if firstErr == nil {
 				firstErr = g.err
 			}
+			if valueFailed(r, g.err) {
+				failedAt = r.Time
+			}
 		case g.kind == record.Marker:
 			return p.marker(in, r, now) // a marker is a run setting's: the same in every generation
 		case g.kind != record.Filtered && first == nil:
@@ -489,6 +493,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 	}
 	if first == nil {
 		if firstErr != nil {
+			p.filtered(in.Partition, failedAt, now)
 			p.deadLetter(in, firstErr)
 			return DeadLetter
 		}
@@ -539,6 +544,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 		// generation's config alone would have it. It moves the
 		// watermark as any record a generation decoded does.
 		best = DeadLetter
+		p.filtered(in.Partition, first.Time, now)
 		p.deadLetter(in, firstErr)
 	case best == windowing.OtherGeneration && late < 0 && filtered:
 		// In the span of none of the generations that took it: of one
@@ -565,14 +571,25 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 
 // filtered notes the event time t of a record of partition that its
 // filter rejected (math.MinInt64: not read; in stage 2, it came in a
-// format without it, and stage 1 filtered by the same config), unless
-// the future guard refuses it at now (stage 1 forwards no such record):
-// its windows do not show it, and the next cut-over's T comes after it.
+// format without it, and stage 1 filtered by the same config), or whose
+// values its aggregates could not read (a dead letter, which another
+// generation's aggregates may read), unless the future guard refuses it
+// at now (stage 1 forwards no such record): its windows do not show it,
+// and the next cut-over's T comes after it.
 func (p *Processor) filtered(partition int32, t, now int64) {
 	if int(partition) < len(p.parts) && !p.future(t, now) {
 		pp := &p.parts[partition]
 		pp.filteredMax = max(pp.filteredMax, t)
 	}
+}
+
+// valueFailed reports whether err, the error of decoding rec, came after
+// the group key (a value the aggregates or the session gap cannot read:
+// rec.Time is the record's), not from a repartition record this release
+// cannot read.
+func valueFailed(rec *record.Record, err error) bool {
+	var de *record.DecodeError
+	return rec.Key != "" && errors.As(err, &de) && de.Reason != record.ReasonBadRepartitionRecord
 }
 
 // TakeGenerationSkips returns how many records one generation aggregated

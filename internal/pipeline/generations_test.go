@@ -1106,3 +1106,47 @@ func TestGenerationFilterChangeAfterFilteredByKey(t *testing.T) {
 		})
 	}
 }
+
+// TestGenerationAggregateChangeAfterDeadLetter: a record whose value the
+// old generation's aggregates cannot read is a dead letter and leaves no
+// window, but its time is one the partition has seen: the cut-over T of
+// a new generation whose aggregates read it comes after it (else the new
+// generation's windows from T would miss it), by_key and in stage 2.
+func TestGenerationAggregateChangeAfterDeadLetter(t *testing.T) {
+	old := genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: s, fn: sum, field: v}]")
+	next := genConfig("2", "{type: tumbling, size: 1s, allowed_lateness: 1s}", "[{name: s, fn: last, field: v}]")
+	first, _ := newProcessor(t, old)
+	first.Assign(0, 0)
+	for i, v := range []string{`{"k":"x","t":10000,"v":1}`, `{"k":"x","t":10500,"v":2}`, `{"k":"x","t":11500,"v":"text"}`} {
+		first.Process(&ready.Input{Offset: int64(i), Value: []byte(v)}, math.MaxInt64)
+	}
+	log := changelog{}
+	log.write(first.Checkpoint())
+	second, _ := newProcessor(t, next)
+	second.Assign(0, 0)
+	if _, err := second.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if rep := second.GenerationReport(0); rep.Verdict != config.NewGeneration || rep.Cutover != 12_000 {
+		t.Errorf("by_key: %v cut over at %d, want a new generation cut over at 12000, after the dead letter's 11500", rep.Verdict, rep.Cutover)
+	}
+	// Stage 2: the dead letter is stage 2's (format 3), and its time is
+	// kept in the repartition partition's position.
+	conf := func(agg, version string) string {
+		return strings.Replace(twoStageYaml, "{name: s, fn: sum, field: v}", "{name: s, fn: "+agg+", field: v}", 1) +
+			"state: {config_version: " + version + "}\n"
+	}
+	c := &cluster2{input: make([][]string, sourceParts), repart: make([][]repRecord, repartParts), log: changelog{},
+		off1: map[int32]int64{}, off2: map[int32]int64{}}
+	for p := range sourceParts {
+		c.input[p] = []string{`{"k":"x","t":1000,"v":1}`, `{"k":"x","t":3500,"v":1}`}
+	}
+	c.input[0] = append(c.input[0], `{"k":"x","t":4100,"v":"text"}`) // after the latest window, [2000,4000)
+	if newTwoStageOf(t, conf("sum", "0"), true, c).run(-1, noCrash) {
+		t.Fatal("the old config's run crashed")
+	}
+	s := newTwoStageOf(t, conf("last", "1"), true, c)
+	if rep := s.core.GenerationReport(partitionOf(`{"k":"x"}`)); rep.Verdict != config.NewGeneration || rep.Cutover != 6000 {
+		t.Fatalf("stage 2: %v cut over at %d, want a new generation cut over at 6000, after the dead letter's 4100", rep.Verdict, rep.Cutover)
+	}
+}

@@ -97,7 +97,8 @@ type partPos struct {
 	multi  bool
 	report GenerationReport // what its last restore decided
 	// filteredMax is the latest event time of a record read that its
-	// filter rejected (math.MinInt64: none known), which no window in
+	// filter rejected, or whose values its aggregates could not read (a
+	// dead letter) (math.MinInt64: none known), which no window in
 	// state shows: the next cut-over's T comes after it, so a record the
 	// old generation's filter rejected before the change is not one the
 	// new generation's windows should have held. In stage 2 it is the
@@ -306,6 +307,9 @@ func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind rec
 		}
 	}
 	if decodeErr != nil {
+		if valueFailed(rec, decodeErr) {
+			p.filtered(in.Partition, rec.Time, now) // a generation of other aggregates may read it
+		}
 		p.deadLetter(in, decodeErr)
 		return DeadLetter
 	}

@@ -57,9 +57,10 @@ type Position struct {
 	// decode with a zero table.
 	Sources watermark.Table
 	// FilteredLead is how far the latest event time of a record the
-	// partition's source.filter rejected is past MaxTimestamp (by_key,
-	// whose generator's MaxTimestamp counts the records the filter
-	// accepted only), mod 2^64; 0: none past it. In an optional trailing
+	// partition's source.filter rejected (or whose values its aggregates
+	// could not read: a dead letter) is past MaxTimestamp (by_key, whose
+	// generator's MaxTimestamp counts the records the filter accepted
+	// and the aggregates read only), mod 2^64; 0: none past it. In an optional trailing
 	// section, written only when not 0: positions without it keep their
 	// bytes, and decode with 0.
 	FilteredLead uint64
