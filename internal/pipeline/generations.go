@@ -71,28 +71,14 @@ type GenerationConfig struct {
 	Config  config.Config
 }
 
-// errScope refuses what one operator list for every partition cannot
-// hold: a state partition of several generations, or of other settings
-// than the config's.
-func errScope(what string) error {
-	return &config.KeyError{Key: "watermark.scope", Value: "global",
-		Reason: what + ": this release runs several generations of windows, or a partition's older one, only with one window state per partition (watermark.scope: partition, or source.partitioning: repartition); change the state settings back, or run the new config as a new source.group"}
-}
-
 // Refusal is what run's restore refuses beyond config.PlanAgainst's
 // refusals, given the plan of cfg against a state partition whose newest
 // stored generation's settings are known and which holds generations
-// live generations (nil: none); plan prints it too. One window state for
-// every partition (by_key with watermark.scope global) holds one
-// generation of the config's settings; stage 1 (repartition) filters
-// with the config's source.filter before the generations.
+// live generations (nil: none); plan prints it too. Stage 1
+// (repartition) filters with the config's source.filter before the
+// generations.
 func Refusal(cfg config.Config, plan config.Plan, generations int) error {
-	shared := cfg.Source.ByKey() && cfg.Watermark.GlobalScope()
 	switch {
-	case shared && generations > 1:
-		return errScope(fmt.Sprintf("the state partition holds %d generations", generations))
-	case shared && (plan.Verdict == config.NewGeneration || plan.Verdict == config.Older && len(plan.Changes) > 0):
-		return errScope(describe(plan))
 	case plan.Verdict == config.NewGeneration && !cfg.Source.ByKey():
 		for _, ch := range plan.Changes {
 			if strings.HasPrefix(ch.Key, "source.filter") {
@@ -159,6 +145,7 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	if p.tracking {
 		op.TrackChanges()
 	}
+	p.ops.follow(op)
 	return gen, op, nil
 }
 
@@ -227,7 +214,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 			g.Version = stored[0].Version
 		}
 		gens, ops = []*generation{g}, []windowing.Operator{p.ops.at(partition)}
-	case !p.ops.perPartition: // one generation of the config's settings: Refusal let no other through
+	case !p.ops.perPartition: // replay's one list, never restored in the service: the config's generation
 		g, _, err := p.storedGeneration(stored[0])
 		if err != nil {
 			return state.Result{}, err
@@ -362,6 +349,7 @@ func (p *Processor) cutOver(partition int32, seen int64, rep *GenerationReport) 
 	if p.tracking {
 		op.TrackChanges()
 	}
+	p.ops.follow(op)
 	rep.Cutover = t
 	return g, op, t, nil
 }
@@ -381,15 +369,6 @@ func latestIn(op windowing.Operator, en *windowing.Entry) int64 {
 		}
 	}
 	return math.MinInt64
-}
-
-// describe is what a plan says, for a refusal.
-func describe(plan config.Plan) string {
-	s := plan.Verdict.String()
-	for _, c := range plan.Changes {
-		s += "; " + c.String()
-	}
-	return s
 }
 
 // generationRecords adds to the commit the records of partition's

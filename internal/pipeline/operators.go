@@ -8,30 +8,43 @@ import (
 )
 
 // operators is a Processor's window state: for each state partition, the
-// list of window operators that hold its windows. A list holds one
-// operator today; the config generations of SPEC §11 hold one per
-// generation, current first. The lists come in one of two shapes. One
-// list for all the partitions: their windows follow one watermark, the
-// merged one (scope global, and replay's one state per group key). Or a
-// list per partition, made at Assign and dropped at Revoke: each
-// partition's windows follow that partition's own watermark (by_key with
-// watermark.scope partition, and stage 2 of the repartition stage, where
-// a repartition partition's watermark is the minimum over its own table
-// of sources), so what a partition emits does not depend on which other
-// partitions share its instance.
+// list of window operators that hold its windows, one per config
+// generation (SPEC §11), the current one first. The lists come in one of
+// the three shapes of lists. One list for all the partitions (oneList):
+// replay's one state per group key. Or a list per partition, made at
+// Assign and dropped at Revoke, so that each partition has its own
+// generations and its own cut-over, following either that partition's
+// own watermark (ownWatermark: by_key with watermark.scope partition,
+// and stage 2 of the repartition stage, where a repartition partition's
+// watermark is the minimum over its own table of sources), so what a
+// partition emits does not depend on which other partitions share its
+// instance; or the merged watermark, every list the same one
+// (mergedWatermark: by_key with watermark.scope global, peers included).
 type operators struct {
 	spec  windowing.Spec
 	sink  windowing.Sink
 	track bool // every operator notes its changes (Mode.Checkpointed)
-	// perPartition is the second shape: per holds the lists by
-	// partition id (nil: not assigned), shared is unused.
-	perPartition bool
-	shared       list
-	per          []list
+	// perPartition: per holds the lists by partition id (nil: not
+	// assigned), shared is unused. followMerged: they follow the merged
+	// watermark, wm, the last one handed to them (or lowered to by a
+	// restore behind it); a list made is advanced to it at once.
+	perPartition, followMerged bool
+	wm                         int64
+	shared                     list
+	per                        []list
 	// cur is the shared list's current operator (its first), which
 	// every record of the shared shape goes to: read without the list.
 	cur windowing.Operator
 }
+
+// lists is the shape of a Processor's operator lists, given once.
+type lists uint8
+
+const (
+	oneList         lists = iota // one list for every partition, following the merged watermark
+	ownWatermark                 // a list per partition, following the partition's own watermark
+	mergedWatermark              // a list per partition, every one following the merged watermark
+)
 
 // list is the operators of one state partition (or, shared, of every
 // one), the current one first.
@@ -45,13 +58,13 @@ type slot struct {
 
 // newOperators returns the state of no partition; with the shared shape
 // its list is made at once, so a bad spec fails here.
-func newOperators(spec windowing.Spec, sink windowing.Sink, perPartition, track bool) (operators, error) {
-	o := operators{spec: spec, sink: sink, perPartition: perPartition, track: track}
-	op, err := windowing.New(spec, sink) // checks the spec in both shapes
+func newOperators(spec windowing.Spec, sink windowing.Sink, shape lists, track bool) (operators, error) {
+	o := operators{spec: spec, sink: sink, perPartition: shape != oneList, followMerged: shape == mergedWatermark, wm: math.MinInt64, track: track}
+	op, err := windowing.New(spec, sink) // checks the spec in every shape
 	if err != nil {
 		return o, err
 	}
-	if !perPartition {
+	if !o.perPartition {
 		o.setShared(o.list(op))
 	}
 	return o, nil
@@ -72,8 +85,45 @@ func (o *operators) list(op windowing.Operator) list {
 	if o.track {
 		op.TrackChanges()
 	}
+	o.follow(op)
 	return list{{op: op}}
 }
+
+// follow brings a new operator of a list to the merged watermark the
+// lists follow (mergedWatermark): a partition assigned or restored, or a
+// new generation, judges its records by the watermark the others' are,
+// as one operator for every partition did.
+func (o *operators) follow(op windowing.Operator) {
+	if o.followMerged {
+		op.Advance(o.wm)
+	}
+}
+
+// advanceMerged hands the merged watermark wm to every list
+// (mergedWatermark), in ascending order of partition, each the oldest
+// generation first; it costs one compare unless wm went up.
+func (o *operators) advanceMerged(wm int64) {
+	if wm > o.wm {
+		o.raise(wm)
+	}
+}
+
+func (o *operators) raise(wm int64) {
+	o.wm = wm
+	for _, l := range o.per {
+		for i := len(l) - 1; i >= 0; i-- {
+			l[i].op.Advance(wm)
+		}
+	}
+}
+
+// lower takes the merged watermark the lists follow back to wm, for a
+// partition restored behind it (mergedWatermark): the partition's new
+// list follows from there, while every other list stays where it is
+// (its operators ignore a watermark until it is above theirs), so their
+// records are judged as before and their windows fire when the merged
+// watermark comes back: what Rewind does in one operator for all.
+func (o *operators) lower(wm int64) { o.wm = min(o.wm, wm) }
 
 // reset drops all state: a fresh shared list, or none per partition
 // (Assign makes them again).
@@ -81,6 +131,7 @@ func (o *operators) reset() {
 	if o.perPartition {
 		clear(o.per)
 		o.per = o.per[:0]
+		o.wm = math.MinInt64
 		return
 	}
 	o.setShared(o.make())
@@ -183,11 +234,14 @@ func (o *operators) each(fn func(windowing.Operator)) {
 }
 
 // watermark is the watermark the windows follow: the shared list's
-// current operator's, or the lowest of the partitions' (math.MinInt64
-// with none).
+// current operator's, the merged one the lists follow, or the lowest of
+// the partitions' own (math.MinInt64 with none).
 func (o *operators) watermark() int64 {
-	if !o.perPartition {
+	switch {
+	case !o.perPartition:
 		return o.cur.Watermark()
+	case o.followMerged:
+		return o.wm
 	}
 	low, any := int64(math.MaxInt64), false
 	o.each(func(op windowing.Operator) { low, any = min(low, op.Watermark()), true })

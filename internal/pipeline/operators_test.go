@@ -31,8 +31,9 @@ func TestTakeMerges(t *testing.T) {
 		add(o, part, 18)
 		add(o, part, 10)
 	}
-	for _, perPartition := range []bool{false, true} {
-		o, err := newOperators(session, nopSink{}, perPartition, false)
+	for _, shape := range []lists{oneList, ownWatermark, mergedWatermark} {
+		perPartition := shape != oneList
+		o, err := newOperators(session, nopSink{}, shape, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +53,7 @@ func TestTakeMerges(t *testing.T) {
 		}
 	}
 	tumbling := windowing.Spec{Kind: windowing.KindTumbling, Size: 10, Aggregates: []windowing.Aggregate{{Fn: windowing.FnCount}}}
-	o, err := newOperators(tumbling, nopSink{}, true, false)
+	o, err := newOperators(tumbling, nopSink{}, ownWatermark, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +70,9 @@ func TestTakeMerges(t *testing.T) {
 // the list is every partition's.
 func TestOperatorLists(t *testing.T) {
 	session := windowing.Spec{Kind: windowing.KindSession, Gap: 10, Lateness: 100, Aggregates: []windowing.Aggregate{{Fn: windowing.FnCount}}}
-	for _, perPartition := range []bool{false, true} {
-		o, err := newOperators(session, nopSink{}, perPartition, false)
+	for _, shape := range []lists{oneList, ownWatermark, mergedWatermark} {
+		perPartition := shape != oneList
+		o, err := newOperators(session, nopSink{}, shape, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,8 +43,9 @@ type Processor struct {
 	// do not move a generator, and stage 1 dead-lettered what had to be.
 	sources *watermark.Sources
 	share   *sharing // by_key with watermark.scope global in the service (Mode.Group); nil otherwise
-	// ops is the window state: one operator, or one per partition
-	// (watermark.scope partition, and stage 2): see operators.
+	// ops is the window state: a list of operators per partition (one
+	// per generation), following the merged watermark or the
+	// partition's own, or one list for all (replay): see operators.
 	ops      operators
 	spec     windowing.Spec
 	tracking bool      // Mode.Checkpointed: the operators note their changes
@@ -156,16 +157,21 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
 		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}},
 		tracking: mode.Checkpointed, oneState: mode.OneState}
-	// By_key with scope partition: each partition's windows follow its
-	// own watermark, in an operator of its own; so do stage 2's.
-	perPartition := cfg.Source.ByKey() && !cfg.Watermark.GlobalScope()
+	// Each partition's windows are a list of operators of its own, so
+	// that it has its own generations: by_key with scope partition
+	// follows the partition's own watermark, and so does stage 2; by_key
+	// with scope global the merged one. Replay's one state per group key
+	// is one list.
+	shape := mergedWatermark
 	switch {
 	case mode.Repartitioned:
-		p.sources, p.futureMs, p.checkKeys, perPartition = watermark.NewSources(cfg.Watermark), 0, false, true
+		p.sources, p.futureMs, p.checkKeys, shape = watermark.NewSources(cfg.Watermark), 0, false, ownWatermark
 	case mode.OneState:
-		p.checkKeys, perPartition = false, false
+		p.checkKeys, shape = false, oneList
+	case cfg.Source.ByKey() && !cfg.Watermark.GlobalScope():
+		shape = ownWatermark
 	}
-	if p.ops, err = newOperators(p.spec, resultSink{p, cfg.State.ConfigVersion}, perPartition, mode.Checkpointed); err != nil {
+	if p.ops, err = newOperators(p.spec, resultSink{p, cfg.State.ConfigVersion}, shape, mode.Checkpointed); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if mode.Group > 0 {
@@ -406,11 +412,15 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 }
 
 // advance hands the watermark to the operators of partition, which may
-// have changed it: the merged watermark to the shared list, or the
-// partition's own to its list (with a list per partition, no other
+// have changed it: the merged watermark to every list (one compare
+// unless it went up), or the partition's own to its list (no other
 // partition's watermark moves by it). An operator ignores a watermark
 // unless it went up.
 func (p *Processor) advance(partition int32) {
+	if p.ops.followMerged {
+		p.ops.advanceMerged(p.merged()) // per record: no call unless it went up
+		return
+	}
 	if !p.ops.perPartition {
 		wm := p.merged()
 		p.ops.cur.Advance(wm) // per record: no call more than the operator's
@@ -428,6 +438,10 @@ func (p *Processor) advance(partition int32) {
 // now: with one operator per partition, an idle partition's windows move
 // with it if idle_advance is on.
 func (p *Processor) advanceAll(now int64) {
+	if p.ops.followMerged {
+		p.ops.advanceMerged(p.merged())
+		return
+	}
 	if !p.ops.perPartition {
 		p.ops.advance(0, p.merged())
 		return
@@ -513,7 +527,7 @@ func (p *Processor) Watermark() int64 { return p.ops.watermark() }
 // moved by idle_advance while the partition is idle.
 func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
 	wm, idle = p.ownMark(partition)
-	if p.ops.perPartition && p.part(partition) != nil {
+	if p.ops.perPartition && !p.ops.followMerged && p.part(partition) != nil {
 		wm = p.ops.at(partition).Watermark()
 	}
 	return wm, idle
@@ -651,8 +665,16 @@ func (p *Processor) PositionsUnwritten() {
 // its on-time records are judged against the others' watermark. The
 // other partitions' records keep being judged against the one they had.
 func (p *Processor) lowerFor(partition int32, wm int64) {
-	if p.ops.perPartition || wm >= p.ops.watermark() {
-		return // with a list per partition, the partition's own starts afresh
+	if p.ops.perPartition && !p.ops.followMerged || wm >= p.ops.watermark() {
+		return // with a list per partition following its own watermark, the partition's starts afresh
+	}
+	if p.ops.followMerged {
+		// The partition's new list follows from wm; the others' stay
+		// where they are, and so judge their records as before.
+		p.marks.Lower(wm)
+		p.ops.lower(wm)
+		p.ops.start(partition) // its fresh list at wm
+		return
 	}
 	var others []int32
 	for id, o := range p.parts {
@@ -683,8 +705,8 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		// keep being judged against the one they had): else the
 		// partition's windows fire early and its on-time records are
 		// judged against the others' watermark.
-		p.ops.at(partition).SetFloor(partition, pos.Floor)
 		p.lowerFor(partition, pos.Watermark)
+		p.ops.at(partition).SetFloor(partition, pos.Floor)
 	} else if p.sources != nil {
 		// A repartition partition no one committed yet: no source has
 		// reported to it, and its records were written before the
@@ -708,7 +730,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		} else {
 			p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
 		}
-		if p.ops.perPartition {
+		if p.ops.perPartition && !p.ops.followMerged {
 			// Its own watermark never goes down: it goes on from where
 			// its windows were (a stage-2 table does not say what
 			// idle_advance did; a generator's watermark is restored).
