@@ -118,11 +118,9 @@ func (o *operators) raise(wm int64) {
 }
 
 // lower takes the merged watermark the lists follow back to wm, for a
-// partition restored behind it (mergedWatermark): the partition's new
-// list follows from there, while every other list stays where it is
-// (its operators ignore a watermark until it is above theirs), so their
-// records are judged as before and their windows fire when the merged
-// watermark comes back: what Rewind does in one operator for all.
+// partition restored behind it (mergedWatermark), once each operator
+// was rewound to it (the other partitions' records judged as before, by
+// their floors).
 func (o *operators) lower(wm int64) { o.wm = min(o.wm, wm) }
 
 // reset drops all state: a fresh shared list, or none per partition

@@ -668,14 +668,6 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 	if p.ops.perPartition && !p.ops.followMerged || wm >= p.ops.watermark() {
 		return // with a list per partition following its own watermark, the partition's starts afresh
 	}
-	if p.ops.followMerged {
-		// The partition's new list follows from wm; the others' stay
-		// where they are, and so judge their records as before.
-		p.marks.Lower(wm)
-		p.ops.lower(wm)
-		p.ops.start(partition) // its fresh list at wm
-		return
-	}
 	var others []int32
 	for id, o := range p.parts {
 		if id != int(partition) && o.assigned && o.restored {
@@ -687,6 +679,12 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 		p.sources.Lower(wm)
 	}
 	p.ops.each(func(op windowing.Operator) { op.Rewind(wm, others) })
+	if p.ops.followMerged {
+		// Every list rewound as the one for all was; the partition's
+		// own starts afresh at wm.
+		p.ops.lower(wm)
+		p.ops.start(partition)
+	}
 }
 
 // Restore rebuilds an assigned partition from its changelog, read into r,
