@@ -36,12 +36,16 @@ import (
 // the seam.
 
 // genYAML is a config of these tests: partitioning and scope (by_key
-// needs watermark.scope partition to cut over), the window, the
-// aggregates and state.config_version.
+// with watermark.scope partition; by_key_global: by_key with the
+// default scope, global), the window, the aggregates and
+// state.config_version.
 func genYAML(partitioning, window, aggregates string, version int) string {
 	scope := ""
-	if partitioning == "by_key" {
+	switch partitioning {
+	case "by_key":
 		scope = ", scope: partition"
+	case "by_key_global":
+		partitioning = "by_key"
 	}
 	return fmt.Sprintf(`
 source:
@@ -141,25 +145,40 @@ func TestConfigChangeRestart(t *testing.T) {
 		{"by_key_rollback", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", false}, {ms1, one, 3, "", false}}},
 		{"by_key_cutover_future", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "future", false}}},
 		{"repartition_cutover_past", "repartition", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "past", false}}},
+		{"by_key_global_crash_at_the_cutover", "by_key_global", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // its own broker
-			runPhases(t, tc.partitioning, tc.phases)
+			runPhases(t, tc.partitioning, 25, tc.phases)
 		})
 	}
 }
 
-// runPhases runs phases over the stream in turn, one after another on a
-// broker of its own, and checks what a read_committed reader of the
-// results sees against each generation's replay.
-func runPhases(t *testing.T, partitioning string, phases []genPhase) {
+// TestConfigChangeGlobalScope: by_key with the default watermark.scope,
+// global (every partition's windows following the merged watermark),
+// restarted from 1-minute windows counting calls to 5-minute windows
+// that also take the longest: each window is its own generation's
+// replay, none lost at the seam. A record a second of event time.
+func TestConfigChangeGlobalScope(t *testing.T) {
+	t.Parallel() // its own broker
+	runPhases(t, "by_key_global", 1000, []genPhase{
+		{"{type: tumbling, size: 1m, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1, "", false},
+		{"{type: tumbling, size: 5m, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2, "", false},
+	})
+}
+
+// runPhases runs phases over the stream (a record every step ms of event
+// time) in turn, one after another on a broker of its own, and checks
+// what a read_committed reader of the results sees against each
+// generation's replay.
+func runPhases(t *testing.T, partitioning string, step int64, phases []genPhase) {
 	const parts = 4
 	n := 1200
 	if raceEnabled {
 		n = 600
 	}
-	input := genInput(parts, n)
+	input := genInputStep(parts, n, step)
 	kc := newCluster(t, parts)
 	brokers := kc.ListenAddrs()
 	cfgs := make([]config.Config, len(phases))
@@ -170,7 +189,7 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 		if ph.cutover != "" {
 			at := time.UnixMilli(int64(base) + 5_000).UTC()
 			if ph.cutover == "future" {
-				at = time.UnixMilli(int64(base) + int64(n)*25*3/4/5_000*5_000).UTC() // a 5-second window's start
+				at = time.UnixMilli(int64(base) + int64(n)*step*3/4/5_000*5_000).UTC() // a 5-second window's start
 			}
 			y = strings.Replace(y, "state: {", "state: {cutover: "+at.Format(time.RFC3339Nano)+", ", 1)
 		}
@@ -203,7 +222,7 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 				}
 				return len(cs) == parts
 			})
-			if at, ok := cfgs[i].State.CutoverMillis(); ok && at > int64(base)+int64(i*share)*25 && (lo[i] != at || hi[i] != at) {
+			if at, ok := cfgs[i].State.CutoverMillis(); ok && at > int64(base)+int64(i*share)*step && (lo[i] != at || hi[i] != at) {
 				t.Errorf("phase %d cut over at %d to %d, want state.cutover %d everywhere", i, lo[i], hi[i], at)
 			}
 			if ph.crash {
@@ -310,12 +329,16 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 // late does not depend on how the partitions interleave), one in 97
 // malformed, and one record a partition 30 s after the stream's end, which
 // moves every watermark past the stream's windows (its own does not fire).
-func genInput(parts int32, n int) []keyedInput {
+func genInput(parts int32, n int) []keyedInput { return genInputStep(parts, n, 25) }
+
+// genInputStep is genInput with a record every step ms of event time
+// (the last records step*1200 ms after the stream's end).
+func genInputStep(parts int32, n int, step int64) []keyedInput {
 	rng := rand.New(rand.NewPCG(29, 3))
 	var out []keyedInput
 	for i := range n {
 		p := int32(i) % parts
-		t := int64(base) + int64(i)*25
+		t := int64(base) + int64(i)*step
 		if i%31 == 0 {
 			t -= rng.Int64N(800)
 		}
@@ -326,7 +349,7 @@ func genInput(parts int32, n int) []keyedInput {
 		out = append(out, keyedInput{p, fmt.Sprintf("req-%d", i), v})
 	}
 	for p := range parts {
-		out = append(out, keyedInput{p, "end", fmt.Sprintf(`{"sid":"p%d-u0","t":%d,"d":1}`, p, int64(base)+int64(n)*25+30_000)})
+		out = append(out, keyedInput{p, "end", fmt.Sprintf(`{"sid":"p%d-u0","t":%d,"d":1}`, p, int64(base)+int64(n)*step+1200*step)})
 	}
 	return out
 }
