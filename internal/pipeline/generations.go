@@ -205,16 +205,24 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	}
 	// gens and ops are the generations restored, oldest first; the one
 	// the config adds (cutover) comes after the restore.
+	// shared: the shared list holds the partition's windows (oneList;
+	// mergedWatermark, while the partition holds the config's generation
+	// alone), else a list of its own.
 	var gens []*generation
 	var ops []windowing.Operator
+	shared := !p.ops.perPartition
 	switch {
 	case !known: // none, or a changelog written before generations: the config's settings
 		g := p.configGeneration()
 		if len(stored) == 1 && stored[0].Version != 0 {
 			g.Version = stored[0].Version
 		}
-		gens, ops = []*generation{g}, []windowing.Operator{p.ops.at(partition)}
-	case !p.ops.perPartition: // replay's one list, never restored in the service: the config's generation
+		op := p.ops.at(partition)
+		if shared && p.ops.mixed && cutover {
+			op, shared = p.ops.make()[0].op, false
+		}
+		gens, ops = []*generation{g}, []windowing.Operator{op}
+	case shared && !p.ops.mixed: // replay's one list, never restored in the service: the config's generation
 		g, _, err := p.storedGeneration(stored[0])
 		if err != nil {
 			return state.Result{}, err
@@ -230,6 +238,10 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 				op.CutOver(stored[i+1].Cutover) // before its first Restore
 			}
 			gens, ops = append(gens, g), append(ops, op)
+		}
+		shared = shared && !cutover && len(gens) == 1 && gens[0].own
+		if shared {
+			ops[0] = p.ops.at(partition) // the config's generation alone: the shared operator
 		}
 	}
 	byVersion := make(map[int64]int, len(gens))
@@ -290,7 +302,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 		ops[len(ops)-1].CutOver(t) // the old one's count and global windows fire Final: in the commit of g's record
 		gens, ops = append(gens, g), append(ops, op)
 	}
-	if p.ops.perPartition {
+	if !shared {
 		l := make(list, len(ops))
 		for i := range ops {
 			l[len(ops)-1-i] = slot{op: ops[i]} // the newest first
@@ -301,7 +313,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	for i := len(gens) - 1; i >= 0; i-- {
 		pp.gens = append(pp.gens, gens[i])
 	}
-	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own
+	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own || p.ops.owns(partition)
 	rep.Live = len(pp.gens)
 	for _, g := range pp.gens {
 		if !g.own {
@@ -402,7 +414,9 @@ func (p *Processor) retire(partition int32, pp *partPos, out []ChangelogRecord) 
 		pp.written = -2
 	}
 	p.ops.set(partition, l)
-	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own
+	// A partition of a list of its own (mergedWatermark) keeps it, and
+	// processGenerations, until its next restore puts it in the shared one.
+	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own || p.ops.owns(partition)
 	return out
 }
 

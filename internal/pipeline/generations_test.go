@@ -349,11 +349,36 @@ func crashDuringCutOver(t *testing.T, genOld, next string, exactlyOnce bool, ins
 				t.Fatalf("commit %d, %v: no crash", crashAt, st)
 			}
 			newShell(t, next, exactlyOnce, c, allParts(parts)...).run(ins, -1, noCrash)
-			if got := readerView(t, c.outputs, exactlyOnce); !slices.Equal(got, want) {
+			if got := readerView(t, c.outputs, exactlyOnce); !slices.Equal(got, want) && !sameByPartition(next, got, want) {
 				t.Fatalf("crash at commit %d, %v: outputs differ from a run without a crash:\n%s", crashAt, st, firstDiff(got, want))
 			}
 		}
 	}
+}
+
+// sameByPartition reports whether outputs got and want hold each
+// partition's outputs in the same order, for a config of
+// watermark.scope global: there a partition that cut over has a list of
+// operators of its own until its next restore (then it goes back to the
+// operator its partitions of one generation share), which a crash brings
+// sooner, so the order across partitions within one step of the
+// watermark depends on where the crashes fell. Each partition's order
+// does not.
+func sameByPartition(yaml string, got, want []string) bool {
+	return strings.Contains(yaml, "scope: global") && reflect.DeepEqual(perPartition(got), perPartition(want))
+}
+
+// sameResultsByPartition is sameByPartition of results.
+func sameResultsByPartition(yaml string, got, want []windowing.Result) bool {
+	if !strings.Contains(yaml, "scope: global") {
+		return false
+	}
+	for id := range int32(8) {
+		if !reflect.DeepEqual(resultsOfPartition(got, id), resultsOfPartition(want, id)) {
+			return false
+		}
+	}
+	return len(got) == len(want)
 }
 
 // copyCluster2 is what a two-stage cluster holds, copied.
@@ -586,7 +611,7 @@ func restoreAtEveryOffset(t *testing.T, old, next string, ins []crashInput, at i
 		retired = retired || third.Generations() == int(parts)
 		feed(third, ins, from3)
 		third.Flush()
-		if got := append(out2.results, out3.results...); !reflect.DeepEqual(got, wantOut.results) {
+		if got := append(out2.results, out3.results...); !reflect.DeepEqual(got, wantOut.results) && !sameResultsByPartition(next, got, wantOut.results) {
 			t.Fatalf("crash after record %d: results differ from a run without a crash:\n%s", crash, firstDiff(got, wantOut.results))
 		}
 		if l := append(out2.late, out3.late...); !reflect.DeepEqual(l, wantOut.late) {

@@ -71,7 +71,7 @@ func (p *Processor) sharedAbort(old *watermark.Merged) {
 // peer's value moves every partition's windows.
 func (p *Processor) advanceMerged() {
 	switch {
-	case p.ops.followMerged:
+	case p.ops.mixed:
 		p.ops.advanceMerged(p.merged())
 	case !p.ops.perPartition:
 		p.ops.advance(0, p.merged())

@@ -417,7 +417,7 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 // partition's watermark moves by it). An operator ignores a watermark
 // unless it went up.
 func (p *Processor) advance(partition int32) {
-	if p.ops.followMerged {
+	if p.ops.mixed {
 		p.ops.advanceMerged(p.merged()) // per record: no call unless it went up
 		return
 	}
@@ -438,7 +438,7 @@ func (p *Processor) advance(partition int32) {
 // now: with one operator per partition, an idle partition's windows move
 // with it if idle_advance is on.
 func (p *Processor) advanceAll(now int64) {
-	if p.ops.followMerged {
+	if p.ops.mixed {
 		p.ops.advanceMerged(p.merged())
 		return
 	}
@@ -527,7 +527,7 @@ func (p *Processor) Watermark() int64 { return p.ops.watermark() }
 // moved by idle_advance while the partition is idle.
 func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
 	wm, idle = p.ownMark(partition)
-	if p.ops.perPartition && !p.ops.followMerged && p.part(partition) != nil {
+	if p.ops.perPartition && p.part(partition) != nil {
 		wm = p.ops.at(partition).Watermark()
 	}
 	return wm, idle
@@ -604,19 +604,18 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		}
 		pp.written = -2 // its position must be written too
 	}
-	if !p.ops.perPartition {
-		p.ops.each(func(op windowing.Operator) { op.Changes(entry) })
-	} else {
-		for _, l := range p.ops.per {
-			for i, s := range l {
-				gen = i
-				s.op.Changes(entry)
-			}
+	for _, s := range p.ops.shared { // every partition's in it holds one generation
+		s.op.Changes(entry)
+	}
+	for _, l := range p.ops.per {
+		for i, s := range l {
+			gen = i
+			s.op.Changes(entry)
 		}
 	}
 	data = p.enc.Finish()
 	for id := range p.parts {
-		if pp := &p.parts[id]; pp.assigned && len(pp.gens) > 1 && p.ops.perPartition {
+		if pp := &p.parts[id]; pp.assigned && len(pp.gens) > 1 && p.ops.of(int32(id)) != nil {
 			data = p.retire(int32(id), pp, data)
 		}
 	}
@@ -625,7 +624,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		if !pp.assigned {
 			continue
 		}
-		op := p.ops.at(int32(id))
+		op := p.ops.current(int32(id))
 		w := op.Watermark() // the merged watermark, or the partition's own
 		if pp.next < 0 || pp.next == pp.written && pp.merged == w {
 			continue
@@ -665,7 +664,7 @@ func (p *Processor) PositionsUnwritten() {
 // its on-time records are judged against the others' watermark. The
 // other partitions' records keep being judged against the one they had.
 func (p *Processor) lowerFor(partition int32, wm int64) {
-	if p.ops.perPartition && !p.ops.followMerged || wm >= p.ops.watermark() {
+	if p.ops.perPartition || wm >= p.ops.watermark() {
 		return // with a list per partition following its own watermark, the partition's starts afresh
 	}
 	var others []int32
@@ -679,12 +678,7 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 		p.sources.Lower(wm)
 	}
 	p.ops.each(func(op windowing.Operator) { op.Rewind(wm, others) })
-	if p.ops.followMerged {
-		// Every list rewound as the one for all was; the partition's
-		// own starts afresh at wm.
-		p.ops.lower(wm)
-		p.ops.start(partition)
-	}
+	p.ops.lower(wm) // what the lists of the partitions' own follow (mergedWatermark)
 }
 
 // Restore rebuilds an assigned partition from its changelog, read into r,
@@ -728,7 +722,7 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		} else {
 			p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
 		}
-		if p.ops.perPartition && !p.ops.followMerged {
+		if p.ops.perPartition {
 			// Its own watermark never goes down: it goes on from where
 			// its windows were (a stage-2 table does not say what
 			// idle_advance did; a generator's watermark is restored).
