@@ -43,9 +43,9 @@ type Processor struct {
 	// do not move a generator, and stage 1 dead-lettered what had to be.
 	sources *watermark.Sources
 	share   *sharing // by_key with watermark.scope global in the service (Mode.Group); nil otherwise
-	// ops is the window state: a list of operators per partition (one
-	// per generation), following the merged watermark or the
-	// partition's own, or one list for all (replay): see operators.
+	// ops is the window state: operators per partition and generation,
+	// following the merged watermark or the partition's own: see
+	// operators.
 	ops      operators
 	spec     windowing.Spec
 	tracking bool      // Mode.Checkpointed: the operators note their changes
@@ -157,11 +157,11 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
 		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}},
 		tracking: mode.Checkpointed, oneState: mode.OneState}
-	// Each partition's windows are a list of operators of its own, so
-	// that it has its own generations: by_key with scope partition
-	// follows the partition's own watermark, and so does stage 2; by_key
-	// with scope global the merged one. Replay's one state per group key
-	// is one list.
+	// By_key with scope partition: each partition's windows follow its
+	// own watermark, in a list of operators of its own; so do stage 2's.
+	// By_key with scope global: the merged watermark, in one operator
+	// for the partitions of one generation and a list of its own for a
+	// partition of several. Replay's one state per group key is one list.
 	shape := mergedWatermark
 	switch {
 	case mode.Repartitioned:
