@@ -456,10 +456,13 @@ func maps2Equal(a, b map[string]int64) bool {
 // over) and the second third is read by an old and a new instance side
 // by side; then the other is replaced (the new instance cuts over the
 // partitions it takes) for the last third. A reader sees each
-// generation's replay, as in TestConfigChangeRestart.
+// generation's replay, as in TestConfigChangeRestart. With by_key and
+// watermark.scope global the instances share their partitions'
+// watermarks through the watermark topic, and an old instance that takes
+// a partition cut over runs its newest generation.
 func TestConfigChangeRolling(t *testing.T) {
 	t.Parallel()
-	for _, partitioning := range []string{"by_key", "repartition"} {
+	for _, partitioning := range []string{"by_key", "by_key_global", "repartition"} {
 		t.Run(partitioning, func(t *testing.T) {
 			t.Parallel()
 			const parts = 4
