@@ -36,12 +36,16 @@ import (
 // the seam.
 
 // genYAML is a config of these tests: partitioning and scope (by_key
-// needs watermark.scope partition to cut over), the window, the
-// aggregates and state.config_version.
+// with watermark.scope partition; by_key_global: by_key with the
+// default scope, global), the window, the aggregates and
+// state.config_version.
 func genYAML(partitioning, window, aggregates string, version int) string {
 	scope := ""
-	if partitioning == "by_key" {
+	switch partitioning {
+	case "by_key":
 		scope = ", scope: partition"
+	case "by_key_global":
+		partitioning = "by_key"
 	}
 	return fmt.Sprintf(`
 source:
@@ -141,20 +145,35 @@ func TestConfigChangeRestart(t *testing.T) {
 		{"by_key_rollback", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", false}, {ms1, one, 3, "", false}}},
 		{"by_key_cutover_future", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "future", false}}},
 		{"repartition_cutover_past", "repartition", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "past", false}}},
+		{"by_key_global_crash_at_the_cutover", "by_key_global", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // its own broker
-			runPhases(t, tc.partitioning, tc.phases)
+			runPhases(t, tc.partitioning, 25, tc.phases)
 		})
 	}
 }
 
-// runPhases runs phases over the stream in turn, one after another on a
-// broker of its own, and checks what a read_committed reader of the
-// results sees against each generation's replay.
-func runPhases(t *testing.T, partitioning string, phases []genPhase) {
-	runPhasesEdited(t, partitioning, phases, phaseEdit{})
+// TestConfigChangeGlobalScope: by_key with the default watermark.scope,
+// global (every partition's windows following the merged watermark),
+// restarted from 1-minute windows counting calls to 5-minute windows
+// that also take the longest: each window is its own generation's
+// replay, none lost at the seam. A record a second of event time.
+func TestConfigChangeGlobalScope(t *testing.T) {
+	t.Parallel() // its own broker
+	runPhases(t, "by_key_global", 1000, []genPhase{
+		{"{type: tumbling, size: 1m, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1, "", false},
+		{"{type: tumbling, size: 5m, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2, "", false},
+	})
+}
+
+// runPhases runs phases over the stream (a record every step ms of event
+// time) in turn, one after another on a broker of its own, and checks
+// what a read_committed reader of the results sees against each
+// generation's replay.
+func runPhases(t *testing.T, partitioning string, step int64, phases []genPhase) {
+	runPhasesEdited(t, partitioning, step, phases, phaseEdit{})
 }
 
 // phaseEdit changes what runPhasesEdited runs: the stream (input), and
@@ -164,13 +183,13 @@ type phaseEdit struct {
 	yaml  func(phase int, y string) string
 }
 
-func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit phaseEdit) {
+func runPhasesEdited(t *testing.T, partitioning string, step int64, phases []genPhase, edit phaseEdit) {
 	const parts = 4
 	n := 1200
 	if raceEnabled {
 		n = 600
 	}
-	input := genInput(parts, n)
+	input := genInputStep(parts, n, step)
 	if edit.input != nil {
 		input = edit.input(input)
 	}
@@ -184,7 +203,7 @@ func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit 
 		if ph.cutover != "" {
 			at := time.UnixMilli(int64(base) + 5_000).UTC()
 			if ph.cutover == "future" {
-				at = time.UnixMilli(int64(base) + int64(n)*25*3/4/5_000*5_000).UTC() // a 5-second window's start
+				at = time.UnixMilli(int64(base) + int64(n)*step*3/4/5_000*5_000).UTC() // a 5-second window's start
 			}
 			y = strings.Replace(y, "state: {", "state: {cutover: "+at.Format(time.RFC3339Nano)+", ", 1)
 		}
@@ -220,7 +239,7 @@ func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit 
 				}
 				return len(cs) == parts
 			})
-			if at, ok := cfgs[i].State.CutoverMillis(); ok && at > int64(base)+int64(i*share)*25 && (lo[i] != at || hi[i] != at) {
+			if at, ok := cfgs[i].State.CutoverMillis(); ok && at > int64(base)+int64(i*share)*step && (lo[i] != at || hi[i] != at) {
 				t.Errorf("phase %d cut over at %d to %d, want state.cutover %d everywhere", i, lo[i], hi[i], at)
 			}
 			if ph.crash {
@@ -340,7 +359,7 @@ func TestConfigChangeFilter(t *testing.T) {
 	for _, partitioning := range []string{"repartition", "by_key"} {
 		t.Run(partitioning, func(t *testing.T) {
 			t.Parallel() // its own broker
-			runPhasesEdited(t, partitioning, []genPhase{{ms1, one, 1, "", false}, {ms1, one, 2, "", false}}, filterChange())
+			runPhasesEdited(t, partitioning, 25, []genPhase{{ms1, one, 1, "", false}, {ms1, one, 2, "", false}}, filterChange())
 		})
 	}
 }
@@ -378,12 +397,16 @@ func filterChange() phaseEdit {
 // late does not depend on how the partitions interleave), one in 97
 // malformed, and one record a partition 30 s after the stream's end, which
 // moves every watermark past the stream's windows (its own does not fire).
-func genInput(parts int32, n int) []keyedInput {
+func genInput(parts int32, n int) []keyedInput { return genInputStep(parts, n, 25) }
+
+// genInputStep is genInput with a record every step ms of event time
+// (the last records step*1200 ms after the stream's end).
+func genInputStep(parts int32, n int, step int64) []keyedInput {
 	rng := rand.New(rand.NewPCG(29, 3))
 	var out []keyedInput
 	for i := range n {
 		p := int32(i) % parts
-		t := int64(base) + int64(i)*25
+		t := int64(base) + int64(i)*step
 		if i%31 == 0 {
 			t -= rng.Int64N(800)
 		}
@@ -394,7 +417,7 @@ func genInput(parts int32, n int) []keyedInput {
 		out = append(out, keyedInput{p, fmt.Sprintf("req-%d", i), v})
 	}
 	for p := range parts {
-		out = append(out, keyedInput{p, "end", fmt.Sprintf(`{"sid":"p%d-u0","t":%d,"d":1}`, p, int64(base)+int64(n)*25+30_000)})
+		out = append(out, keyedInput{p, "end", fmt.Sprintf(`{"sid":"p%d-u0","t":%d,"d":1}`, p, int64(base)+int64(n)*step+1200*step)})
 	}
 	return out
 }
@@ -501,13 +524,16 @@ func maps2Equal(a, b map[string]int64) bool {
 // over) and the second third is read by an old and a new instance side
 // by side; then the other is replaced (the new instance cuts over the
 // partitions it takes) for the last third. A reader sees each
-// generation's replay, as in TestConfigChangeRestart.
+// generation's replay, as in TestConfigChangeRestart. With by_key and
+// watermark.scope global the instances share their partitions'
+// watermarks through the watermark topic, and an old instance that takes
+// a partition cut over runs its newest generation.
 func TestConfigChangeRolling(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, partitioning string
 		filter             bool // a change of source.filter alone (filterChange), not of the window and aggregates
-	}{{"by_key", "by_key", false}, {"repartition", "repartition", false}, {"repartition_filter", "repartition", true}} {
+	}{{"by_key", "by_key", false}, {"by_key_global", "by_key_global", false}, {"repartition", "repartition", false}, {"repartition_filter", "repartition", true}} {
 		partitioning := tc.partitioning
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
