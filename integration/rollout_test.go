@@ -410,3 +410,38 @@ func rollingOldPod(t *testing.T, partitioning string) {
 	checkPhases(t, brokers, phases, wants, lo, hi, "exactly_once", func() { a3.term(t); b2.term(t) })
 	checkAccounted(t, brokers, input, "exactly_once")
 }
+
+// TestConfigChangeRefusedExits2: the binary, against the state of a
+// config that ran, with another window at the same state.config_version,
+// or another source.key at a higher one, exits 2 (a config error) with a
+// message naming the key, and writes nothing: the changelog and the
+// output topics end where they did.
+func TestConfigChangeRefusedExits2(t *testing.T) {
+	t.Parallel()
+	kc := newCluster(t, 2)
+	brokers := kc.ListenAddrs()
+	first := run1(t, brokers, genYAML("by_key", rollMs1, rollOne, 1))
+	produceSliced(t, brokers, rollGroup, genInput(2, 200))
+	first.term(t)
+	topics := []string{rollGroup + "-changelog", resultsTopic, lateTopic, dlqTopic}
+	before := endOffsets(t, brokers, topics...)
+	for _, c := range []struct{ name, yaml, key string }{
+		{"equal version", genYAML("by_key", rollMs5, rollOne, 1), "state.config_version"},
+		{"another key", strings.Replace(genYAML("by_key", rollMs1, rollOne, 2), "key: [sid]", "key: [d]", 1), "source.key"},
+	} {
+		r := run1(t, brokers, c.yaml)
+		code, _ := r.wait(t, waitTimeout)
+		if out := r.out.String(); code != 2 || !strings.Contains(out, c.key) {
+			t.Errorf("%s: exit %d, want 2 with a message naming %s; log:\n%s", c.name, code, c.key, (&durProc{out: r.out}).logTail(10))
+		}
+		if after := endOffsets(t, brokers, topics...); !maps2Equal(after, before) {
+			t.Errorf("%s: end offsets %v after the refusal, want %v: nothing written", c.name, after, before)
+		}
+	}
+}
+
+// run1 runs the binary with the config yaml (writeConfig's).
+func run1(t *testing.T, brokers []string, yaml string) *binaryRun {
+	t.Helper()
+	return startBinary(t, writeConfig(t, yaml, brokers))
+}
