@@ -223,8 +223,8 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 // every window the generations must have fired is there, calls stop
 // (every instance's graceful end), and checks that each result is a
 // window of its own generation's replay on the right side of its
-// cut-overs, none read twice (at_least_once: a repeat is identical), and
-// that every phase has results.
+// cut-overs, no (key, window, revision) read twice (at_least_once: a
+// repeat is identical), and that every phase has results.
 func checkPhases(t *testing.T, brokers []string, phases []genPhase, wants [][]string, lo, hi []int64, delivery string, stop func()) {
 	t.Helper()
 	in := make([]map[string]bool, len(phases))
@@ -291,6 +291,15 @@ func checkPhases(t *testing.T, brokers []string, phases []genPhase, wants [][]st
 	stop()
 	if delivery == "at_least_once" {
 		checkRepeats(t, readAll(t, brokers, resultsTopic))
+	} else {
+		seen := map[string]bool{} // (key, window, firing and revision)
+		for _, r := range readAll(t, brokers, resultsTopic) {
+			if k := string(r.Key) + revision(r.Value); r.Value != nil && seen[k] {
+				t.Errorf("result %s %s read twice (now %s)", r.Key, revision(r.Value), r.Value)
+			} else {
+				seen[k] = true
+			}
+		}
 	}
 	got = readGenResults(t, brokers)
 	dup := map[string]bool{}
