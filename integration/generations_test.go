@@ -196,8 +196,7 @@ func runPhasesEdited(t *testing.T, partitioning string, step int64, phases []gen
 	kc := newCluster(t, parts)
 	brokers := kc.ListenAddrs()
 	cfgs := make([]config.Config, len(phases))
-	in := make([]map[string]bool, len(phases)) // each generation's replay, without the firing watermark
-	wants := make([][]string, len(phases))
+	wants := make([][]string, len(phases)) // each generation's replay, without the firing watermark
 	for i, ph := range phases {
 		y := genYAML(partitioning, ph.window, ph.aggregates, ph.version)
 		if ph.cutover != "" {
@@ -212,10 +211,6 @@ func runPhasesEdited(t *testing.T, partitioning string, step int64, phases []gen
 		}
 		cfgs[i] = parseConfig(t, y, brokers)
 		wants[i] = contents(replayKcatN(t, cfgs[i], parts, input, nil).results)
-		in[i] = map[string]bool{}
-		for _, v := range wants[i] {
-			in[i][v] = true
-		}
 	}
 	// lo[i], hi[i]: the earliest and latest cut-over of phase i's
 	// generation over the partitions (phase 0: none).
@@ -252,6 +247,28 @@ func runPhasesEdited(t *testing.T, partitioning string, step int64, phases []gen
 			svc.stop(t)
 		}
 		last = svc
+	}
+	checkPhases(t, brokers, phases, wants, lo, hi, "exactly_once", func() { last.stop(t) })
+	checkAccounted(t, brokers, input, "exactly_once")
+}
+
+// checkPhases judges what a read_committed reader of the results topic
+// sees after phases ran over the stream: wants[i] is phase i's replay
+// (without the firing watermark), lo[i] and hi[i] the earliest and
+// latest cut-over of its generation over the partitions. It waits until
+// every window the generations must have fired is there, calls stop
+// (every instance's graceful end), and checks that each result is a
+// window of its own generation's replay on the right side of its
+// cut-overs, no (key, window, revision) read twice (at_least_once: a
+// repeat is identical), and that every phase has results.
+func checkPhases(t *testing.T, brokers []string, phases []genPhase, wants [][]string, lo, hi []int64, delivery string, stop func()) {
+	t.Helper()
+	in := make([]map[string]bool, len(phases))
+	for i := range phases {
+		in[i] = map[string]bool{}
+		for _, v := range wants[i] {
+			in[i][v] = true
+		}
 	}
 	// Sessions at a seam are not their replay's: an old generation's
 	// session takes no record from T on (it ends where the old config's
@@ -307,12 +324,24 @@ func runPhasesEdited(t *testing.T, partitioning string, step int64, phases []gen
 	}, func() string {
 		return fmt.Sprintf("%d windows of the replays in the results topic (cut-overs %v to %v; %d results)", len(need), lo, hi, len(got))
 	})
-	last.stop(t)
+	stop()
+	if delivery == "at_least_once" {
+		checkRepeats(t, readAll(t, brokers, resultsTopic))
+	} else {
+		seen := map[string]bool{} // (key, window, firing and revision)
+		for _, r := range readAll(t, brokers, resultsTopic) {
+			if k := string(r.Key) + revision(r.Value); r.Value != nil && seen[k] {
+				t.Errorf("result %s %s read twice (now %s)", r.Key, revision(r.Value), r.Value)
+			} else {
+				seen[k] = true
+			}
+		}
+	}
 	got = readGenResults(t, brokers)
 	dup := map[string]bool{}
 	gens := map[int64]int{}
 	for _, g := range got {
-		if dup[g.value] {
+		if dup[g.value] && delivery != "at_least_once" {
 			t.Errorf("result %s read twice", g.value)
 		}
 		dup[g.value] = true
@@ -388,6 +417,82 @@ func filterChange() phaseEdit {
 			field := [...]string{"a", "b"}[i]
 			return strings.Replace(y, "  format: json\n", "  format: json\n  filter: [{field: "+field+", equals: 1}]\n", 1)
 		},
+	}
+}
+
+// checkAccounted checks that no record of input is lost at a seam: each
+// is in the latest result of a window of its key (a retracted session's
+// latest is its tombstone: none), of one generation or more (an old
+// generation's window that starts before T holds the records of its span
+// from T on too), or is a late event or a dead letter, once (by source
+// offset; at_least_once may repeat them), and nothing else is either.
+// The one record a partition genInput puts after the stream is in a
+// window that never fires. The input is produced in order, one topic:
+// a record's offset is its rank in its partition.
+func checkAccounted(t *testing.T, brokers []string, input []keyedInput, delivery string) {
+	t.Helper()
+	latest := map[string][]byte{}
+	for _, r := range readAll(t, brokers, resultsTopic) { // one partition: in the order written
+		latest[string(r.Key)] = r.Value
+	}
+	windows := map[string][]window{} // by key
+	for _, v := range latest {
+		if v != nil {
+			w := windowOf(t, string(v))
+			windows[w.Key] = append(windows[w.Key], w)
+		}
+	}
+	once := func(topic string) map[string]bool {
+		seen := map[string]bool{}
+		for _, r := range readAll(t, brokers, topic) {
+			if seen[durProvenance(r)] && delivery != "at_least_once" {
+				t.Errorf("%s: the record at %s twice", topic, durProvenance(r))
+			}
+			seen[durProvenance(r)] = true
+		}
+		return seen
+	}
+	late, dead := once(lateTopic), once(dlqTopic)
+	offsets := map[int32]int{}
+	lost, accounted := 0, 0
+	for _, in := range input {
+		at := fmt.Sprintf("%d/%d", in.partition, offsets[in.partition])
+		offsets[in.partition]++
+		var v struct {
+			Sid string `json:"sid"`
+			T   any    `json:"t"`
+		}
+		if err := json.Unmarshal([]byte(in.value), &v); err != nil {
+			t.Fatalf("input %s: %v", in.value, err)
+		}
+		ts, ok := v.T.(float64)
+		switch {
+		case late[at] || dead[at]:
+			if late[at] && dead[at] {
+				t.Errorf("the record at %s (%s) is a late event and a dead letter", at, in.value)
+			}
+			delete(late, at)
+			delete(dead, at)
+		case !ok:
+			t.Errorf("the malformed record at %s (%s) is no dead letter", at, in.value)
+		case in.key == "end":
+			continue
+		case !slices.ContainsFunc(windows[fmt.Sprintf(`{"sid":%q}`, v.Sid)], func(w window) bool { return w.Start <= int64(ts) && int64(ts) < w.End }):
+			if lost++; lost <= 5 {
+				t.Errorf("the record at %s (%s) is in no window of the results, no late event, no dead letter", at, in.value)
+			}
+			continue
+		}
+		accounted++
+	}
+	if lost > 5 {
+		t.Errorf("%d records lost in all", lost)
+	}
+	if len(late)+len(dead) > 0 {
+		t.Errorf("late events %v and dead letters %v of no input record", late, dead)
+	}
+	if len(dead) == 0 && accounted == 0 {
+		t.Errorf("no record accounted for: the check tests nothing")
 	}
 }
 
