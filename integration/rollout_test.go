@@ -318,7 +318,7 @@ func killedAtCutover(t *testing.T, partitioning, delivery string, next bool) {
 	lo, hi := []int64{math.MinInt64, 0}, []int64{math.MinInt64, 0}
 	lo[1], hi[1] = span(cut2)
 	checkPhases(t, brokers, phases, wants, lo, hi, delivery, func() { again.term(t) })
-	checkAccounted(t, brokers, input, delivery)
+	checkAccounted(t, brokers, input, delivery, nil)
 }
 
 // TestConfigChangeRollingOldPod is a rollout that goes back and forth,
@@ -418,7 +418,7 @@ func rollingOldPod(t *testing.T, partitioning string) {
 	lo, hi := []int64{math.MinInt64, 0}, []int64{math.MinInt64, 0}
 	lo[1], hi[1] = span(all)
 	checkPhases(t, brokers, phases, wants, lo, hi, "exactly_once", func() { a3.term(t); b2.term(t) })
-	checkAccounted(t, brokers, input, "exactly_once")
+	checkAccounted(t, brokers, input, "exactly_once", nil)
 }
 
 // TestConfigChangeRefusedExits2: the binary, against the state of a
