@@ -251,10 +251,7 @@ func demoConfigChanged(f demoFlags, brokers []string, replication int16, registr
 
 // demoConfigOf is demoConfig, or with changed the config --change-at
 // changes to. With --change-at both have a state.config_version (1,
-// then 2), and by key a watermark per partition (watermark.scope
-// partition: one window state per partition, which can hold two
-// generations; with the default, one state for every partition, a change
-// of the windows is refused).
+// then 2).
 func demoConfigOf(f demoFlags, brokers []string, replication int16, registryURL string, changed bool) (config.Config, error) {
 	quoted := make([]string, len(brokers))
 	for i, b := range brokers {
@@ -279,9 +276,6 @@ func demoConfigOf(f demoFlags, brokers []string, replication int16, registryURL 
 		if changed {
 			version = 2
 			text = strings.Replace(text, "\nsink:", "\n  - "+demoChangedAggregate+"\nsink:", 1)
-		}
-		if f.partitioning == partitionByKey {
-			text = strings.Replace(text, "  idle_advance: true\n", "  idle_advance: true\n  scope: partition\n", 1)
 		}
 		text += fmt.Sprintf("state: {config_version: %d}\n", version)
 	}

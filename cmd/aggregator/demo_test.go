@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
 )
 
 func TestDemoConfigIsValid(t *testing.T) {
@@ -339,8 +340,8 @@ func TestDemoNothingLate(t *testing.T) {
 // TestDemoConfigChanged: with --change-at the demo's two configs are valid,
 // the first at state.config_version 1, the second at 2 with 10s windows
 // and max_duration added, and the second against the first's stored
-// settings is a new generation (not a refusal: by key, the watermark is
-// per partition), in both partitionings.
+// settings is a new generation that the run's restore does not refuse,
+// in both partitionings.
 func TestDemoConfigChanged(t *testing.T) {
 	for _, partitioning := range []string{partitionByKey, partitionRepartition} {
 		t.Run(partitioning, func(t *testing.T) {
@@ -371,8 +372,8 @@ func TestDemoConfigChanged(t *testing.T) {
 			if err != nil || plan.Verdict != config.NewGeneration {
 				t.Fatalf("the changed config against the first: %+v, %v; want a new generation", plan, err)
 			}
-			if partitioning == partitionByKey && first.Watermark.GlobalScope() {
-				t.Errorf("by key with --change-at, the watermark is global: the cut-over would be refused")
+			if err := pipeline.Refusal(next, plan, 1); err != nil {
+				t.Errorf("the run's restore refuses the change: %v", err)
 			}
 			plain, err := demoConfig(demoFlags{window: "tumbling", partitioning: partitioning, partitions: 3, listen: ":9090"}, []string{"127.0.0.1:9092"}, 1, "")
 			if err != nil || plain.State.ConfigVersion != 0 || partitioning == partitionByKey && !plain.Watermark.GlobalScope() {
