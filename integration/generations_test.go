@@ -36,12 +36,16 @@ import (
 // the seam.
 
 // genYAML is a config of these tests: partitioning and scope (by_key
-// needs watermark.scope partition to cut over), the window, the
-// aggregates and state.config_version.
+// with watermark.scope partition; by_key_global: by_key with the
+// default scope, global), the window, the aggregates and
+// state.config_version.
 func genYAML(partitioning, window, aggregates string, version int) string {
 	scope := ""
-	if partitioning == "by_key" {
+	switch partitioning {
+	case "by_key":
 		scope = ", scope: partition"
+	case "by_key_global":
+		partitioning = "by_key"
 	}
 	return fmt.Sprintf(`
 source:
@@ -141,20 +145,35 @@ func TestConfigChangeRestart(t *testing.T) {
 		{"by_key_rollback", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", false}, {ms1, one, 3, "", false}}},
 		{"by_key_cutover_future", "by_key", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "future", false}}},
 		{"repartition_cutover_past", "repartition", []genPhase{{ms1, one, 1, "", false}, {ms5, one, 2, "past", false}}},
+		{"by_key_global_crash_at_the_cutover", "by_key_global", []genPhase{{ms1, one, 1, "", false}, {ms5, two, 2, "", true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // its own broker
-			runPhases(t, tc.partitioning, tc.phases)
+			runPhases(t, tc.partitioning, 25, tc.phases)
 		})
 	}
 }
 
-// runPhases runs phases over the stream in turn, one after another on a
-// broker of its own, and checks what a read_committed reader of the
-// results sees against each generation's replay.
-func runPhases(t *testing.T, partitioning string, phases []genPhase) {
-	runPhasesEdited(t, partitioning, phases, phaseEdit{})
+// TestConfigChangeGlobalScope: by_key with the default watermark.scope,
+// global (every partition's windows following the merged watermark),
+// restarted from 1-minute windows counting calls to 5-minute windows
+// that also take the longest: each window is its own generation's
+// replay, none lost at the seam. A record a second of event time.
+func TestConfigChangeGlobalScope(t *testing.T) {
+	t.Parallel() // its own broker
+	runPhases(t, "by_key_global", 1000, []genPhase{
+		{"{type: tumbling, size: 1m, allowed_lateness: 2s}", "[{name: calls, fn: count}]", 1, "", false},
+		{"{type: tumbling, size: 5m, allowed_lateness: 2s}", "[{name: calls, fn: count}, {name: longest, fn: max, field: d}]", 2, "", false},
+	})
+}
+
+// runPhases runs phases over the stream (a record every step ms of event
+// time) in turn, one after another on a broker of its own, and checks
+// what a read_committed reader of the results sees against each
+// generation's replay.
+func runPhases(t *testing.T, partitioning string, step int64, phases []genPhase) {
+	runPhasesEdited(t, partitioning, step, phases, phaseEdit{})
 }
 
 // phaseEdit changes what runPhasesEdited runs: the stream (input), and
@@ -162,29 +181,32 @@ func runPhases(t *testing.T, partitioning string, phases []genPhase) {
 type phaseEdit struct {
 	input func([]keyedInput) []keyedInput
 	yaml  func(phase int, y string) string
+	// mayFilter says which input values a phase's filter may reject:
+	// checkAccounted does not judge them (the generation whose span holds
+	// one decides, at a cut-over the test does not know in advance).
+	mayFilter func(value string) bool
 }
 
-func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit phaseEdit) {
+func runPhasesEdited(t *testing.T, partitioning string, step int64, phases []genPhase, edit phaseEdit) {
 	const parts = 4
 	n := 1200
 	if raceEnabled {
 		n = 600
 	}
-	input := genInput(parts, n)
+	input := genInputStep(parts, n, step)
 	if edit.input != nil {
 		input = edit.input(input)
 	}
 	kc := newCluster(t, parts)
 	brokers := kc.ListenAddrs()
 	cfgs := make([]config.Config, len(phases))
-	in := make([]map[string]bool, len(phases)) // each generation's replay, without the firing watermark
-	wants := make([][]string, len(phases))
+	wants := make([][]string, len(phases)) // each generation's replay, without the firing watermark
 	for i, ph := range phases {
 		y := genYAML(partitioning, ph.window, ph.aggregates, ph.version)
 		if ph.cutover != "" {
 			at := time.UnixMilli(int64(base) + 5_000).UTC()
 			if ph.cutover == "future" {
-				at = time.UnixMilli(int64(base) + int64(n)*25*3/4/5_000*5_000).UTC() // a 5-second window's start
+				at = time.UnixMilli(int64(base) + int64(n)*step*3/4/5_000*5_000).UTC() // a 5-second window's start
 			}
 			y = strings.Replace(y, "state: {", "state: {cutover: "+at.Format(time.RFC3339Nano)+", ", 1)
 		}
@@ -193,10 +215,6 @@ func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit 
 		}
 		cfgs[i] = parseConfig(t, y, brokers)
 		wants[i] = contents(replayKcatN(t, cfgs[i], parts, input, nil).results)
-		in[i] = map[string]bool{}
-		for _, v := range wants[i] {
-			in[i][v] = true
-		}
 	}
 	// lo[i], hi[i]: the earliest and latest cut-over of phase i's
 	// generation over the partitions (phase 0: none).
@@ -220,7 +238,7 @@ func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit 
 				}
 				return len(cs) == parts
 			})
-			if at, ok := cfgs[i].State.CutoverMillis(); ok && at > int64(base)+int64(i*share)*25 && (lo[i] != at || hi[i] != at) {
+			if at, ok := cfgs[i].State.CutoverMillis(); ok && at > int64(base)+int64(i*share)*step && (lo[i] != at || hi[i] != at) {
 				t.Errorf("phase %d cut over at %d to %d, want state.cutover %d everywhere", i, lo[i], hi[i], at)
 			}
 			if ph.crash {
@@ -233,6 +251,28 @@ func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit 
 			svc.stop(t)
 		}
 		last = svc
+	}
+	checkPhases(t, brokers, phases, wants, lo, hi, "exactly_once", func() { last.stop(t) })
+	checkAccounted(t, brokers, input, "exactly_once", edit.mayFilter)
+}
+
+// checkPhases judges what a read_committed reader of the results topic
+// sees after phases ran over the stream: wants[i] is phase i's replay
+// (without the firing watermark), lo[i] and hi[i] the earliest and
+// latest cut-over of its generation over the partitions. It waits until
+// every window the generations must have fired is there, calls stop
+// (every instance's graceful end), and checks that each result is a
+// window of its own generation's replay on the right side of its
+// cut-overs, no (key, window, revision) read twice (at_least_once: a
+// repeat is identical), and that every phase has results.
+func checkPhases(t *testing.T, brokers []string, phases []genPhase, wants [][]string, lo, hi []int64, delivery string, stop func()) {
+	t.Helper()
+	in := make([]map[string]bool, len(phases))
+	for i := range phases {
+		in[i] = map[string]bool{}
+		for _, v := range wants[i] {
+			in[i][v] = true
+		}
 	}
 	// Sessions at a seam are not their replay's: an old generation's
 	// session takes no record from T on (it ends where the old config's
@@ -288,12 +328,24 @@ func runPhasesEdited(t *testing.T, partitioning string, phases []genPhase, edit 
 	}, func() string {
 		return fmt.Sprintf("%d windows of the replays in the results topic (cut-overs %v to %v; %d results)", len(need), lo, hi, len(got))
 	})
-	last.stop(t)
+	stop()
+	if delivery == "at_least_once" {
+		checkRepeats(t, readAll(t, brokers, resultsTopic))
+	} else {
+		seen := map[string]bool{} // (key, window, firing and revision)
+		for _, r := range readAll(t, brokers, resultsTopic) {
+			if k := string(r.Key) + revision(r.Value); r.Value != nil && seen[k] {
+				t.Errorf("result %s %s read twice (now %s)", r.Key, revision(r.Value), r.Value)
+			} else {
+				seen[k] = true
+			}
+		}
+	}
 	got = readGenResults(t, brokers)
 	dup := map[string]bool{}
 	gens := map[int64]int{}
 	for _, g := range got {
-		if dup[g.value] {
+		if dup[g.value] && delivery != "at_least_once" {
 			t.Errorf("result %s read twice", g.value)
 		}
 		dup[g.value] = true
@@ -340,7 +392,7 @@ func TestConfigChangeFilter(t *testing.T) {
 	for _, partitioning := range []string{"repartition", "by_key"} {
 		t.Run(partitioning, func(t *testing.T) {
 			t.Parallel() // its own broker
-			runPhasesEdited(t, partitioning, []genPhase{{ms1, one, 1, "", false}, {ms1, one, 2, "", false}}, filterChange())
+			runPhasesEdited(t, partitioning, 25, []genPhase{{ms1, one, 1, "", false}, {ms1, one, 2, "", false}}, filterChange())
 		})
 	}
 }
@@ -365,10 +417,95 @@ func filterChange() phaseEdit {
 			}
 			return out
 		},
+		mayFilter: func(v string) bool { return !strings.HasPrefix(v, `{"a":1,"b":1,`) },
 		yaml: func(i int, y string) string {
 			field := [...]string{"a", "b"}[i]
 			return strings.Replace(y, "  format: json\n", "  format: json\n  filter: [{field: "+field+", equals: 1}]\n", 1)
 		},
+	}
+}
+
+// checkAccounted checks that no record of input is lost at a seam: each
+// is in the latest result of a window of its key (a retracted session's
+// latest is its tombstone: none), of one generation or more (an old
+// generation's window that starts before T holds the records of its span
+// from T on too), or is a late event or a dead letter, once (by source
+// offset; at_least_once may repeat them), and nothing else is either.
+// The one record a partition genInput puts after the stream is in a
+// window that never fires. The input is produced in order, one topic:
+// a record's offset is its rank in its partition.
+//
+// mayFilter (nil: none) names the records a filter may reject: they are
+// not judged, but may be late events or dead letters.
+func checkAccounted(t *testing.T, brokers []string, input []keyedInput, delivery string, mayFilter func(value string) bool) {
+	t.Helper()
+	latest := map[string][]byte{}
+	for _, r := range readAll(t, brokers, resultsTopic) { // one partition: in the order written
+		latest[string(r.Key)] = r.Value
+	}
+	windows := map[string][]window{} // by key
+	for _, v := range latest {
+		if v != nil {
+			w := windowOf(t, string(v))
+			windows[w.Key] = append(windows[w.Key], w)
+		}
+	}
+	once := func(topic string) map[string]bool {
+		seen := map[string]bool{}
+		for _, r := range readAll(t, brokers, topic) {
+			if seen[durProvenance(r)] && delivery != "at_least_once" {
+				t.Errorf("%s: the record at %s twice", topic, durProvenance(r))
+			}
+			seen[durProvenance(r)] = true
+		}
+		return seen
+	}
+	late, dead := once(lateTopic), once(dlqTopic)
+	offsets := map[int32]int{}
+	lost, accounted := 0, 0
+	for _, in := range input {
+		at := fmt.Sprintf("%d/%d", in.partition, offsets[in.partition])
+		offsets[in.partition]++
+		if mayFilter != nil && mayFilter(in.value) {
+			delete(late, at)
+			delete(dead, at)
+			continue
+		}
+		var v struct {
+			Sid string `json:"sid"`
+			T   any    `json:"t"`
+		}
+		if err := json.Unmarshal([]byte(in.value), &v); err != nil {
+			t.Fatalf("input %s: %v", in.value, err)
+		}
+		ts, ok := v.T.(float64)
+		switch {
+		case late[at] || dead[at]:
+			if late[at] && dead[at] {
+				t.Errorf("the record at %s (%s) is a late event and a dead letter", at, in.value)
+			}
+			delete(late, at)
+			delete(dead, at)
+		case !ok:
+			t.Errorf("the malformed record at %s (%s) is no dead letter", at, in.value)
+		case in.key == "end":
+			continue
+		case !slices.ContainsFunc(windows[fmt.Sprintf(`{"sid":%q}`, v.Sid)], func(w window) bool { return w.Start <= int64(ts) && int64(ts) < w.End }):
+			if lost++; lost <= 5 {
+				t.Errorf("the record at %s (%s) is in no window of the results, no late event, no dead letter", at, in.value)
+			}
+			continue
+		}
+		accounted++
+	}
+	if lost > 5 {
+		t.Errorf("%d records lost in all", lost)
+	}
+	if len(late)+len(dead) > 0 {
+		t.Errorf("late events %v and dead letters %v of no input record", late, dead)
+	}
+	if len(dead) == 0 && accounted == 0 {
+		t.Errorf("no record accounted for: the check tests nothing")
 	}
 }
 
@@ -378,12 +515,16 @@ func filterChange() phaseEdit {
 // late does not depend on how the partitions interleave), one in 97
 // malformed, and one record a partition 30 s after the stream's end, which
 // moves every watermark past the stream's windows (its own does not fire).
-func genInput(parts int32, n int) []keyedInput {
+func genInput(parts int32, n int) []keyedInput { return genInputStep(parts, n, 25) }
+
+// genInputStep is genInput with a record every step ms of event time
+// (the last records step*1200 ms after the stream's end).
+func genInputStep(parts int32, n int, step int64) []keyedInput {
 	rng := rand.New(rand.NewPCG(29, 3))
 	var out []keyedInput
 	for i := range n {
 		p := int32(i) % parts
-		t := int64(base) + int64(i)*25
+		t := int64(base) + int64(i)*step
 		if i%31 == 0 {
 			t -= rng.Int64N(800)
 		}
@@ -394,7 +535,7 @@ func genInput(parts int32, n int) []keyedInput {
 		out = append(out, keyedInput{p, fmt.Sprintf("req-%d", i), v})
 	}
 	for p := range parts {
-		out = append(out, keyedInput{p, "end", fmt.Sprintf(`{"sid":"p%d-u0","t":%d,"d":1}`, p, int64(base)+int64(n)*25+30_000)})
+		out = append(out, keyedInput{p, "end", fmt.Sprintf(`{"sid":"p%d-u0","t":%d,"d":1}`, p, int64(base)+int64(n)*step+1200*step)})
 	}
 	return out
 }
@@ -501,13 +642,16 @@ func maps2Equal(a, b map[string]int64) bool {
 // over) and the second third is read by an old and a new instance side
 // by side; then the other is replaced (the new instance cuts over the
 // partitions it takes) for the last third. A reader sees each
-// generation's replay, as in TestConfigChangeRestart.
+// generation's replay, as in TestConfigChangeRestart. With by_key and
+// watermark.scope global the instances share their partitions'
+// watermarks through the watermark topic, and an old instance that takes
+// a partition cut over runs its newest generation.
 func TestConfigChangeRolling(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, partitioning string
 		filter             bool // a change of source.filter alone (filterChange), not of the window and aggregates
-	}{{"by_key", "by_key", false}, {"repartition", "repartition", false}, {"repartition_filter", "repartition", true}} {
+	}{{"by_key", "by_key", false}, {"by_key_global", "by_key_global", false}, {"repartition", "repartition", false}, {"repartition_filter", "repartition", true}} {
 		partitioning := tc.partitioning
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

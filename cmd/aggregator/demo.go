@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -51,6 +54,7 @@ type demoFlags struct {
 	window       string
 	format       string
 	early        time.Duration
+	changeAt     time.Duration
 }
 
 func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
@@ -70,6 +74,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	fs.StringVar(&f.format, "format", "json", "input `format`: json, or avro (Confluent's wire format, with an in-process Schema Registry)")
 	fs.StringVar(&f.window, "window", "tumbling", "window `type`: tumbling (5s), sliding (5s every 1s), session (500ms gap; retractions when late records merge sessions), global (a running total per key, every second), count (every 10 records of a key, or what it has 5s after the first) or calendar (days in Europe/Berlin, early results every second; the event clock runs an hour a second from 21:00 on 30 March 2030, so midnights pass and 31 March has 23 hours)")
 	fs.DurationVar(&f.early, "early", 0, "early firings every `duration` of wall-clock time: results of open windows while they fill (0: off; global windows: 1s)")
+	fs.DurationVar(&f.changeAt, "change-at", 0, "change the config this long into the run, as an upgrade does: every instance drains and starts again with 10s windows instead of 5s and one more aggregate (max_duration), at state.config_version 2; each partition cuts over to the new generation of windows, and the view shows each result's config version (0: no change; --window tumbling only)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
 	}
@@ -94,6 +99,10 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 		return f, fmt.Errorf("%w: demo: --early: count windows fire when full, not early", errUsage)
 	case f.early < 0 || f.early%time.Millisecond != 0:
 		return f, fmt.Errorf("%w: demo: --early %v: must be 0 or a positive whole number of milliseconds", errUsage, f.early)
+	case f.changeAt < 0:
+		return f, fmt.Errorf("%w: demo: --change-at %v: must be 0 (no change) or positive", errUsage, f.changeAt)
+	case f.changeAt > 0 && f.window != "tumbling":
+		return f, fmt.Errorf("%w: demo: --change-at: with --window tumbling only (it changes the windows' size)", errUsage)
 	}
 	return f, nil
 }
@@ -216,9 +225,34 @@ http: {listen: %q}
 log: {level: warn, format: console}
 `
 
+// What --change-at changes: the windows' size and one aggregate more, a
+// new generation at the next state.config_version.
+const (
+	demoChangedWindow    = 10 * time.Second
+	demoChangedAggregate = "{name: max_duration, fn: max, field: duration}"
+)
+
+// demoChangeText says what --change-at changes.
+func demoChangeText(f demoFlags) string {
+	return fmt.Sprintf("config change at %s: window.size %s -> %s, aggregates + max_duration (state.config_version 1 -> 2)", f.changeAt, demoWindow, demoChangedWindow)
+}
+
 // demoConfig is the pipeline's config; registryURL is the in-process
-// Schema Registry's with --format avro.
+// Schema Registry's with --format avro. With --change-at it is the first
+// of the two configs (demoConfigChanged the second).
 func demoConfig(f demoFlags, brokers []string, replication int16, registryURL string) (config.Config, error) {
+	return demoConfigOf(f, brokers, replication, registryURL, false)
+}
+
+// demoConfigChanged is the config --change-at changes to.
+func demoConfigChanged(f demoFlags, brokers []string, replication int16, registryURL string) (config.Config, error) {
+	return demoConfigOf(f, brokers, replication, registryURL, true)
+}
+
+// demoConfigOf is demoConfig, or with changed the config --change-at
+// changes to. With --change-at both have a state.config_version (1,
+// then 2).
+func demoConfigOf(f demoFlags, brokers []string, replication int16, registryURL string, changed bool) (config.Config, error) {
 	quoted := make([]string, len(brokers))
 	for i, b := range brokers {
 		quoted[i] = fmt.Sprintf("%q", b)
@@ -231,8 +265,20 @@ func demoConfig(f demoFlags, brokers []string, replication int16, registryURL st
 	if f.partitioning == partitionRepartition {
 		partitioning = "repartition # the generator keys each call by a call id: a sid is on every partition"
 	}
-	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, partitioning, demoOOO, demoIdle, demoWindowBlock(f),
+	window := demoWindowBlock(f)
+	if changed {
+		window = strings.Replace(window, "size: "+demoWindow.String(), "size: "+demoChangedWindow.String(), 1)
+	}
+	text := fmt.Sprintf(demoConfigYAML, strings.Join(quoted, ", "), format, partitioning, demoOOO, demoIdle, window,
 		f.partitions, replication, f.listen)
+	if f.changeAt > 0 {
+		version := 1
+		if changed {
+			version = 2
+			text = strings.Replace(text, "\nsink:", "\n  - "+demoChangedAggregate+"\nsink:", 1)
+		}
+		text += fmt.Sprintf("state: {config_version: %d}\n", version)
+	}
 	// No AGGREGATOR_* overrides: the demo is the same on every machine.
 	return config.Parse([]byte(text), func(string) string { return "" })
 }
@@ -265,6 +311,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo config: %w", err)
 	}
+	var next *config.Config // --change-at's
+	if f.changeAt > 0 {
+		changed, err := demoConfigChanged(f, kafka.brokers, kafka.replication, registry.url)
+		if err != nil {
+			return fmt.Errorf("demo config after --change-at: %w", err)
+		}
+		next = &changed
+	}
 	if registry.url != "" {
 		kafka.where += " · in-process Schema Registry (srfake) at " + registry.url
 	}
@@ -277,7 +331,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !created && checkNote == "" {
 		checkNote = "none: topic " + demoInputTopic + " was there before, with what an earlier run left in it"
 	}
-	return runDemo(ctx, stop, f, cfg, kafka.where, registry.schemaID, checkNote, log, stdout)
+	return runDemo(ctx, stop, f, cfg, next, kafka.where, registry.schemaID, checkNote, log, stdout)
 }
 
 // demoRegistry is the Schema Registry of --format avro: srfake, an
@@ -507,19 +561,110 @@ func (ps demoInstances) drain(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// demoMetrics is the demo's /metrics, which the view reads too: the
+// process's collectors and the running instances' registry, which
+// --change-at replaces (an instance's metrics register once in a
+// registry: the new config's instances need one of their own).
+type demoMetrics struct {
+	*prometheus.Registry // the process's collectors, and the HTTP handler's
+	mu                   sync.Mutex
+	live                 *prometheus.Registry
+	// before is what the instances before the live ones processed
+	// (aggregator_records_total), which the view goes on counting from:
+	// the live ones count from 0, as a restarted pod does.
+	before float64
+}
+
+func (m *demoMetrics) set(live *prometheus.Registry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, err := demopkg.ReadPipeline(m.live); err == nil {
+		m.before += p.Processed
+	}
+	m.live = live
+}
+
+// processedBefore is before.
+func (m *demoMetrics) processedBefore() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.before
+}
+
+// Gather gathers the process's metrics and the running instances'.
+func (m *demoMetrics) Gather() ([]*dto.MetricFamily, error) {
+	m.mu.Lock()
+	live := m.live
+	m.mu.Unlock()
+	return prometheus.Gatherers{m.Registry, live}.Gather()
+}
+
+// demoService is the instances that run now: --change-at replaces them.
+type demoService struct {
+	mu    sync.Mutex
+	pipes demoInstances
+}
+
+func (s *demoService) current() demoInstances {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pipes
+}
+
+func (s *demoService) ready() bool { return s.current().ready() }
+
+// run runs the instances until ctx is done; fail is told each error.
+// With next (--change-at), f.changeAt into the run it stops and drains
+// them, as an upgrade's SIGTERM does, and runs instances of next from
+// then on, with their metrics in a registry of their own (reg's live
+// one); changed is set once they run. Their restores cut each partition
+// over to next's generation of windows.
+func (s *demoService) run(ctx context.Context, fail func(error), f demoFlags, next *config.Config, log zerolog.Logger, reg *demoMetrics, changed *atomic.Bool) error {
+	if next == nil {
+		return s.current().run(ctx, fail)
+	}
+	first, stopFirst := context.WithCancel(ctx)
+	timer := time.AfterFunc(f.changeAt, stopFirst)
+	defer timer.Stop()
+	err := s.current().run(first, fail)
+	stopFirst()
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, next.ShutdownTimeout)
+	err = s.current().drain(dctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("config change: %w", err)
+	}
+	live := prometheus.NewRegistry()
+	pipes, err := newDemoInstances(f, *next, log, live)
+	if err != nil {
+		return fmt.Errorf("config change: %w", err)
+	}
+	s.mu.Lock()
+	s.pipes = pipes
+	s.mu.Unlock()
+	reg.set(live)
+	changed.Store(true)
+	return pipes.run(ctx, fail)
+}
+
 // runDemo runs the pipeline exactly as serve does (consumer.New, Run,
 // Drain), --instances times in one group, with the generator feeding it,
 // the view reading its output and, unless checkNote says why not, the
-// one-instance reference run beside it.
-func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, where string, schemaID uint32, checkNote string, log zerolog.Logger, stdout io.Writer) error {
+// one-instance reference run beside it. With next (--change-at) the
+// instances change to that config halfway (demoService.run).
+func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, next *config.Config, where string, schemaID uint32, checkNote string, log zerolog.Logger, stdout io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	reg := newRegistry()
-	pipes, err := newDemoInstances(f, cfg, log, reg)
+	reg := &demoMetrics{Registry: newRegistry(), live: prometheus.NewRegistry()}
+	pipes, err := newDemoInstances(f, cfg, log, reg.live)
 	if err != nil {
 		return err
 	}
-	srv, err := serveHTTP(f.listen, reg, pipes.ready)
+	svc := &demoService{pipes: pipes}
+	srv, err := serveHTTP(f.listen, reg, svc.ready)
 	if err != nil {
 		pipes.close()
 		return busyHint(err, f.listen)
@@ -539,7 +684,8 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 	}
 	var work, watching sync.WaitGroup
 	var runErr, sourceErr, watchErr, refErr error
-	work.Go(func() { runErr = pipes.run(ctx, cancel) })
+	var changed atomic.Bool // the instances of next run
+	work.Go(func() { runErr = svc.run(ctx, cancel, f, next, log, reg, &changed) })
 	var watermarks atomic.Bool // every instance has one: too-late records may start
 	var started atomic.Bool    // the generator runs
 	stage2 := stage2Topic(cfg)
@@ -570,6 +716,11 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 
 	v := newView(stdout, f, where, metricsURL(srv.Addr), cfg, source, board, reg)
 	v.check, v.state.CheckNote = check, checkNote
+	v.processedBefore = reg.processedBefore
+	if next != nil {
+		v.state.Columns = aggregateNames(*next) // its aggregates are cfg's and one more: "-" in the rows of cfg's windows
+		v.change = func() string { return demoChangeState(f, changed.Load(), reg) }
+	}
 	v.waiting = func() string {
 		if !started.Load() {
 			if len(pipes) == 1 {
@@ -593,7 +744,7 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 	stop() // from here a second Ctrl-C kills the process at once
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer dcancel()
-	drainErr := pipes.drain(dctx)
+	drainErr := svc.current().drain(dctx)
 	stopWatch()
 	watching.Wait()
 	v.draw(true)
@@ -700,13 +851,14 @@ type view struct {
 	lastTick time.Time
 	waiting  func() string // what the demo waits for; "" nothing
 	stage2   string        // the repartition topic; "" by key
+	change   func() string // --change-at: what it changes, and where it cut over (demoChangeState); nil without
+	// processedBefore is what instances before the running ones processed
+	// (--change-at); nil: none.
+	processedBefore func() float64
 }
 
 func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, source *demopkg.Source, board *demopkg.Board, reg prometheus.Gatherer) *view {
-	columns := make([]string, len(cfg.Aggregates))
-	for i, a := range cfg.Aggregates {
-		columns[i] = a.Name
-	}
+	columns := aggregateNames(cfg)
 	windows := fmt.Sprintf("%s %s windows", cfg.Window.Type, cfg.Window.Size)
 	switch cfg.Window.Type {
 	case "sliding":
@@ -737,6 +889,35 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 		waiting: func() string { return "" }, stage2: stage2Topic(cfg),
 		state: demopkg.State{Stage2: !cfg.Source.ByKey(), NothingLate: nothingLate(cfg.Window.Type), Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
 			Sessions: cfg.Window.Type == "session", Zone: cfg.Window.Zone()}}
+}
+
+// aggregateNames are the names of cfg's aggregates, in its order.
+func aggregateNames(cfg config.Config) []string {
+	names := make([]string, len(cfg.Aggregates))
+	for i, a := range cfg.Aggregates {
+		names[i] = a.Name
+	}
+	return names
+}
+
+// demoChangeState is the view's line about --change-at: what it changes
+// and, once the instances of the new config run (changed), each
+// partition's cut-over T as their metrics show it.
+func demoChangeState(f demoFlags, changed bool, g prometheus.Gatherer) string {
+	if !changed {
+		return demoChangeText(f)
+	}
+	text := strings.Replace(demoChangeText(f), "config change at", "config changed at", 1)
+	cuts, err := demopkg.ReadCutovers(g)
+	if err != nil || len(cuts) == 0 {
+		return text + "; the partitions restore and cut over"
+	}
+	parts := make([]string, 0, len(cuts))
+	for _, p := range slices.Sorted(maps.Keys(cuts)) {
+		parts = append(parts, fmt.Sprintf("%d at %s", p, time.UnixMilli(cuts[p]).UTC().Format("15:04:05")))
+	}
+	return text + "; cut-over T (UTC) of partition " + strings.Join(parts, ", ") +
+		": windows that start from T are version 2's, those before it finish under version 1"
 }
 
 // nothingLate says why no record is late in windows of type typ ("": they
@@ -774,6 +955,9 @@ func (v *view) draw(final bool) {
 	s.Sent = v.source.Sent()
 	if p, err := demopkg.ReadPipeline(v.reg); err == nil {
 		s.Processed, s.Watermark = p.Processed, p.Watermark
+		if v.processedBefore != nil {
+			s.Processed += v.processedBefore()
+		}
 	}
 	s.Tally = v.board.Snapshot()
 	// The last frame keeps the partitions as they were before the drain:
@@ -785,6 +969,9 @@ func (v *view) draw(final bool) {
 	s.Waiting = ""
 	if !final {
 		s.Waiting = v.waiting()
+	}
+	if v.change != nil {
+		s.Change = v.change()
 	}
 	if v.check != nil {
 		t := v.check.Tally()

@@ -24,6 +24,9 @@ import (
 // window's timeout fires by the watermark, so when it fires (and with
 // what) depends on how the instances' partitions interleave.
 func demoCheckNote(f demoFlags) string {
+	if f.changeAt > 0 {
+		return "none with --change-at (the reference run has one config; each window is its own generation's config's)"
+	}
 	switch f.window {
 	case "global":
 		return "none for global windows (they never close)"

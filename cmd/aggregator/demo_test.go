@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"aggregator/internal/config"
+	"aggregator/internal/pipeline"
 )
 
 func TestDemoConfigIsValid(t *testing.T) {
@@ -92,6 +95,8 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 		"unknown partitioning":           {"--partitioning", "auto"},
 		"more instances than partitions": {"--instances", "4"},
 		"instances above --partitions":   {"--partitions", "2", "--instances", "3"},
+		"negative change-at":             {"--change-at", "-1s"},
+		"change-at, sessions":            {"--change-at", "10s", "--window", "session"},
 	}
 	for name, args := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -329,5 +334,70 @@ func TestDemoNothingLate(t *testing.T) {
 		if got := v.state.NothingLate; (got == "") != late || !late && !strings.Contains(got, "nothing is late") {
 			t.Errorf("newView(--window %s).state.NothingLate = %q, want a reason: %v", window, got, !late)
 		}
+	}
+}
+
+// TestDemoConfigChanged: with --change-at the demo's two configs are valid,
+// the first at state.config_version 1, the second at 2 with 10s windows
+// and max_duration added, and the second against the first's stored
+// settings is a new generation that the run's restore does not refuse,
+// in both partitionings.
+func TestDemoConfigChanged(t *testing.T) {
+	for _, partitioning := range []string{partitionByKey, partitionRepartition} {
+		t.Run(partitioning, func(t *testing.T) {
+			f, err := parseDemoFlags([]string{"--change-at", "20s", "--partitioning", partitioning}, new(bytes.Buffer))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := demoConfig(f, []string{"127.0.0.1:9092"}, 1, "")
+			if err != nil {
+				t.Fatalf("demoConfig() = %v", err)
+			}
+			next, err := demoConfigChanged(f, []string{"127.0.0.1:9092"}, 1, "")
+			if err != nil {
+				t.Fatalf("demoConfigChanged() = %v", err)
+			}
+			for _, c := range []config.Config{first, next} {
+				if err := c.ValidateKafka(); err != nil {
+					t.Errorf("ValidateKafka() = %v", err)
+				}
+			}
+			got := fmt.Sprintf("v%d %v %q -> v%d %v %q", first.State.ConfigVersion, first.Window.Size, aggregateNames(first),
+				next.State.ConfigVersion, next.Window.Size, aggregateNames(next))
+			if want := `v1 5s ["calls" "total_duration" "avg_duration" "p99_duration"] -> v2 10s ["calls" "total_duration" "avg_duration" "p99_duration" "max_duration"]`; got != want {
+				t.Errorf("the change is %s, want %s", got, want)
+			}
+			plan, err := next.PlanAgainst(&config.Stored{Version: first.State.ConfigVersion, State: first.StateSettings().Encode(),
+				Identity: first.IdentitySettings().Encode(), Run: first.RunSettings().Encode()})
+			if err != nil || plan.Verdict != config.NewGeneration {
+				t.Fatalf("the changed config against the first: %+v, %v; want a new generation", plan, err)
+			}
+			if err := pipeline.Refusal(next, plan, 1); err != nil {
+				t.Errorf("the run's restore refuses the change: %v", err)
+			}
+			plain, err := demoConfig(demoFlags{window: "tumbling", partitioning: partitioning, partitions: 3, listen: ":9090"}, []string{"127.0.0.1:9092"}, 1, "")
+			if err != nil || plain.State.ConfigVersion != 0 || partitioning == partitionByKey && !plain.Watermark.GlobalScope() {
+				t.Errorf("without --change-at: config_version %d, global watermark %v, %v; want the demo's config as before", plain.State.ConfigVersion, plain.Watermark.GlobalScope(), err)
+			}
+		})
+	}
+}
+
+// TestDemoChangeRuns runs `aggregator demo --change-at`: halfway the
+// instances drain and start again with the changed config, and the
+// summary shows results of both config versions and each partition's
+// cut-over.
+func TestDemoChangeRuns(t *testing.T) {
+	t.Parallel() // mostly waits on the wall clock
+	both := regexp.MustCompile(` versions=1:[1-9][0-9]*,2:[1-9]`)
+	last := runDemoUntil(t, []string{"demo", "--change-at", "3s", "--speed", "4", "--rate", "200", "--listen", "127.0.0.1:0"},
+		func(line string) bool { return both.MatchString(line) })
+	for _, want := range []string{"config changed at 3s", "cut-over T (UTC) of partition 0 at", "2 at"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last summary %q: want %q", last, want)
+		}
+	}
+	if !both.MatchString(last) {
+		t.Errorf("last summary %q: want results of config versions 1 and 2", last)
 	}
 }

@@ -11,12 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// serveHTTP serves /metrics from reg, /healthz (200 while the process
+// serveHTTP serves /metrics from reg (a *prometheus.Registry, which also
+// counts the handler's own errors, or any Gatherer), /healthz (200 while the process
 // runs) and /readyz (200 when ready reports true, else 503). It listens
 // before returning, so a bad or busy address fails here rather than in a
 // goroutine; the returned server's Addr is the address actually bound
 // (useful with port 0). Stop it with Shutdown.
-func serveHTTP(addr string, reg *prometheus.Registry, ready func() bool) (*http.Server, error) {
+func serveHTTP(addr string, reg prometheus.Gatherer, ready func() bool) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %q: %w", addr, err)
@@ -34,9 +35,13 @@ func serveHTTP(addr string, reg *prometheus.Registry, ready func() bool) (*http.
 	return srv, nil
 }
 
-func probesMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
+func probesMux(reg prometheus.Gatherer, ready func() bool) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	var opts promhttp.HandlerOpts
+	if r, ok := reg.(prometheus.Registerer); ok {
+		opts.Registry = r
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, opts))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

@@ -20,6 +20,10 @@ type Row struct {
 	Firing     string
 	Revision   int64
 	Watermark  int64
+	// Version is the state.config_version of the generation of windows
+	// that computed it (the header aggregator.config_version); "" if the
+	// record has none.
+	Version string
 	// Seen orders the rows by activity: the number of results observed
 	// when this key's latest one arrived.
 	Seen int64
@@ -33,6 +37,9 @@ type Tally struct {
 	Retractions int64 // tombstones: sessions withdrawn by a merge
 	Late        int64 // records in the late topic
 	DeadLetters int64 // records in the dead-letter topic
+	// ByVersion counts the results by Row.Version: after a config change
+	// both generations' results arrive for a while.
+	ByVersion map[string]int64
 }
 
 // Board tallies the service's output topics. It is safe for concurrent
@@ -47,7 +54,7 @@ type Board struct {
 
 // NewBoard returns an empty Board for the given output topics.
 func NewBoard(resultsTopic, lateTopic, deadLetterTopic string) *Board {
-	return &Board{results: resultsTopic, late: lateTopic, deadLetter: deadLetterTopic, rows: map[string]Row{}}
+	return &Board{results: resultsTopic, late: lateTopic, deadLetter: deadLetterTopic, rows: map[string]Row{}, tally: Tally{ByVersion: map[string]int64{}}}
 }
 
 // result is the results-topic value (SPEC §4), the parts the view shows.
@@ -65,7 +72,11 @@ type result struct {
 
 // Observe counts one output record. A results-topic value that is not a
 // result is an error: the service wrote something SPEC §4 does not allow.
-func (b *Board) Observe(topic string, value []byte) error {
+func (b *Board) Observe(topic string, value []byte) error { return b.ObserveVersion(topic, value, "") }
+
+// ObserveVersion is Observe of a record whose header
+// aggregator.config_version is version ("": none).
+func (b *Board) ObserveVersion(topic string, value []byte, version string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch topic {
@@ -78,22 +89,23 @@ func (b *Board) Observe(topic string, value []byte) error {
 			b.tally.Retractions++
 			return nil
 		}
-		return b.observeResult(value)
+		return b.observeResult(value, version)
 	}
 	return nil
 }
 
-func (b *Board) observeResult(value []byte) error {
+func (b *Board) observeResult(value []byte, version string) error {
 	var r result
 	if err := json.Unmarshal(value, &r); err != nil {
 		return fmt.Errorf("results topic value %q: %w", value, err)
 	}
 	b.tally.Results++
+	b.tally.ByVersion[version]++
 	if r.Firing == "late" {
 		b.tally.LateFirings++
 	}
 	row := Row{Key: keyText(r.Key), Start: math.MinInt64, End: math.MaxInt64, Count: r.Count,
-		Aggregates: map[string]string{}, Firing: r.Firing, Revision: r.Revision, Watermark: r.Watermark, Seen: b.tally.Results}
+		Aggregates: map[string]string{}, Firing: r.Firing, Revision: r.Revision, Watermark: r.Watermark, Version: version, Seen: b.tally.Results}
 	if r.WindowStart != nil && r.WindowEnd != nil {
 		row.Start, row.End = *r.WindowStart, *r.WindowEnd
 	}
@@ -114,6 +126,7 @@ func (b *Board) Snapshot() Tally {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.tally
+	t.ByVersion = maps.Clone(b.tally.ByVersion)
 	keys := slices.SortedFunc(maps.Keys(b.rows), naturalCompare)
 	t.Rows = make([]Row, len(keys))
 	for i, k := range keys {

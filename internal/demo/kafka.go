@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"aggregator/internal/producer"
 )
 
 // Source produces a Generator's records to one topic at a steady rate,
@@ -117,7 +119,7 @@ func Watch(ctx context.Context, cl *kgo.Client, b *Board, c *Check) error {
 		}
 		var err error
 		fetches.EachRecord(func(r *kgo.Record) {
-			e := b.Observe(r.Topic, r.Value)
+			e := b.ObserveVersion(r.Topic, r.Value, header(r, producer.HeaderConfigVersion))
 			if c != nil && r.Topic == b.results && e == nil {
 				e = c.Observe(Service, r.Key, r.Value)
 			}
@@ -129,6 +131,40 @@ func Watch(ctx context.Context, cl *kgo.Client, b *Board, c *Check) error {
 			return err
 		}
 	}
+}
+
+// header is the value of r's header key, "" if it has none.
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// ReadCutovers reads each state partition's cut-over time from g
+// (aggregator_cutover_timestamp_seconds), in ms, by partition: none until
+// a partition's restore meets a new generation (SPEC §11).
+func ReadCutovers(g prometheus.Gatherer) (map[int32]int64, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	out := map[int32]int64{}
+	for _, f := range families {
+		if f.GetName() != "aggregator_cutover_timestamp_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if p, err := strconv.ParseInt(l.GetValue(), 10, 32); l.GetName() == "partition" && err == nil {
+					out[int32(p)] = int64(math.Round(m.GetGauge().GetValue() * 1000))
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // Pipeline is what the view shows from the service's own metrics.

@@ -3,6 +3,7 @@ package demo
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -61,6 +62,11 @@ type State struct {
 	// when there is none, and then CheckNote says why.
 	Check     *CheckTally
 	CheckNote string
+	// Change is what `demo --change-at` changes, and once it has, where
+	// each partition cut over; "" without a change. With one, the table
+	// shows each result's config version, and the output line counts the
+	// results of each.
+	Change string
 
 	Tally
 }
@@ -111,6 +117,9 @@ func Render(s State) string {
 	if s.Waiting != "" && len(s.Rows) > 0 {
 		wrap(&b, s.Width, " ", "  ", "waiting for", s.Waiting)
 	}
+	if s.Change != "" {
+		wrap(&b, s.Width, " ", "  ", s.Change)
+	}
 	if s.Check != nil || s.CheckNote != "" {
 		wrap(&b, s.Width, " ", "  ", checkText(s.Check, s.CheckNote)...)
 	}
@@ -118,9 +127,13 @@ func Render(s State) string {
 		wrap(&b, s.Width, " ", "  ", fmt.Sprintf("sessions: %d retracted", s.Retractions),
 			"(tombstones of sessions that a late record merged after they fired)")
 	}
-	wrap(&b, s.Width, " · ", "", fmt.Sprintf("output: %d %s (%d late %s)", s.Results, plural(s.Results, "result", "results"),
+	output := []string{fmt.Sprintf("output: %d %s (%d late %s)", s.Results, plural(s.Results, "result", "results"),
 		s.LateFirings, plural(s.LateFirings, "firing", "firings")),
-		fmt.Sprintf("%d late %s", s.Late, plural(s.Late, "event", "events")), fmt.Sprintf("%d dead %s", s.DeadLetters, plural(s.DeadLetters, "letter", "letters")))
+		fmt.Sprintf("%d late %s", s.Late, plural(s.Late, "event", "events")), fmt.Sprintf("%d dead %s", s.DeadLetters, plural(s.DeadLetters, "letter", "letters"))}
+	if s.Change != "" {
+		output = append(output, "results by config version: "+versionsText(s.ByVersion, ": ", ", "))
+	}
+	wrap(&b, s.Width, " · ", "", output...)
 	b.WriteString("\n")
 	switch {
 	case len(s.Rows) == 0 && s.Waiting != "":
@@ -133,7 +146,7 @@ func Render(s State) string {
 	// Less the lines above, the heading line, the table's header, the "+N
 	// more" line and the line the cursor ends on.
 	rows, more := fitRows(s.Rows, s.Lines, s.Lines-strings.Count(b.String(), "\n")-4)
-	table, hidden := fitTable(s.Columns, rows, s.Width, s.Zone)
+	table, hidden := fitTable(s.Columns, rows, s.Width, s.Zone, s.Change != "")
 	if hidden > 0 {
 		wrap(&b, s.Width, " ", "", "latest result per key", fmt.Sprintf("(%d columns hidden: a wider terminal shows them):", hidden))
 	} else {
@@ -208,9 +221,10 @@ type column struct {
 // fitTable renders the table of rows in width columns (0: no limit): with
 // every column if it fits, else with short headings, else dropping
 // columns by priority (revision, then the aggregates from the last, then
-// firing; key, window and count stay). It returns the table and how many
-// columns it left out; lines still too wide are cut.
-func fitTable(aggregates []string, rows []Row, width int, zone *time.Location) (string, int) {
+// the config version, then firing; key, window and count stay). It
+// returns the table and how many columns it left out; lines still too
+// wide are cut. versions adds the column of each row's config version.
+func fitTable(aggregates []string, rows []Row, width int, zone *time.Location, versions bool) (string, int) {
 	key := column{"key", "key", func(r Row) string { return r.Key }}
 	window := column{"window (UTC)", "window", func(r Row) string { return windowText(r.Start, r.End) }}
 	if zone != nil {
@@ -229,8 +243,13 @@ func fitTable(aggregates []string, rows []Row, width int, zone *time.Location) (
 	for i := len(aggs) - 1; i >= 0; i-- {
 		dropOrder = append(dropOrder, aggs[i].head)
 	}
-	dropOrder = append(dropOrder, firing.head)
 	all := append(append([]column{key, window, count}, aggs...), firing, revision)
+	if versions {
+		version := column{"config", "v", func(r Row) string { return cmp.Or(r.Version, "-") }}
+		dropOrder = append(dropOrder, version.head)
+		all = append([]column{version}, all...)
+	}
+	dropOrder = append(dropOrder, firing.head)
 
 	short, dropped := false, 0
 	for {
@@ -362,6 +381,9 @@ func Summary(s State) string {
 	if s.Waiting != "" {
 		line += fmt.Sprintf(" waiting=%q", s.Waiting)
 	}
+	if s.Change != "" {
+		line += fmt.Sprintf(" versions=%s change=%q", versionsText(s.ByVersion, ":", ","), s.Change)
+	}
 	if c := s.Check; c != nil {
 		line += fmt.Sprintf(" compared=%d differ=%d", c.Compared, c.Differ)
 		if c.Differ > 0 {
@@ -369,6 +391,21 @@ func Summary(s State) string {
 		}
 	}
 	return line + fmt.Sprintf(" kafka=%q metrics=%s", s.Brokers, s.MetricsURL)
+}
+
+// versionsText is the results counted by config version, in version
+// order ("-" for results without one): "1: 40, 2: 12" with sep ": " and
+// join ", "; "none yet" when there are none.
+func versionsText(by map[string]int64, sep, join string) string {
+	if len(by) == 0 {
+		return "none yet"
+	}
+	vs := slices.SortedFunc(maps.Keys(by), naturalCompare)
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = cmp.Or(v, "-") + sep + strconv.FormatInt(by[v], 10)
+	}
+	return strings.Join(parts, join)
 }
 
 func watermarkText(wm int64, now time.Time, zone *time.Location) string {

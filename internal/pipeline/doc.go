@@ -1,8 +1,10 @@
 // Package pipeline is the pure core shared by `replay`, `run` and `demo`:
-// decode, future guard, window assignment against the merged watermark
-// (with watermark.scope partition, and in stage 2 of the repartition
-// stage, each partition's own: one window operator per partition),
-// watermark update, firings (SPEC §3), and each partition's progress (its
+// decode, future guard, window assignment (one window operator per
+// config generation: by_key with watermark.scope global, one operator
+// for the partitions of one generation and a list of its own for a
+// partition of several, following the merged watermark; with
+// watermark.scope partition and in stage 2 of the repartition stage, a
+// list per partition following the partition's own), watermark update, firings (SPEC §3), and each partition's progress (its
 // position, whether it is restored, the changelog's tags).
 //
 // A service instance runs one Core, which holds every stage its config

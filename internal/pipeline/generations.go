@@ -72,31 +72,17 @@ type GenerationConfig struct {
 	Config  config.Config
 }
 
-// errScope refuses what one operator list for every partition cannot
-// hold: a state partition of several generations, or of other settings
-// than the config's.
-func errScope(what string) error {
-	return &config.KeyError{Key: "watermark.scope", Value: "global",
-		Reason: what + ": this release runs several generations of windows, or a partition's older one, only with one window state per partition (watermark.scope: partition, or source.partitioning: repartition); change the state settings back, or run the new config as a new source.group"}
-}
-
 // Refusal is what run's restore refuses beyond config.PlanAgainst's
 // refusals, given the plan of cfg against a state partition whose newest
 // stored generation's settings are known and which holds generations
-// live generations (nil: none); plan prints it too. One window state for
-// every partition (by_key with watermark.scope global) holds one
-// generation of the config's settings; a stage 1 (repartition) that
-// filters with its config's source.filter (state.repartition_format 1
-// or 2, now or in the stored generation's run settings: an instance of
-// the stored config may still run stage 1 during a rollout) keeps the
-// records only another filter accepts from the generations.
+// live generations (nil: none); plan prints it too. A stage 1
+// (repartition) that filters with its config's source.filter
+// (state.repartition_format 1 or 2, now or in the stored generation's run
+// settings: an instance of the stored config may still run stage 1
+// during a rollout) keeps the records only another filter accepts from
+// the generations.
 func Refusal(cfg config.Config, plan config.Plan, generations int) error {
-	shared := cfg.Source.ByKey() && cfg.Watermark.GlobalScope()
 	switch {
-	case shared && generations > 1:
-		return errScope(fmt.Sprintf("the state partition holds %d generations", generations))
-	case shared && (plan.Verdict == config.NewGeneration || plan.Verdict == config.Older && len(plan.Changes) > 0):
-		return errScope(describe(plan))
 	case plan.Verdict == config.NewGeneration && !cfg.Source.ByKey():
 		for _, ch := range plan.Changes {
 			if strings.HasPrefix(ch.Key, "source.filter") && !filtersInStage2(cfg, plan) {
@@ -183,6 +169,7 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	if p.tracking {
 		op.TrackChanges()
 	}
+	p.ops.follow(op)
 	return gen, op, nil
 }
 
@@ -242,16 +229,24 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	}
 	// gens and ops are the generations restored, oldest first; the one
 	// the config adds (cutover) comes after the restore.
+	// shared: the shared list holds the partition's windows (oneList;
+	// mergedWatermark, while the partition holds the config's generation
+	// alone), else a list of its own.
 	var gens []*generation
 	var ops []windowing.Operator
+	shared := !p.ops.perPartition
 	switch {
 	case !known: // none, or a changelog written before generations: the config's settings
 		g := p.configGeneration()
 		if len(stored) == 1 && stored[0].Version != 0 {
 			g.Version = stored[0].Version
 		}
-		gens, ops = []*generation{g}, []windowing.Operator{p.ops.at(partition)}
-	case !p.ops.perPartition: // one generation of the config's settings: Refusal let no other through
+		op := p.ops.at(partition)
+		if shared && p.ops.mixed && cutover {
+			op, shared = p.ops.make()[0].op, false
+		}
+		gens, ops = []*generation{g}, []windowing.Operator{op}
+	case shared && !p.ops.mixed: // replay's one list, never restored in the service: the config's generation
 		g, _, err := p.storedGeneration(stored[0])
 		if err != nil {
 			return state.Result{}, err
@@ -267,6 +262,10 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 				op.CutOver(stored[i+1].Cutover) // before its first Restore
 			}
 			gens, ops = append(gens, g), append(ops, op)
+		}
+		shared = shared && !cutover && len(gens) == 1 && gens[0].own
+		if shared {
+			ops[0] = p.ops.at(partition) // the config's generation alone: the shared operator
 		}
 	}
 	byVersion := make(map[int64]int, len(gens))
@@ -329,7 +328,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 		ops[len(ops)-1].CutOver(t) // the old one's count and global windows fire Final: in the commit of g's record
 		gens, ops = append(gens, g), append(ops, op)
 	}
-	if p.ops.perPartition {
+	if !shared {
 		l := make(list, len(ops))
 		for i := range ops {
 			l[len(ops)-1-i] = slot{op: ops[i]} // the newest first
@@ -340,7 +339,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	for i := len(gens) - 1; i >= 0; i-- {
 		pp.gens = append(pp.gens, gens[i])
 	}
-	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own
+	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own || p.ops.owns(partition)
 	rep.Live = len(pp.gens)
 	for _, g := range pp.gens {
 		if !g.own {
@@ -388,6 +387,7 @@ func (p *Processor) cutOver(partition int32, seen int64, rep *GenerationReport) 
 	if p.tracking {
 		op.TrackChanges()
 	}
+	p.ops.follow(op)
 	rep.Cutover = t
 	return g, op, t, nil
 }
@@ -407,15 +407,6 @@ func latestIn(op windowing.Operator, en *windowing.Entry) int64 {
 		}
 	}
 	return math.MinInt64
-}
-
-// describe is what a plan says, for a refusal.
-func describe(plan config.Plan) string {
-	s := plan.Verdict.String()
-	for _, c := range plan.Changes {
-		s += "; " + c.String()
-	}
-	return s
 }
 
 // generationRecords adds to the commit the records of partition's
@@ -449,7 +440,9 @@ func (p *Processor) retire(partition int32, pp *partPos, out []ChangelogRecord) 
 		pp.written = -2
 	}
 	p.ops.set(partition, l)
-	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own
+	// A partition of a list of its own (mergedWatermark) keeps it, and
+	// processGenerations, until its next restore puts it in the shared one.
+	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own || p.ops.owns(partition)
 	return out
 }
 

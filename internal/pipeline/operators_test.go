@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"testing"
 
 	"aggregator/internal/record"
@@ -31,8 +32,9 @@ func TestTakeMerges(t *testing.T) {
 		add(o, part, 18)
 		add(o, part, 10)
 	}
-	for _, perPartition := range []bool{false, true} {
-		o, err := newOperators(session, nopSink{}, perPartition, false)
+	for _, shape := range []lists{oneList, ownWatermark, mergedWatermark} {
+		perPartition := shape != oneList
+		o, err := newOperators(session, nopSink{}, shape, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +54,7 @@ func TestTakeMerges(t *testing.T) {
 		}
 	}
 	tumbling := windowing.Spec{Kind: windowing.KindTumbling, Size: 10, Aggregates: []windowing.Aggregate{{Fn: windowing.FnCount}}}
-	o, err := newOperators(tumbling, nopSink{}, true, false)
+	o, err := newOperators(tumbling, nopSink{}, ownWatermark, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +71,9 @@ func TestTakeMerges(t *testing.T) {
 // the list is every partition's.
 func TestOperatorLists(t *testing.T) {
 	session := windowing.Spec{Kind: windowing.KindSession, Gap: 10, Lateness: 100, Aggregates: []windowing.Aggregate{{Fn: windowing.FnCount}}}
-	for _, perPartition := range []bool{false, true} {
-		o, err := newOperators(session, nopSink{}, perPartition, false)
+	for _, shape := range []lists{oneList, ownWatermark} {
+		perPartition := shape != oneList
+		o, err := newOperators(session, nopSink{}, shape, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,5 +111,55 @@ func TestOperatorLists(t *testing.T) {
 		if !perPartition && o.openWindows() != 0 {
 			t.Errorf("shared: after remove(0), %d open windows, want none", o.openWindows())
 		}
+	}
+}
+
+// TestMixedLists: with mergedWatermark the partitions of the config's
+// generation alone share one operator and a partition given a list of
+// its own (several generations) has it beside: the merged watermark
+// reaches them all, once (a watermark not above the last one is not
+// handed out), a list of its own made then starts at it, and a revoked
+// partition's list goes whole, back to the shared one at its next start.
+func TestMixedLists(t *testing.T) {
+	session := windowing.Spec{Kind: windowing.KindSession, Gap: 10, Lateness: 100, Aggregates: []windowing.Aggregate{{Fn: windowing.FnCount}}}
+	o, err := newOperators(session, nopSink{}, mergedWatermark, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.start(0)
+	o.start(1)
+	o.advanceMerged(300)
+	own := append(o.make(), o.make()...)
+	o.set(1, own)
+	if !o.owns(1) || o.owns(0) || o.owned != 1 {
+		t.Fatalf("owns(0), owns(1), owned = %v, %v, %d; want false, true, 1", o.owns(0), o.owns(1), o.owned)
+	}
+	if o.at(0) != o.cur || o.of(0)[0].op != o.cur || o.current(1) != own[0].op {
+		t.Fatalf("partition 0 is not the shared operator's, or 1 not its own list's")
+	}
+	for _, s := range own {
+		if s.op.Watermark() != 300 {
+			t.Errorf("a list made at watermark 300 starts at %d", s.op.Watermark())
+		}
+	}
+	o.advanceMerged(500)
+	o.advanceMerged(400)
+	n := 0
+	o.each(func(op windowing.Operator) {
+		n++
+		if op.Watermark() != 500 {
+			t.Errorf("an operator at watermark %d, want 500", op.Watermark())
+		}
+	})
+	if n != 3 || o.watermark() != 500 {
+		t.Errorf("each visits %d operators at watermark %d, want 3 at 500", n, o.watermark())
+	}
+	o.remove(1)
+	if o.owns(1) || o.owned != 0 || o.of(1)[0].op != o.cur {
+		t.Errorf("after remove(1): owns(1) %v, owned %d; want its list gone, the shared one its", o.owns(1), o.owned)
+	}
+	o.reset()
+	if o.wm != math.MinInt64 || o.cur.Watermark() != math.MinInt64 {
+		t.Errorf("after reset: watermark %d and %d, want minus infinity", o.wm, o.cur.Watermark())
 	}
 }

@@ -66,11 +66,14 @@ func (p *Processor) sharedAbort(old *watermark.Merged) {
 	p.share.announce.Reset()
 }
 
-// advanceMerged hands the merged watermark to the one operator, which
-// sharing watermarks implies (scope global): a peer's value moves every
-// partition's windows.
+// advanceMerged hands the merged watermark to every partition's
+// operators, which follow it when sharing watermarks (scope global): a
+// peer's value moves every partition's windows.
 func (p *Processor) advanceMerged() {
-	if !p.ops.perPartition {
+	switch {
+	case p.ops.mixed:
+		p.ops.advanceMerged(p.merged())
+	case !p.ops.perPartition:
 		p.ops.advance(0, p.merged())
 	}
 }

@@ -43,8 +43,9 @@ type Processor struct {
 	// do not move a generator, and stage 1 dead-lettered what had to be.
 	sources *watermark.Sources
 	share   *sharing // by_key with watermark.scope global in the service (Mode.Group); nil otherwise
-	// ops is the window state: one operator, or one per partition
-	// (watermark.scope partition, and stage 2): see operators.
+	// ops is the window state: operators per partition and generation,
+	// following the merged watermark or the partition's own: see
+	// operators.
 	ops      operators
 	spec     windowing.Spec
 	tracking bool      // Mode.Checkpointed: the operators note their changes
@@ -166,15 +167,20 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}},
 		tracking: mode.Checkpointed, oneState: mode.OneState}
 	// By_key with scope partition: each partition's windows follow its
-	// own watermark, in an operator of its own; so do stage 2's.
-	perPartition := cfg.Source.ByKey() && !cfg.Watermark.GlobalScope()
+	// own watermark, in a list of operators of its own; so do stage 2's.
+	// By_key with scope global: the merged watermark, in one operator
+	// for the partitions of one generation and a list of its own for a
+	// partition of several. Replay's one state per group key is one list.
+	shape := mergedWatermark
 	switch {
 	case mode.Repartitioned:
-		p.sources, p.futureMs, p.checkKeys, perPartition = watermark.NewSources(cfg.Watermark), 0, false, true
+		p.sources, p.futureMs, p.checkKeys, shape = watermark.NewSources(cfg.Watermark), 0, false, ownWatermark
 	case mode.OneState:
-		p.checkKeys, perPartition = false, false
+		p.checkKeys, shape = false, oneList
+	case cfg.Source.ByKey() && !cfg.Watermark.GlobalScope():
+		shape = ownWatermark
 	}
-	if p.ops, err = newOperators(p.spec, resultSink{p, cfg.State.ConfigVersion}, perPartition, mode.Checkpointed); err != nil {
+	if p.ops, err = newOperators(p.spec, resultSink{p, cfg.State.ConfigVersion}, shape, mode.Checkpointed); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if mode.Group > 0 {
@@ -429,11 +435,15 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 }
 
 // advance hands the watermark to the operators of partition, which may
-// have changed it: the merged watermark to the shared list, or the
-// partition's own to its list (with a list per partition, no other
+// have changed it: the merged watermark to every list (one compare
+// unless it went up), or the partition's own to its list (no other
 // partition's watermark moves by it). An operator ignores a watermark
 // unless it went up.
 func (p *Processor) advance(partition int32) {
+	if p.ops.mixed {
+		p.ops.advanceMerged(p.merged()) // per record: no call unless it went up
+		return
+	}
 	if !p.ops.perPartition {
 		wm := p.merged()
 		p.ops.cur.Advance(wm) // per record: no call more than the operator's
@@ -451,6 +461,10 @@ func (p *Processor) advance(partition int32) {
 // now: with one operator per partition, an idle partition's windows move
 // with it if idle_advance is on.
 func (p *Processor) advanceAll(now int64) {
+	if p.ops.mixed {
+		p.ops.advanceMerged(p.merged())
+		return
+	}
 	if !p.ops.perPartition {
 		p.ops.advance(0, p.merged())
 		return
@@ -613,19 +627,18 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		}
 		pp.written = -2 // its position must be written too
 	}
-	if !p.ops.perPartition {
-		p.ops.each(func(op windowing.Operator) { op.Changes(entry) })
-	} else {
-		for _, l := range p.ops.per {
-			for i, s := range l {
-				gen = i
-				s.op.Changes(entry)
-			}
+	for _, s := range p.ops.shared { // every partition's in it holds one generation
+		s.op.Changes(entry)
+	}
+	for _, l := range p.ops.per {
+		for i, s := range l {
+			gen = i
+			s.op.Changes(entry)
 		}
 	}
 	data = p.enc.Finish()
 	for id := range p.parts {
-		if pp := &p.parts[id]; pp.assigned && len(pp.gens) > 1 && p.ops.perPartition {
+		if pp := &p.parts[id]; pp.assigned && len(pp.gens) > 1 && p.ops.of(int32(id)) != nil {
 			data = p.retire(int32(id), pp, data)
 		}
 	}
@@ -634,7 +647,7 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 		if !pp.assigned {
 			continue
 		}
-		op := p.ops.at(int32(id))
+		op := p.ops.current(int32(id))
 		w := op.Watermark() // the merged watermark, or the partition's own
 		if pp.next < 0 || pp.next == pp.written && pp.merged == w {
 			continue
@@ -675,7 +688,7 @@ func (p *Processor) PositionsUnwritten() {
 // other partitions' records keep being judged against the one they had.
 func (p *Processor) lowerFor(partition int32, wm int64) {
 	if p.ops.perPartition || wm >= p.ops.watermark() {
-		return // with a list per partition, the partition's own starts afresh
+		return // with a list per partition following its own watermark, the partition's starts afresh
 	}
 	var others []int32
 	for id, o := range p.parts {
@@ -688,6 +701,7 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 		p.sources.Lower(wm)
 	}
 	p.ops.each(func(op windowing.Operator) { op.Rewind(wm, others) })
+	p.ops.lower(wm) // what the lists of the partitions' own follow (mergedWatermark)
 }
 
 // Restore rebuilds an assigned partition from its changelog, read into r,
@@ -706,8 +720,8 @@ func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (stat
 		// keep being judged against the one they had): else the
 		// partition's windows fire early and its on-time records are
 		// judged against the others' watermark.
-		p.ops.at(partition).SetFloor(partition, pos.Floor)
 		p.lowerFor(partition, pos.Watermark)
+		p.ops.at(partition).SetFloor(partition, pos.Floor)
 	} else if p.sources != nil {
 		// A repartition partition no one committed yet: no source has
 		// reported to it, and its records were written before the

@@ -1,0 +1,94 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"aggregator/internal/ready"
+)
+
+// runSettingsRun runs records of key a at the event times before under
+// config old on partition 0, commits, restores a processor of config next
+// from the changelog, and runs the times after; it returns what the
+// second processor fired ("[start,end) firing rN count C") and the times
+// it found late.
+func runSettingsRun(t *testing.T, old, next string, before, after []int64) (fired []string, late []int64) {
+	t.Helper()
+	first, _ := newProcessor(t, old)
+	first.Assign(0, 0)
+	for i, ts := range before {
+		first.Process(&ready.Input{Offset: int64(i), Value: []byte(fmt.Sprintf(`{"k":"a","t":%d,"v":1}`, ts))}, math.MaxInt64)
+	}
+	log := changelog{}
+	data, positions := first.Checkpoint()
+	log.write(data)
+	log.write(positions)
+	second, out := newProcessor(t, next)
+	second.Assign(0, 0)
+	if _, err := second.Restore(0, log.restorer(t, 0), 0); err != nil {
+		t.Fatalf("Restore under %s: %v", next, err)
+	}
+	times := map[int64]int64{}
+	for i, ts := range after {
+		off := int64(len(before) + i)
+		times[off] = ts
+		second.Process(&ready.Input{Offset: off, Value: []byte(fmt.Sprintf(`{"k":"a","t":%d,"v":1}`, ts))}, math.MaxInt64)
+	}
+	for _, r := range out.results {
+		fired = append(fired, fmt.Sprintf("[%d,%d) %v r%d count %d", r.Window.Start, r.Window.End, r.Firing, r.Revision, r.Count))
+	}
+	for _, off := range out.late {
+		late = append(late, times[off])
+	}
+	return fired, late
+}
+
+// TestRunSettingsChange: allowed_lateness and emit are run settings (SPEC
+// §11): a restore under other values keeps every window in state and
+// applies them from then on, as if they had always been in force from
+// then. 1-second windows of one key hold 500 ([0,1000)) and 1500
+// ([1000,2000)) and a record at 3200 moves the watermark to 2199, which
+// fires both; the restore is there.
+//   - lateness 1s to 5s: [1000,2000) (cleanup 3000 under 1s) stays
+//     open past 3000, and a record for it at watermark 3499 fires it
+//     late, revision 1.
+//   - lateness 5s to 0s: both fired windows are past their cleanup time
+//     at the restored watermark: dropped at the restore, never fired
+//     again, and a record for one is late; [3000,4000) goes on.
+//   - on_watermark to on_close: the fired windows fire once more, final,
+//     at their cleanup time, revisions counting on; a late record
+//     updates one without a firing.
+//   - on_close to on_watermark: the windows past their end that never
+//     fired fire on time at the next watermark, once, then late.
+func TestRunSettingsChange(t *testing.T) {
+	const aggs = "[{name: n, fn: count}]"
+	window := func(lateness, emit string) string {
+		return genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: "+lateness+emit+"}", aggs)
+	}
+	before := []int64{500, 1500, 3200}
+	cases := []struct {
+		name, old, next string
+		after           []int64
+		fired           []string
+		late            []int64
+	}{
+		{"lateness 1s to 5s", window("1s", ""), window("5s", ""), []int64{4500, 1700},
+			[]string{"[1000,2000) late r1 count 2"}, nil},
+		{"lateness 5s to 0s", window("5s", ""), window("0s", ""), []int64{1600, 3300, 5100},
+			[]string{"[3000,4000) on_time r0 count 2"}, []int64{1600}},
+		{"on_watermark to on_close", window("5s", ""), window("5s", ", emit: on_close"), []int64{1600, 7100, 12100},
+			[]string{"[0,1000) final r1 count 1", "[1000,2000) final r1 count 2", "[3000,4000) final r0 count 1"}, nil},
+		{"on_close to on_watermark", window("5s", ", emit: on_close"), window("5s", ""), []int64{3300, 1600, 12100},
+			[]string{"[0,1000) on_time r0 count 1", "[1000,2000) on_time r0 count 1", "[1000,2000) late r1 count 2", "[3000,4000) on_time r0 count 2"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fired, late := runSettingsRun(t, c.old, c.next, before, c.after)
+			if !slices.Equal(fired, c.fired) || !slices.Equal(late, c.late) {
+				t.Errorf("after the restore: fired %q, late %v; want fired %q, late %v", fired, late, c.fired, c.late)
+			}
+		})
+	}
+}
