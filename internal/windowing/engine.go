@@ -140,6 +140,10 @@ type marks struct {
 	// the watermark went down (Rewind) or before the partition moved here
 	// (SetFloor). Below wm it changes nothing.
 	floors []int64
+	// drops, by partition, is a watermark the partition's records are
+	// judged late against at least, without firing anything by it: the
+	// windows an earlier, lower allowed_lateness had dropped (SetDropped).
+	drops []int64
 }
 
 // Watermark returns the watermark given to the last Advance (math.MinInt64
@@ -153,6 +157,27 @@ func (m *marks) Judged(p int32) int64 {
 		return max(m.wm, m.floors[p])
 	}
 	return m.wm
+}
+
+// dropJudged returns the watermarks a record of partition p is judged
+// against: wm fires (Judged), drop (at least wm) makes it late.
+func (m *marks) dropJudged(p int32) (wm, drop int64) {
+	wm = m.Judged(p)
+	if int(p) < len(m.drops) {
+		return wm, max(wm, m.drops[p])
+	}
+	return wm, wm
+}
+
+// SetDropped makes partition p's records late for every window whose
+// cleanup time is at or below wm, without firing any window by wm: the
+// windows an earlier, lower allowed_lateness had dropped by the previous
+// owner's watermark (SPEC §11: a raised lateness brings none back).
+func (m *marks) SetDropped(p int32, wm int64) {
+	for int(p) >= len(m.drops) {
+		m.drops = append(m.drops, math.MinInt64)
+	}
+	m.drops[p] = max(m.drops[p], wm)
 }
 
 // SetFloor makes partition p's records judged against wm at least: the
@@ -181,6 +206,9 @@ func (m *marks) lower(wm int64, keep []int32) bool {
 func (m *marks) clearFloor(p int32) {
 	if int(p) < len(m.floors) {
 		m.floors[p] = math.MinInt64
+	}
+	if int(p) < len(m.drops) {
+		m.drops[p] = math.MinInt64
 	}
 }
 

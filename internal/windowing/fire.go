@@ -18,17 +18,17 @@ func (e *Engine) Add(rec *record.Record) AddResult {
 	if t := rec.Time; t < c.from || t >= c.to {
 		e.assign(t)
 	}
-	wm := e.Judged(rec.Partition)
-	if c.lastCleanup <= wm {
+	wm, drop := e.dropJudged(rec.Partition)
+	if c.lastCleanup <= drop {
 		if c.outside {
 			return AddResult{Kind: OtherGeneration}
 		}
 		return AddResult{Kind: LateEvent, Missed: e.window(c.last)}
 	}
 	first, kind, firstMaxTs := c.first, Aggregated, c.firstMaxTs
-	if c.firstCleanup <= wm {
+	if c.firstCleanup <= drop {
 		kind = PartiallyLate
-		for first += e.slide; e.cleanupTime(first) <= wm; first += e.slide {
+		for first += e.slide; e.cleanupTime(first) <= drop; first += e.slide {
 		}
 		firstMaxTs = e.maxTimestamp(first)
 	}

@@ -132,14 +132,14 @@ func (s *Sessions) Add(rec *record.Record) AddResult {
 		return s.outside(rec.Time)
 	}
 	w := s.window(rec.Time, rec.Gap)
-	wm := s.Judged(rec.Partition)
+	wm, drop := s.dropJudged(rec.Partition)
 	tag := s.keys.hash(rec.Partition, rec.Key)
 	ki, ent := s.keys.find(rec.Partition, tag, rec.Key)
 	i, j, merged := 0, 0, w
 	if ent != nil {
 		i, j, merged = intersecting(ent.ext.sess, w)
 	}
-	if merged.CleanupTime(s.lateness) <= wm {
+	if merged.CleanupTime(s.lateness) <= drop {
 		return AddResult{Kind: LateEvent, Missed: merged}
 	}
 	if ent == nil {
