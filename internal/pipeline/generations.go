@@ -173,6 +173,45 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	return gen, op, nil
 }
 
+// keepDropped keeps the windows generation g had dropped by the previous
+// owner's watermark dropped under the lateness it last ran with (its
+// stored run settings; the config's if none are stored) dropped under a
+// raised lateness (SPEC §11: a window dropped under the old lateness stays
+// dropped): op judges a record for one late (SetDropped), and g's record
+// keeps the bound (state.Generation.DroppedTo, the latest maxTimestamp
+// dropped) for the next restore as long as the lateness it runs with now
+// would not drop those windows by itself. It returns the watermark by
+// which g's windows were dropped under the lateness it runs with now:
+// dropped, or higher with the bound.
+func (p *Processor) keepDropped(partition int32, g *generation, op windowing.Operator, stored state.Generation, dropped int64) int64 {
+	lateness := p.cfg.Window.AllowedLateness.Milliseconds()
+	old := lateness
+	if r, err := config.DecodeRun(stored.Run); err == nil {
+		if d, err := time.ParseDuration(r["window.allowed_lateness"]); err == nil {
+			old = d.Milliseconds()
+		}
+	}
+	to, ok := stored.DroppedTo, stored.Dropped
+	if dropped != math.MinInt64 && (!ok || dropped-old > to) {
+		to, ok = dropped-old, true
+	}
+	// to+lateness > dropped: the windows up to to are still in the
+	// lateness (dropped, stored.DroppedTo and the lateness are far from
+	// the int64 bounds: event times and durations in ms).
+	keep := ok && (dropped == math.MinInt64 || to > dropped-lateness)
+	if keep {
+		op.SetDropped(partition, to+lateness)
+	}
+	if keep != g.Dropped || (keep && to != g.DroppedTo) {
+		g.Dropped, g.DroppedTo, g.write = keep, to, true
+	}
+	if !keep {
+		g.DroppedTo = 0
+		return dropped
+	}
+	return to + lateness
+}
+
 // storedEarly is the early firings of a generation's stored run settings
 // (none if they do not say).
 func storedEarly(run []byte) windowing.EarlySpec {
@@ -285,6 +324,16 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	if hasPos {
 		seen = max(pos.MaxTimestamp, pos.Watermark)
 	}
+	// gone, by generation: the watermark by which its windows were
+	// dropped, under the lateness it runs with now (keepDropped).
+	gone := make([]int64, len(ops))
+	for i, op := range ops {
+		var sg state.Generation
+		if i < len(stored) && known {
+			sg = stored[i]
+		}
+		gone[i] = p.keepDropped(partition, gens[i], op, sg, dropped)
+	}
 	var spent []state.Repair
 	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {
 		if en.Partition != partition {
@@ -300,7 +349,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 		if cutover && bound {
 			seen = max(seen, latestIn(ops[i], en))
 		}
-		err := ops[i].Restore(en, dropped)
+		err := ops[i].Restore(en, gone[i])
 		if errors.Is(err, windowing.ErrSpent) {
 			// A slice the engine would have deleted (a stale writer's,
 			// see state.Result.Spent): left out, and deleted by the
