@@ -92,7 +92,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		offset:      spec.Offset,
 		lateness:    spec.Lateness,
 		onClose:     spec.OnClose,
-		marks:       marks{wm: math.MinInt64},
+		marks:       newMarks(),
 		nextDue:     math.MaxInt64,
 		span:        span{from: 1, to: 0}, // empty: the first Add assigns
 		aheadUntil:  math.MinInt64,
@@ -144,7 +144,13 @@ type marks struct {
 	// judged late against at least, without firing anything by it: the
 	// windows an earlier, lower allowed_lateness had dropped (SetDropped).
 	drops []int64
+	// dropMax is the highest of drops (math.MinInt64 without): a window
+	// whose cleanup time is above it is dropped for no partition, so Add
+	// looks at drops only for one at or below it.
+	dropMax int64
 }
+
+func newMarks() marks { return marks{wm: math.MinInt64, dropMax: math.MinInt64} }
 
 // Watermark returns the watermark given to the last Advance (math.MinInt64
 // before the first).
@@ -159,14 +165,14 @@ func (m *marks) Judged(p int32) int64 {
 	return m.wm
 }
 
-// dropJudged returns the watermarks a record of partition p is judged
-// against: wm fires (Judged), drop (at least wm) makes it late.
-func (m *marks) dropJudged(p int32) (wm, drop int64) {
-	wm = m.Judged(p)
+// dropFor returns the watermark by which a record of partition p is
+// late, wm (Judged) or above (SetDropped): Add asks for it only when a
+// window of the record has a cleanup time at or below dropMax.
+func (m *marks) dropFor(p int32, wm int64) int64 {
 	if int(p) < len(m.drops) {
-		return wm, max(wm, m.drops[p])
+		return max(wm, m.drops[p])
 	}
-	return wm, wm
+	return wm
 }
 
 // SetDropped makes partition p's records late for every window whose
@@ -178,6 +184,7 @@ func (m *marks) SetDropped(p int32, wm int64) {
 		m.drops = append(m.drops, math.MinInt64)
 	}
 	m.drops[p] = max(m.drops[p], wm)
+	m.dropMax = max(m.dropMax, wm)
 }
 
 // SetFloor makes partition p's records judged against wm at least: the

@@ -18,7 +18,11 @@ func (e *Engine) Add(rec *record.Record) AddResult {
 	if t := rec.Time; t < c.from || t >= c.to {
 		e.assign(t)
 	}
-	wm, drop := e.dropJudged(rec.Partition)
+	wm := e.Judged(rec.Partition)
+	drop := wm // late by: above wm for a window a lower lateness dropped (SetDropped)
+	if c.firstCleanup <= e.dropMax {
+		drop = e.dropFor(rec.Partition, wm)
+	}
 	if c.lastCleanup <= drop {
 		if c.outside {
 			return AddResult{Kind: OtherGeneration}
