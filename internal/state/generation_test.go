@@ -156,8 +156,10 @@ func TestRestoreGenerationsRefused(t *testing.T) {
 }
 
 // TestRestoreGenerationsAtEveryOffset restores every prefix of a log of
-// commits that cuts over from generation 3 to 4 and retires 3: a prefix
-// restores the state of its last whole commit, generations included.
+// commits that cuts over from generation 3 to 4, retires 3, and gives 4 a
+// dropped bound (a restart under a longer lateness) then gives it up: a
+// prefix restores the state of its last whole commit, generations and
+// their bounds included.
 func TestRestoreGenerationsAtEveryOffset(t *testing.T) {
 	commits := [][]rec{
 		{genRec(gen3, 1), genPut(3, "a", 0, 1, 1), genPut(3, "b", 100, 1, 1)},
@@ -165,11 +167,20 @@ func TestRestoreGenerationsAtEveryOffset(t *testing.T) {
 		{genRec(gen4, 3), genPut(3, "b", 200, 1, 3), genPut(4, "a", 300, 1, 3)},
 		{genDel(3, "a", 0, 4), genDel(3, "b", 100, 4), genPut(4, "b", 300, 2, 4)},
 		{genDel(3, "a", 200, 5), genDel(3, "b", 200, 5), genRetired(3, 5), genPut(4, "a", 300, 5, 5)},
+		{genRec(gen4d, 6), genPut(4, "a", 300, 6, 6)},
+		{genPut(4, "b", 300, 3, 7)},
+		{genRec(gen4, 8), genPut(4, "a", 300, 7, 8)},
 	}
 	var log []rec
 	type want struct {
 		entries []string
-		gens    []int64
+		gens    []string // version/dropped bound
+	}
+	gensOf := func(gs []state.Generation) (gens []string) {
+		for _, g := range gs {
+			gens = append(gens, fmt.Sprintf("%d/%v/%d", g.Version, g.Dropped, g.DroppedTo))
+		}
+		return gens
 	}
 	var ends []int // log length after each commit's position
 	var wants []want
@@ -181,13 +192,12 @@ func TestRestoreGenerationsAtEveryOffset(t *testing.T) {
 		if err != nil {
 			t.Fatalf("commit %d: %v", i, err)
 		}
-		var gens []int64
-		for _, g := range res.Generations {
-			gens = append(gens, g.Version)
-		}
-		wants = append(wants, want{got, gens})
+		wants = append(wants, want{got, gensOf(res.Generations)})
 	}
-	if last := wants[len(wants)-1]; !slices.Equal(last.gens, []int64{4}) || len(last.entries) != 2 {
+	if w := wants[len(wants)-2]; !slices.Equal(w.gens, []string{"4/true/-250"}) {
+		t.Fatalf("after the bound's commits: generations %v, want [4/true/-250]", w.gens)
+	}
+	if last := wants[len(wants)-1]; !slices.Equal(last.gens, []string{"4/false/0"}) || len(last.entries) != 2 {
 		t.Fatalf("after the last commit: generations %v, entries %q; want [4] and 2 entries", last.gens, last.entries)
 	}
 	for off := range len(log) + 1 {
@@ -201,10 +211,7 @@ func TestRestoreGenerationsAtEveryOffset(t *testing.T) {
 				w = wants[i]
 			}
 		}
-		var gens []int64
-		for _, g := range res.Generations {
-			gens = append(gens, g.Version)
-		}
+		gens := gensOf(res.Generations)
 		if !slices.Equal(got, w.entries) || !slices.Equal(gens, w.gens) {
 			t.Errorf("restore of the first %d records: entries %q, generations %v; want %q, %v", off, got, gens, w.entries, w.gens)
 		}
