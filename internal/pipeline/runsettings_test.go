@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"aggregator/internal/ready"
@@ -107,15 +108,34 @@ func TestRunSettingsChange(t *testing.T) {
 // allowed_lateness stays dropped after a restore under a higher one (SPEC
 // §11), for sessions too, and after a second restart under the higher
 // lateness before the watermark passes what it would drop by itself: the
-// generation record keeps the bound (state.Generation.DroppedTo).
+// generation record keeps the bound (state.Generation.DroppedTo); in
+// both watermark scopes.
 func TestRaisedLatenessKeepsDropped(t *testing.T) {
+	for _, scope := range scopes {
+		t.Run(scope, func(t *testing.T) { raisedLatenessKeepsDropped(t, scope) })
+	}
+}
+
+func raisedLatenessKeepsDropped(t *testing.T, scope string) {
 	const aggs = "[{name: n, fn: count}]"
+	inScope := func(yaml string) string {
+		return strings.Replace(yaml, "scope: partition", "scope: "+scope, 1)
+	}
 	session := func(lateness string) string {
-		return genConfig("1", "{type: session, gap: 1s, allowed_lateness: "+lateness+"}", aggs)
+		return inScope(genConfig("1", "{type: session, gap: 1s, allowed_lateness: "+lateness+"}", aggs))
 	}
 	tumbling := func(lateness string) string {
-		return genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: "+lateness+"}", aggs)
+		return inScope(genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: "+lateness+"}", aggs))
 	}
+	sliding := func(lateness string) string {
+		return inScope(genConfig("1", "{type: sliding, size: 2s, slide: 1s, allowed_lateness: "+lateness+"}", aggs))
+	}
+	t.Run("sliding", func(t *testing.T) {
+		fired, late := runSettingsRun(t, sliding("1s"), sliding("5s"), []int64{500, 1500, 3200}, []int64{4500, 600})
+		if want := []string{"[1000,3000) on_time r0 count 1", "[0,2000) late r1 count 3"}; !slices.Equal(fired, want) || len(late) != 0 {
+			t.Errorf("fired %q, late %v; want fired %q, nothing late", fired, late, want)
+		}
+	})
 	t.Run("session", func(t *testing.T) {
 		// [500,1500) fires at watermark 2699 and is dropped (cleanup
 		// 2499 under 1s); under 5s its cleanup would be 6499.
