@@ -144,6 +144,18 @@ func raisedLatenessKeepsDropped(t *testing.T, scope string) {
 			t.Errorf("fired %q, late %v; want nothing fired, late [600]", fired, late)
 		}
 	})
+	t.Run("calendar", func(t *testing.T) {
+		// Days in UTC, 1h to 5h: day 0 (cleanup 89999999 under 1h) is
+		// dropped at watermark 91998999; under 5h its cleanup would be
+		// 104399999.
+		days := func(lateness string) string {
+			return inScope(genConfig("1", "{type: tumbling, calendar: day, timezone: UTC, allowed_lateness: "+lateness+"}", aggs))
+		}
+		fired, late := runSettingsRun(t, days("1h"), days("5h"), []int64{43200000, 92000000}, []int64{43200600, 92000600})
+		if len(fired) != 0 || !slices.Equal(late, []int64{43200600}) {
+			t.Errorf("fired %q, late %v; want nothing fired, late [43200600]", fired, late)
+		}
+	})
 	t.Run("second restart", func(t *testing.T) {
 		// 1s: [0,1000) dropped at watermark 2199. Restart under 5s, a
 		// record at 4500 (watermark 3499), restart under 5s again: a
