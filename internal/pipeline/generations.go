@@ -173,16 +173,17 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	return gen, op, nil
 }
 
-// keepDropped keeps the windows generation g had dropped by the previous
-// owner's watermark dropped under the lateness it last ran with (its
-// stored run settings; the config's if none are stored) dropped under a
-// raised lateness (SPEC §11: a window dropped under the old lateness stays
-// dropped): op judges a record for one late (SetDropped), and g's record
-// keeps the bound (state.Generation.DroppedTo, the latest maxTimestamp
-// dropped) for the next restore as long as the lateness it runs with now
-// would not drop those windows by itself. It returns the watermark by
-// which g's windows were dropped under the lateness it runs with now:
-// dropped, or higher with the bound.
+// keepDropped makes a raised allowed_lateness bring back none of
+// generation g's windows (SPEC §11: a window dropped under the old
+// lateness stays dropped). The previous owner dropped, by its watermark
+// dropped, every window whose maxTimestamp is at or below dropped minus
+// the lateness g last ran with (its stored run settings; the config's if
+// none are stored), or below the bound g's record kept from an earlier
+// restore (state.Generation.DroppedTo). While the lateness g runs with
+// now would not drop those windows by itself, op judges a record for one
+// late (SetDropped) and g's record keeps the bound for the next restore.
+// It returns the watermark by which g's windows are dropped under the
+// lateness it runs with now: dropped, or higher with the bound.
 func (p *Processor) keepDropped(partition int32, g *generation, op windowing.Operator, stored state.Generation, dropped int64) int64 {
 	lateness := p.cfg.Window.AllowedLateness.Milliseconds()
 	old := lateness
