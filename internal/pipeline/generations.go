@@ -173,6 +173,46 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	return gen, op, nil
 }
 
+// keepDropped makes a raised allowed_lateness bring back none of
+// generation g's windows (SPEC §11: a window dropped under the old
+// lateness stays dropped). The previous owner dropped, by its watermark
+// dropped, every window whose maxTimestamp is at or below dropped minus
+// the lateness g last ran with (its stored run settings; the config's if
+// none are stored), or below the bound g's record kept from an earlier
+// restore (state.Generation.DroppedTo). While the lateness g runs with
+// now would not drop those windows by itself, op judges a record for one
+// late (SetDropped) and g's record keeps the bound for the next restore.
+// It returns the watermark by which g's windows are dropped under the
+// lateness it runs with now: dropped, or higher with the bound.
+func (p *Processor) keepDropped(partition int32, g *generation, op windowing.Operator, stored state.Generation, dropped int64) int64 {
+	lateness := p.cfg.Window.AllowedLateness.Milliseconds()
+	old := lateness
+	if r, err := config.DecodeRun(stored.Run); err == nil {
+		if d, err := time.ParseDuration(r["window.allowed_lateness"]); err == nil {
+			old = d.Milliseconds()
+		}
+	}
+	to, ok := stored.DroppedTo, stored.Dropped
+	if dropped != math.MinInt64 && (!ok || dropped-old > to) {
+		to, ok = dropped-old, true
+	}
+	// to+lateness > dropped: the windows up to to are still in the
+	// lateness (dropped, stored.DroppedTo and the lateness are far from
+	// the int64 bounds: event times and durations in ms).
+	keep := ok && (dropped == math.MinInt64 || to > dropped-lateness)
+	if keep {
+		op.SetDropped(partition, to+lateness)
+	}
+	if keep != g.Dropped || (keep && to != g.DroppedTo) {
+		g.Dropped, g.DroppedTo, g.write = keep, to, true
+	}
+	if !keep {
+		g.DroppedTo = 0
+		return dropped
+	}
+	return to + lateness
+}
+
 // storedEarly is the early firings of a generation's stored run settings
 // (none if they do not say).
 func storedEarly(run []byte) windowing.EarlySpec {
@@ -287,6 +327,16 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	if hasPos {
 		seen = max(pos.Latest(), pos.Watermark)
 	}
+	// gone, by generation: the watermark by which its windows were
+	// dropped, under the lateness it runs with now (keepDropped).
+	gone := make([]int64, len(ops))
+	for i, op := range ops {
+		var sg state.Generation
+		if i < len(stored) && known {
+			sg = stored[i]
+		}
+		gone[i] = p.keepDropped(partition, gens[i], op, sg, dropped)
+	}
 	var spent []state.Repair
 	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {
 		if en.Partition != partition {
@@ -302,7 +352,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 		if cutover && bound {
 			seen = max(seen, latestIn(ops[i], en))
 		}
-		err := ops[i].Restore(en, dropped)
+		err := ops[i].Restore(en, gone[i])
 		if errors.Is(err, windowing.ErrSpent) {
 			// A slice the engine would have deleted (a stale writer's,
 			// see state.Result.Spent): left out, and deleted by the

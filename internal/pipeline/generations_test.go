@@ -319,15 +319,39 @@ func TestCommitCrashDuringCutOver(t *testing.T) {
 		for name, next := range cutOverConfigs {
 			for _, exactlyOnce := range []bool{true, false} {
 				t.Run(scope+"/"+name+"/"+mode(exactlyOnce), func(t *testing.T) {
-					crashDuringCutOver(t, inScope(genOld, scope), inScope(next, scope), exactlyOnce, ins, parts)
+					crashDuringCutOver(t, inScope(genOld, scope), inScope(next, scope), config.NewGeneration, exactlyOnce, ins, parts)
 				})
 			}
 		}
 	}
 }
 
-// crashDuringCutOver is TestCommitCrashDuringCutOver from genOld to next.
-func crashDuringCutOver(t *testing.T, genOld, next string, exactlyOnce bool, ins []crashInput, parts int32) {
+// TestCommitCrashAfterLatenessRaise is TestCommitCrashDuringCutOver for a
+// raised allowed_lateness (1s to 5s, a run setting): a crash at any step
+// of any commit of the new config (the first writes the generation record
+// with the new run settings and the dropped bound) changes nothing a
+// reader sees. TestRaisedLatenessKeepsDropped's second restart is the
+// case that needs the bound stored.
+func TestCommitCrashAfterLatenessRaise(t *testing.T) {
+	const parts = 2
+	n := 150
+	if testing.Short() || raceEnabled {
+		n = 80
+	}
+	ins := crashStream(17, n, parts, false)
+	next := genConfig("1", "{type: tumbling, size: 1s, allowed_lateness: 5s}", "[{name: n, fn: count}, {name: s, fn: sum, field: v}]")
+	for _, scope := range scopes {
+		for _, exactlyOnce := range []bool{true, false} {
+			t.Run(scope+"/"+mode(exactlyOnce), func(t *testing.T) {
+				crashDuringCutOver(t, inScope(genOld, scope), inScope(next, scope), config.RunSettingsChange, exactlyOnce, ins, parts)
+			})
+		}
+	}
+}
+
+// crashDuringCutOver is TestCommitCrashDuringCutOver from genOld to next,
+// whose restore is verdict.
+func crashDuringCutOver(t *testing.T, genOld, next string, verdict config.Verdict, exactlyOnce bool, ins []crashInput, parts int32) {
 	n := len(ins)
 	before := newCluster()
 	if newShell(t, genOld, exactlyOnce, before, allParts(parts)...).run(ins[:n/2], -1, noCrash) {
@@ -335,8 +359,8 @@ func crashDuringCutOver(t *testing.T, genOld, next string, exactlyOnce bool, ins
 	}
 	ref := copyCluster(before)
 	s := newShell(t, next, exactlyOnce, ref, allParts(parts)...)
-	if rep := s.p.GenerationReport(0); rep.Verdict != config.NewGeneration {
-		t.Fatalf("the new config's restore: %+v, want a new generation", rep)
+	if rep := s.p.GenerationReport(0); rep.Verdict != verdict {
+		t.Fatalf("the new config's restore: %+v, want verdict %v", rep, verdict)
 	}
 	if s.run(ins, -1, noCrash) {
 		t.Fatal("the reference run crashed")

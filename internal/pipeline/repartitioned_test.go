@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"aggregator/internal/config"
@@ -289,5 +290,29 @@ func TestRepartitionedSourcesRenumbered(t *testing.T) {
 	s.mark(0, 6, 0, 2, 9_000, false) // a reporter that has not seen the growth
 	if tab := s.p.SourceTable(0); tab.Count != 3 || tab.Sources[0].Reported {
 		t.Errorf("after a marker of the old count: table count %d, source 0 reported %v; want 3, false (it is ignored)", tab.Count, tab.Sources[0].Reported)
+	}
+}
+
+// TestRepartitionedRaisedLateness: in stage 2 too, a window dropped under
+// a lower allowed_lateness stays dropped after a restore under a higher
+// one (SPEC §11): a record for it is a late event, not a new window.
+func TestRepartitionedRaisedLateness(t *testing.T) {
+	yaml := func(lateness string) string {
+		return strings.Replace(stage2Yaml, "size: 2s}", "size: 1s, allowed_lateness: "+lateness+"}", 1)
+	}
+	log := changelog{}
+	s := newStage2(t, yaml("1s"), log, 0)
+	s.mark(0, 0, 0, 1, 0, false)
+	s.data(0, 1, 0, 10, `{"k":"a","t":500}`)
+	s.data(0, 2, 0, 11, `{"k":"a","t":1500}`)
+	s.mark(0, 3, 0, 1, 2199, false) // fires both; [0,1000) is dropped (cleanup 1999)
+	s.take(true)
+	s.outputs()
+	n := newStage2(t, yaml("5s"), log, 0)
+	n.data(0, 4, 0, 12, `{"k":"a","t":600}`)
+	n.data(0, 5, 0, 13, `{"k":"a","t":1700}`)
+	want := []string{"late p0@12 wm 2199", `result p0 {"k":"a"} [1000,2000)#0 late rev 1 count 2 [{2  2 true false}] wm 2199`}
+	if got := n.outputs(); !slices.Equal(got, want) {
+		t.Errorf("restored under 5s: outputs = %q, want %q (600 late, [1000,2000) open)", got, want)
 	}
 }

@@ -53,6 +53,13 @@ type Generation struct {
 	Settings []byte
 	Identity []byte
 	Run      []byte
+	// Dropped says that the generation had dropped, under a lower
+	// allowed_lateness than it runs with now, every window whose
+	// maxTimestamp is at or below DroppedTo (SPEC §11: a raised lateness
+	// brings no dropped window back). An optional trailing field of the
+	// record: one without it reads as !Dropped.
+	Dropped   bool
+	DroppedTo int64
 }
 
 // Known reports whether g's settings are stored (g is not the implicit
@@ -81,7 +88,11 @@ func AppendGeneration(dst []byte, g Generation, tag uint64) []byte {
 	dst = append(dst, flags)
 	dst = appendString(dst, string(g.Settings))
 	dst = appendString(dst, string(g.Identity))
-	return appendString(dst, string(g.Run))
+	dst = appendString(dst, string(g.Run))
+	if g.Dropped {
+		dst = binary.AppendVarint(dst, g.DroppedTo)
+	}
+	return dst
 }
 
 // AppendGenerationKey appends the changelog key of en, an entry of the
@@ -113,6 +124,9 @@ func decodeGeneration(k key, b []byte) (Generation, error) {
 	g.Settings = []byte(r.str("generation settings"))
 	g.Identity = []byte(r.str("generation identity"))
 	g.Run = []byte(r.str("generation run settings"))
+	if r.err == nil && len(r.b) != 0 {
+		g.Dropped, g.DroppedTo = true, r.varint("dropped bound")
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%w: generation: %d bytes left over", ErrCorrupt, len(r.b))
 	}

@@ -42,7 +42,10 @@ func genDel(gen int64, k string, start int64, tag uint64) rec {
 var (
 	gen3 = state.Generation{Version: 3, Cutover: state.NoCutover, Settings: []byte("\x01{\"settings\":3}"), Identity: []byte("\x01{\"key\":[\"k\"]}"), Run: []byte("r")}
 	gen4 = state.Generation{Version: 4, Cutover: 300, Settings: []byte("\x01{\"settings\":4}"), Identity: []byte("\x01{\"key\":[\"k\"]}"), Run: []byte("r")}
-	gen7 = state.Generation{Version: 7, Cutover: 900, Settings: []byte("\x01{\"settings\":7}"), Identity: []byte("\x01{\"key\":[\"k\"]}"), Run: []byte("r")}
+	// gen4d: gen4 with the optional trailing bound of windows dropped
+	// under a lower lateness.
+	gen4d = state.Generation{Version: 4, Cutover: 300, Settings: []byte("\x01{\"settings\":4}"), Identity: []byte("\x01{\"key\":[\"k\"]}"), Run: []byte("r"), Dropped: true, DroppedTo: -250}
+	gen7  = state.Generation{Version: 7, Cutover: 900, Settings: []byte("\x01{\"settings\":7}"), Identity: []byte("\x01{\"key\":[\"k\"]}"), Run: []byte("r")}
 )
 
 // restoreGens restores log and returns each entry as "gen brief".
@@ -77,6 +80,12 @@ func TestRestoreGenerations(t *testing.T) {
 				genRec(gen4, 2), genPut(3, "a", 200, 2, 2), genPut(4, "a", 300, 1, 2), posRec(2, 3)},
 			[]state.Generation{gen3, gen4},
 			[]string{`3 s {"k":"a"}@200 n=2 sum=[20] rev=0`, `4 s {"k":"a"}@300 n=1 sum=[10] rev=0`}},
+		"a dropped bound, then a record without it": {
+			[]rec{genRec(gen3, 1), genRec(gen4d, 1), genPut(4, "a", 300, 1, 1), posRec(1, 1)},
+			[]state.Generation{gen3, gen4d}, []string{`4 s {"k":"a"}@300 n=1 sum=[10] rev=0`}},
+		"a dropped bound given up": {
+			[]rec{genRec(gen4d, 1), genPut(4, "a", 300, 1, 1), posRec(1, 1), genRec(gen4, 2), posRec(2, 2)},
+			[]state.Generation{gen4}, []string{`4 s {"k":"a"}@300 n=1 sum=[10] rev=0`}},
 		"three generations, written in any order": {
 			[]rec{genRec(gen7, 1), genRec(gen3, 1), genRec(gen4, 1), genPut(7, "b", 900, 1, 1), genPut(4, "b", 300, 1, 1), genPut(3, "b", 0, 1, 1), posRec(1, 1)},
 			[]state.Generation{gen3, gen4, gen7},
@@ -123,6 +132,8 @@ func TestRestoreGenerationsRefused(t *testing.T) {
 		"an entry of a generation without a record": {genRec(gen3, 1), genPut(4, "a", 0, 1, 1), posRec(1, 1)},
 		"legacy entries beside records not of them": {put("a", 0, 1, 1), genRec(gen3, 1), posRec(1, 1)},
 		"two generations of legacy entries":         {genRec(legacy, 1), genRec(state.Generation{Version: 2, LegacyKeys: true}, 1), posRec(1, 1)},
+		"a byte after the dropped bound":            {{key: state.GenerationKey(nil, 0, 4), value: append(state.AppendGeneration(nil, gen4d, 1), 0)}, posRec(1, 1)},
+		"a dropped bound cut short":                 {{key: state.GenerationKey(nil, 0, 4), value: append(state.AppendGeneration(nil, gen4, 1), 0x80)}, posRec(1, 1)},
 		"a generation's settings cut short":         {{key: state.GenerationKey(nil, 0, 3), value: state.AppendGeneration(nil, gen3, 1)[:12]}, posRec(1, 1)},
 	}
 	for name, log := range tests {
@@ -145,8 +156,10 @@ func TestRestoreGenerationsRefused(t *testing.T) {
 }
 
 // TestRestoreGenerationsAtEveryOffset restores every prefix of a log of
-// commits that cuts over from generation 3 to 4 and retires 3: a prefix
-// restores the state of its last whole commit, generations included.
+// commits that cuts over from generation 3 to 4, retires 3, and gives 4 a
+// dropped bound (a restart under a longer lateness) then gives it up: a
+// prefix restores the state of its last whole commit, generations and
+// their bounds included.
 func TestRestoreGenerationsAtEveryOffset(t *testing.T) {
 	commits := [][]rec{
 		{genRec(gen3, 1), genPut(3, "a", 0, 1, 1), genPut(3, "b", 100, 1, 1)},
@@ -154,11 +167,20 @@ func TestRestoreGenerationsAtEveryOffset(t *testing.T) {
 		{genRec(gen4, 3), genPut(3, "b", 200, 1, 3), genPut(4, "a", 300, 1, 3)},
 		{genDel(3, "a", 0, 4), genDel(3, "b", 100, 4), genPut(4, "b", 300, 2, 4)},
 		{genDel(3, "a", 200, 5), genDel(3, "b", 200, 5), genRetired(3, 5), genPut(4, "a", 300, 5, 5)},
+		{genRec(gen4d, 6), genPut(4, "a", 300, 6, 6)},
+		{genPut(4, "b", 300, 3, 7)},
+		{genRec(gen4, 8), genPut(4, "a", 300, 7, 8)},
 	}
 	var log []rec
 	type want struct {
 		entries []string
-		gens    []int64
+		gens    []string // version/dropped bound
+	}
+	gensOf := func(gs []state.Generation) (gens []string) {
+		for _, g := range gs {
+			gens = append(gens, fmt.Sprintf("%d/%v/%d", g.Version, g.Dropped, g.DroppedTo))
+		}
+		return gens
 	}
 	var ends []int // log length after each commit's position
 	var wants []want
@@ -170,13 +192,12 @@ func TestRestoreGenerationsAtEveryOffset(t *testing.T) {
 		if err != nil {
 			t.Fatalf("commit %d: %v", i, err)
 		}
-		var gens []int64
-		for _, g := range res.Generations {
-			gens = append(gens, g.Version)
-		}
-		wants = append(wants, want{got, gens})
+		wants = append(wants, want{got, gensOf(res.Generations)})
 	}
-	if last := wants[len(wants)-1]; !slices.Equal(last.gens, []int64{4}) || len(last.entries) != 2 {
+	if w := wants[len(wants)-2]; !slices.Equal(w.gens, []string{"4/true/-250"}) {
+		t.Fatalf("after the bound's commits: generations %v, want [4/true/-250]", w.gens)
+	}
+	if last := wants[len(wants)-1]; !slices.Equal(last.gens, []string{"4/false/0"}) || len(last.entries) != 2 {
 		t.Fatalf("after the last commit: generations %v, entries %q; want [4] and 2 entries", last.gens, last.entries)
 	}
 	for off := range len(log) + 1 {
@@ -190,10 +211,7 @@ func TestRestoreGenerationsAtEveryOffset(t *testing.T) {
 				w = wants[i]
 			}
 		}
-		var gens []int64
-		for _, g := range res.Generations {
-			gens = append(gens, g.Version)
-		}
+		gens := gensOf(res.Generations)
 		if !slices.Equal(got, w.entries) || !slices.Equal(gens, w.gens) {
 			t.Errorf("restore of the first %d records: entries %q, generations %v; want %q, %v", off, got, gens, w.entries, w.gens)
 		}
@@ -281,7 +299,7 @@ func writeRelease2(t *testing.T, path string) {
 // FuzzGeneration: no generation record makes a Restorer panic or fails
 // otherwise than with ErrCorrupt; one that restores is written back as is.
 func FuzzGeneration(f *testing.F) {
-	for _, g := range []state.Generation{gen3, gen4, {Version: 1, Cutover: state.NoCutover, LegacyKeys: true}} {
+	for _, g := range []state.Generation{gen3, gen4, gen4d, {Version: 1, Cutover: state.NoCutover, LegacyKeys: true}} {
 		f.Add(g.Version, state.AppendGeneration(nil, g, 1))
 	}
 	f.Add(int64(-5), []byte{1, 1, 1, 0, 0})

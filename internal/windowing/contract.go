@@ -21,6 +21,10 @@ type Operator interface {
 	// SetFloor sets the watermark below which a partition's records are
 	// late whatever the merged watermark (a restored partition's).
 	SetFloor(partition int32, wm int64)
+	// SetDropped makes a partition's records late for every window whose
+	// cleanup time is at or below wm, firing nothing by it (the windows a
+	// lower allowed_lateness had dropped before a restart).
+	SetDropped(partition int32, wm int64)
 	// Rewind takes the watermark back to wm for a partition restored
 	// behind it; the partitions in keep go on being judged as before.
 	Rewind(wm int64, keep []int32)

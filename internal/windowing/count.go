@@ -79,7 +79,7 @@ func NewCounts(spec Spec, sink Sink) (*Counts, error) {
 		return nil, fmt.Errorf("count window: size %d, slide %d", spec.Size, spec.Slide)
 	}
 	c := &Counts{sink: sink, n: spec.Size, s: spec.Slide, timeout: spec.Timeout,
-		marks: marks{wm: math.MinInt64}, keys: newKeySlab((*countKey).reset), numbers: newNumbers()}
+		marks: newMarks(), keys: newKeySlab((*countKey).reset), numbers: newNumbers()}
 	if c.s == 0 {
 		c.s = c.n
 	}

@@ -92,7 +92,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		offset:      spec.Offset,
 		lateness:    spec.Lateness,
 		onClose:     spec.OnClose,
-		marks:       marks{wm: math.MinInt64},
+		marks:       newMarks(),
 		nextDue:     math.MaxInt64,
 		span:        span{from: 1, to: 0}, // empty: the first Add assigns
 		aheadUntil:  math.MinInt64,
@@ -140,7 +140,17 @@ type marks struct {
 	// the watermark went down (Rewind) or before the partition moved here
 	// (SetFloor). Below wm it changes nothing.
 	floors []int64
+	// drops, by partition, is a watermark the partition's records are
+	// judged late against at least, without firing anything by it: the
+	// windows an earlier, lower allowed_lateness had dropped (SetDropped).
+	drops []int64
+	// dropMax is the highest of drops (math.MinInt64 without): a window
+	// whose cleanup time is above it is dropped for no partition, so Add
+	// looks at drops only for one at or below it.
+	dropMax int64
 }
+
+func newMarks() marks { return marks{wm: math.MinInt64, dropMax: math.MinInt64} }
 
 // Watermark returns the watermark given to the last Advance (math.MinInt64
 // before the first).
@@ -153,6 +163,28 @@ func (m *marks) Judged(p int32) int64 {
 		return max(m.wm, m.floors[p])
 	}
 	return m.wm
+}
+
+// dropFor returns the watermark by which a record of partition p is
+// late, wm (Judged) or above (SetDropped): Add asks for it only when a
+// window of the record has a cleanup time at or below dropMax.
+func (m *marks) dropFor(p int32, wm int64) int64 {
+	if int(p) < len(m.drops) {
+		return max(wm, m.drops[p])
+	}
+	return wm
+}
+
+// SetDropped makes partition p's records late for every window whose
+// cleanup time is at or below wm, without firing any window by wm: the
+// windows an earlier, lower allowed_lateness had dropped by the previous
+// owner's watermark (SPEC §11: a raised lateness brings none back).
+func (m *marks) SetDropped(p int32, wm int64) {
+	for int(p) >= len(m.drops) {
+		m.drops = append(m.drops, math.MinInt64)
+	}
+	m.drops[p] = max(m.drops[p], wm)
+	m.dropMax = max(m.dropMax, wm)
 }
 
 // SetFloor makes partition p's records judged against wm at least: the
@@ -181,6 +213,9 @@ func (m *marks) lower(wm int64, keep []int32) bool {
 func (m *marks) clearFloor(p int32) {
 	if int(p) < len(m.floors) {
 		m.floors[p] = math.MinInt64
+	}
+	if int(p) < len(m.drops) {
+		m.drops[p] = math.MinInt64
 	}
 }
 

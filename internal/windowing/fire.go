@@ -19,16 +19,20 @@ func (e *Engine) Add(rec *record.Record) AddResult {
 		e.assign(t)
 	}
 	wm := e.Judged(rec.Partition)
-	if c.lastCleanup <= wm {
+	drop := wm // late by: above wm for a window a lower lateness dropped (SetDropped)
+	if c.firstCleanup <= e.dropMax {
+		drop = e.dropFor(rec.Partition, wm)
+	}
+	if c.lastCleanup <= drop {
 		if c.outside {
 			return AddResult{Kind: OtherGeneration}
 		}
 		return AddResult{Kind: LateEvent, Missed: e.window(c.last)}
 	}
 	first, kind, firstMaxTs := c.first, Aggregated, c.firstMaxTs
-	if c.firstCleanup <= wm {
+	if c.firstCleanup <= drop {
 		kind = PartiallyLate
-		for first += e.slide; e.cleanupTime(first) <= wm; first += e.slide {
+		for first += e.slide; e.cleanupTime(first) <= drop; first += e.slide {
 		}
 		firstMaxTs = e.maxTimestamp(first)
 	}

@@ -89,7 +89,7 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 		return nil, fmt.Errorf("window kind %d: not session or global", spec.Kind)
 	}
 	s := &Sessions{sink: sink, gap: spec.Gap, lateness: spec.Lateness, onClose: spec.OnClose,
-		marks: marks{wm: math.MinInt64}, nextDue: noTimer, numbers: newNumbers(), early: newEarlyTicks(spec.Early),
+		marks: newMarks(), nextDue: noTimer, numbers: newNumbers(), early: newEarlyTicks(spec.Early),
 		from: spec.from(), until: math.MaxInt64}
 	var err error
 	if s.agg, err = newLayout(spec.Aggregates); err != nil {
@@ -139,7 +139,7 @@ func (s *Sessions) Add(rec *record.Record) AddResult {
 	if ent != nil {
 		i, j, merged = intersecting(ent.ext.sess, w)
 	}
-	if merged.CleanupTime(s.lateness) <= wm {
+	if c := merged.CleanupTime(s.lateness); c <= wm || c <= s.dropMax && c <= s.dropFor(rec.Partition, wm) {
 		return AddResult{Kind: LateEvent, Missed: merged}
 	}
 	if ent == nil {
