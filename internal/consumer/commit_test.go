@@ -757,6 +757,66 @@ func TestCommitAtLeastOnceZombie(t *testing.T) {
 	})
 }
 
+// TestCommitAtLeastOnceZombieWhileWriting: with at_least_once the member
+// is still in the group when its commit begins, and dropped while the
+// commit's outputs and state changes are on their way (brokers restarting
+// under them: TestChaos at_least_once seed 7). Asked again before the
+// positions, it writes no position and commits no offset: its changes
+// have no position of their own, which every restore leaves out, and
+// the partitions' next owner is not covered over.
+func TestCommitAtLeastOnceZombieWhileWriting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, "at_least_once")
+		h.process() // and commits: the first commit is due at once
+		h.produce(txnInput, `{"sid":"c","t":13000}`)
+		h.stepUntil(int64(len(txnInputs))) // applied, not committed
+		changelog := h.c.cfg.State.ChangelogTopic
+		var armed, dropped atomic.Bool
+		h.kc.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+			h.kc.KeepControl()
+			if armed.Load() {
+				dropped.Store(true) // the session ends while the commit's writes are on their way
+			}
+			return nil, nil, false
+		})
+		h.kc.ControlKey(kmsg.Heartbeat.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			h.kc.KeepControl()
+			if !dropped.Load() {
+				return nil, nil, false
+			}
+			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = kerr.UnknownMemberID.Code
+			return resp, nil, true
+		})
+		before := h.endOffsets(changelog)
+		armed.Store(true)
+		if err := h.commit(h.ctx); err != nil {
+			t.Fatalf("commit = %v, want nil (the zombie rejoins)", err)
+		}
+		if after := h.endOffsets(changelog); after[changelog] <= before[changelog] {
+			t.Errorf("changelog end offset %d after the commit, was %d: its changes were not written (the first question passed)", after[changelog], before[changelog])
+		}
+		if !dropped.Load() {
+			t.Fatal("the session never ended during the commit: the test tests nothing")
+		}
+		if got := testutil.ToFloat64(h.c.m.Commits.WithLabelValues("rejected")); got != 1 {
+			t.Errorf("aggregator_commits_total{result=rejected} = %v, want 1", got)
+		}
+		h.c.mu.Lock()
+		n := len(h.c.parts.byTP)
+		h.c.mu.Unlock()
+		if n != 0 {
+			t.Errorf("the zombie holds %d partitions after its commit, want none (dropped)", n)
+		}
+		if pos, ok := h.changelogPosition(); !ok || pos.Offset != int64(len(txnInputs)) {
+			t.Errorf("the changelog's position = %+v (%v), want the last commit's, offset %d (none of the zombie's)", pos, ok, len(txnInputs))
+		}
+		if off := h.committedOffset(); off != int64(len(txnInputs)) {
+			t.Errorf("committed offset = %d, want the last commit's, %d", off, len(txnInputs))
+		}
+	})
+}
+
 // TestZombieTakesBackKeptPartitions: a zombie's commit drops every
 // partition, but the client may keep them (an offset commit refused with
 // ILLEGAL_GENERATION: the member rejoins owning them, and a cooperative
