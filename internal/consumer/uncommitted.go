@@ -16,27 +16,36 @@ import (
 // at_least_once the counters move at once (re-read records count again,
 // as they are written again).
 type uncommitted struct {
-	deferred                              bool // exactly_once
-	dropped                               []*partition
-	sessionMerges, keyConflicts, genSkips int64
+	deferred bool // exactly_once
+	dropped  []*partition
+	stats    stepCounts
+}
+
+// stepCounts are the counts of a Ready's stats that feed counters.
+type stepCounts struct{ sessionMerges, keyConflicts, genSkips int64 }
+
+// add adds n's counts to the counters.
+func (n stepCounts) add(c *Consumer) {
+	c.m.SessionMerges.Add(float64(n.sessionMerges))
+	c.m.KeyConflicts.Add(float64(n.keyConflicts))
+	c.m.GenerationSkips.Add(float64(n.genSkips))
 }
 
 // countStats adds the step's stats to the counters, or holds them for the
 // transaction's end.
 func (c *Consumer) countStats(st *ready.Stats) {
+	n := stepCounts{int64(st.SessionMerges), int64(st.KeyConflicts), int64(st.GenerationSkips)}
 	u := &c.uncommitted
 	if !u.deferred {
-		c.m.SessionMerges.Add(float64(st.SessionMerges))
-		c.m.KeyConflicts.Add(float64(st.KeyConflicts))
-		c.m.GenerationSkips.Add(float64(st.GenerationSkips))
+		n.add(c)
 		for _, p := range c.parts.byTP {
 			p.flushCounts()
 		}
 		return
 	}
-	u.sessionMerges += int64(st.SessionMerges)
-	u.keyConflicts += int64(st.KeyConflicts)
-	u.genSkips += int64(st.GenerationSkips)
+	u.stats.sessionMerges += n.sessionMerges
+	u.stats.keyConflicts += n.keyConflicts
+	u.stats.genSkips += n.genSkips
 }
 
 // keepCounts holds a dropped partition's counts until the transaction
@@ -54,9 +63,7 @@ func (c *Consumer) countCommitted() {
 	if !u.deferred {
 		return
 	}
-	c.m.SessionMerges.Add(float64(u.sessionMerges))
-	c.m.KeyConflicts.Add(float64(u.keyConflicts))
-	c.m.GenerationSkips.Add(float64(u.genSkips))
+	u.stats.add(c)
 	for _, p := range c.parts.byTP {
 		p.flushCounts()
 	}
@@ -69,7 +76,7 @@ func (c *Consumer) countCommitted() {
 // forgetUncommitted forgets what an aborted transaction processed.
 func (c *Consumer) forgetUncommitted() {
 	u := &c.uncommitted
-	u.sessionMerges, u.keyConflicts, u.genSkips = 0, 0, 0
+	u.stats = stepCounts{}
 	for _, p := range c.parts.byTP {
 		p.counts = pipeline.Counts{}
 	}
