@@ -75,6 +75,11 @@ type Engine struct {
 	early earlyTicks
 	cal   *Calendar // calendar windows: tumbling, with these bounds
 
+	// foldTag is FoldTag of the spec if its windows fold (0 otherwise),
+	// and merging the scratch pane a Partial is read into (Merge).
+	foldTag uint32
+	merging *ownPane
+
 	// from and until bound the starts of the windows the engine creates
 	// (docs/design.md#generations-in-the-window-operators: Spec.From, CutOver); math.MinInt64 and
 	// math.MaxInt64 without bounds. assign applies them once per pane.
@@ -128,6 +133,9 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 	e.acc = e.agg.newOwnPane()
 	e.fifo = e.usesFifo()
 	e.res.Aggregates = make([]record.Value, len(e.agg.specs))
+	if Foldable(spec) {
+		e.foldTag = FoldTag(spec)
+	}
 	e.numbers = newNumbers()
 	return e, nil
 }
