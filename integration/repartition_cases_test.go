@@ -102,7 +102,7 @@ func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts in
 	if err := cluster.EnsureRepartition(ctx, adm, cfg.State.RepartitionTopic, parts, cfg.Sink); err != nil {
 		t.Fatal(err)
 	}
-	core, err := repartition.New(cfg, parts, nil)
+	core, err := repartition.New(repartition.Spec{Config: cfg, Sources: parts})
 	if err != nil {
 		t.Fatal(err)
 	}

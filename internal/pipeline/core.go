@@ -194,7 +194,8 @@ func NewCore(spec Spec) (*Core, error) {
 		return nil, err
 	}
 	if c.layout.stages2 {
-		if c.s1, err = repartition.New(cfg, c.layout.sourceEnd, spec.Schemas); err != nil {
+		s1 := repartition.Spec{Config: cfg, Sources: c.layout.sourceEnd, Partitions: c.layout.RepartitionPartitions(), Windows: WindowSpec(cfg), Schemas: spec.Schemas}
+		if c.s1, err = repartition.New(s1); err != nil {
 			return nil, fmt.Errorf("repartition: %w", err)
 		}
 	}
@@ -287,6 +288,11 @@ type Decoded struct {
 	// Control: a transaction's control record (In has its partition and
 	// offset).
 	Control bool
+	// Group is a group of partials (format 4), to merge or unfold;
+	// Foreign says a repartition record was made under another config
+	// (its compact form's or group's spec is not the config's).
+	Group   *repartition.Group
+	Foreign bool
 }
 
 // Decode decodes d, a fetched record as the shell filled it: d.In's
@@ -299,6 +305,7 @@ type Decoded struct {
 // in other goroutines than the core's, concurrently: it reads only what
 // never changes.
 func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []byte) {
+	d.Group, d.Foreign = nil, false
 	id := d.In.Partition
 	if c.stage1(id) {
 		d.In.Partition = id - c.layout.first
@@ -310,7 +317,7 @@ func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []by
 	}
 	if c.s1 != nil {
 		if id < c.layout.first {
-			decodeRepartition(dec, headers, header, c.layout.topics, d)
+			decodeRepartition(dec, headers, header, c.layout.topics, c.win.groupTag, d)
 			return
 		}
 		if c.s1.ForwardsFiltered() {
@@ -328,13 +335,21 @@ func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []by
 // 1, with a header: by decoding the value again, as decoding is
 // deterministic), or into its watermark marker. A record this release
 // cannot parse is a dead letter of stage 2.
-func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics []string, d *Decoded) {
+func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics []string, groupTag uint32, d *Decoded) {
 	f := d.In // as fetched: parsing writes over d.In
 	var err error
-	if !headers {
+	if !headers && repartition.IsGroup(f.Value) {
+		g, perr := repartition.ParseGroup(f.Value, f.Partition, f.Offset, topics)
+		if perr == nil {
+			d.Group, d.Foreign, d.In, d.Kind, d.Err = g, g.Tag != groupTag, g.In, record.Event, nil
+			return
+		}
+		err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: perr.Error()}
+	} else if !headers {
 		var form []byte
 		var filtered bool
 		if form, filtered, err = repartition.ParseValue(f.Value, f.Partition, f.Offset, topics, &d.In); err == nil {
+			d.Foreign = form != nil && !dec.OwnForm(form)
 			d.Kind, d.Err = repartition.Decode(dec, form, filtered, f.Key, &d.In, &d.Rec)
 			if d.Err == nil || !badForm(d.Err) {
 				return // read; or, for a form of another config, the value's own outcome, as in format 1
@@ -375,6 +390,7 @@ const numOutcomes = 6
 // fate is known.
 func (c *Core) Apply(id int32, recs []Decoded, hwm, now int64, counts *Counts) {
 	if c.stage1(id) {
+		c.s1.AllowFolding(c.win.AcceptsPartials(now))
 		local := id - c.layout.first
 		for i := range recs {
 			d := &recs[i]
@@ -398,6 +414,15 @@ func (c *Core) Apply(id int32, recs []Decoded, hwm, now int64, counts *Counts) {
 		}
 		if repart && d.Kind == record.Marker && d.Err == nil {
 			c.win.ApplyMark(id, d.In.RepartitionOffset, d.Mark)
+			continue
+		}
+		if d.Foreign {
+			c.win.NoteForeign(now)
+		}
+		if d.Group != nil {
+			if n, ok := c.win.ApplyGroup(d.Group, now); ok {
+				counts[Aggregated] += uint64(n)
+			}
 			continue
 		}
 		if out, ok := c.win.Apply(&d.In, &d.Rec, d.Kind, d.Err, now); ok {
@@ -546,6 +571,20 @@ func (c *Core) Unfetched() map[int32]int64 {
 	return out
 }
 
+// Unfolds lists the repartition partitions that wait for the records of a
+// group of partials they could not merge, read back from the input
+// (docs/design.md#two-phase-aggregation): the shell reads them, hands
+// them to Unfold, and resumes the partition's input at the position
+// Unfold returns. Meanwhile the partition's records are not applied.
+func (c *Core) Unfolds() []Unfold { return c.win.Unfolds() }
+
+// Unfold applies the records a partition's unfold read (see
+// Processor.Unfold), counting their outcomes into counts, and returns the
+// position the partition's input resumes from (-1: it did not wait).
+func (c *Core) Unfold(id int32, ins []ready.Input, now int64, counts *Counts) int64 {
+	return c.win.Unfold(id, ins, now, counts)
+}
+
 // Unrestored lists the assigned partitions that wait for their restore
 // (their ids are their changelog partitions).
 func (c *Core) Unrestored() []int32 { return c.win.Unrestored() }
@@ -588,6 +627,7 @@ func (c *Core) stats(now int64) ready.Stats {
 	st := ready.Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), Generations: w.Generations(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
 	st.KeyConflicts, st.Conflict, st.LogConflict = w.TakeConflicts(now)
 	st.GenerationSkips = w.TakeGenerationSkips()
+	st.Unfolded = w.TakeUnfolded()
 	parts := c.parts[:0]
 	for id := range w.parts {
 		if w.parts[id].assigned {

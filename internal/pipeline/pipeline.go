@@ -62,6 +62,14 @@ type Processor struct {
 	// decoding failed on, since the last Ready's stats.
 	genSkips int64
 
+	// Two-phase aggregation (stage 2, partials.go): groupTag is the tag
+	// of the groups it merges (0: none); foreignAt the wall clock it last
+	// read a repartition record of another config (math.MinInt64: never);
+	// unfolded the records Unfold applied since the last Ready.
+	groupTag  uint32
+	foreignAt int64
+	unfolded  int64
+
 	// What the next Ready hands over: the outputs in emission order, and
 	// the results' aggregates (copied: the engine's are valid only
 	// during Emit).
@@ -97,6 +105,9 @@ type partPos struct {
 	gens   []*generation
 	multi  bool
 	report GenerationReport // what its last restore decided
+	// unfolding is the group of partials the partition waits on (nil:
+	// none): its records are read back from the input (Unfold).
+	unfolding *unfolding
 	// filteredMax is the latest event time of a record read that its
 	// filter rejected, or whose values its aggregates could not read (a
 	// dead letter) (math.MinInt64: none known), which no window in
@@ -165,7 +176,8 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 	p := &Processor{cfg: cfg, recSpec: recSpec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
 		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}},
-		tracking: mode.Checkpointed, oneState: mode.OneState}
+		tracking: mode.Checkpointed, oneState: mode.OneState, foreignAt: math.MinInt64}
+	p.groupTag = groupTag(dec, p.spec, mode.Repartitioned)
 	// By_key with scope partition: each partition's windows follow its
 	// own watermark, in a list of operators of its own; so do stage 2's.
 	// By_key with scope global: the merged watermark, in one operator
@@ -396,7 +408,7 @@ func (p *Processor) offset(in *ready.Input) int64 {
 // false then.
 func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (applied bool) {
 	pp := p.part(partition)
-	if p.sources == nil || pp == nil || !pp.restored || offset < pp.next {
+	if p.sources == nil || pp == nil || !pp.restored || pp.unfolding != nil || offset < pp.next {
 		return false
 	}
 	pp.next = offset + 1

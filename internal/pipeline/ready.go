@@ -87,7 +87,7 @@ func (p *Processor) Apply(in *ready.Input, rec *record.Record, kind record.Kind,
 		return 0, false
 	}
 	pp := &p.parts[in.Partition]
-	if !pp.restored || p.offset(in) < pp.next {
+	if !pp.restored || pp.unfolding != nil || p.offset(in) < pp.next {
 		return 0, false
 	}
 	if p.sources != nil && p.sources.Seen(in.Partition, in.SourceID, in.Offset) {
@@ -104,7 +104,7 @@ func (p *Processor) Apply(in *ready.Input, rec *record.Record, kind record.Kind,
 // end, for its lag and its idleness.
 func (p *Processor) Skip(in *ready.Input) {
 	pp := p.part(in.Partition)
-	if pp == nil || !pp.restored || p.offset(in) < pp.next {
+	if pp == nil || !pp.restored || pp.unfolding != nil || p.offset(in) < pp.next {
 		return
 	}
 	pp.next = p.offset(in) + 1

@@ -58,6 +58,16 @@ func specTag(spec Spec) uint32 {
 	return h.Sum32()
 }
 
+// SpecTag is the hash of the decoder's Spec that its compact forms carry:
+// a form is read only by a decoder of the same tag.
+func (d *Decoder) SpecTag() uint32 { return d.specTag }
+
+// OwnForm reports whether compact form b was made by a decoder of this
+// decoder's Spec (a form of another is decoded from the input value).
+func (d *Decoder) OwnForm(b []byte) bool {
+	return len(b) >= 5 && b[0] == compactVersion && binary.LittleEndian.Uint32(b[1:]) == d.specTag
+}
+
 // AppendCompact appends the compact form of rec, an Event that d's Decode
 // returned, to dst.
 func (d *Decoder) AppendCompact(dst []byte, rec *Record) []byte {

@@ -21,15 +21,17 @@ const (
 	version    = 1 // of the Header value (markers, and data records of format 1)
 	version2   = 2 // of a data record's value (format 2)
 	version3   = 3 // of a data record's value (format 3)
+	version4   = 4 // of a group's value (format 4)
 	kindData   = 'd'
 	kindMarker = 'm'
+	kindGroup  = 'g'
 	hasKey     = 1 // data: the input record had a key (else it was null)
 
 	flagFiltered = 1 // format 3: the filter of the config that made the form rejected the record
 )
 
 // Formats of a data record (state.repartition_format). Stage 2 reads
-// all three.
+// all four.
 const (
 	// Format1 is the format of the releases before Format2: the Header,
 	// the input value as the value, which stage 2 decodes again.
@@ -50,7 +52,18 @@ const (
 	// read) has no form (length 0), and stage 2 decodes its value.
 	// Releases before it read formats 1 and 2 only.
 	Format3 = 3
+	// Format4 is Format3 for a record that goes alone, plus groups:
+	// stage 1 folds records of one group key and pane into a partial, and
+	// sends the partials of one source partition for one repartition
+	// partition together (docs/design.md#two-phase-aggregation; a Group).
+	// Releases before it read formats 1 to 3 only.
+	Format4 = 4
 )
+
+// ForwardsFiltered reports whether a stage 1 writing format forwards the
+// records its config's source.filter rejects (Format3 and later), for
+// stage 2 to filter per generation.
+func ForwardsFiltered(format int32) bool { return format >= Format3 }
 
 // ErrCorrupt is the error of a repartition record this release cannot read.
 var ErrCorrupt = errors.New("repartition: corrupt record")
@@ -168,8 +181,9 @@ func source(r *wire.Reader, partition int32, offset int64, topics []string, in *
 }
 
 // AppendRepart appends to dst the bytes of r, a data record, in format
-// (Format1; Format3: the value of AppendValue3 of r.In, r.Record and
-// r.Filtered; else Format2: the value of AppendValue of r.In and r.Record)
+// (Format1; Format3 and Format4: the value of AppendValue3 of r.In,
+// r.Record and r.Filtered; else Format2: the value of AppendValue of r.In
+// and r.Record)
 // and sets r.Header and r.Encoded to say how the repartition topic's
 // record holds them (ready.Repart). r.Encoded is dst's new part; dst has
 // room for it (RepartSize), or it grows out of it.
@@ -180,7 +194,7 @@ func AppendRepart(dst []byte, r *ready.Repart, format int32) []byte {
 		r.Header, r.Encoded = Header, dst[start:len(dst):len(dst)]
 		return dst
 	}
-	if format == Format3 {
+	if format >= Format3 {
 		dst = AppendValue3(dst, &r.In, r.Record, r.Filtered)
 	} else {
 		dst = AppendValue(dst, &r.In, r.Record)

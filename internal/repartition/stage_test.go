@@ -31,7 +31,7 @@ func newStage(t *testing.T, doc string, sources int32, parts ...int32) *repartit
 		t.Fatalf("config.Parse: %v", err)
 	}
 	cfg.Source.Partitioning = "repartition" // the mode a Stage runs in
-	s, err := repartition.New(cfg, sources, nil)
+	s, err := repartition.New(repartition.Spec{Config: cfg, Sources: sources})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
