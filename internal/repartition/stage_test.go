@@ -51,6 +51,10 @@ func describe(rd ready.Ready) []string {
 	for _, o := range rd.Outputs {
 		switch o.Kind {
 		case ready.Repartition:
+			if o.Repart.Folded > 0 {
+				out = append(out, fmt.Sprintf("group of %d to %d", o.Repart.Folded, o.Repart.Partition))
+				continue
+			}
 			line := "data " + o.Repart.Key + " " + string(o.Repart.In.Value)
 			if o.Repart.Filtered {
 				line += " filtered"
