@@ -200,10 +200,17 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.mu.Lock()
 	c.dropRevoked()
 	c.mu.Unlock()
-	// Without c.mu: the changelog reads do not hold it.
+	// Without c.mu: the changelog reads, and the input's for an unfold,
+	// do not hold it.
 	if err := c.restoreRetrying(ctx); err != nil {
 		if ctx.Err() != nil {
 			return false, nil // shutting down: the next owner restores it
+		}
+		return false, err
+	}
+	if err := c.unfoldRetrying(ctx); err != nil {
+		if ctx.Err() != nil {
+			return false, nil // shutting down: the partition's next owner reads the group again
 		}
 		return false, err
 	}
