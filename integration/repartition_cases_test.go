@@ -18,6 +18,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/consumer"
 	"aggregator/internal/metrics"
+	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
 	"aggregator/internal/ready"
 	"aggregator/internal/repartition"
@@ -102,7 +103,7 @@ func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts in
 	if err := cluster.EnsureRepartition(ctx, adm, cfg.State.RepartitionTopic, parts, cfg.Sink); err != nil {
 		t.Fatal(err)
 	}
-	core, err := repartition.New(repartition.Spec{Config: cfg, Sources: parts})
+	core, err := repartition.New(repartition.Spec{Config: cfg, Sources: parts, Partitions: parts, Windows: pipeline.WindowSpec(cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}
