@@ -238,7 +238,7 @@ func (c *Core) Revoke(id int32) {
 		c.s1.Revoke(id - c.layout.first)
 		return
 	}
-	c.win.Revoke(id)
+	c.win.revoke(id)
 }
 
 // SourcesDue reports whether the input topics' partition counts should
@@ -390,7 +390,7 @@ const numOutcomes = 6
 // fate is known.
 func (c *Core) Apply(id int32, recs []Decoded, hwm, now int64, counts *Counts) {
 	if c.stage1(id) {
-		c.s1.AllowFolding(c.win.AcceptsPartials(now))
+		c.s1.AllowFolding(c.win.acceptsPartials(now))
 		local := id - c.layout.first
 		for i := range recs {
 			d := &recs[i]
@@ -409,27 +409,27 @@ func (c *Core) Apply(id int32, recs []Decoded, hwm, now int64, counts *Counts) {
 	for i := range recs {
 		d := &recs[i]
 		if d.Control {
-			c.win.Skip(&d.In)
+			c.win.skip(&d.In)
 			continue
 		}
 		if repart && d.Kind == record.Marker && d.Err == nil {
-			c.win.ApplyMark(id, d.In.RepartitionOffset, d.Mark)
+			c.win.applyMark(id, d.In.RepartitionOffset, d.Mark)
 			continue
 		}
 		if d.Foreign {
-			c.win.NoteForeign(now)
+			c.win.noteForeign(now)
 		}
 		if d.Group != nil {
-			if n, ok := c.win.ApplyGroup(d.Group, now); ok {
+			if n, ok := c.win.applyGroup(d.Group, now); ok {
 				counts[Aggregated] += uint64(n)
 			}
 			continue
 		}
-		if out, ok := c.win.Apply(&d.In, &d.Rec, d.Kind, d.Err, now); ok {
+		if out, ok := c.win.apply(&d.In, &d.Rec, d.Kind, d.Err, now); ok {
 			counts[out]++
 		}
 	}
-	c.win.Fetched(id, hwm, now)
+	c.win.fetched(id, hwm, now)
 }
 
 // stage1Outcomes are the outcomes stage 1's count as.
@@ -437,7 +437,7 @@ var stage1Outcomes = [...]Outcome{repartition.Filtered: Filtered, repartition.Ma
 
 // Tick re-evaluates idleness with the wall clock now; windows may fire.
 func (c *Core) Tick(now int64) {
-	c.win.Tick(now)
+	c.win.tick(now)
 	if c.s1 != nil {
 		c.s1.Tick(now)
 	}
@@ -449,7 +449,7 @@ func (c *Core) Tick(now int64) {
 // layout does not have). Windows may fire.
 func (c *Core) Peer(topic string, n int32, wm int64, idle bool) {
 	if id, ok := c.layout.Source(topic, n); ok {
-		c.win.Peer(id, wm, idle)
+		c.win.peer(id, wm, idle)
 	}
 }
 
@@ -475,11 +475,11 @@ func (c *Core) Step(now int64) ready.Ready {
 func (c *Core) Commit(now int64) ready.Ready {
 	var rd ready.Ready
 	if c.s1 == nil {
-		rd = c.win.Commit()
+		rd = c.win.commit()
 		rd.Offsets = c.offsets(rd.Offsets, nil)
 	} else {
 		rd1 := c.s1.Commit(now)
-		rd = c.merge(rd1, c.win.Commit())
+		rd = c.merge(rd1, c.win.commit())
 		rd.Offsets = c.offsets(rd.Offsets, rd1.Offsets)
 	}
 	rd.Stats = c.stats(now)
@@ -518,7 +518,7 @@ func (c *Core) offsets(win, in1 []ready.Offset) []ready.Offset {
 
 // Accept tells the core that the last Commit is durable.
 func (c *Core) Accept() {
-	c.win.Accept()
+	c.win.accept()
 	if c.s1 != nil {
 		c.s1.Accept()
 	}
@@ -531,7 +531,7 @@ func (c *Core) Accept() {
 // with fresh generators. The shell rewinds the client to the committed
 // offsets.
 func (c *Core) Abort(now int64) {
-	c.win.Abort(now)
+	c.win.abort(now)
 	if c.s1 != nil {
 		c.s1.Abort(now)
 	}
@@ -540,7 +540,7 @@ func (c *Core) Abort(now int64) {
 // PositionsUnwritten tells the core that the positions of its last
 // Commit were not written (at_least_once: a commit that stopped before
 // them): the next Commit writes every assigned partition's position again.
-func (c *Core) PositionsUnwritten() { c.win.PositionsUnwritten() }
+func (c *Core) PositionsUnwritten() { c.win.positionsUnwritten() }
 
 // SetCaughtUp tells whether a partition's position is at its log end
 // (for a partition no fetch has returned a record of: Unfetched); only a
@@ -550,7 +550,7 @@ func (c *Core) SetCaughtUp(id int32, caughtUp bool, now int64) {
 		c.s1.SetCaughtUp(id-c.layout.first, caughtUp, now)
 		return
 	}
-	c.win.SetCaughtUp(id, caughtUp, now)
+	c.win.setCaughtUp(id, caughtUp, now)
 }
 
 // Unfetched lists the partitions ready for input that no fetch has
@@ -559,7 +559,7 @@ func (c *Core) SetCaughtUp(id int32, caughtUp bool, now int64) {
 // whether they are at their log end (SetCaughtUp), for an empty
 // partition must be able to go idle too.
 func (c *Core) Unfetched() map[int32]int64 {
-	out := c.win.Unfetched()
+	out := c.win.unfetched()
 	if c.s1 != nil {
 		for id, pos := range c.s1.Unfetched() {
 			if out == nil {
@@ -576,41 +576,41 @@ func (c *Core) Unfetched() map[int32]int64 {
 // (docs/design.md#two-phase-aggregation): the shell reads them, hands
 // them to Unfold, and resumes the partition's input at the position
 // Unfold returns. Meanwhile the partition's records are not applied.
-func (c *Core) Unfolds() []Unfold { return c.win.Unfolds() }
+func (c *Core) Unfolds() []Unfold { return c.win.unfolds() }
 
 // Unfold applies the records a partition's unfold read (see
 // Processor.Unfold), counting their outcomes into counts, and returns the
 // position the partition's input resumes from (-1: it did not wait).
 func (c *Core) Unfold(id int32, ins []ready.Input, now int64, counts *Counts) int64 {
-	return c.win.Unfold(id, ins, now, counts)
+	return c.win.unfold(id, ins, now, counts)
 }
 
 // Unrestored lists the assigned partitions that wait for their restore
 // (their ids are their changelog partitions).
-func (c *Core) Unrestored() []int32 { return c.win.Unrestored() }
+func (c *Core) Unrestored() []int32 { return c.win.unrestored() }
 
 // BeginRestore starts (or starts again) the restore of a partition that
 // waits for it: RestoreRecord takes its changelog partition's records
 // from the start, FinishRestore ends it.
-func (c *Core) BeginRestore(id int32) { c.win.BeginRestore(id) }
+func (c *Core) BeginRestore(id int32) { c.win.beginRestore(id) }
 
 // RestoreRecord takes the next record of a partition's changelog
 // partition (tag: the value of its TagHeader header, nil if none).
 func (c *Core) RestoreRecord(id int32, key, value, tag []byte) error {
-	return c.win.RestoreRecord(id, key, value, tag)
+	return c.win.restoreRecord(id, key, value, tag)
 }
 
 // FinishRestore restores a partition from the changelog records
 // RestoreRecord took since BeginRestore; records is how many there were.
 // Its input resumes from the restored position, if it has one.
 func (c *Core) FinishRestore(id int32, now int64) (res state.Result, records int, err error) {
-	return c.win.FinishRestore(id, now)
+	return c.win.finishRestore(id, now)
 }
 
 // GenerationReport returns what the last restore of a window state
 // partition decided about its config generations (docs/changing-config.md), for the
 // shell's log line and metrics.
-func (c *Core) GenerationReport(id int32) GenerationReport { return c.win.GenerationReport(id) }
+func (c *Core) GenerationReport(id int32) GenerationReport { return c.win.generationReport(id) }
 
 // badForm reports whether err says a compact form could not be read (its
 // *record.DecodeError lives here, not in decodeRepartition, where it would
@@ -624,10 +624,7 @@ func badForm(err error) bool {
 // and its counts since the last Ready.
 func (c *Core) stats(now int64) ready.Stats {
 	w := c.win
-	st := ready.Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), Generations: w.Generations(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
-	st.KeyConflicts, st.Conflict, st.LogConflict = w.TakeConflicts(now)
-	st.GenerationSkips = w.TakeGenerationSkips()
-	st.Unfolded = w.TakeUnfolded()
+	st := w.takeStats(now)
 	parts := c.parts[:0]
 	for id := range w.parts {
 		if w.parts[id].assigned {
@@ -650,7 +647,7 @@ func (c *Core) stats(now int64) ready.Stats {
 			if !w.parts[id].assigned {
 				continue
 			}
-			t := w.SourceTable(int32(id))
+			t := w.sourceTable(int32(id))
 			if t.Count == 0 {
 				continue
 			}
@@ -670,10 +667,10 @@ func (c *Core) stats(now int64) ready.Stats {
 		if !known {
 			st.Unreported = int(c.s1.Sources())
 		}
-	case w.Group() > 0:
+	case w.group() > 0:
 		st.HasSources = true
-		for id := range w.Group() {
-			wm, idle, reported := w.GroupPartition(id)
+		for id := range w.group() {
+			wm, idle, reported := w.groupPartition(id)
 			src = append(src, ready.SourceStats{Watermark: wm, Reported: reported, Active: !idle})
 		}
 	}
@@ -707,7 +704,7 @@ func (c *Core) partitionStats(id, local int32) ready.PartitionStats {
 		ps.Lag, ps.LagKnown = c.s1.Lag(local)
 	} else {
 		ps.Watermark, _ = c.win.PartitionWatermark(local)
-		ps.Lag, ps.LagKnown = c.win.Lag(local)
+		ps.Lag, ps.LagKnown = c.win.lag(local)
 	}
 	return ps
 }

@@ -635,9 +635,9 @@ func valueFailed(rec *record.Record, err error) bool {
 	return rec.Key != "" && errors.As(err, &de) && de.Reason != record.ReasonBadRepartitionRecord
 }
 
-// TakeGenerationSkips returns how many records one generation aggregated
+// takeGenerationSkips returns how many records one generation aggregated
 // and another's decoding failed on, since the last call.
-func (p *Processor) TakeGenerationSkips() int64 {
+func (p *Processor) takeGenerationSkips() int64 {
 	n := p.genSkips
 	p.genSkips = 0
 	return n
@@ -652,17 +652,17 @@ func (p *Processor) recOf(g *generation, rec *record.Record) *record.Record {
 	return &g.rec
 }
 
-// GenerationReport returns what partition's last restore decided about
+// generationReport returns what partition's last restore decided about
 // its generations.
-func (p *Processor) GenerationReport(partition int32) GenerationReport {
+func (p *Processor) generationReport(partition int32) GenerationReport {
 	if pp := p.part(partition); pp != nil {
 		return pp.report
 	}
 	return GenerationReport{}
 }
 
-// Generations counts the live generations over the assigned partitions.
-func (p *Processor) Generations() int {
+// generations counts the live generations over the assigned partitions.
+func (p *Processor) generations() int {
 	n := 0
 	for i := range p.parts {
 		if p.parts[i].assigned {

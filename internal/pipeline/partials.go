@@ -53,12 +53,12 @@ func groupTag(dec *record.Decoder, spec windowing.Spec, repartitioned bool) uint
 	return repartition.GroupTag(dec.SpecTag(), windowing.FoldTag(spec))
 }
 
-// AcceptsPartials reports whether the instance's stage 1 may fold now:
+// acceptsPartials reports whether the instance's stage 1 may fold now:
 // stage 2 folds for this config (groupTag), none of the instance's
 // repartition partitions holds more than the config's generation, and no
 // repartition record of another config was read in the last minute (a
 // rollout, whose groups the other config's partitions would unfold).
-func (p *Processor) AcceptsPartials(now int64) bool {
+func (p *Processor) acceptsPartials(now int64) bool {
 	if p.groupTag == 0 || p.foreignAt != math.MinInt64 && now-p.foreignAt < foreignQuiet {
 		return false
 	}
@@ -70,17 +70,17 @@ func (p *Processor) AcceptsPartials(now int64) bool {
 	return true
 }
 
-// NoteForeign notes that a repartition record of another config (its
+// noteForeign notes that a repartition record of another config (its
 // form's or group's spec not the config's) was read at now.
-func (p *Processor) NoteForeign(now int64) { p.foreignAt = now }
+func (p *Processor) noteForeign(now int64) { p.foreignAt = now }
 
-// ApplyGroup applies group g of partials, read from its repartition
+// applyGroup applies group g of partials, read from its repartition
 // partition, unless the partition waits (for its restore or an unfold)
 // or g is in its state already; applied is false then. merged is how
 // many input records it aggregated by merging; a group it cannot merge
 // makes the partition wait for an unfold (Unfolds), and a group whose
 // records were all applied already (a stage-1 retry) is skipped.
-func (p *Processor) ApplyGroup(g *repartition.Group, now int64) (merged int, applied bool) {
+func (p *Processor) applyGroup(g *repartition.Group, now int64) (merged int, applied bool) {
 	part := g.In.Partition
 	pp := p.part(part)
 	if p.sources == nil || pp == nil || !pp.restored || pp.unfolding != nil || g.In.RepartitionOffset < pp.next {
@@ -145,8 +145,8 @@ func (p *Processor) mergeGroup(pp *partPos, g *repartition.Group) bool {
 // not merge.
 var errNotMergeable = errors.New("a pane that does not merge")
 
-// Unfolds lists the repartition partitions that wait for an unfold.
-func (p *Processor) Unfolds() []Unfold {
+// unfolds lists the repartition partitions that wait for an unfold.
+func (p *Processor) unfolds() []Unfold {
 	var out []Unfold
 	for id := range p.parts {
 		u := p.parts[id].unfolding
@@ -162,7 +162,7 @@ func (p *Processor) Unfolds() []Unfold {
 	return out
 }
 
-// Unfold applies the records of partition's group that could not be
+// unfold applies the records of partition's group that could not be
 // merged, as read back from their input partition (ins: in offset order,
 // with Topic, KafkaPartition, Offset, Key, Value and Timestamp; a record
 // the input no longer holds is missing): one by one, at the group's
@@ -170,7 +170,7 @@ func (p *Processor) Unfolds() []Unfold {
 // partition applied already. A missing record is a dead letter
 // unfold_unavailable. The partition's input resumes after the group:
 // next is its position (-1: it did not wait).
-func (p *Processor) Unfold(partition int32, ins []ready.Input, now int64, counts *Counts) (next int64) {
+func (p *Processor) unfold(partition int32, ins []ready.Input, now int64, counts *Counts) (next int64) {
 	pp := p.part(partition)
 	if pp == nil || pp.unfolding == nil {
 		return -1
@@ -203,15 +203,15 @@ func (p *Processor) Unfold(partition int32, ins []ready.Input, now int64, counts
 			continue
 		}
 		kind, err := p.dec.DecodeTimed(&in, &p.rec)
-		counts[p.ProcessDecoded(&in, &p.rec, kind, err, now)]++
+		counts[p.processDecoded(&in, &p.rec, kind, err, now)]++
 	}
 	pp.next = u.offset + 1
 	return pp.next
 }
 
-// TakeUnfolded returns how many records Unfold applied since the last
+// takeUnfolded returns how many records Unfold applied since the last
 // call.
-func (p *Processor) TakeUnfolded() int64 {
+func (p *Processor) takeUnfolded() int64 {
 	n := p.unfolded
 	p.unfolded = 0
 	return n

@@ -60,7 +60,8 @@ func (f Firing) String() string {
 }
 
 // Result is one firing of one key's window. A Sink gets a pointer that is
-// valid only during the call: it must copy or encode what it keeps.
+// valid only during the call: it must copy or encode what it keeps (but
+// the Aggregates a Buffer lent, which are its own).
 type Result struct {
 	Partition  int32
 	Key        string // the group key's JSON object, as in record.Record.Key
@@ -80,6 +81,25 @@ type Result struct {
 // Sink receives results in emission order.
 type Sink interface {
 	Emit(r *Result)
+}
+
+// A Buffer is a Sink that keeps the results' aggregates: an operator
+// writes each result's aggregates into the room Room lends, and Emit gets
+// them there, so that they are written once, where the sink keeps them.
+type Buffer interface {
+	Sink
+	// Room returns room for n aggregates, which the operator fills in
+	// before its next Emit.
+	Room(n int) []record.Value
+}
+
+// room returns where a result's n aggregates go: the sink's room if it
+// is a Buffer, else own (the operator's, valid during Emit only).
+func room(sink Sink, own []record.Value) []record.Value {
+	if b, ok := sink.(Buffer); ok {
+		return b.Room(len(own))
+	}
+	return own
 }
 
 // Outcome is what became of one input record; every record has
