@@ -70,7 +70,7 @@ type Engine struct {
 	sorted      []sortEntry
 	acc         *ownPane
 	res         Result
-	own         []record.Value // the aggregates of a result, but where the sink is a Buffer
+	vals        results // where its results' aggregates go
 	numbers
 
 	early earlyTicks
@@ -133,7 +133,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 	e.pool = panePool{stride: e.agg.nums, free: noPane}
 	e.acc = e.agg.newOwnPane()
 	e.fifo = e.usesFifo()
-	e.own = make([]record.Value, len(e.agg.specs))
+	e.vals = newResults(sink, len(e.agg.specs))
 	if Foldable(spec) {
 		e.foldTag = FoldTag(spec)
 	}

@@ -93,13 +93,25 @@ type Buffer interface {
 	Room(n int) []record.Value
 }
 
-// room returns where a result's n aggregates go: the sink's room if it
-// is a Buffer, else own (the operator's, valid during Emit only).
-func room(sink Sink, own []record.Value) []record.Value {
-	if b, ok := sink.(Buffer); ok {
-		return b.Room(len(own))
+// results is where an operator's results' aggregates go: the sink's room
+// if it is a Buffer, else the operator's own slice (valid during Emit
+// only).
+type results struct {
+	buf Buffer
+	own []record.Value
+}
+
+func newResults(sink Sink, aggregates int) results {
+	b, _ := sink.(Buffer)
+	return results{buf: b, own: make([]record.Value, aggregates)}
+}
+
+// room returns where the next result's aggregates go.
+func (r *results) room() []record.Value {
+	if r.buf != nil {
+		return r.buf.Room(len(r.own))
 	}
-	return own
+	return r.own
 }
 
 // Outcome is what became of one input record; every record has
