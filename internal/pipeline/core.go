@@ -48,6 +48,7 @@ type Core struct {
 	parts   []ready.PartitionStats
 	ids     []int32
 	outs    []ready.Output // Step and Commit's merged outputs (both stages had some)
+	closed  []int64        // stage 2's watermarks, by repartition partition, for stage 1's folding
 	offs    []ready.Offset
 }
 
@@ -390,7 +391,8 @@ const numOutcomes = 6
 // fate is known.
 func (c *Core) Apply(id int32, recs []Decoded, hwm, now int64, counts *Counts) {
 	if c.stage1(id) {
-		c.s1.AllowFolding(c.win.acceptsPartials(now))
+		c.closed = c.win.appendClosed(c.closed[:0], c.layout.RepartitionPartitions())
+		c.s1.AllowFolding(c.win.acceptsPartials(now), c.closed)
 		local := id - c.layout.first
 		for i := range recs {
 			d := &recs[i]

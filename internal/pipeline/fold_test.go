@@ -96,26 +96,31 @@ func foldRec(k string, t, v int) string { return fmt.Sprintf(`{"k":%q,"t":%d,"v"
 // stage 2 read back (unfolded).
 //
 // start starts a process of the config yaml (foldYaml if ""), whose
-// state settings are state, with the format of the run.
-func foldScenario(t *testing.T, exactlyOnce bool, scenario func(t *testing.T, start func(yaml, state string) stepper)) (outs []string, unfolded int) {
+// state settings are state, with the format of the run, holding the
+// input partitions, the repartition partitions or both ("1", "2", "").
+func foldScenario(t *testing.T, exactlyOnce bool, scenario func(t *testing.T, start func(yaml, state, roles string) stepper)) (outs []string, unfolded int) {
 	t.Helper()
 	views := map[int][]string{}
 	for _, format := range []int{4, 3} {
 		c := &cluster2{input: make([][]string, sourceParts), repart: make([][]repRecord, repartParts), log: changelog{},
 			off1: map[int32]int64{}, off2: map[int32]int64{}}
-		var last *twoStage
-		start := func(yaml, state string) stepper {
+		started := []*twoStage{}
+		start := func(yaml, state, roles string) stepper {
 			if yaml == "" {
 				yaml = foldYaml
 			}
-			last = newTwoStageOf(t, withFormat(yaml, format, state), exactlyOnce, c)
-			last.now = 1 // idleness needs a clock
-			return stepper{last}
+			p := newTwoStageRoles(t, withFormat(yaml, format, state), exactlyOnce, c, roles != "2", roles != "1")
+			p.now = 1 // idleness needs a clock
+			started = append(started, p)
+			return stepper{p}
 		}
 		scenario(t, start)
 		views[format] = twoStageView(c.outputs, exactlyOnce)
 		if format == 4 {
-			outs, unfolded = c.outputs, last.unfolded
+			outs = c.outputs
+			for _, p := range started {
+				unfolded += p.unfolded
+			}
 		}
 	}
 	if !slices.Equal(views[4], views[3]) {
@@ -124,84 +129,120 @@ func foldScenario(t *testing.T, exactlyOnce bool, scenario func(t *testing.T, st
 	return outs, unfolded
 }
 
+// cycle is a commit of in (stage 1), out reading what it wrote (stage 2),
+// and a commit of out.
+func cycle(in, out stepper) {
+	in.commit()
+	out.drain()
+	out.commit()
+}
+
+// instances are the two layouts the scenarios run in: one instance with
+// both stages (which sends alone what its own stage 2 would find late),
+// and stage 1 and stage 2 on two instances (stage 1 knows nothing of
+// stage 2's watermark, and stage 2 unfolds).
+var instances = []struct {
+	name    string
+	in, out string // the roles of the two processes (the same process for "")
+	unfolds bool
+}{{"one instance", "", "", false}, {"two instances", "1", "2", true}}
+
+// processes starts a process of both stages, or two that split them.
+func processes(start func(yaml, state, roles string) stepper, in, out string) (stepper, stepper) {
+	if in == "" {
+		s := start("", "", "")
+		return s, s
+	}
+	return start("", "", in), start("", "", out)
+}
+
 // TestFoldNewOwnerLateRecords: a new owner of a source partition starts
 // with a fresh generator, below the watermark the one before reported;
 // records behind that watermark (one in the allowed-lateness band, twice,
-// and one past it) are above the fresh generator, so stage 1 folds them,
-// and stage 2, whose watermark is the old one, unfolds them: two late
-// firings and a late event, as when they are sent alone.
+// and one past it) are above the fresh generator: with stage 2 on the
+// same instance, stage 1 sends them alone (their panes closed there);
+// on another, it folds them and stage 2, whose watermark is the old
+// one, unfolds them. Two late firings and a late event either way, as
+// when they are sent alone.
 func TestFoldNewOwnerLateRecords(t *testing.T) {
 	for _, exactlyOnce := range []bool{true, false} {
-		t.Run(mode(exactlyOnce), func(t *testing.T) {
-			outs, unfolded := foldScenario(t, exactlyOnce, func(t *testing.T, start func(yaml, state string) stepper) {
-				s := start("", "")
-				s.feed(0, foldRec("a", 10_000, 1), foldRec("a", 10_100, 1))
-				s.feed(1, foldRec("b", 20_000, 1))
-				s.feed(2, foldRec("b", 20_000, 1))
-				s.cycle()
-				s = start("", "") // a new owner: stage 1 from the committed offsets, stage 2 from the changelog
-				s.feed(0, foldRec("a", 6_500, 1), foldRec("a", 6_600, 1), foldRec("a", 4_500, 1))
-				s.cycle()
+		for _, layout := range instances {
+			t.Run(mode(exactlyOnce)+"/"+layout.name, func(t *testing.T) {
+				outs, unfolded := foldScenario(t, exactlyOnce, func(t *testing.T, start func(yaml, state, roles string) stepper) {
+					s := start("", "", "")
+					s.feed(0, foldRec("a", 10_000, 1), foldRec("a", 10_100, 1))
+					s.feed(1, foldRec("b", 20_000, 1))
+					s.feed(2, foldRec("b", 20_000, 1))
+					s.cycle()
+					// A rebalance: new owners, stage 1 from the committed
+					// offsets, stage 2 from the changelog.
+					in, out := processes(start, layout.in, layout.out)
+					in.feed(0, foldRec("a", 6_500, 1), foldRec("a", 6_600, 1), foldRec("a", 4_500, 1))
+					cycle(in, out)
+				})
+				if want := map[bool]int{true: 3}[layout.unfolds]; unfolded != want {
+					t.Errorf("stage 2 read back %d records, want %d", unfolded, want)
+				}
+				lateFirings, late := 0, 0
+				for _, o := range outs {
+					if strings.Contains(o, " late rev ") {
+						lateFirings++
+					}
+					if strings.HasPrefix(o, "late") {
+						late++
+					}
+				}
+				if lateFirings != 2 || late != 1 {
+					t.Errorf("%d late firings and %d late events, want 2 and 1:\n%s", lateFirings, late, strings.Join(outs, "\n"))
+				}
 			})
-			if unfolded != 3 {
-				t.Errorf("stage 2 read back %d records, want 3: the scenario does not test the unfold", unfolded)
-			}
-			lateFirings, late := 0, 0
-			for _, o := range outs {
-				if strings.Contains(o, " late rev ") {
-					lateFirings++
-				}
-				if strings.HasPrefix(o, "late") {
-					late++
-				}
-			}
-			if lateFirings != 2 || late != 1 {
-				t.Errorf("%d late firings and %d late events, want 2 and 1:\n%s", lateFirings, late, strings.Join(outs, "\n"))
-			}
-		})
+		}
 	}
 }
 
 // TestFoldIdleSourceComesBack: a source partition goes idle, the others
 // take the watermark far past it, and it comes back with records above
-// its own watermark (stage 1 folds them) but behind the others': stage 2
-// unfolds them, and they are late, as when they are sent alone. Then it
-// catches up past the others, and its records fold and merge again.
+// its own watermark but behind the others': late, as when they are sent
+// alone (with stage 2 on another instance, stage 1 folds them and stage
+// 2 unfolds them). Then it catches up past the others, and its records
+// fold and merge again.
 func TestFoldIdleSourceComesBack(t *testing.T) {
 	for _, exactlyOnce := range []bool{true, false} {
-		t.Run(mode(exactlyOnce), func(t *testing.T) {
-			outs, unfolded := foldScenario(t, exactlyOnce, func(t *testing.T, start func(yaml, state string) stepper) {
-				s := start("", "")
-				s.feed(0, foldRec("a", 10_000, 1))
-				s.feed(1, foldRec("b", 10_000, 1))
-				s.feed(2, foldRec("c", 10_000, 1))
-				s.cycle()
-				s.tick(5_000) // source 0 is caught up and quiet: idle
-				s.feed(1, foldRec("b", 30_000, 1))
-				s.feed(2, foldRec("c", 30_000, 1))
-				s.cycle()
-				s.feed(0, foldRec("a", 12_000, 2), foldRec("a", 12_500, 3))
-				s.cycle()
-				s.feed(0, foldRec("a", 40_000, 4), foldRec("a", 40_100, 5), foldRec("a", 43_500, 6))
-				s.feed(1, foldRec("b", 50_000, 1))
-				s.feed(2, foldRec("c", 50_000, 1))
-				s.cycle()
-			})
-			if unfolded != 2 {
-				t.Errorf("stage 2 read back %d records, want 2: the scenario does not test the unfold", unfolded)
-			}
-			late := 0
-			for _, o := range outs {
-				if strings.HasPrefix(o, "late") {
-					late++
+		for _, layout := range instances {
+			t.Run(mode(exactlyOnce)+"/"+layout.name, func(t *testing.T) {
+				outs, unfolded := foldScenario(t, exactlyOnce, func(t *testing.T, start func(yaml, state, roles string) stepper) {
+					in, out := processes(start, layout.in, layout.out)
+					in.feed(0, foldRec("a", 10_000, 1))
+					in.feed(1, foldRec("b", 10_000, 1))
+					in.feed(2, foldRec("c", 10_000, 1))
+					cycle(in, out)
+					in.tick(5_000) // source 0 is caught up and quiet: idle
+					in.feed(1, foldRec("b", 30_000, 1))
+					in.feed(2, foldRec("c", 30_000, 1))
+					cycle(in, out)
+					in.feed(0, foldRec("a", 12_000, 2), foldRec("a", 12_500, 3))
+					cycle(in, out)
+					in.feed(0, foldRec("a", 40_000, 4), foldRec("a", 40_100, 5), foldRec("a", 43_500, 6))
+					in.feed(1, foldRec("b", 50_000, 1))
+					in.feed(2, foldRec("c", 50_000, 1))
+					cycle(in, out)
+				})
+				if want := map[bool]int{true: 2}[layout.unfolds]; unfolded != want {
+					t.Errorf("stage 2 read back %d records, want %d", unfolded, want)
 				}
-			}
-			if late != 2 || !slices.ContainsFunc(outs, func(o string) bool {
-				return strings.Contains(o, `{"k":"a"} [40000,42000)`) && strings.Contains(o, "count 2")
-			}) {
-				t.Errorf("%d late events, want 2, and a's window at 40 s with both its records:\n%s", late, strings.Join(outs, "\n"))
-			}
-		})
+				late := 0
+				for _, o := range outs {
+					if strings.HasPrefix(o, "late") {
+						late++
+					}
+				}
+				if late != 2 || !slices.ContainsFunc(outs, func(o string) bool {
+					return strings.Contains(o, `{"k":"a"} [40000,42000)`) && strings.Contains(o, "count 2")
+				}) {
+					t.Errorf("%d late events, want 2, and a's window at 40 s with both its records:\n%s", late, strings.Join(outs, "\n"))
+				}
+			})
+		}
 	}
 }
 
@@ -215,8 +256,8 @@ func TestFoldRollout(t *testing.T) {
 	newConfig := strings.Replace(foldYaml, "{name: s, fn: sum, field: v}", "{name: s, fn: sum, field: v}, {name: m, fn: max, field: v}", 1)
 	for _, exactlyOnce := range []bool{true, false} {
 		t.Run(mode(exactlyOnce), func(t *testing.T) {
-			_, unfolded := foldScenario(t, exactlyOnce, func(t *testing.T, start func(yaml, state string) stepper) {
-				s := start("", "")
+			_, unfolded := foldScenario(t, exactlyOnce, func(t *testing.T, start func(yaml, state, roles string) stepper) {
+				s := start("", "", "")
 				s.feed(0, foldRec("a", 1_000, 1))
 				s.feed(1, foldRec("b", 1_000, 1))
 				s.feed(2, foldRec("c", 1_000, 1))
@@ -225,7 +266,7 @@ func TestFoldRollout(t *testing.T) {
 				s.feed(1, foldRec("b", 2_500, 2))
 				s.feed(2, foldRec("c", 2_500, 2))
 				s.commit() // the old config's groups, not read by its stage 2
-				s = start(newConfig, "config_version: 1")
+				s = start(newConfig, "config_version: 1", "")
 				s.drain()
 				s.commit()
 				s.feed(0, foldRec("a", 9_000, 4), foldRec("a", 9_100, 5))

@@ -70,6 +70,23 @@ func (p *Processor) acceptsPartials(now int64) bool {
 	return true
 }
 
+// appendClosed appends to dst, for each repartition partition of n, the
+// watermark its windows here are judged by (math.MinInt64 for one this
+// instance does not hold, or that waits for its restore): stage 1 sends a
+// record alone whose pane closed there (repartition.Stage.AllowFolding).
+func (p *Processor) appendClosed(dst []int64, n int32) []int64 {
+	for id := range n {
+		wm := int64(math.MinInt64)
+		if pp := p.part(id); pp != nil && pp.restored {
+			if l := p.ops.of(id); len(l) > 0 {
+				wm = l[0].op.Judged(id)
+			}
+		}
+		dst = append(dst, wm)
+	}
+	return dst
+}
+
 // noteForeign notes that a repartition record of another config (its
 // form's or group's spec not the config's) was read at now.
 func (p *Processor) noteForeign(now int64) { p.foreignAt = now }

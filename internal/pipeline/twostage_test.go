@@ -101,6 +101,14 @@ func newTwoStage(t *testing.T, exactlyOnce bool, c *cluster2) *twoStage {
 // newTwoStageOf is newTwoStage of the config yaml.
 func newTwoStageOf(t *testing.T, yaml string, exactlyOnce bool, c *cluster2) *twoStage {
 	t.Helper()
+	return newTwoStageRoles(t, yaml, exactlyOnce, c, true, true)
+}
+
+// newTwoStageRoles is newTwoStageOf of a process that holds the input
+// partitions (stage1), the repartition partitions (stage2), or both: two
+// processes that split them share the cluster as two instances would.
+func newTwoStageRoles(t *testing.T, yaml string, exactlyOnce bool, c *cluster2, stage1, stage2 bool) *twoStage {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), nil)
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
@@ -115,10 +123,14 @@ func newTwoStageOf(t *testing.T, yaml string, exactlyOnce bool, c *cluster2) *tw
 		t.Fatalf("NewDecoder: %v", err)
 	}
 	for p := range int32(sourceParts) {
-		s.core.Assign(inTopic, p, s.now)
+		if stage1 {
+			s.core.Assign(inTopic, p, s.now)
+		}
 	}
 	for r := range int32(repartParts) {
-		s.core.Assign(repartTopic, r, s.now)
+		if stage2 {
+			s.core.Assign(repartTopic, r, s.now)
+		}
 	}
 	s.rejoin()
 	return s

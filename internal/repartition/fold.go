@@ -28,6 +28,10 @@ type folding struct {
 	tag     uint32 // GroupTag of the stage's decoder and windows
 	parts   int32  // the repartition topic's partitions
 	allowed bool   // stage 2 welcomes partials (AllowFolding)
+	// closed are, by repartition partition, the watermarks the windows of
+	// the instance's own stage 2 follow (math.MinInt64 for the others): a
+	// pane that closed there goes alone (AllowFolding).
+	closed []int64
 	// groups, by source partition (the stage's partition id), then by
 	// repartition partition: nil where none is pending.
 	groups  [][]*group
@@ -67,11 +71,18 @@ func newFolding(format int32, windows windowing.Spec, dec *record.Decoder, parts
 // AllowFolding says whether stage 2 welcomes partials now: the instance's
 // own window partitions hold the config's generation alone and have read
 // no repartition record of another config lately (a rollout). Stage 1
-// sends every record alone while it does not. It changes nothing for a
-// stage that does not fold.
-func (s *Stage) AllowFolding(on bool) {
+// sends every record alone while it does not. closed are, by repartition
+// partition, the watermarks the windows of the instance's own stage 2
+// follow (math.MinInt64 for a partition it does not hold): a record
+// whose pane closed there is late there, and goes alone, as stage 1 read
+// it (stage 2 would unfold it: docs/design.md#two-phase-aggregation),
+// whatever its own source's watermark says (a new owner's generator,
+// which starts afresh, below what the one before reported). It changes
+// nothing for a stage that does not fold. closed is the stage's own
+// until the next call.
+func (s *Stage) AllowFolding(on bool, closed []int64) {
 	if s.fold != nil {
-		s.fold.allowed = on
+		s.fold.allowed, s.fold.closed = on, closed
 	}
 }
 
@@ -88,7 +99,7 @@ func (s *Stage) foldRecord(in *ready.Input, rec *record.Record, part int32) bool
 		return false
 	}
 	start, close := f.folds.Pane(rec.Time)
-	if close <= in.After {
+	if close <= in.After || int(part) < len(f.closed) && close <= f.closed[part] {
 		return false
 	}
 	g := f.group(in.Partition, part)

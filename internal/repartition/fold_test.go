@@ -45,7 +45,7 @@ func newFoldStage(t *testing.T, parts int32) *repartition.Stage {
 	}
 	s.Assign(0, 0)
 	s.Assign(1, 0)
-	s.AllowFolding(true)
+	s.AllowFolding(true, nil)
 	return s
 }
 
@@ -127,7 +127,7 @@ func TestStageFoldDrops(t *testing.T) {
 func TestStageFoldNotAllowed(t *testing.T) {
 	clear(next)
 	s := newFoldStage(t, 1)
-	s.AllowFolding(false)
+	s.AllowFolding(false, nil)
 	feed(t, s, 0, click("a", 1_000, 1), click("a", 2_000, 2))
 	if got := describe(s.Step(1)); len(got) != 2 || !strings.HasPrefix(got[0], "data") {
 		t.Fatalf("Step = %q, want two records alone", got)
