@@ -72,12 +72,17 @@ func (p *Processor) acceptsPartials(now int64) bool {
 
 // appendClosed appends to dst, for each repartition partition of n, the
 // watermark its windows here are judged by (math.MinInt64 for one this
-// instance does not hold, or that waits for its restore): stage 1 sends a
-// record alone whose pane closed there (repartition.Stage.AllowFolding).
+// instance does not hold; math.MaxInt64 for one that waits for its
+// restore, whose watermark is not known yet): stage 1 sends a record
+// alone whose pane closed there (repartition.Stage.AllowFolding).
 func (p *Processor) appendClosed(dst []int64, n int32) []int64 {
 	for id := range n {
 		wm := int64(math.MinInt64)
-		if pp := p.part(id); pp != nil && pp.restored {
+		switch pp := p.part(id); {
+		case pp == nil:
+		case !pp.restored:
+			wm = math.MaxInt64
+		default:
 			if l := p.ops.of(id); len(l) > 0 {
 				wm = l[0].op.Judged(id)
 			}
