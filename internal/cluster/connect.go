@@ -115,7 +115,7 @@ func Permanent(err error) error {
 		return nil
 	case errors.Is(err, ErrAuthentication), errors.Is(err, ErrAuthorization), errors.Is(err, ErrTLSVerification),
 		errors.Is(err, ErrTopicsMissing), errors.Is(err, ErrTopicsNotPermitted), errors.Is(err, ErrChangelogMismatch),
-		errors.Is(err, config.ErrInvalid):
+		errors.Is(err, ErrUnsupported), errors.Is(err, config.ErrInvalid):
 		return err
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism),
 		errors.Is(err, kerr.IllegalSaslState):

@@ -38,6 +38,13 @@ type cfg struct {
 
 	enableSASL bool
 	sasls      map[struct{ m, u string }]string // cleared after client initialization
+
+	// aggregator patch: OAUTHBEARER, AWS_MSK_IAM, no transactions.
+	oauth          OAuthValidator
+	mskRegion      string
+	mskCredentials map[string]string
+	mskToken       string
+	noTxns         bool
 	tls        *tls.Config
 
 	listenFn func(network, address string) (net.Listener, error)
