@@ -62,12 +62,12 @@ func TestCheckSupport(t *testing.T) {
 		compression string
 		want        string // "" = supported
 	}{
-		"transactions":                    {nil, "exactly_once", "lz4", ""},
-		"no transactions, exactly_once":   {[]kfake.Opt{kfake.NoTransactions()}, "exactly_once", "lz4", "set delivery: at_least_once"},
-		"no transactions, at_least_once":  {[]kfake.Opt{kfake.NoTransactions()}, "at_least_once", "lz4", ""},
-		"zstd on Produce v6":              {[]kfake.Opt{kfake.MaxVersions(oldProduce)}, "at_least_once", "zstd", "set sink.compression: lz4"},
-		"zstd on a recent broker":         {nil, "exactly_once", "zstd", ""},
-		"gzip on Produce v6": {[]kfake.Opt{kfake.MaxVersions(oldProduce)}, "at_least_once", "gzip", ""},
+		"transactions":                   {nil, "exactly_once", "lz4", ""},
+		"no transactions, exactly_once":  {[]kfake.Opt{kfake.NoTransactions()}, "exactly_once", "lz4", "set delivery: at_least_once"},
+		"no transactions, at_least_once": {[]kfake.Opt{kfake.NoTransactions()}, "at_least_once", "lz4", ""},
+		"zstd on Produce v6":             {[]kfake.Opt{kfake.MaxVersions(oldProduce)}, "at_least_once", "zstd", "set sink.compression: lz4"},
+		"zstd on a recent broker":        {nil, "exactly_once", "zstd", ""},
+		"gzip on Produce v6":             {[]kfake.Opt{kfake.MaxVersions(oldProduce)}, "at_least_once", "gzip", ""},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -45,7 +45,7 @@ type cfg struct {
 	mskCredentials map[string]string
 	mskToken       string
 	noTxns         bool
-	tls        *tls.Config
+	tls            *tls.Config
 
 	listenFn func(network, address string) (net.Listener, error)
 
