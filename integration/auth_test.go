@@ -79,8 +79,10 @@ func authSetup(t testing.TB, kind string) auth {
 		return auth{
 			broker: append(testUser, kfake.OAuthBearer(p.validate)),
 			client: testClient,
-			source: func(s *config.Source) { s.SASL = config.SASL{Mechanism: config.MechanismOAuthBearer, OAuth: p.oauth(t)} },
-			idp:    p,
+			source: func(s *config.Source) {
+				s.SASL = config.SASL{Mechanism: config.MechanismOAuthBearer, OAuth: p.oauth(t)}
+			},
+			idp: p,
 		}
 	case authMutual:
 		p := newPKI(t, time.Hour)
