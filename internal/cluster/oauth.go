@@ -228,7 +228,7 @@ func httpStatus(err error) int {
 }
 
 // refused reports whether the endpoint refused the client (RFC 6749
-// §5.2: 400 invalid_client, unauthorized_client, invalid_scope, or 401).
+// section 5.2: 400 invalid_client, unauthorized_client, invalid_scope, or 401).
 func refused(err error) bool {
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
