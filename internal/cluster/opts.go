@@ -108,13 +108,14 @@ func ClientOpts(src config.Source, log zerolog.Logger, component string) ([]kgo.
 	return a.ClientOpts(log, component), nil
 }
 
-// SASLMechanism returns the SASL mechanism c names. The password is read
-// from c.Password, or else from c.PasswordFile on every new connection, so
-// a rotated Kubernetes Secret is picked up without a restart. The file is
-// also read once here, so a missing file fails at start.
+// SASLMechanism returns the PLAIN or SCRAM mechanism c names. The password
+// is read from c.PasswordFile on every new connection when that is set
+// (Password then holds its content at start), so a rotated Kubernetes
+// Secret is picked up without a restart; else it is c.Password. The file
+// is also read once here, so a missing file fails at start.
 func SASLMechanism(c config.SASL) (sasl.Mechanism, error) {
 	password := func() (string, error) { return c.Password, nil }
-	if c.Password == "" && c.PasswordFile != "" {
+	if c.PasswordFile != "" { // config.Parse also put its content in Password, as it was at start
 		password = func() (string, error) { return readPassword(c.PasswordFile) }
 	}
 	if _, err := password(); err != nil {
