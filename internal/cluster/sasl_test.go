@@ -77,7 +77,7 @@ func TestClientOptsSASL(t *testing.T) {
 		// config.Parse put the file's content at start in Password; the
 		// file, rotated since, wins.
 		"rotated password file": {config.SASL{Mechanism: "SCRAM-SHA-512", Username: "carol", Password: "old-pw", PasswordFile: pwFile}, true},
-		"wrong password":      {config.SASL{Mechanism: "SCRAM-SHA-256", Username: "bob", Password: "nope"}, false},
+		"wrong password":        {config.SASL{Mechanism: "SCRAM-SHA-256", Username: "bob", Password: "nope"}, false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
