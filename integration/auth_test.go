@@ -7,16 +7,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"aggregator/internal/cluster/oauthtest"
 	"aggregator/internal/config"
 )
 
@@ -50,7 +46,7 @@ type auth struct {
 	broker []kfake.Opt
 	client []kgo.Opt
 	source func(*config.Source) // sets source.tls and source.sasl
-	idp    *idp                 // the token endpoint of authOAuth
+	idp    *oauthtest.Endpoint  // the token endpoint of authOAuth
 	pki    *pki                 // the certificates of authMutual
 }
 
@@ -75,12 +71,12 @@ func authSetup(t testing.TB, kind string) auth {
 			},
 		}
 	case authOAuth:
-		p := newIDP(t, time.Hour)
+		p := oauthtest.New(t, time.Hour)
 		return auth{
-			broker: append(testUser, kfake.OAuthBearer(p.validate)),
+			broker: append(testUser, kfake.OAuthBearer(p.Validate)),
 			client: testClient,
 			source: func(s *config.Source) {
-				s.SASL = config.SASL{Mechanism: config.MechanismOAuthBearer, OAuth: p.oauth(t)}
+				s.SASL = config.SASL{Mechanism: config.MechanismOAuthBearer, OAuth: p.OAuth()}
 			},
 			idp: p,
 		}
@@ -95,90 +91,6 @@ func authSetup(t testing.TB, kind string) auth {
 	}
 	t.Fatalf("authSetup: unknown kind %q (want one of %v)", kind, authKinds)
 	return auth{}
-}
-
-// idp is an OAuth 2.0 token endpoint (client credentials, over TLS) that
-// issues tokens "tok-N" valid for lifetime, with the brokers' validator
-// of them; it can be taken down (HTTP 503).
-type idp struct {
-	srv      *httptest.Server
-	lifetime time.Duration
-	requests atomic.Int32
-	down     atomic.Bool
-	caFile   string
-
-	mu     sync.Mutex
-	issued map[string]time.Time // token => expiry
-}
-
-func newIDP(t testing.TB, lifetime time.Duration) *idp {
-	t.Helper()
-	p := &idp{lifetime: lifetime, issued: map[string]time.Time{}}
-	p.srv = httptest.NewTLSServer(http.HandlerFunc(p.token))
-	t.Cleanup(p.srv.Close)
-	p.caFile = filepath.Join(t.TempDir(), "idp-ca.pem")
-	writePEMFile(t, p.caFile, p.srv.Certificate().Raw)
-	return p
-}
-
-func (p *idp) token(w http.ResponseWriter, r *http.Request) {
-	if p.down.Load() {
-		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
-		return
-	}
-	id, secret, ok := r.BasicAuth()
-	if err := r.ParseForm(); err != nil || r.Form.Get("grant_type") != "client_credentials" {
-		http.Error(w, `{"error":"unsupported_grant_type"}`, http.StatusBadRequest)
-		return
-	}
-	if !ok {
-		id, secret = r.Form.Get("client_id"), r.Form.Get("client_secret")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if id != "aggregator" || secret != "s3cret" {
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, `{"error":"invalid_client"}`)
-		return
-	}
-	tok := fmt.Sprintf("tok-%d", p.requests.Add(1))
-	p.mu.Lock()
-	p.issued[tok] = time.Now().Add(p.lifetime)
-	p.mu.Unlock()
-	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": int(p.lifetime / time.Second)})
-}
-
-// validate is the brokers' check of a token and its extensions
-// (Confluent Cloud's logicalCluster).
-func (p *idp) validate(token string, ext map[string]string) (string, time.Time, error) {
-	p.mu.Lock()
-	expires, ok := p.issued[token]
-	p.mu.Unlock()
-	switch {
-	case !ok:
-		return "", time.Time{}, fmt.Errorf("unknown token")
-	case ext["logicalCluster"] != "lkc-1":
-		return "", time.Time{}, fmt.Errorf("extension logicalCluster = %q: not this cluster (lkc-1)", ext["logicalCluster"])
-	}
-	return "aggregator", expires, nil
-}
-
-// lastExpiry is the expiry of the last token issued.
-func (p *idp) lastExpiry() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var last time.Time
-	for _, exp := range p.issued {
-		if exp.After(last) {
-			last = exp
-		}
-	}
-	return last
-}
-
-// oauth is the service's source.sasl.oauth for this endpoint.
-func (p *idp) oauth(testing.TB) config.OAuth {
-	return config.OAuth{TokenEndpoint: p.srv.URL + "/token", ClientID: "aggregator", ClientSecret: "s3cret", CAFile: p.caFile,
-		Extensions: map[string]string{"logicalCluster": "lkc-1"}}
 }
 
 // pki is a CA with a broker certificate and a client certificate, all

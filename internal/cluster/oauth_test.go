@@ -3,18 +3,13 @@ package cluster_test
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,82 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"aggregator/internal/cluster"
+	"aggregator/internal/cluster/oauthtest"
 	"aggregator/internal/config"
 )
-
-// idp is an OAuth 2.0 token endpoint (client credentials, over TLS) that
-// issues tokens "tok-N" valid for lifetime, and the broker's validator of
-// them.
-type idp struct {
-	srv      *httptest.Server
-	lifetime time.Duration
-	requests atomic.Int32
-	down     atomic.Bool // answers 503
-
-	mu     sync.Mutex
-	issued map[string]time.Time // token => expiry
-}
-
-func newIDP(t *testing.T, lifetime time.Duration) *idp {
-	t.Helper()
-	p := &idp{lifetime: lifetime, issued: map[string]time.Time{}}
-	p.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.down.Load() {
-			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
-			return
-		}
-		id, secret, ok := r.BasicAuth()
-		if err := r.ParseForm(); err != nil || r.Form.Get("grant_type") != "client_credentials" {
-			http.Error(w, `{"error":"unsupported_grant_type"}`, http.StatusBadRequest)
-			return
-		}
-		if !ok {
-			id, secret = r.Form.Get("client_id"), r.Form.Get("client_secret")
-		}
-		if id != "aggregator" || secret != "s3cret" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprint(w, `{"error":"invalid_client"}`)
-			return
-		}
-		n := p.requests.Add(1)
-		tok := fmt.Sprintf("tok-%d", n)
-		p.mu.Lock()
-		p.issued[tok] = time.Now().Add(p.lifetime)
-		p.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": int(p.lifetime / time.Second)})
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-// caFile writes the endpoint's certificate as a CA file.
-func (p *idp) caFile(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "idp-ca.pem")
-	writePEM(t, path, "CERTIFICATE", p.srv.Certificate().Raw)
-	return path
-}
-
-// validate is the broker's check of a token and its extensions.
-func (p *idp) validate(token string, ext map[string]string) (string, time.Time, error) {
-	p.mu.Lock()
-	expires, ok := p.issued[token]
-	p.mu.Unlock()
-	switch {
-	case !ok:
-		return "", time.Time{}, fmt.Errorf("unknown token")
-	case ext["logicalCluster"] != "lkc-1":
-		return "", time.Time{}, fmt.Errorf("extension logicalCluster = %q: not this cluster (lkc-1)", ext["logicalCluster"])
-	}
-	return "aggregator", expires, nil
-}
-
-func (p *idp) oauth(t *testing.T) config.OAuth {
-	return config.OAuth{TokenEndpoint: p.srv.URL + "/token", ClientID: "aggregator", ClientSecret: "s3cret", CAFile: p.caFile(t),
-		Extensions: map[string]string{"logicalCluster": "lkc-1"}}
-}
 
 // clock is a clock tests move.
 type clock struct {
@@ -117,10 +39,10 @@ func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.U
 // expires, then unavailable with an error line naming the endpoint and
 // the HTTP status; the endpoint back, a new token.
 func TestTokenEndpoint(t *testing.T) {
-	p := newIDP(t, 100*time.Second)
+	p := oauthtest.New(t, 100*time.Second)
 	clk := &clock{now: time.Now()}
 	var logs bytes.Buffer
-	e, err := cluster.NewTokenEndpoint(p.oauth(t), zerolog.New(&logs), clk.Now)
+	e, err := cluster.NewTokenEndpoint(p.OAuth(), zerolog.New(&logs), clk.Now)
 	if err != nil {
 		t.Fatalf("NewTokenEndpoint() = %v", err)
 	}
@@ -136,11 +58,11 @@ func TestTokenEndpoint(t *testing.T) {
 	token("at 79% of its lifetime", "tok-1")
 	clk.Add(2 * time.Second)
 	token("at 81%", "tok-2")
-	if n := p.requests.Load(); n != 2 {
+	if n := p.Requests.Load(); n != 2 {
 		t.Errorf("endpoint requests = %d, want 2", n)
 	}
 
-	p.down.Store(true)
+	p.Down.Store(true)
 	clk.Add(81 * time.Second)
 	token("endpoint down, token still valid", "tok-2")
 	if err := e.Unavailable(); err != nil {
@@ -150,15 +72,15 @@ func TestTokenEndpoint(t *testing.T) {
 	if _, err := e.Token(t.Context()); !errors.Is(err, cluster.ErrCredentialsUnavailable) || !cluster.Transient(err) {
 		t.Errorf("Token() expired, endpoint down = %v, want a transient ErrCredentialsUnavailable", err)
 	}
-	if err := e.Unavailable(); err == nil || !strings.Contains(err.Error(), "HTTP 503") || !strings.Contains(err.Error(), p.srv.URL) {
+	if err := e.Unavailable(); err == nil || !strings.Contains(err.Error(), "HTTP 503") || !strings.Contains(err.Error(), p.Server.URL) {
 		t.Errorf("Unavailable() = %v, want the endpoint and HTTP 503", err)
 	}
 	if !strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), `"http_status":503`) ||
-		!strings.Contains(logs.String(), `"token_endpoint":"`+p.srv.URL) {
+		!strings.Contains(logs.String(), `"token_endpoint":"`+p.Server.URL) {
 		t.Errorf("logs = %s, want an error line with the endpoint and http_status 503", logs.String())
 	}
 
-	p.down.Store(false)
+	p.Down.Store(false)
 	clk.Add(time.Minute) // past the backoff
 	token("endpoint back", "tok-3")
 	if err := e.Unavailable(); err != nil {
@@ -168,8 +90,8 @@ func TestTokenEndpoint(t *testing.T) {
 
 // A wrong client secret before any token is an error retrying cannot fix.
 func TestTokenEndpointRefusesClient(t *testing.T) {
-	p := newIDP(t, time.Minute)
-	o := p.oauth(t)
+	p := oauthtest.New(t, time.Minute)
+	o := p.OAuth()
 	o.ClientSecret = "wrong"
 	e, err := cluster.NewTokenEndpoint(o, zerolog.Nop(), time.Now)
 	if err != nil {
@@ -186,8 +108,8 @@ func TestTokenEndpointRefusesClient(t *testing.T) {
 // the broker refuses is an error retrying cannot fix, with the broker's
 // reason.
 func TestOAuthBearer(t *testing.T) {
-	p := newIDP(t, time.Hour)
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.OAuthBearer(p.validate))
+	p := oauthtest.New(t, time.Hour)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.OAuthBearer(p.Validate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +117,7 @@ func TestOAuthBearer(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	issue := func() string { // a token from the endpoint, for the file
 		t.Helper()
-		e, err := cluster.NewTokenEndpoint(p.oauth(t), zerolog.Nop(), time.Now)
+		e, err := cluster.NewTokenEndpoint(p.OAuth(), zerolog.Nop(), time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,13 +128,13 @@ func TestOAuthBearer(t *testing.T) {
 		return tok
 	}
 	writeFile(t, tokenFile, []byte(issue()+"\n"))
-	wrongExt := p.oauth(t)
+	wrongExt := p.OAuth()
 	wrongExt.Extensions = map[string]string{"logicalCluster": "lkc-9"}
 	tests := map[string]struct {
 		oauth config.OAuth
 		want  string // "" = success
 	}{
-		"endpoint":        {p.oauth(t), ""},
+		"endpoint":        {p.OAuth(), ""},
 		"file":            {config.OAuth{TokenFile: tokenFile, Extensions: map[string]string{"logicalCluster": "lkc-1"}}, ""},
 		"wrong extension": {wrongExt, "extension logicalCluster = \"lkc-9\": not this cluster"},
 	}
