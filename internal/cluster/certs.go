@@ -30,7 +30,6 @@ type Certs struct {
 	failures                  prometheus.Counter
 
 	mu     sync.Mutex
-	loaded bool      // pem, pool and cert hold a good read
 	pem    [3][]byte // the contents in use: CA, certificate, key
 	pool   *x509.CertPool
 	cert   *tls.Certificate
@@ -44,11 +43,14 @@ type Certs struct {
 func NewCerts(key string, c config.TLS, log zerolog.Logger, failures prometheus.Counter) (*Certs, error) {
 	cs := &Certs{key: key, caFile: c.CAFile, certFile: c.CertFile, keyFile: c.KeyFile, insecure: c.InsecureSkipVerify,
 		log: log, failures: failures}
-	pem, pool, cert, err := cs.read()
+	pem, err := cs.readFiles()
 	if err != nil {
 		return nil, err
 	}
-	cs.pem, cs.pool, cs.cert, cs.loaded = pem, pool, cert, true
+	if cs.pool, cs.cert, err = cs.parse(pem); err != nil {
+		return nil, err
+	}
+	cs.pem = pem
 	return cs, nil
 }
 
@@ -112,54 +114,63 @@ func (c *Certs) verify(cs tls.ConnectionState) error {
 
 // current reads the files again and returns the CA pool and certificate
 // to use: the files' if they changed and are valid, else the last good.
+// The files are read without the lock.
 func (c *Certs) current() (*x509.CertPool, *tls.Certificate) {
+	pem, readErr := c.readFiles()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pem, pool, cert, err := c.read()
-	switch {
-	case err != nil:
+	if readErr == nil && equal(pem, c.pem) {
+		c.failed = ""
+		return c.pool, c.cert
+	}
+	err := readErr
+	var pool *x509.CertPool
+	var cert *tls.Certificate
+	if err == nil {
+		pool, cert, err = c.parse(pem)
+	}
+	if err != nil {
 		if msg := err.Error(); msg != c.failed {
 			c.failed = msg
 			c.failures.Inc()
 			c.log.Error().Err(err).Str("config", c.key).Msg("cannot reload the TLS files; the last good certificate and CA stay in use")
 		}
-	case !equal(pem, c.pem):
-		c.pem, c.pool, c.cert, c.failed = pem, pool, cert, ""
-		c.log.Info().Str("config", c.key).Msg("TLS files changed: new connections use the new certificate and CA")
-	default:
-		c.failed = ""
+		return c.pool, c.cert
 	}
+	c.pem, c.pool, c.cert, c.failed = pem, pool, cert, ""
+	c.log.Info().Str("config", c.key).Msg("TLS files changed: new connections use the new certificate and CA")
 	return c.pool, c.cert
 }
 
-// read reads and parses the files. pem compares equal to the last good
-// contents when nothing changed (then pool and cert are the last good).
-func (c *Certs) read() (pem [3][]byte, pool *x509.CertPool, cert *tls.Certificate, err error) {
+// readFiles reads the files: the CA, the certificate and the key.
+func (c *Certs) readFiles() (pem [3][]byte, err error) {
 	for i, path := range []string{c.caFile, c.certFile, c.keyFile} {
 		if path == "" {
 			continue
 		}
 		if pem[i], err = os.ReadFile(path); err != nil {
-			return pem, nil, nil, fmt.Errorf("%s: %w", c.key, err)
+			return pem, fmt.Errorf("%s: %w", c.key, err)
 		}
 	}
-	if c.loaded && equal(pem, c.pem) {
-		return c.pem, c.pool, c.cert, nil
-	}
+	return pem, nil
+}
+
+// parse makes the CA pool and the certificate of the files' contents.
+func (c *Certs) parse(pem [3][]byte) (pool *x509.CertPool, cert *tls.Certificate, err error) {
 	if c.caFile != "" {
 		pool = x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem[0]) {
-			return pem, nil, nil, fmt.Errorf("%s.ca_file %q: no PEM certificate found", c.key, c.caFile)
+			return nil, nil, fmt.Errorf("%s.ca_file %q: no PEM certificate found", c.key, c.caFile)
 		}
 	}
 	if c.certFile != "" {
 		kp, err := tls.X509KeyPair(pem[1], pem[2])
 		if err != nil {
-			return pem, nil, nil, fmt.Errorf("%s.cert_file %q, key_file %q: %w", c.key, c.certFile, c.keyFile, err)
+			return nil, nil, fmt.Errorf("%s.cert_file %q, key_file %q: %w", c.key, c.certFile, c.keyFile, err)
 		}
 		cert = &kp
 	}
-	return pem, pool, cert, nil
+	return pool, cert, nil
 }
 
 // equal reports whether two sets of file contents are the same.

@@ -79,13 +79,18 @@ func readToken(path string) (string, error) {
 // and an error line names the endpoint and its HTTP status; the next
 // token fetched ends it. Safe for concurrent use.
 type TokenEndpoint struct {
-	grant      clientcredentials.Config
+	grant      clientcredentials.Config // its ClientSecret is set under fetching
 	secretFile string
 	client     *http.Client
 	now        func() time.Time
 	log        zerolog.Logger
 
-	mu       sync.Mutex // held across a fetch: callers waiting for a token wait for one request
+	// fetching is held across a request to the endpoint, and only there:
+	// callers that need a new token at once wait for one request. It is
+	// taken before mu, never the other way.
+	fetching sync.Mutex
+
+	mu       sync.Mutex // the token and the endpoint's state; never held across I/O
 	token    string
 	obtained time.Time
 	expires  time.Time
@@ -127,25 +132,34 @@ func NewTokenEndpoint(o config.OAuth, log zerolog.Logger, now func() time.Time) 
 // refuses the client's credentials before any token was had (a wrong
 // client_id or secret: retrying cannot fix it).
 func (e *TokenEndpoint) Token(ctx context.Context) (string, error) {
+	if tok, done, err := e.cached(); done {
+		return tok, err
+	}
+	e.fetching.Lock()
+	defer e.fetching.Unlock()
+	if tok, done, err := e.cached(); done { // another caller fetched meanwhile
+		return tok, err
+	}
+	tok, err := e.fetch(ctx)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
-	valid := e.token != "" && now.Before(e.expires)
-	due := e.obtained.Add(time.Duration(float64(e.expires.Sub(e.obtained)) * refreshAt))
-	switch {
-	case valid && now.Before(due):
-		return e.token, nil
-	case now.Before(e.retryAt):
-		if valid {
-			return e.token, nil
+	if err == nil {
+		if e.down || e.err != nil {
+			e.log.Info().Msg("the token endpoint answers again")
 		}
-		return "", e.unavailable()
-	}
-	err := e.fetch(ctx, now)
-	switch {
-	case err == nil:
+		e.token, e.obtained, e.expires = tok.AccessToken, now, now.Add(lifetime(tok))
+		e.failures, e.retryAt, e.err, e.down = 0, time.Time{}, nil, false
 		return e.token, nil
-	case valid:
+	}
+	wait := Backoff(e.failures)
+	if e.token != "" {
+		wait = min(wait, max(e.expires.Sub(e.obtained)/4, firstBackoff))
+	}
+	e.failures++
+	e.retryAt, e.err = now.Add(wait), err
+	switch {
+	case e.token != "" && now.Before(e.expires):
 		e.log.Warn().Err(err).Int("http_status", httpStatus(err)).Time("token_expires", e.expires).
 			Msg("the token endpoint failed; the current token is used until it expires")
 		return e.token, nil
@@ -161,45 +175,51 @@ func (e *TokenEndpoint) Token(ctx context.Context) (string, error) {
 	return "", e.unavailable()
 }
 
-// fetch asks the endpoint for a new token; e.mu is held.
-func (e *TokenEndpoint) fetch(ctx context.Context, now time.Time) error {
+// cached returns the token to use without asking the endpoint (done):
+// the current one until it is due for refresh, or while a failed
+// endpoint waits out its backoff (then, once it expired, the reason
+// there is none).
+func (e *TokenEndpoint) cached() (tok string, done bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	valid := e.token != "" && now.Before(e.expires)
+	due := e.obtained.Add(time.Duration(float64(e.expires.Sub(e.obtained)) * refreshAt))
+	switch {
+	case valid && now.Before(due):
+		return e.token, true, nil
+	case now.Before(e.retryAt) && valid:
+		return e.token, true, nil
+	case now.Before(e.retryAt):
+		return "", true, e.unavailable()
+	}
+	return "", false, nil
+}
+
+// fetch asks the endpoint for a new token; e.fetching is held.
+func (e *TokenEndpoint) fetch(ctx context.Context) (*oauth2.Token, error) {
 	if e.secretFile != "" { // read for every request: a rotated Secret is used at once
 		b, err := os.ReadFile(e.secretFile)
 		if err != nil {
-			return e.failed(now, fmt.Errorf("source.sasl.oauth.client_secret_file: %w", err))
+			return nil, fmt.Errorf("source.sasl.oauth.client_secret_file: %w", err)
 		}
 		e.grant.ClientSecret = strings.TrimRight(string(b), "\r\n")
 	}
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, e.client), AttemptTimeout)
 	defer cancel()
-	tok, err := e.grant.Token(ctx)
-	if err != nil {
-		return e.failed(now, err)
-	}
-	lifetime := unknownLifetime
-	switch {
-	case tok.ExpiresIn > 0:
-		lifetime = time.Duration(tok.ExpiresIn) * time.Second
-	case !tok.Expiry.IsZero():
-		lifetime = time.Until(tok.Expiry)
-	}
-	if e.down || e.err != nil {
-		e.log.Info().Msg("the token endpoint answers again")
-	}
-	e.token, e.obtained, e.expires = tok.AccessToken, now, now.Add(lifetime)
-	e.failures, e.retryAt, e.err, e.down = 0, time.Time{}, nil, false
-	return nil
+	return e.grant.Token(ctx)
 }
 
-// failed notes a failed fetch and returns err; e.mu is held.
-func (e *TokenEndpoint) failed(now time.Time, err error) error {
-	wait := Backoff(e.failures)
-	if e.token != "" {
-		wait = min(wait, max(e.expires.Sub(e.obtained)/4, firstBackoff))
+// lifetime is how long tok is valid from now: expires_in, or
+// unknownLifetime without it.
+func lifetime(tok *oauth2.Token) time.Duration {
+	switch {
+	case tok.ExpiresIn > 0:
+		return time.Duration(tok.ExpiresIn) * time.Second
+	case !tok.Expiry.IsZero():
+		return time.Until(tok.Expiry)
 	}
-	e.failures++
-	e.retryAt, e.err = now.Add(wait), err
-	return err
+	return unknownLifetime
 }
 
 func (e *TokenEndpoint) unavailable() error {

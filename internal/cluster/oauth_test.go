@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,4 +305,37 @@ func (r *rawConn) request(req kmsg.Request) kmsg.Response {
 		r.t.Fatalf("read %s: %v", kmsg.NameForKey(req.Key()), err)
 	}
 	return resp
+}
+
+// A request to the endpoint that hangs holds up neither Unavailable (the
+// readiness probe asks it) nor a caller while a valid token is cached.
+func TestTokenEndpointHangingRequestBlocksNothing(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var n atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1) == 2 {
+			close(entered)
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"tok","token_type":"Bearer","expires_in":100}`)
+	}))
+	defer srv.Close()
+	defer close(release)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	writePEM(t, ca, "CERTIFICATE", srv.Certificate().Raw)
+	clk := &clock{now: time.Now()}
+	e, err := cluster.NewTokenEndpoint(config.OAuth{TokenEndpoint: srv.URL, ClientID: "c", ClientSecret: "s", CAFile: ca}, zerolog.Nop(), clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Token(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(90 * time.Second) // due for refresh
+	go func() { _, _ = e.Token(t.Context()) }()
+	<-entered
+	if err := e.Unavailable(); err != nil {
+		t.Errorf("Unavailable() during a refresh = %v, want nil", err)
+	}
 }
