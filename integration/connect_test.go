@@ -175,7 +175,7 @@ func TestOAuthEndpointDown(t *testing.T) {
 			waitFor(t, waitTimeout, "ready", s.c.Serving)
 
 			a.idp.Down.Store(true)
-			expires := a.idp.LastExpiry() // of the token the service holds: the last issued
+			expires := a.idp.LastExpiry()                                                 // of the token the service holds: the last issued
 			produceAs(t, brokers, a.client, lines[200:400], func(int) int32 { return 0 }) // consumed with the token in hand, or after the recovery
 			waitFor(t, waitTimeout, "not ready once the token expired", func() bool { return !s.c.Serving() })
 			if early := time.Until(expires); early > 100*time.Millisecond {
