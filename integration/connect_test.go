@@ -175,8 +175,10 @@ func TestOAuthEndpointDown(t *testing.T) {
 			waitFor(t, waitTimeout, "ready", s.c.Serving)
 
 			a.idp.Down.Store(true)
-			expires := a.idp.LastExpiry()                                                 // of the token the service holds: the last issued
-			produceAs(t, brokers, a.client, lines[200:400], func(int) int32 { return 0 }) // consumed with the token in hand, or after the recovery
+			// The token the service holds is the last issued; the records
+			// are consumed with it, or after the recovery.
+			expires := a.idp.LastExpiry()
+			produceAs(t, brokers, a.client, lines[200:400], func(int) int32 { return 0 })
 			waitFor(t, waitTimeout, "not ready once the token expired", func() bool { return !s.c.Serving() })
 			if early := time.Until(expires); early > 100*time.Millisecond {
 				t.Errorf("not ready %v before the token in hand expired, want it used until it expires", early)
