@@ -93,6 +93,7 @@ func NewCounts(spec Spec, sink Sink) (*Counts, error) {
 	c.acc = c.agg.newOwnPane()
 	c.due = &timeoutHeap{}
 	c.vals = newResults(sink, len(c.agg.specs))
+	c.res.Aggregates = c.vals.own
 	return c, nil
 }
 
@@ -241,7 +242,7 @@ func (c *Counts) emitPane(ki int32, p pane, w Window, seq int64, f Firing) {
 	r := &c.res
 	r.Partition, r.Key, r.Window, r.Count = k.part, k.key(), w, *p.count
 	r.Firing, r.Revision, r.Watermark, r.Seq = f, 0, c.wm, seq
-	r.Aggregates = c.vals.room()
+	c.vals.lend(r)
 	c.agg.values(p, r.Aggregates, &c.numbers)
 	c.sink.Emit(r)
 }

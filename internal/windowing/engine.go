@@ -134,6 +134,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 	e.acc = e.agg.newOwnPane()
 	e.fifo = e.usesFifo()
 	e.vals = newResults(sink, len(e.agg.specs))
+	e.res.Aggregates = e.vals.own
 	if Foldable(spec) {
 		e.foldTag = FoldTag(spec)
 	}

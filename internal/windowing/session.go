@@ -98,6 +98,7 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 	}
 	s.pool = panePool{stride: s.agg.nums, free: noPane}
 	s.vals = newResults(sink, len(s.agg.specs))
+	s.res.Aggregates = s.vals.own
 	s.keys = newKeySlab((*sessKey).reset)
 	s.fire.keys, s.clean.keys = &s.keys, &s.keys
 	if spec.Kind == KindGlobal {
@@ -288,7 +289,7 @@ func (s *Sessions) retract(k *keyState, x *session) {
 	r := &s.res
 	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
 	r.Count, r.Revision, r.Firing, r.Watermark = 0, 0, Retract, s.wm
-	r.Aggregates = s.vals.room()
+	s.vals.lend(r)
 	clear(r.Aggregates)
 	s.sink.Emit(r)
 }
@@ -300,7 +301,7 @@ func (s *Sessions) emit(ki int32, x *session, f Firing) {
 	r := &s.res
 	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
 	r.Count, r.Revision, r.Firing, r.Watermark = h.count, int64(h.rev), f, s.wm
-	r.Aggregates = s.vals.room()
+	s.vals.lend(r)
 	s.agg.values(s.pool.view(x.pane), r.Aggregates, &s.numbers)
 	h.rev++
 	h.flags = h.flags&^flagChanged | firedBy(f)

@@ -106,13 +106,16 @@ func newResults(sink Sink, aggregates int) results {
 	return results{buf: b, own: make([]record.Value, aggregates)}
 }
 
-// room returns where the next result's aggregates go.
-func (r *results) room() []record.Value {
+// lend points res.Aggregates where the next result's aggregates go: the
+// sink's room (else it stays at the operator's own slice, which the
+// operator set once).
+func (r *results) lend(res *Result) {
 	if r.buf != nil {
-		return r.buf.Room(len(r.own))
+		r.room(res)
 	}
-	return r.own
 }
+
+func (r *results) room(res *Result) { res.Aggregates = r.buf.Room(len(r.own)) }
 
 // Outcome is what became of one input record; every record has
 // exactly one. An operator's Add returns the first three; the core decides
