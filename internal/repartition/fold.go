@@ -122,7 +122,7 @@ func (s *Stage) foldRecord(in *ready.Input, rec *record.Record, part int32) bool
 	g.note(in)
 	g.close = min(g.close, close)
 	g.size += 6 // the record's offset and watermarks
-	for i := range rec.Values {
+	for i := 0; f.folds.Grows() && i < len(rec.Values); i++ {
 		// At most what the record adds to its partial: a number, or a
 		// text a count_distinct set, a top_k or a pick keeps.
 		g.size += 9 + len(rec.Values[i].Raw) + len(rec.Values[i].Str)

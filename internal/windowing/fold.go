@@ -75,6 +75,10 @@ func FoldTag(spec Spec) uint32 {
 	return h.Sum32()
 }
 
+// Grows reports whether a Partial's bytes grow with its records (first,
+// last, count_distinct, quantile or top_k: state beyond numbers).
+func (f *Folds) Grows() bool { return f.e.agg.hasExt() }
+
 // Tag is FoldTag of the spec f was made of.
 func (f *Folds) Tag() uint32 { return f.tag }
 
