@@ -277,10 +277,8 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 		s.marks.OnMarker(in.Partition, rec.Time, now)
 		return Marker, true
 	}
-	before, _ := s.marks.Partition(in.Partition)
-	s.marks.OnEvent(in.Partition, rec.Time, now)
-	in.Sources, in.Before = s.sources, before
-	in.After, _ = s.marks.Partition(in.Partition)
+	in.Before, in.After = s.marks.Event(in.Partition, rec.Time, now)
+	in.Sources = s.sources
 	part := s.partitionOf(rec.Key)
 	if s.foldRecord(in, rec, part) {
 		return Forwarded, true
