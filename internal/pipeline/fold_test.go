@@ -305,3 +305,37 @@ func TestFoldMatchesRecordsAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldPunctuated: with punctuated watermarks, marker records move a
+// source's watermark and are not forwarded; what stage 1 folds between
+// them reaches stage 2 as it would alone, on one instance and on two.
+func TestFoldPunctuated(t *testing.T) {
+	punctuated := strings.Replace(foldYaml, "watermark: {max_out_of_orderness: 1s, idle_timeout: 1s}",
+		"watermark: {strategy: punctuated, marker_field: wm}", 1)
+	marker := func(t int) string { return fmt.Sprintf(`{"wm":%d}`, t) }
+	for _, exactlyOnce := range []bool{true, false} {
+		for _, layout := range instances {
+			t.Run(mode(exactlyOnce)+"/"+layout.name, func(t *testing.T) {
+				outs, _ := foldScenario(t, exactlyOnce, func(t *testing.T, start func(yaml, state, roles string) stepper) {
+					in := start(punctuated, "", layout.in)
+					out := in
+					if layout.out != "" {
+						out = start(punctuated, "", layout.out)
+					}
+					for p := range sourceParts {
+						in.feed(p, foldRec("a", 1_000, 1), foldRec("b", 1_500, 2), marker(3_000), foldRec("a", 2_500, 3), foldRec("b", 3_500, 4))
+					}
+					cycle(in, out)
+					for p := range sourceParts {
+						in.feed(p, foldRec("a", 2_200, 5), marker(6_500), foldRec("a", 3_900, 6), foldRec("b", 6_000, 7), marker(9_000))
+					}
+					cycle(in, out)
+				})
+				if !slices.ContainsFunc(outs, func(o string) bool { return strings.Contains(o, " late rev ") || strings.HasPrefix(o, "late") }) ||
+					!slices.ContainsFunc(outs, func(o string) bool { return strings.Contains(o, "on_time") }) {
+					t.Fatalf("outputs without a late record and an on-time firing: the scenario tests nothing:\n%s", strings.Join(outs, "\n"))
+				}
+			})
+		}
+	}
+}
