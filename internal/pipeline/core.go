@@ -190,11 +190,17 @@ func NewCore(spec Spec) (*Core, error) {
 	if cfg.PublishesWatermarks() {
 		mode.Group = c.layout.sourceEnd
 	}
-	if c.win, err = newProcessor(cfg, mode, spec.Schemas); err != nil {
+	// Both stages' decoders read one Schemas: the one the shell fills, or
+	// (a core made to check a config) one of their own.
+	schemas := spec.Schemas
+	if schemas == nil && cfg.RecordSpec().Format.Registry() {
+		schemas = record.NewSchemas()
+	}
+	if c.win, err = newProcessor(cfg, mode, schemas); err != nil {
 		return nil, err
 	}
 	if c.layout.stages2 {
-		if c.s1, err = repartition.New(cfg, c.layout.sourceEnd, spec.Schemas); err != nil {
+		if c.s1, err = repartition.New(cfg, c.layout.sourceEnd, schemas); err != nil {
 			return nil, fmt.Errorf("repartition: %w", err)
 		}
 	}
