@@ -247,11 +247,11 @@ func summaryField(t *testing.T, line, name string) int {
 // results. Three instances with the repartition stage share 6 partitions
 // of two topics, and the group's balancer gives one instance only
 // repartition partitions in about one run of three: the demo then waited
-// for ever for it to hold an input partition (issue 27; TestUnsettled
-// checks that assignment every time), so that case runs twice. With
-// --format avro, stage 1 decodes with the in-process registry's schema
-// on whichever instance holds the input partition, and stage 2 on every
-// instance reads the compact form.
+// for ever for it to hold an input partition (TestUnsettled checks that
+// assignment every time), so that case runs twice. With --format avro,
+// stage 1 decodes with the in-process registry's schema on whichever
+// instance holds the input partition, and stage 2 on every instance
+// reads the compact form.
 func TestDemoInstances(t *testing.T) {
 	t.Parallel() // mostly waits on the wall clock, beside the package's other tests
 	cases := []struct {
