@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,7 +113,7 @@ func TestDemoGoRunCtrlC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ptmx.Close()
-	var out lockedBuffer
+	var out durBuffer // one goroutine writes it while this one reads
 	read := make(chan error, 1)
 	frame := make(chan struct{})
 	go func() {
@@ -150,24 +149,6 @@ func TestDemoGoRunCtrlC(t *testing.T) {
 
 // tail is the last n bytes of s.
 func tail(s string, n int) string { return s[max(len(s)-n, 0):] }
-
-// lockedBuffer is a bytes.Buffer one goroutine writes while another reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func checkDemoResults(t *testing.T, recs []*kgo.Record) {
 	t.Helper()
