@@ -3,6 +3,7 @@ package repartition
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"aggregator/internal/config"
@@ -142,8 +143,11 @@ func (s *Stage) Assign(partition int32, now int64) {
 	s.marks.Assign(partition, now)
 }
 
-// Revoke forgets a partition, and drops its pending groups: its next
-// owner reads their records again, and announces it.
+// Revoke forgets a partition: its next owner announces it, and
+// processes again from the committed offset what this stage processed
+// and did not hand over yet (pipeline.Core holds stage 1's outputs until
+// the instance's first restores accepted the config): its outputs not
+// handed over are dropped, and so are its pending groups of partials.
 func (s *Stage) Revoke(partition int32) {
 	if int(partition) < len(s.next) {
 		s.next[partition] = unassigned
@@ -151,6 +155,15 @@ func (s *Stage) Revoke(partition int32) {
 	s.dropGroups(partition)
 	s.marks.Revoke(partition)
 	s.announce.Forget(partition)
+	s.outs = slices.DeleteFunc(s.outs, func(o ready.Output) bool {
+		switch o.Kind {
+		case ready.Repartition:
+			return o.Repart.In.Partition == partition
+		case ready.DeadLetter:
+			return o.Event.In.Partition == partition
+		}
+		return false
+	})
 }
 
 // Assigned reports whether the partition is assigned.
