@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 
@@ -267,7 +268,8 @@ var ErrSpent = errors.New("every window of the slice is cleaned up")
 
 // Restore adds one entry of a partition's state, as Changes handed it
 // out (a changelog's latest entry per identity, tombstones left out):
-// every SliceEntry of the partition first, then its WindowEntries. The
+// every SliceEntry of the partition first (in any order), then its
+// WindowEntries; en is lent (Operator.Restore). The
 // partition must have no state in e (new, or removed). Call
 // FinishRestore after the last entry. Windows whose cleanup time is at or
 // below dropped (the previous owner's watermark) were dropped there and
@@ -321,7 +323,7 @@ func (e *Engine) pastLateness(en *Entry, dropped int64) bool {
 		return false
 	}
 	if e.track {
-		e.changes.gone = append(e.changes.gone, goneRef{en.Kind, en.Partition, en.ID, uint32(en.Split), en.Start})
+		e.changes.gone = append(e.changes.gone, goneRef{en.Kind, en.Partition, strings.Clone(en.ID), uint32(en.Split), en.Start})
 	}
 	return true
 }
@@ -468,13 +470,14 @@ func (e *Engine) hasFired(ki int32, k *keyState, start int64) bool {
 	return sk.wins.live()[j].flags&flagFired != 0
 }
 
-// keyByID returns key id of partition part, creating it if needed.
+// keyByID returns key id of partition part, creating it (with a copy of
+// id, which a restore lends) if needed.
 func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
 	tag := e.keys.hash(part, id[split:])
 	if ki, k := e.keys.find(part, tag, id[split:]); k != nil {
 		return ki, &k.keyState
 	}
-	return e.addKey(part, tag, id, split)
+	return e.addKey(part, tag, strings.Clone(id), split)
 }
 
 // checkSlots returns an error unless en has the slots of layout l (nums
