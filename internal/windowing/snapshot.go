@@ -487,8 +487,7 @@ func (l *layout) checkSlots(en *Entry, what string) error {
 	nums := len(en.Nums) == l.nums || len(en.Nums) == l.nums-l.counters
 	if !nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches || len(en.Tops) != l.tops ||
 		len(en.Exact) != 0 && len(en.Exact) != l.sketches {
-		return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d/%d (were the aggregates changed?)",
-			what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), len(en.Tops), l.nums, l.picks, l.sets, l.sketches, l.tops)
+		return l.slotsError(en, what, "")
 	}
 	if err := checkTops(en.Tops); err != nil {
 		return fmt.Errorf("restore: %s at %d of %s: %w", what, en.Start, en.ID[en.Split:], err)
@@ -499,6 +498,44 @@ func (l *layout) checkSlots(en *Entry, what string) error {
 		}
 	}
 	return nil
+}
+
+// slotsError is the error of an entry whose aggregate slots do not fit l.
+func (l *layout) slotsError(en *Entry, what, why string) error {
+	return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d/%d (were the aggregates changed?%s)",
+		what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), len(en.Tops), l.nums, l.picks, l.sets, l.sketches, l.tops, why)
+}
+
+// Slots checks entries of a changelog that recorded no settings (written
+// before generations) against the aggregates of the config that restores
+// it.
+type Slots struct{ l layout }
+
+// NewSlots returns the Slots of aggs.
+func NewSlots(aggs []Aggregate) (Slots, error) {
+	l, err := newLayout(aggs)
+	return Slots{l}, err
+}
+
+// Unrecorded returns the error Restore returns for a slice, session or
+// count entry that does not have the aggregate slots of s, value
+// counters included (nil for a sliding window's revision, which has
+// none). Restore takes an entry without the counters of sum, avg and
+// count(field) as one written before they existed; in a changelog that
+// recorded its settings, it is. In one that did not, it may as well be
+// an entry of other aggregates with as many slots (a sum's value and its
+// counter, read as a sum and the max this config adds after it): the
+// bytes cannot tell them apart, so it is refused rather than read
+// wrong (docs/changing-config.md, "Changelogs written before
+// generations").
+func (s *Slots) Unrecorded(en *Entry) error {
+	l := &s.l
+	if en.Kind == WindowEntry || en.Deleted || l.counters == 0 || len(en.Nums) != l.nums-l.counters {
+		return nil
+	}
+	what := map[EntryKind]string{SliceEntry: "slice", SessionEntry: "session", CountEntry: "count slice"}[en.Kind]
+	return l.slotsError(en, what, "; it has no value counters, which every entry of sum, avg and count(field) has since the release "+
+		"before generations, and the changelog records no settings: it holds other aggregates, or is of a release before value counters")
 }
 
 // load copies en's count and accumulators into the empty pane i of layout
