@@ -125,7 +125,7 @@ func (c *Consumer) toRestore() []*partition {
 }
 
 // logGenerations says what p's restore decided about its config
-// generations (SPEC §11): a cut-over at info (and its metric), a
+// generations (docs/changing-config.md#what-a-cut-over-logs): a cut-over at info (and its metric), a
 // partition that keeps its newer stored generation at warn. c.mu is held.
 func (c *Consumer) logGenerations(p *partition, rep pipeline.GenerationReport) {
 	changes := make([]string, len(rep.Changes))
