@@ -19,7 +19,7 @@ import (
 var (
 	restoreWindows = flag.String("restore.windows", "100000,1000000,3000000",
 		"BenchmarkRestore: the numbers of open windows to restore, comma-separated")
-	restoreLog  = flag.Bool("restore.log", false, "BenchmarkRestore: log the restarted binary's output")
+	restoreLog     = flag.Bool("restore.log", false, "BenchmarkRestore: log the restarted binary's output")
 	restoreBase    = flag.String("restore.base", "", "BenchmarkRestore: another build of the binary to restart too, in turn with this tree's")
 	restoreSliding = flag.Bool("restore.sliding", false, "BenchmarkRestore: sliding windows (1h every 10m) instead of tumbling (1h)")
 	restoreOpenTxn = flag.Bool("restore.open-txn", false,
