@@ -8,8 +8,8 @@ import (
 	"aggregator/internal/pipeline"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
-	"aggregator/internal/state"
 	"aggregator/internal/repartition"
+	"aggregator/internal/state"
 )
 
 // TestInputValue: the value a record's decoding may read with a registry
