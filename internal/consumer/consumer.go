@@ -22,6 +22,7 @@ import (
 	"aggregator/internal/invariants"
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/placement"
 	"aggregator/internal/producer"
 	"aggregator/internal/record"
 	"aggregator/internal/registry"
@@ -63,6 +64,10 @@ type Consumer struct {
 	// peers reads the watermark topic (by_key with watermark.scope
 	// global; nil otherwise).
 	peers *peerReader
+
+	// balancer places partitions and standby copies in the group, made
+	// with the clients (placement.Balancer).
+	balancer *placement.Balancer
 
 	// repart is the repartition topic's purge and the input topics'
 	// partition counts (source.partitioning repartition; nil otherwise).
@@ -417,13 +422,18 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 	if c.repart != nil && c.cfg.Source.StartAtLatest() {
 		opts = append(opts, kgo.AdjustFetchOffsetsFn(c.repartitionFromStart))
 	}
+	if c.balancer == nil {
+		c.balancer = placement.NewBalancer(c.core.Layout().StateTopics(), 0, c.copyLags, time.Now, c.log)
+	}
 	st := c.cfg.Source.SessionTimeout
 	return append(opts,
 		kgo.SessionTimeout(st),
 		kgo.HeartbeatInterval(min(3*time.Second, st/3)), // kgo's default, or three beats per session
 		kgo.ConsumerGroup(c.cfg.Source.Group),
 		kgo.ConsumeTopics(c.consumeTopics()...),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		// Ours first; cooperative-sticky while members of a release
+		// without it are in the group (placement.Protocol).
+		kgo.Balancers(c.balancer, kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(start),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// A transaction's control record takes an offset: kept, the
@@ -649,3 +659,8 @@ func (c *Consumer) forgetMetrics(p *partition) {
 	c.m.ConsumerLag.DeleteLabelValues(labels...)
 	c.m.PartitionWatermark.DeleteLabelValues(labels...)
 }
+
+// copyLags are the standby copies this instance holds and how far behind
+// their changelogs they are, for its joins (placement.Balancer). Called
+// from the Kafka client's goroutines.
+func (c *Consumer) copyLags() map[placement.Partition]int64 { return nil }

@@ -13,6 +13,7 @@ import (
 // assigned starts each new partition with fresh state; the engine
 // goroutine restores it from the changelog before applying its records.
 func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][]int32) {
+	c.balancer.Assigned()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropRevoked() // a partition revoked and assigned again starts afresh
