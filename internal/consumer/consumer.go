@@ -84,6 +84,7 @@ type Consumer struct {
 
 	revocations revocations
 	health      health
+	join        joinWatch // engine goroutine only
 	uncommitted uncommitted
 	// blocked are the partitions whose restore waits on an open
 	// transaction in their changelog partition (guarded by mu).

@@ -165,7 +165,7 @@ func (c *Consumer) drop(ps []*partition) {
 func (c *Consumer) updateReady() {
 	restoring := len(c.core.Unrestored())
 	c.m.RestoringParts.Set(float64(restoring))
-	c.setReady(!c.cycle.closing && restoring == 0)
+	c.setReady(!c.cycle.closing && restoring == 0 && c.health.joined.Load())
 }
 
 // own notes that the client owns added's partitions too, and returns

@@ -90,6 +90,7 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 			err = c.checkSources(ctx)
 		}
 		c.noteReach()
+		c.watchJoin(ctx)
 		f.free <- p // never blocks: the channel has room for every poll
 		if err != nil {
 			return err
