@@ -21,7 +21,7 @@ func TestPlacementBalancesEachTopic(t *testing.T) {
 	t.Parallel() // its own broker
 	kc := newCluster(t, 6)
 	brokers := kc.ListenAddrs()
-	cfg := parseConfig(t, repartitionYaml, brokers)
+	cfg := parseConfig(t, repartitionYaml+"state: {standby_replicas: 1}\n", brokers)
 	group, rep := cfg.Source.Group, cfg.State.RepartitionTopic
 	a, b := start(t, cfg, nil), start(t, cfg, nil)
 	c := start(t, cfg, nil)

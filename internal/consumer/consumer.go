@@ -68,6 +68,9 @@ type Consumer struct {
 	// balancer places partitions and standby copies in the group, made
 	// with the clients (placement.Balancer).
 	balancer *placement.Balancer
+	// standby are the standby copies this instance keeps warm
+	// (state.standby_replicas; none with 0).
+	standby *standbys
 
 	// repart is the repartition topic's purge and the input topics'
 	// partition counts (source.partitioning repartition; nil otherwise).
@@ -152,7 +155,7 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
 		parts:       partitions{byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
-		uncommitted: uncommitted{deferred: cfg.ExactlyOnce()},
+		uncommitted: uncommitted{deferred: cfg.ExactlyOnce()}, standby: newStandbys(),
 		kafka:       clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
 	// The core is made at connect, with the input topics' layout; its
 	// config is checked here.
@@ -424,7 +427,7 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.AdjustFetchOffsetsFn(c.repartitionFromStart))
 	}
 	if c.balancer == nil {
-		c.balancer = placement.NewBalancer(c.core.Layout().StateTopics(), 0, c.copyLags, time.Now, c.log)
+		c.balancer = placement.NewBalancer(c.core.Layout().StateTopics(), c.cfg.State.StandbyReplicas, c.copyLags, time.Now, c.log)
 	}
 	st := c.cfg.Source.SessionTimeout
 	return append(opts,
@@ -660,8 +663,3 @@ func (c *Consumer) forgetMetrics(p *partition) {
 	c.m.ConsumerLag.DeleteLabelValues(labels...)
 	c.m.PartitionWatermark.DeleteLabelValues(labels...)
 }
-
-// copyLags are the standby copies this instance holds and how far behind
-// their changelogs they are, for its joins (placement.Balancer). Called
-// from the Kafka client's goroutines.
-func (c *Consumer) copyLags() map[placement.Partition]int64 { return nil }

@@ -31,10 +31,10 @@ type Balancer struct {
 	clock    func() time.Time
 	log      zerolog.Logger
 
-	mu     sync.Mutex
-	copies []Copy
-	gen    uint64    // counts syncs: copies changed
-	joined time.Time // when the join under way began (zero: none)
+	mu       sync.Mutex
+	assigned Assignment // the last sync's
+	gen      uint64     // counts syncs: assigned changed
+	joined   time.Time  // when the join under way began (zero: none)
 }
 
 // NewBalancer returns the Balancer of a member whose stateful topics
@@ -92,22 +92,28 @@ func (b *Balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, e
 		return nil, fmt.Errorf("sync assignment: %w", err)
 	}
 	out := make(map[string][]int32, len(a.Topics))
+	var active []Partition
 	for _, t := range a.Topics {
 		out[t.Topic] = t.Partitions
+		for _, p := range t.Partitions {
+			active = append(active, Partition{t.Topic, p})
+		}
 	}
 	b.mu.Lock()
-	b.copies, b.joined = copies, time.Time{}
+	b.assigned, b.joined = Assignment{Active: active, Copies: copies}, time.Time{}
 	b.gen++
 	b.mu.Unlock()
 	return out, nil
 }
 
-// Copies returns the copies the member's last sync gave it, and a number
-// that changes with each sync.
-func (b *Balancer) Copies() ([]Copy, uint64) {
+// Assignment returns what the member's last sync gave it, and a number
+// that changes with each sync. A copy of a partition that the same sync
+// makes the member's own is the partition's standby copy still: it is
+// promoted, not dropped.
+func (b *Balancer) Assignment() (Assignment, uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.copies, b.gen
+	return b.assigned, b.gen
 }
 
 // Assigned tells that the member's join ended with an assignment (the
@@ -116,6 +122,12 @@ func (b *Balancer) Copies() ([]Copy, uint64) {
 func (b *Balancer) Assigned() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.joined.IsZero() {
+		// The join ended in another protocol's sync (cooperative-sticky,
+		// during a rolling upgrade): it gave no copies.
+		b.assigned = Assignment{}
+		b.gen++
+	}
 	b.joined = time.Time{}
 }
 

@@ -60,7 +60,8 @@ func rebalance(t *testing.T, nodes []*node, topics map[string]int32) map[string]
 			t.Fatal(err)
 		}
 		n.owned, n.gen = got, n.gen+1
-		copies[n.id], _ = n.b.Copies()
+		a, _ := n.b.Assignment()
+		copies[n.id] = a.Copies
 	}
 	return copies
 }
