@@ -156,7 +156,7 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
 		parts:       partitions{byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
 		uncommitted: uncommitted{deferred: cfg.ExactlyOnce()}, standby: newStandbys(),
-		kafka:       clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
+		kafka: clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
 	// The core is made at connect, with the input topics' layout; its
 	// config is checked here.
 	if _, err := pipeline.NewCore(pipeline.Spec{Config: cfg}); err != nil {
@@ -605,7 +605,7 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 		// Also with a join under way: the coordinator holds it as the
 		// instance's member (or still has the member of its previous
 		// run), and the group's next rebalance would wait for it, up to
-		// the rebalance timeout (issue 28, exactly_once seed 12: an
+		// the rebalance timeout (TestChaos exactly_once seed 12: an
 		// instance SIGTERMed while it joined kept a fresh one out of
 		// the group for a minute).
 		lctx := outer
