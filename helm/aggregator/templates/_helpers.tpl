@@ -122,6 +122,14 @@ so a new version with the old settings. */}}
 {{- if not (hasKey $state "config_version") }}
 {{- $_ := set $state "config_version" .Release.Revision }}
 {{- end }}
+{{- /* state.standby_replicas (docs/scaling.md#standby-state): a warm copy of
+each state partition on another pod, so that a pod's partitions move to a
+copy that reads only the changelog's tail, when there is another pod: the
+least pods the Deployment runs (replicaCount, or the autoscaler's
+minReplicas) is 2 or more. Unless the values give one. */}}
+{{- if and (not (hasKey $state "standby_replicas")) (ge (int (include "aggregator.minReplicas" .)) 2) }}
+{{- $_ := set $state "standby_replicas" 1 }}
+{{- end }}
 {{- with .Values.auth.tls }}
 {{- if .existingSecret }}
 {{- $tls := $source.tls | default dict }}
@@ -151,6 +159,16 @@ so a new version with the old settings. */}}
 {{- end }}
 {{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+The least pods the Deployment runs: replicaCount, or with an autoscaler
+(autoscaling's HPA or keda's ScaledObject) its minReplicas.
+*/}}
+{{- define "aggregator.minReplicas" -}}
+{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.minReplicas }}
+{{- else if .Values.keda.enabled }}{{ .Values.keda.minReplicas }}
+{{- else }}{{ .Values.replicaCount }}{{ end }}
 {{- end }}
 
 {{/*
