@@ -27,7 +27,15 @@ import (
 func (c *Consumer) restorePending(ctx context.Context) error {
 	c.mu.Lock()
 	ps := c.toRestore()
+	// A partition with a standby copy goes on from the copy: only the
+	// changelog's tail is read.
+	from := map[int32]copied{}
 	for _, p := range ps {
+		if s := c.takeStandby(p.id); s != nil {
+			c.core.BeginRestoreFrom(p.id, s.Restorer())
+			from[p.id] = copied{next: s.Next(), records: s.Restorer().Records()}
+			continue
+		}
 		c.core.BeginRestore(p.id)
 	}
 	c.mu.Unlock()
@@ -35,21 +43,29 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
-	stalled, err := c.readChangelog(ctx, ps)
+	stalled, err := c.readChangelog(ctx, ps, from)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err) // the next attempt reads from the start again (BeginRestore)
 	}
 	c.mu.Lock()
-	resumes, err := c.finishRestore(ctx, ps, stalled, began)
+	resumes, err := c.finishRestore(ctx, ps, stalled, from, began)
 	c.mu.Unlock()
 	c.resume(resumes) // after c.mu: it takes c.fetch.polling
 	return err
 }
 
+// copied is where a restore from a standby copy went on from: the
+// copy's next offset and the records it held.
+type copied struct {
+	next    int64
+	records int
+}
+
 // finishRestore ends the restore of ps, read to their ends but for
-// stalled (the read began at began), and returns the partitions whose
-// input resumes from their restored position. c.mu is held.
-func (c *Consumer) finishRestore(ctx context.Context, ps []*partition, stalled map[int32]stall, began time.Time) ([]resume, error) {
+// stalled (the read began at began; those in from went on from a standby
+// copy read up to there), and returns the partitions whose input resumes
+// from their restored position. c.mu is held.
+func (c *Consumer) finishRestore(ctx context.Context, ps []*partition, stalled map[int32]stall, from map[int32]copied, began time.Time) ([]resume, error) {
 	var resumes []resume
 	now := c.nowMs()
 	for _, p := range ps {
@@ -70,6 +86,16 @@ func (c *Consumer) finishRestore(ctx context.Context, ps []*partition, stalled m
 		}
 		if r, ok := c.unblock(p, start); ok {
 			resumes = append(resumes, r)
+		}
+		if cp, ok := from[p.id]; ok {
+			records -= cp.records // the tail
+			c.m.Restores.WithLabelValues("standby").Inc()
+			c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+				Int64("copy_offset", cp.next).Int("changelog_records", records).Int("entries", res.Entries).
+				Str("took", time.Since(began).Round(time.Millisecond).String()).
+				Msg("partition taken over from its standby copy: the changelog's tail read")
+		} else {
+			c.m.Restores.WithLabelValues("changelog").Inc()
 		}
 		c.m.RestoredRecords.Add(float64(records))
 		rep := c.core.GenerationReport(p.id)
@@ -109,15 +135,16 @@ func (c *Consumer) toRestore() []*partition {
 	return ps
 }
 
-// readChangelog reads the changelog partitions of ps from their start to
-// their end into the pipeline, with a client of its own. When the read
+// readChangelog reads the changelog partitions of ps from their start
+// (or from[id], for a restore that goes on from a standby copy) to their
+// end into the pipeline, with a client of its own. When the read
 // has seen nothing new for restoreStall and every partition not at its
 // end has its last stable offset at its read position (an open
 // transaction holds them back), it returns those partitions: stalled.
 //
 // It is called without c.mu, which it takes for each fetch's records
 // only: a slow read holds up no one else that takes c.mu.
-func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled map[int32]stall, err error) {
+func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[int32]copied) (stalled map[int32]stall, err error) {
 	topic := c.cfg.State.ChangelogTopic
 	cl, err := kgo.NewClient(append(c.kafka.readOpts[:len(c.kafka.readOpts):len(c.kafka.readOpts)], kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
@@ -140,18 +167,21 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 		if !ok || o.Err != nil {
 			return nil, fmt.Errorf("end offset of %s[%d]: %v", topic, p.id, o.Err)
 		}
-		if o.Offset > 0 {
-			next[p.id], end[p.id] = 0, o.Offset
+		if o.Offset > from[p.id].next {
+			next[p.id], end[p.id] = from[p.id].next, o.Offset
 		}
 	}
 	if len(next) == 0 {
 		return nil, nil
 	}
-	from := map[int32]kgo.Offset{}
-	for id := range next {
-		from[id] = kgo.NewOffset().AtStart()
+	at := map[int32]kgo.Offset{}
+	for id, n := range next {
+		at[id] = kgo.NewOffset().AtStart()
+		if n > 0 {
+			at[id] = kgo.NewOffset().At(n)
+		}
 	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: at})
 	moved := time.Now() // the last record read
 	for len(next) > 0 {
 		pctx, pcancel := context.WithTimeout(ctx, restoreStall/4)

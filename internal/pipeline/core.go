@@ -565,6 +565,11 @@ func (c *Core) Unrestored() []int32 { return c.win.Unrestored() }
 // from the start, FinishRestore ends it.
 func (c *Core) BeginRestore(id int32) { c.win.BeginRestore(id) }
 
+// BeginRestoreFrom starts the restore of a partition that waits for it
+// from r, its standby copy (state.Standby): RestoreRecord takes the
+// changelog's records from the copy's next offset, FinishRestore ends it.
+func (c *Core) BeginRestoreFrom(id int32, r *state.Restorer) { c.win.BeginRestoreFrom(id, r) }
+
 // RestoreRecord takes the next record of a partition's changelog
 // partition (tag: the value of its TagHeader header, nil if none).
 func (c *Core) RestoreRecord(id int32, key, value, tag []byte) error {

@@ -180,6 +180,16 @@ func (p *Processor) BeginRestore(partition int32) {
 	}
 }
 
+// BeginRestoreFrom starts the restore of a partition that waits for it
+// from r, a standby copy of its changelog partition read up to some
+// offset (state.Standby): RestoreRecord takes the records from there,
+// FinishRestore ends it.
+func (p *Processor) BeginRestoreFrom(partition int32, r *state.Restorer) {
+	if pp := p.part(partition); pp != nil && !pp.restored {
+		pp.restorer = r
+	}
+}
+
 // RestoreRecord takes the next record of a partition's changelog
 // partition, for its restore (tag: the value of its TagHeader header, nil
 // if none).
