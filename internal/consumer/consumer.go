@@ -432,7 +432,7 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 	st := c.cfg.Source.SessionTimeout
 	return append(opts,
 		kgo.SessionTimeout(st),
-		kgo.HeartbeatInterval(min(3*time.Second, st/3)), // kgo's default, or three beats per session
+		kgo.HeartbeatInterval(heartbeatInterval(st)),
 		kgo.ConsumerGroup(c.cfg.Source.Group),
 		kgo.ConsumeTopics(c.consumeTopics()...),
 		// Ours first; cooperative-sticky while members of a release
@@ -452,6 +452,17 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.OnPartitionsLost(c.lost),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.fetch.rebalanceWaits.Store(true) }),
 	), nil
+}
+
+// heartbeatInterval is how often the member heartbeats: a twentieth of
+// the session timeout, from 100 ms to 1 s (kgo's default is 3 s). A
+// rebalance reaches a member with its next heartbeat's answer, so when a
+// member dies the survivors hear of it up to an interval after its
+// session expired: at 500 ms for a 10 s timeout, a takeover waits at most
+// the session timeout and half a second (docs/scaling.md#standby-state),
+// for two heartbeats a second to the coordinator from each member.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(max(session/20, 100*time.Millisecond), time.Second)
 }
 
 // repartitionFromStart starts stage 2 at the earliest retained record of

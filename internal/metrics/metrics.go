@@ -205,6 +205,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Commits.WithLabelValues("aborted")
 	m.Commits.WithLabelValues("rejected")
 	m.WatermarkSource.Set(-1)
+	for _, from := range []string{"standby", "changelog"} {
+		m.Restores.WithLabelValues(from)
+	}
 	for _, name := range firings {
 		m.Firings.WithLabelValues(name)
 	}
