@@ -152,6 +152,7 @@ func (c *Consumer) drop(ps []*partition) {
 	for _, p := range ps {
 		delete(c.parts.byTP, p.tp)
 		delete(c.parts.byID, p.id)
+		p.dropped.Store(true)
 		c.core.Revoke(p.id)
 		c.forgetBlocked(p)
 		c.forgetMetrics(p)

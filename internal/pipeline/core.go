@@ -560,27 +560,12 @@ func (c *Core) Unfetched() map[int32]int64 {
 // (their ids are their changelog partitions).
 func (c *Core) Unrestored() []int32 { return c.win.Unrestored() }
 
-// BeginRestore starts (or starts again) the restore of a partition that
-// waits for it: RestoreRecord takes its changelog partition's records
-// from the start, FinishRestore ends it.
-func (c *Core) BeginRestore(id int32) { c.win.BeginRestore(id) }
-
-// BeginRestoreFrom starts the restore of a partition that waits for it
-// from r, its standby copy (state.Standby): RestoreRecord takes the
-// changelog's records from the copy's next offset, FinishRestore ends it.
-func (c *Core) BeginRestoreFrom(id int32, r *state.Restorer) { c.win.BeginRestoreFrom(id, r) }
-
-// RestoreRecord takes the next record of a partition's changelog
-// partition (tag: the value of its TagHeader header, nil if none).
-func (c *Core) RestoreRecord(id int32, key, value, tag []byte) error {
-	return c.win.RestoreRecord(id, key, value, tag)
-}
-
-// FinishRestore restores a partition from the changelog records
-// RestoreRecord took since BeginRestore; records is how many there were.
-// Its input resumes from the restored position, if it has one.
-func (c *Core) FinishRestore(id int32, now int64) (res state.Result, records int, err error) {
-	return c.win.FinishRestore(id, now)
+// Restore restores a partition that waits for its restore (Unrestored)
+// from r, which holds its changelog partition's records from the start
+// (docs/design.md, "Restore"): r is spent after it. The partition's input
+// resumes from the restored position, if it has one.
+func (c *Core) Restore(id int32, r *state.Restorer, now int64) (state.Result, error) {
+	return c.win.Restore(id, r, now)
 }
 
 // GenerationReport returns what the last restore of a window state

@@ -1,0 +1,198 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var restoreWindows = flag.String("restore.windows", "100000,1000000,3000000",
+	"BenchmarkRestore: the numbers of open windows to restore, comma-separated")
+
+// restoreBenchYAML is the config BenchmarkRestore runs: by_key, tumbling
+// windows of an hour (nothing fires while the input stays in one hour),
+// count and sum, a static member id (a restart rejoins at once).
+const restoreBenchYAML = `source:
+  brokers: [%q]
+  topics: [%s]
+  group: %s
+  instance_id: restore-bench-0
+  format: json
+  key: [sid]
+  partitioning: by_key
+  timestamp: {field: t, layout: unix_ms}
+watermark: {strategy: bounded, max_out_of_orderness: 1s}
+window: {type: tumbling, size: 1h}
+aggregates:
+  - {name: total, fn: sum, field: d}
+  - {name: calls, fn: count}
+delivery: %s
+state: {changelog_topic: %s}
+sink: {results_topic: %s, late_topic: %s, dead_letter_topic: %s}
+shutdown_timeout: 10s
+`
+
+// BenchmarkRestore measures what a restart costs with a large state, as
+// an operator meets it: `aggregator broker` in its own process, the
+// binary (`aggregator run`) as a child process, by_key, 4 partitions,
+// tumbling windows of an hour, one record per key (so every record is an
+// open window), a static member id. Once the binary has committed the
+// whole input it is SIGKILLed; a record of a new key is produced; the
+// binary starts again with the same instance id. The time is from the
+// restart to the moment that record's window is in the changelog
+// (read_committed): the partitions restored and producing again. It
+// reports the restored windows per second of that time, the RSS after
+// the ingest (steady-state-rss-MiB), the peak RSS of the restarted
+// process up to then (restore-peak-rss-MiB, VmHWM) and their ratio, and
+// the RSS 3 s later (after-rss-MiB). With exactly_once the SIGKILL comes
+// while the service is idle, so no transaction is left open (one left
+// open holds the restore up to state.transaction_timeout: see
+// docs/benchmarks.md).
+//
+// go test ./integration -run X -bench Restore -benchtime 1x [-restore.windows 100000,1000000,3000000]
+func BenchmarkRestore(b *testing.B) {
+	for _, w := range strings.Split(*restoreWindows, ",") {
+		windows, err := strconv.Atoi(w)
+		if err != nil {
+			b.Fatalf("-restore.windows: %v", err)
+		}
+		for _, delivery := range deliveries() {
+			b.Run(fmt.Sprintf("windows=%d/%s", windows, delivery), func(b *testing.B) {
+				for b.Loop() {
+					benchRestore(b, windows, delivery)
+				}
+			})
+		}
+	}
+}
+
+func benchRestore(b *testing.B, windows int, delivery string) {
+	const changelog = "restore-bench-state"
+	brokers := brokerProcess(b, 4, inTopic, resultsTopic, lateTopic, dlqTopic)
+	group := benchGroup("restore")
+	path := fmt.Sprintf("%s/restore.yaml", b.TempDir())
+	yaml := fmt.Sprintf(restoreBenchYAML, brokers[0], inTopic, group, delivery, changelog, resultsTopic, lateTopic, dlqTopic)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	produceOpenWindows(b, brokers, windows)
+
+	run := startBinary(b, path)
+	adm := kadm.NewClient(client(b, brokers))
+	waitForf(b, 10*time.Minute, 100*time.Millisecond, func() bool { return committedAll(b, adm, group) }, func() string {
+		return "the whole input committed\n" + run.out.String()
+	})
+	time.Sleep(2 * time.Second) // settled: no commit after the last one
+	steady := procStatus(b, run.cmd.Process.Pid, "VmRSS")
+	_ = run.cmd.Process.Signal(syscall.SIGKILL)
+	_, _ = run.wait(b, 30*time.Second)
+
+	ends, err := adm.ListEndOffsets(context.Background(), changelog)
+	if err != nil || ends.Error() != nil {
+		b.Fatalf("end offsets of %s: %v %v", changelog, err, ends.Error())
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
+	reader := client(b, brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{changelog: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	fresh := fmt.Sprintf(`{"sid":"fresh","t":%d,"d":1}`, base+1000)
+	prod := client(b, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: inTopic, Partition: 0, Value: []byte(fresh)}).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+
+	began := time.Now()
+	run = startBinary(b, path)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for found := false; !found; {
+		fs := reader.PollFetches(ctx)
+		if ctx.Err() != nil {
+			b.Fatalf("no changelog record of the fresh input 5 minutes after the restart\n%s", run.out)
+		}
+		fs.EachRecord(func(r *kgo.Record) { found = found || bytes.Contains(r.Key, []byte(`"fresh"`)) })
+	}
+	took := time.Since(began)
+	peak := procStatus(b, run.cmd.Process.Pid, "VmHWM")
+	time.Sleep(3 * time.Second)
+	after := procStatus(b, run.cmd.Process.Pid, "VmRSS")
+	_, _ = run.sigterm(b)
+	if os.Getenv("RESTORE_BENCH_LOG") != "" {
+		b.Log(run.out.String())
+	}
+
+	b.ReportMetric(took.Seconds(), "restart-to-producing-s")
+	b.ReportMetric(float64(windows)/took.Seconds(), "windows/s")
+	b.ReportMetric(steady/(1<<20), "steady-state-rss-MiB")
+	b.ReportMetric(peak/(1<<20), "restore-peak-rss-MiB")
+	b.ReportMetric(peak/steady, "peak/steady")
+	b.ReportMetric(after/(1<<20), "after-rss-MiB")
+}
+
+// produceOpenWindows writes n records, one per key (sid_0, sid_1, ...),
+// all in one hour of event time, key k to partition k%4.
+func produceOpenWindows(b *testing.B, brokers []string, n int) {
+	cl := client(b, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MaxBufferedRecords(1_000_000))
+	const chunk = 50_000
+	for i := 0; i < n; i += chunk {
+		recs := make([]*kgo.Record, 0, chunk)
+		for k := i; k < min(i+chunk, n); k++ {
+			v := fmt.Sprintf(`{"sid":"sid_%d","t":%d,"d":%d}`, k, base+int64(k%1000), k%10)
+			recs = append(recs, &kgo.Record{Topic: inTopic, Partition: int32(k % 4), Value: []byte(v)})
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// committedAll reports whether group has committed every partition of
+// the input topic to its end.
+func committedAll(b *testing.B, adm *kadm.Client, group string) bool {
+	ctx := context.Background()
+	ends, err := adm.ListEndOffsets(ctx, inTopic)
+	if err != nil {
+		return false
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return false
+	}
+	all := true
+	ends.Each(func(o kadm.ListedOffset) {
+		c, ok := offs.Lookup(inTopic, o.Partition)
+		all = all && ok && c.At >= o.Offset
+	})
+	return all
+}
+
+// procStatus returns a size field of /proc/pid/status (VmRSS, VmHWM), in
+// bytes.
+func procStatus(b *testing.B, pid int, field string) float64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				b.Fatalf("/proc/%d/status: %q", pid, line)
+			}
+			return kb * 1024
+		}
+	}
+	b.Fatalf("/proc/%d/status has no %s", pid, field)
+	return 0
+}
