@@ -95,7 +95,7 @@ func pressureRun(b *testing.B, session string) (int, time.Duration) {
 	cl := client(b, brokers, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1_000_000))
 	adm := kadm.NewClient(cl)
 	produceKeys(b, cl, 0, *pressureKeys)
-	waitForf(b, 10*time.Minute, 100*time.Millisecond, func() bool { return inputCommitted(adm, group) }, func() string {
+	waitForf(b, 10*time.Minute, 100*time.Millisecond, func() bool { return committedAll(b, adm, group) }, func() string {
 		return "the fill committed\n" + runs[0].out.String()
 	})
 	before := 0
@@ -244,40 +244,4 @@ func readFile(b *testing.B, path string) string {
 		b.Fatal(err)
 	}
 	return string(data)
-}
-
-// inputCommitted reports whether group has committed every partition of
-// the input topic to its end.
-func inputCommitted(adm *kadm.Client, group string) bool {
-	ctx := context.Background()
-	ends, err := adm.ListEndOffsets(ctx, inTopic)
-	if err != nil {
-		return false
-	}
-	offs, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return false
-	}
-	all := true
-	ends.Each(func(o kadm.ListedOffset) {
-		c, ok := offs.Lookup(inTopic, o.Partition)
-		all = all && ok && c.At >= o.Offset
-	})
-	return all
-}
-
-// procStatus returns a size field of /proc/pid/status (VmRSS, VmHWM), in
-// bytes.
-func procStatus(b *testing.B, pid int, field string) float64 {
-	for line := range strings.Lines(readFile(b, fmt.Sprintf("/proc/%d/status", pid))) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				b.Fatalf("/proc/%d/status: %q", pid, line)
-			}
-			return kb * 1024
-		}
-	}
-	b.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
 }

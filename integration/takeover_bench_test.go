@@ -98,7 +98,7 @@ func benchTakeover(b *testing.B, delivery string, standbys int) {
 			b.Fatal(err)
 		}
 	}
-	waitForf(b, 20*time.Minute, 200*time.Millisecond, func() bool { return inputCommitted(adm, group) }, func() string {
+	waitForf(b, 20*time.Minute, 200*time.Millisecond, func() bool { return committedAll(b, adm, group) }, func() string {
 		return "the whole input committed\n" + runs[0].out.String()
 	})
 	if standbys > 0 {
@@ -208,4 +208,3 @@ func committedPast(adm *kadm.Client, group string, ends map[int32]int64) bool {
 	}
 	return true
 }
-
