@@ -129,7 +129,7 @@ func metricSum(text, name, label string) float64 {
 // processCPU is the CPU time of process pid so far: the sum over its
 // threads of their time on a CPU, from /proc (in ns; the process's
 // utime and stime are in ticks of 10 ms, too coarse for a run of 0.2 s).
-func processCPU(b *testing.B, pid int) time.Duration {
+func processCPU(b testing.TB, pid int) time.Duration {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		b.Fatal(err)

@@ -16,8 +16,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-var restoreWindows = flag.String("restore.windows", "100000,1000000,3000000",
-	"BenchmarkRestore: the numbers of open windows to restore, comma-separated")
+var (
+	restoreWindows = flag.String("restore.windows", "100000,1000000,3000000",
+		"BenchmarkRestore: the numbers of open windows to restore, comma-separated")
+	restoreLog = flag.Bool("restore.log", false, "BenchmarkRestore: log the restarted binary's output")
+)
+
+// restoreChangelog is the changelog topic of restoreBenchYAML.
+const restoreChangelog = "restore-bench-state"
 
 // restoreBenchYAML is the config BenchmarkRestore runs: by_key, tumbling
 // windows of an hour (nothing fires while the input stays in one hour),
@@ -54,7 +60,9 @@ shutdown_timeout: 10s
 // reports the restored windows per second of that time, the RSS after
 // the ingest (steady-state-rss-MiB), the peak RSS of the restarted
 // process up to then (restore-peak-rss-MiB, VmHWM) and their ratio, and
-// the RSS 3 s later (after-rss-MiB). With exactly_once the SIGKILL comes
+// the RSS 3 s later (after-rss-MiB), and the CPU time the restarted
+// process used until it produced again (restart-cpu-s: on a shared
+// machine, the figure that swings least). With exactly_once the SIGKILL comes
 // while the service is idle, so no transaction is left open (one left
 // open holds the restore up to state.transaction_timeout: see
 // docs/benchmarks.md).
@@ -77,71 +85,102 @@ func BenchmarkRestore(b *testing.B) {
 }
 
 func benchRestore(b *testing.B, windows int, delivery string) {
-	const changelog = "restore-bench-state"
 	brokers := brokerProcess(b, 4, inTopic, resultsTopic, lateTopic, dlqTopic)
-	group := benchGroup("restore")
-	path := fmt.Sprintf("%s/restore.yaml", b.TempDir())
-	yaml := fmt.Sprintf(restoreBenchYAML, brokers[0], inTopic, group, delivery, changelog, resultsTopic, lateTopic, dlqTopic)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		b.Fatal(err)
+	k := killWithOpenWindows(b, brokers, windows, delivery)
+	r := k.restart(b)
+	_, _ = r.run.sigterm(b)
+	if *restoreLog {
+		b.Log(r.run.out.String())
 	}
-	produceOpenWindows(b, brokers, windows)
+	b.ReportMetric(r.took.Seconds(), "restart-to-producing-s")
+	b.ReportMetric(float64(windows)/r.took.Seconds(), "windows/s")
+	b.ReportMetric(r.cpu.Seconds(), "restart-cpu-s")
+	b.ReportMetric(k.steady/(1<<20), "steady-state-rss-MiB")
+	b.ReportMetric(r.peak/(1<<20), "restore-peak-rss-MiB")
+	b.ReportMetric(r.peak/k.steady, "peak/steady")
+	b.ReportMetric(r.after/(1<<20), "after-rss-MiB")
+}
 
-	run := startBinary(b, path)
-	adm := kadm.NewClient(client(b, brokers))
-	waitForf(b, 10*time.Minute, 100*time.Millisecond, func() bool { return committedAll(b, adm, group) }, func() string {
+// killed is the binary SIGKILLed with open windows in its state.
+type killed struct {
+	brokers []string
+	path    string  // its config
+	steady  float64 // its RSS once it had committed the whole input, in bytes
+	fresh   *kgo.Client
+	from    map[int32]kgo.Offset // the changelog's end offsets after the kill
+}
+
+// killWithOpenWindows runs the binary (restoreBenchYAML, delivery) over
+// windows records of as many keys, waits until it has committed them all,
+// notes its RSS, SIGKILLs it, and writes a record of a new key.
+func killWithOpenWindows(t testing.TB, brokers []string, windows int, delivery string) killed {
+	group := benchGroup("restore")
+	path := fmt.Sprintf("%s/restore.yaml", t.TempDir())
+	yaml := fmt.Sprintf(restoreBenchYAML, brokers[0], inTopic, group, delivery, restoreChangelog, resultsTopic, lateTopic, dlqTopic)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	produceOpenWindows(t, brokers, windows)
+	run := startBinary(t, path)
+	adm := kadm.NewClient(client(t, brokers))
+	waitForf(t, 10*time.Minute, 100*time.Millisecond, func() bool { return committedAll(t, adm, group) }, func() string {
 		return "the whole input committed\n" + run.out.String()
 	})
 	time.Sleep(2 * time.Second) // settled: no commit after the last one
-	steady := procStatus(b, run.cmd.Process.Pid, "VmRSS")
+	k := killed{brokers: brokers, path: path, steady: procStatus(t, run.cmd.Process.Pid, "VmRSS"), from: map[int32]kgo.Offset{}}
 	_ = run.cmd.Process.Signal(syscall.SIGKILL)
-	_, _ = run.wait(b, 30*time.Second)
+	_, _ = run.wait(t, 30*time.Second)
 
-	ends, err := adm.ListEndOffsets(context.Background(), changelog)
+	ends, err := adm.ListEndOffsets(context.Background(), restoreChangelog)
 	if err != nil || ends.Error() != nil {
-		b.Fatalf("end offsets of %s: %v %v", changelog, err, ends.Error())
+		t.Fatalf("end offsets of %s: %v %v", restoreChangelog, err, ends.Error())
 	}
-	from := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
-	reader := client(b, brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{changelog: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	ends.Each(func(o kadm.ListedOffset) { k.from[o.Partition] = kgo.NewOffset().At(o.Offset) })
 	fresh := fmt.Sprintf(`{"sid":"fresh","t":%d,"d":1}`, base+1000)
-	prod := client(b, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: inTopic, Partition: 0, Value: []byte(fresh)}).FirstErr(); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
+	return k
+}
 
+// restarted is the killed binary started again, once it produced again.
+type restarted struct {
+	run   *binaryRun
+	took  time.Duration // from the start to the fresh record's changelog record
+	cpu   time.Duration // the CPU time it used until then
+	peak  float64       // its peak RSS until then (VmHWM), in bytes
+	after float64       // its RSS 3 s later, in bytes
+}
+
+// restart starts the binary again (with the environment overrides env)
+// and waits until the fresh record's window is in the changelog
+// (read_committed).
+func (k killed) restart(t testing.TB, env ...string) restarted {
+	reader := client(t, k.brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{restoreChangelog: k.from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	began := time.Now()
-	run = startBinary(b, path)
+	r := restarted{run: startBinary(t, k.path, env...)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for found := false; !found; {
 		fs := reader.PollFetches(ctx)
 		if ctx.Err() != nil {
-			b.Fatalf("no changelog record of the fresh input 5 minutes after the restart\n%s", run.out)
+			t.Fatalf("no changelog record of the fresh input 5 minutes after the restart\n%s", r.run.out)
 		}
-		fs.EachRecord(func(r *kgo.Record) { found = found || bytes.Contains(r.Key, []byte(`"fresh"`)) })
+		fs.EachRecord(func(rec *kgo.Record) { found = found || bytes.Contains(rec.Key, []byte(`"fresh"`)) })
 	}
-	took := time.Since(began)
-	peak := procStatus(b, run.cmd.Process.Pid, "VmHWM")
+	r.took = time.Since(began)
+	r.cpu = processCPU(t, r.run.cmd.Process.Pid)
+	r.peak = procStatus(t, r.run.cmd.Process.Pid, "VmHWM")
 	time.Sleep(3 * time.Second)
-	after := procStatus(b, run.cmd.Process.Pid, "VmRSS")
-	_, _ = run.sigterm(b)
-	if os.Getenv("RESTORE_BENCH_LOG") != "" {
-		b.Log(run.out.String())
-	}
-
-	b.ReportMetric(took.Seconds(), "restart-to-producing-s")
-	b.ReportMetric(float64(windows)/took.Seconds(), "windows/s")
-	b.ReportMetric(steady/(1<<20), "steady-state-rss-MiB")
-	b.ReportMetric(peak/(1<<20), "restore-peak-rss-MiB")
-	b.ReportMetric(peak/steady, "peak/steady")
-	b.ReportMetric(after/(1<<20), "after-rss-MiB")
+	r.after = procStatus(t, r.run.cmd.Process.Pid, "VmRSS")
+	return r
 }
 
 // produceOpenWindows writes n records, one per key (sid_0, sid_1, ...),
 // all in one hour of event time, key k to partition k%4.
-func produceOpenWindows(b *testing.B, brokers []string, n int) {
+func produceOpenWindows(b testing.TB, brokers []string, n int) {
 	cl := client(b, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(1_000_000))
 	const chunk = 50_000
@@ -159,7 +198,7 @@ func produceOpenWindows(b *testing.B, brokers []string, n int) {
 
 // committedAll reports whether group has committed every partition of
 // the input topic to its end.
-func committedAll(b *testing.B, adm *kadm.Client, group string) bool {
+func committedAll(b testing.TB, adm *kadm.Client, group string) bool {
 	ctx := context.Background()
 	ends, err := adm.ListEndOffsets(ctx, inTopic)
 	if err != nil {
@@ -179,7 +218,7 @@ func committedAll(b *testing.B, adm *kadm.Client, group string) bool {
 
 // procStatus returns a size field of /proc/pid/status (VmRSS, VmHWM), in
 // bytes.
-func procStatus(b *testing.B, pid int, field string) float64 {
+func procStatus(b testing.TB, pid int, field string) float64 {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)

@@ -25,8 +25,8 @@ import (
 // structs, several times the changelog's bytes) stays small beside the
 // state it restores.
 const (
-	restoreFetchBytes          = 16 << 20
-	restorePartitionFetchBytes = 8 << 20
+	restoreFetchBytes          = 4 << 20
+	restorePartitionFetchBytes = 1 << 20
 )
 
 // restoreProgressEvery is how often a restore logs its progress.
@@ -51,6 +51,8 @@ type partRead struct {
 	r          *state.Restorer
 	start, end int64
 	next       int64 // the next offset to read (the reader's only)
+	held       bool  // it holds a place of changelogRead's bound
+	sent       bool  // handed to finish
 	// base is how many records r held before this read: a read goes on
 	// from a standby copy (copied), or from where a read that stalled
 	// on an open transaction stopped.
@@ -71,16 +73,22 @@ func restoreReaders(partitions int) int {
 }
 
 // readChangelog reads the changelog partitions of ps from their start
-// (or, those in from, from where their read goes on: a standby copy, a
-// read that stalled) to their end into a Restorer each, and hands each
-// partition read to its
+// (those in from, from where their read goes on: a standby copy, a read
+// that stalled) to
+// their end into a Restorer each, and hands each partition read to its
 // end to finish, in the order they end, from a goroutine of its own (so
-// that one partition is restored while the others are read). When a
-// reader has seen nothing new for restoreStall and every partition of
-// its own not at its end has its last stable offset at its read position
-// (an open transaction holds them back), it leaves those partitions:
-// stalled, which it returns. A partition a rebalance callback dropped
-// meanwhile is left out. An error of finish ends the read.
+// that one partition is restored while the others are read). Each
+// reader takes the partitions one at a time from a queue, and takes the
+// next only while fewer than two per reader wait for finish or are read:
+// so the Restorers held at once are a few partitions' (not the sum of
+// all), and the first partitions are restored while the last are read.
+// The partitions whose last stable offset is below their end (an open
+// transaction) are read last, each reader's together: when a reader has
+// seen nothing new for restoreStall and every such partition of its own
+// not at its end has its last stable offset at its read position, it
+// leaves them: stalled, which it returns. A partition a rebalance
+// callback dropped meanwhile is left out. An error of finish ends the
+// read.
 //
 // It is called without c.mu, which its readers never take (finish does):
 // a slow read holds up no one else that takes c.mu.
@@ -115,8 +123,43 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 	if err != nil {
 		return nil, nil, fmt.Errorf("end offsets of %s: %w", cr.topic, err)
 	}
+	lsos, err := adm.ListCommittedOffsets(ctx, cr.topic)
+	if err != nil {
+		return nil, nil, fmt.Errorf("last stable offsets of %s: %w", cr.topic, err)
+	}
+	var queue, open []*partRead // to read: the stable ones one at a time, then those with an open transaction
+	for _, p := range ps {
+		s, _ := starts.Lookup(cr.topic, p.id)
+		e, ok := ends.Lookup(cr.topic, p.id)
+		if !ok || e.Err != nil {
+			return nil, nil, fmt.Errorf("end offset of %s[%d]: %v", cr.topic, p.id, e.Err)
+		}
+		pr := &partRead{p: p, r: state.NewRestorer(), start: max(s.Offset, 0), end: e.Offset}
+		if on := from[p.id]; on != nil && on.start >= pr.start {
+			// (Its records below the log's start would be gone: the
+			// changelog is compacted, so its start does not move.)
+			pr, pr.end = on, e.Offset
+		}
+		cr.parts[p.id] = pr
+		switch l, ok := lsos.Lookup(cr.topic, p.id); {
+		case pr.end <= pr.start:
+		case ok && l.Err == nil && l.Offset < pr.end:
+			open = append(open, pr)
+		default:
+			queue = append(queue, pr)
+		}
+		cr.total += max(pr.end-pr.start, 0)
+	}
+	ids := make([]int32, 0, len(queue)+len(open))
+	for _, pr := range slices.Concat(queue, open) {
+		ids = append(ids, pr.p.id)
+	}
+	slices.Sort(ids)
+	c.log.Info().Str("changelog_topic", cr.topic).Int("partitions", len(ps)).Ints32("changelog_partitions", ids).
+		Int64("changelog_records", cr.total).Int("readers", min(len(clients), len(ids))).Msg("restore started: reading the changelog")
+
 	var wg sync.WaitGroup
-	var mu sync.Mutex // guards stalled and firstErr
+	var mu sync.Mutex // guards stalled, firstErr and queue
 	stalled := map[int32]stall{}
 	var firstErr error
 	rctx, rcancel := context.WithCancel(ctx)
@@ -129,6 +172,9 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 			rcancel() // the others stop: the restore starts again
 		}
 	}
+	// held bounds the partitions read or waiting for finish: a reader
+	// takes a place before it reads one, finish gives it back.
+	held := make(chan struct{}, 2*len(clients))
 	// done takes the partitions read to their end, for finish; it has
 	// room for all of them, so no reader waits on it.
 	done := make(chan *partRead, len(ps))
@@ -136,39 +182,17 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 	go func() {
 		defer close(finished)
 		for pr := range done {
-			if rctx.Err() != nil {
-				continue
-			}
-			if err := finish(pr); err != nil {
-				fail(err)
+			if rctx.Err() == nil {
+				if err := finish(pr); err != nil {
+					fail(err)
+				}
 			}
 			cr.done.Add(1)
+			if pr.held {
+				<-held
+			}
 		}
 	}()
-	var ids []int32 // those with records to read
-	for _, p := range ps {
-		s, _ := starts.Lookup(cr.topic, p.id)
-		e, ok := ends.Lookup(cr.topic, p.id)
-		if !ok || e.Err != nil {
-			close(done)
-			<-finished
-			return nil, nil, fmt.Errorf("end offset of %s[%d]: %v", cr.topic, p.id, e.Err)
-		}
-		pr := &partRead{p: p, r: state.NewRestorer(), start: max(s.Offset, 0), end: e.Offset}
-		if on := from[p.id]; on != nil && on.start >= pr.start {
-			// (Its records below the log's start would be gone: the
-			// changelog is compacted, so its start does not move.)
-			pr, pr.end = on, e.Offset
-		}
-		cr.parts[p.id] = pr
-		if pr.end > pr.start {
-			ids = append(ids, p.id)
-			cr.total += pr.end - pr.start
-		}
-	}
-	slices.Sort(ids)
-	c.log.Info().Str("changelog_topic", cr.topic).Int("partitions", len(ps)).Ints32("changelog_partitions", ids).
-		Int64("changelog_records", cr.total).Int("readers", min(len(clients), len(ids))).Msg("restore started: reading the changelog")
 	for _, p := range ps {
 		if pr := cr.parts[p.id]; pr.end <= pr.start {
 			done <- pr // nothing to read
@@ -177,22 +201,53 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 	stop := cr.progress(ctx)
 	defer stop()
 	for i, cl := range clients {
-		mine := map[int32]*partRead{}
-		for j := i; j < len(ids); j += len(clients) {
-			mine[ids[j]] = cr.parts[ids[j]]
-		}
-		if len(mine) == 0 {
-			continue
+		var mine map[int32]*partRead // the open ones this reader reads last
+		for j := i; j < len(open); j += len(clients) {
+			if mine == nil {
+				mine = map[int32]*partRead{}
+			}
+			mine[open[j].p.id] = open[j]
 		}
 		wg.Go(func() {
-			st, err := cr.readPartitions(rctx, cl, adm, mine, done)
-			if err != nil {
-				fail(err)
+			note := func(st map[int32]stall, err error) bool {
+				if err != nil {
+					fail(err)
+					return false
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for id, s := range st {
+					stalled[id] = s
+				}
+				return true
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for id, s := range st {
-				stalled[id] = s
+			for {
+				select {
+				case held <- struct{}{}:
+				case <-rctx.Done():
+					return
+				}
+				mu.Lock()
+				var pr *partRead
+				if len(queue) > 0 {
+					pr, queue = queue[0], queue[1:]
+				}
+				mu.Unlock()
+				if pr == nil {
+					<-held
+					break
+				}
+				pr.held = true
+				st, err := cr.readPartitions(rctx, cl, adm, map[int32]*partRead{pr.p.id: pr}, done)
+				if !pr.sent {
+					<-held // dropped or stalled: finish never sees it
+				}
+				if !note(st, err) {
+					return
+				}
+			}
+			if len(mine) > 0 {
+				note(cr.readPartitions(rctx, cl, adm, mine, done))
 			}
 		})
 	}
@@ -219,6 +274,7 @@ func (cr *changelogRead) readPartitions(ctx context.Context, cl *kgo.Client, adm
 		from[id] = kgo.NewOffset().At(pr.start)
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{cr.topic: from})
+	defer cl.RemoveConsumePartitions(map[string][]int32{cr.topic: slices.Collect(maps.Keys(parts))})
 	left := maps.Clone(parts)
 	moved := time.Now() // the last record read
 	for len(left) > 0 {
@@ -275,6 +331,7 @@ func (cr *changelogRead) readPartitions(ctx context.Context, cl *kgo.Client, adm
 		for id, pr := range left {
 			if pr.next >= pr.end {
 				delete(left, id)
+				pr.sent = true
 				done <- pr
 			}
 		}

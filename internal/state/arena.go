@@ -253,34 +253,53 @@ func (a *arena) insert(s, h uint64) {
 	a.slots[i] = s
 }
 
-// each calls fn with every record, in the order they were added.
-func (a *arena) each(fn func(ref) error) error {
-	for ci, c := range a.chunks {
-		for off := 0; off < len(c); {
-			at := ref(ci)<<offsetBits | ref(off)
-			if err := fn(at); err != nil {
-				return err
-			}
-			_, _, n := a.fields(at)
-			off += n
+// kept is a record as each and drain hand it over: its ref, tag,
+// flags, key and value (nil for a tombstone).
+type kept struct {
+	at         ref
+	tag        uint64
+	flags      uint8
+	key, value []byte
+}
+
+// each calls fn with every record, in the order they were added; r is
+// valid during the call only.
+func (a *arena) each(fn func(r *kept) error) error {
+	var r kept
+	for ci := range a.chunks {
+		if err := a.chunk(ci, &r, fn); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// chunk calls fn with each record of chunk ci.
+func (a *arena) chunk(ci int, r *kept, fn func(r *kept) error) error {
+	c := a.chunks[ci]
+	for off := 0; off < len(c); {
+		r.at = ref(ci)<<offsetBits | ref(off)
+		b := c[off:]
+		r.tag = binary.LittleEndian.Uint64(b)
+		r.flags = uint8(binary.LittleEndian.Uint64(b[8:]) >> 56)
+		var n int
+		r.key, r.value, n = a.fields(r.at)
+		if err := fn(r); err != nil {
+			return err
+		}
+		off += n
 	}
 	return nil
 }
 
 // drain is each, and frees each chunk once fn has had its records, and
 // the index before: the arena is empty after it.
-func (a *arena) drain(fn func(ref) error) error {
+func (a *arena) drain(fn func(r *kept) error) error {
 	a.slots = nil
+	var r kept
 	for ci := range a.chunks {
-		c := a.chunks[ci]
-		for off := 0; off < len(c); {
-			at := ref(ci)<<offsetBits | ref(off)
-			if err := fn(at); err != nil {
-				return err
-			}
-			_, _, n := a.fields(at)
-			off += n
+		if err := a.chunk(ci, &r, fn); err != nil {
+			return err
 		}
 		a.chunks[ci] = nil
 	}

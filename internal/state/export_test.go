@@ -17,3 +17,6 @@ func NewRestorerCompacting(minWaste int64) *Restorer {
 
 // Compactions returns how many times r compacted an arena.
 func (r *Restorer) Compactions() int { return r.compactions }
+
+// Decode is decode: a slice or window record into en, reusing its memory.
+var Decode = decode

@@ -127,8 +127,11 @@ func finish(r finisher, log []rec) finished {
 // repairs, position, next tag, stale records, errors.
 func TestRestorerMatchesReference(t *testing.T) {
 	n := *matchLogs
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		n /= 10
+	case raceEnabled:
+		n /= 3
 	}
 	for _, gens := range []bool{false, true} {
 		for seed := range uint64(n) {

@@ -347,16 +347,16 @@ func (r *Restorer) generations() ([]Generation, error) {
 	}
 	legacyEntries, entryGens := false, map[int64]bool{}
 	for _, a := range []*arena{&r.slices, &r.windows} {
-		err := a.each(func(at ref) error {
-			if a.dead(at) || a.tombstone(at) || a.tag(at) > r.posTag {
+		err := a.each(func(rec *kept) error {
+			if rec.flags&(flagDead|flagTombstone) != 0 || rec.tag > r.posTag {
 				return nil
 			}
-			key := a.key(at)
+			key := rec.key
 			if key[1] == kindGeneration {
 				return nil
 			}
-			if a.followed(at) { // not the key's last record: the last at or below the position may be a later one
-				if last, ok := r.atPosition(a, a.find(key)); !ok || last != at {
+			if rec.flags&flagFollowed != 0 { // not the key's last record: the last at or below the position may be a later one
+				if last, ok := r.atPosition(a, a.find(key)); !ok || last != rec.at {
 					return nil
 				}
 			}
@@ -413,15 +413,15 @@ func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) err
 	r.spent = true
 	var en windowing.Entry
 	for _, a := range []*arena{&r.slices, &r.windows} {
-		err := a.drain(func(at ref) error {
-			if a.dead(at) || a.tombstone(at) || !r.committed(a.tag(at)) {
+		err := a.drain(func(rec *kept) error {
+			if rec.flags&(flagDead|flagTombstone) != 0 || !r.committed(rec.tag) {
 				return nil // superseded, deleted, or of a commit cut short
 			}
-			key := a.key(at)
+			key := rec.key
 			if key[1] == kindGeneration {
 				return nil
 			}
-			if err := decode(key, a.value(at), &en); err != nil {
+			if err := decode(key, rec.value, &en); err != nil {
 				return err
 			}
 			gen := legacyGen
@@ -485,9 +485,10 @@ func decode(key, value []byte, en *windowing.Entry) error {
 	if err != nil {
 		return err
 	}
-	kept := *en
-	*en = windowing.Entry{Kind: windowing.SliceEntry, Partition: k.partition, ID: k.id, Split: k.split, Start: k.start,
-		Nums: kept.Nums[:0], Picks: kept.Picks[:0], Sets: kept.Sets[:0], Sketches: kept.Sketches[:0], Exact: kept.Exact[:0], Tops: kept.Tops[:0]}
+	// Field by field: the slices keep their memory.
+	en.Kind, en.Partition, en.ID, en.Split, en.Start = windowing.SliceEntry, k.partition, k.id, k.split, k.start
+	en.End, en.Deleted, en.Revision, en.EarlyOnly, en.Changed, en.Count, en.Lo, en.Hi, en.First = 0, false, 0, false, false, 0, 0, 0, 0
+	en.Nums, en.Picks, en.Sets, en.Sketches, en.Exact, en.Tops = en.Nums[:0], en.Picks[:0], en.Sets[:0], en.Sketches[:0], en.Exact[:0], en.Tops[:0]
 	switch k.kind {
 	case kindWindow:
 		en.Kind = windowing.WindowEntry
