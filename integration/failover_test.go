@@ -349,6 +349,9 @@ func failover(t *testing.T, delivery string, seed uint64, faults int) {
 	}
 	produced(produce(rounds - 1))
 	durWaitCommitted(t, brokers, group, s.ends(rounds-1))
+	// The last windows fire once every instance has heard of the others'
+	// watermarks (the watermark topic), after their commits.
+	durProgress(t, brokers, resultsTopic, int64(emitted[rounds-1]), waitTimeout)
 	standby := 0.0
 	for _, k := range all {
 		standby += counterValue(t, k.reg, "aggregator_restores_total", "from", "standby")

@@ -138,7 +138,8 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 		if on := from[p.id]; on != nil && on.start >= pr.start {
 			// (Its records below the log's start would be gone: the
 			// changelog is compacted, so its start does not move.)
-			pr, pr.end = on, e.Offset
+			on.end = e.Offset
+			pr = on
 		}
 		cr.parts[p.id] = pr
 		switch l, ok := lsos.Lookup(cr.topic, p.id); {
