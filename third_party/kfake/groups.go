@@ -1511,6 +1511,15 @@ func (g *group) updateHeartbeat(m *groupMember) {
 		if g.members[m.memberID] != m {
 			return
 		}
+		if !m.waitingReply.empty() {
+			// Waiting in a join or a sync: kept alive, as Kafka's
+			// coordinator keeps a member awaiting either (aggregator
+			// patch: a member that waited in a join longer than its
+			// session, for a dead member's session to expire, was
+			// removed and its join never answered).
+			g.updateHeartbeat(m)
+			return
+		}
 		g.updateMemberAndRebalance(m, nil, nil)
 	})
 }
