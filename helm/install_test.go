@@ -281,23 +281,18 @@ func TestConfigVersionIsTheRevision(t *testing.T) {
 	}
 }
 
-// state.standby_replicas is 1 when the Deployment runs two pods or more
-// (its replicaCount, or an autoscaler's minReplicas), 0 otherwise,
-// unless the values set it.
-func TestStandbyReplicasFollowPods(t *testing.T) {
+// state.standby_replicas is 1 whatever the pods (one pod keeps no copy:
+// there is no other), unless the values set it.
+func TestStandbyReplicasDefault(t *testing.T) {
 	tests := []struct {
 		values string
 		want   int
 	}{
-		{"", 0},
-		{"replicaCount: 2", 1},
-		{"replicaCount: 5", 1},
+		{"", 1},
+		{"replicaCount: 3", 1},
 		{"replicaCount: 3\nconfig: {state: {standby_replicas: 0}}", 0},
 		{"replicaCount: 3\nconfig: {state: {standby_replicas: 2}}", 2},
-		{"replicaCount: 1\nconfig: {state: {standby_replicas: 1}}", 1},
-		{"replicaCount: 4\nautoscaling: {enabled: true, minReplicas: 1, maxReplicas: 4}", 0},
 		{"autoscaling: {enabled: true, minReplicas: 2, maxReplicas: 4}", 1},
-		{"keda: {enabled: true, minReplicas: 2, maxReplicas: 3}", 1},
 	}
 	for _, tt := range tests {
 		cm := decode[corev1.ConfigMap](t, mustRender(t, parseValues(t, tt.values)), "ConfigMap")

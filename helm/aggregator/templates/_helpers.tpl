@@ -126,10 +126,11 @@ so a new version with the old settings. */}}
 {{- end }}
 {{- /* state.standby_replicas (docs/scaling.md#standby-state): a warm copy of
 each state partition on another pod, so that a pod's partitions move to a
-copy that reads only the changelog's tail, when there is another pod: the
-least pods the Deployment runs (replicaCount, or the autoscaler's
-minReplicas) is 2 or more. Unless the values give one. */}}
-{{- if and (not (hasKey $state "standby_replicas")) (ge (int (include "aggregator.minReplicas" .)) 2) }}
+copy that reads only the changelog's tail. Set whatever replicaCount says:
+with one pod there is no other pod for a copy (none is kept, nothing is
+spent), and a config that followed replicaCount would roll every pod when
+the Deployment scales from one pod to two. Unless the values give one. */}}
+{{- if not (hasKey $state "standby_replicas") }}
 {{- $_ := set $state "standby_replicas" 1 }}
 {{- end }}
 {{- with .Values.auth.tls }}
@@ -175,16 +176,6 @@ minReplicas) is 2 or more. Unless the values give one. */}}
 {{- end }}
 {{- end }}
 {{- toYaml $cfg }}
-{{- end }}
-
-{{/*
-The least pods the Deployment runs: replicaCount, or with an autoscaler
-(autoscaling's HPA or keda's ScaledObject) its minReplicas.
-*/}}
-{{- define "aggregator.minReplicas" -}}
-{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.minReplicas }}
-{{- else if .Values.keda.enabled }}{{ .Values.keda.minReplicas }}
-{{- else }}{{ .Values.replicaCount }}{{ end }}
 {{- end }}
 
 {{/*
