@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,30 +60,11 @@ func (s *severable) sever() {
 	}
 }
 
-// logBuffer keeps a service's JSON log lines. Safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the log lines whose message contains msg, parsed.
-func (b *logBuffer) lines(msg string) []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// logLines returns the JSON lines of log whose message contains msg,
+// parsed.
+func logLines(log *durBuffer, msg string) []map[string]any {
 	var out []map[string]any
-	for line := range strings.Lines(b.buf.String()) {
+	for line := range strings.Lines(log.String()) {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && strings.Contains(m["message"].(string), msg) {
 			out = append(out, m)
@@ -98,7 +78,7 @@ func (b *logBuffer) lines(msg string) []map[string]any {
 type killable struct {
 	*service
 	dial *severable
-	log  *logBuffer
+	log  *durBuffer
 	reg  *prometheus.Registry
 }
 
@@ -106,7 +86,7 @@ type killable struct {
 // severable, logging at info into a buffer.
 func startKillable(t testing.TB, cfg config.Config, opts ...kgo.Opt) *killable {
 	t.Helper()
-	k := &killable{dial: &severable{}, log: &logBuffer{}, reg: prometheus.NewRegistry()}
+	k := &killable{dial: &severable{}, log: &durBuffer{}, reg: prometheus.NewRegistry()}
 	log := zerolog.New(k.log).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	c, err := consumer.NewWithClock(cfg, log, k.reg, time.Now,
 		append([]kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond), kgo.Dialer(k.dial.dial)}, opts...)...)
@@ -151,16 +131,16 @@ func TestJoinSaysWhatItWaitsFor(t *testing.T) {
 	a.kill(t)
 	killed := time.Now()
 	b := startKillable(t, cfg)
-	waitForf(t, waitTimeout, pollEvery, func() bool { return len(b.log.lines("waiting for the group")) > 0 }, func() string {
+	waitForf(t, waitTimeout, pollEvery, func() bool { return len(logLines(b.log, "waiting for the group")) > 0 }, func() string {
 		return "the new member saying what it waits for; its log:\n" + b.log.String()
 	})
 	if b.c.Serving() {
 		t.Error("the new member is ready (/readyz 200) before the group answered its join")
 	}
-	waitForf(t, waitTimeout, pollEvery, func() bool { return len(b.log.lines("joined the group")) > 0 }, func() string {
+	waitForf(t, waitTimeout, pollEvery, func() bool { return len(logLines(b.log, "joined the group")) > 0 }, func() string {
 		return "the new member saying it joined; its log:\n" + b.log.String()
 	})
-	waited := b.log.lines("waiting for the group")
+	waited := logLines(b.log, "waiting for the group")
 	if len(waited) != 1 {
 		t.Fatalf("%d lines say what the join waits for, want 1; log:\n%s", len(waited), b.log.String())
 	}

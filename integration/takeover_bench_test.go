@@ -52,7 +52,9 @@ shutdown_timeout: 10s
 // partitions; the time is from the kill until the group has committed
 // those records (the survivors own the partitions, restored, and
 // committed fresh input). It reports that time (kill-to-commit-s), the
-// survivors' RSS before the kill and their peak after it.
+// CPU time the survivors used meanwhile (survivors-cpu-s: on a shared
+// machine it swings much less than the wall time), the survivors' RSS
+// before the kill and their peak after it.
 // TAKEOVER_BENCH_LOG=dir writes the instances' logs there.
 //
 //	go test ./integration -run X -bench Takeover -benchtime 1x [-takeover.windows 3000000]
@@ -117,6 +119,10 @@ func benchTakeover(b *testing.B, delivery string, standbys int) {
 	}
 	victim := runs[2]
 	parts := ownedBy(b, adm, group, "takeover-2")
+	var cpuBefore time.Duration
+	for _, r := range runs[:2] {
+		cpuBefore += processCPU(b, r.cmd.Process.Pid)
+	}
 	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 	killed := time.Now()
 	ends := map[int32]int64{}
@@ -133,6 +139,10 @@ func benchTakeover(b *testing.B, delivery string, standbys int) {
 		return fmt.Sprintf("the fresh records of partitions %v committed\n%s\n%s", parts, runs[0].out, runs[1].out)
 	})
 	took := time.Since(killed)
+	cpu := -cpuBefore
+	for _, r := range runs[:2] {
+		cpu += processCPU(b, r.cmd.Process.Pid)
+	}
 	var peak float64
 	for _, r := range runs[:2] {
 		peak += procStatus(b, r.cmd.Process.Pid, "VmHWM")
@@ -146,6 +156,7 @@ func benchTakeover(b *testing.B, delivery string, standbys int) {
 		}
 	}
 	b.ReportMetric(took.Seconds(), "kill-to-commit-s")
+	b.ReportMetric(cpu.Seconds(), "survivors-cpu-s")
 	b.ReportMetric(before/(1<<20), "survivors-rss-MiB")
 	b.ReportMetric(peak/(1<<20), "survivors-peak-rss-MiB")
 	for _, r := range runs[:2] {
