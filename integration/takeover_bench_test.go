@@ -82,7 +82,7 @@ func benchTakeover(b *testing.B, delivery string, standbys int) {
 		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 			b.Fatal(err)
 		}
-		runs = append(runs, startBinary(b, path))
+		runs = append(runs, startBinary(b, path, "AGGREGATOR_LOG_LEVEL="+cmpOr(os.Getenv("TAKEOVER_BENCH_LOG_LEVEL"), "info")))
 	}
 	cl := client(b, brokers, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1_000_000), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
@@ -218,4 +218,11 @@ func committedPast(adm *kadm.Client, group string, ends map[int32]int64) bool {
 		}
 	}
 	return true
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

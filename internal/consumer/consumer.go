@@ -42,6 +42,9 @@ const (
 	// unjoinedLeave bounds the wait to leave a group never joined, so
 	// that SIGTERM ends the process within a second before it joins.
 	unjoinedLeave = 500 * time.Millisecond
+	// fetchMaxWait bounds how long the brokers hold a fetch that finds
+	// nothing new (Kafka's consumer default is 500 ms).
+	fetchMaxWait = 250 * time.Millisecond
 	// maxPollRecords bounds one batch, so a rebalance waits little.
 	maxPollRecords = 10_000
 )
@@ -434,6 +437,11 @@ func (c *Consumer) groupOpts() []kgo.Opt {
 		kgo.Balancers(c.balancer, kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(start),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A partition assigned while a fetch is under way is fetched
+		// with the next one: kgo's default wait of 5 s for a fetch with
+		// nothing new held a taken-over partition's input back for up
+		// to that long.
+		kgo.FetchMaxWait(fetchMaxWait),
 		// A transaction's control record takes an offset: kept, the
 		// position moves past it, so that a partition written by a
 		// transactional producer (the repartition topic with exactly_once)
