@@ -154,3 +154,20 @@ func TestBalancerJoining(t *testing.T) {
 		t.Error("Joining after Assigned = true")
 	}
 }
+
+// A join that ends in another protocol's sync (cooperative-sticky, while
+// members of a release without this balancer are in the group) leaves
+// the member no copies.
+func TestBalancerOtherProtocolDropsCopies(t *testing.T) {
+	a, b := newNode("a", 1), newNode("b", 1)
+	rebalance(t, []*node{a, b}, map[string]int32{"in": 2})
+	if got, _ := a.b.Assignment(); len(got.Copies) != 1 {
+		t.Fatalf("after a sync of this protocol: copies %v, want one", got.Copies)
+	}
+	_, gen := a.b.Assignment()
+	a.b.JoinGroupMetadata([]string{"in"}, a.owned, a.gen) // the next join...
+	a.b.Assigned()                                        // ...synced by cooperative-sticky: no ParseSyncAssignment of ours
+	if got, g := a.b.Assignment(); len(got.Copies) != 0 || g == gen {
+		t.Errorf("after another protocol's sync: copies %v (sync %d, was %d), want none and a new sync", got.Copies, g, gen)
+	}
+}
