@@ -664,7 +664,7 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 		return err
 	}
 	svc := &demoService{pipes: pipes}
-	srv, err := serveHTTP(f.listen, reg, svc.ready)
+	srv, err := serveHTTP(config.HTTP{Listen: f.listen}, reg, svc.ready)
 	if err != nil {
 		pipes.close()
 		return busyHint(err, f.listen)

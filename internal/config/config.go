@@ -272,6 +272,9 @@ type State struct {
 // HTTP is the metrics and probes endpoint.
 type HTTP struct {
 	Listen string `yaml:"listen"`
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// the same listener, for profiling a running service; off by default.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Log configures zerolog.

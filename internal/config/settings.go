@@ -85,7 +85,7 @@ var keyClasses = map[string]KeyClass{
 	"sink.results_topic": RunSetting, "sink.late_topic": RunSetting, "sink.dead_letter_topic": RunSetting,
 	"sink.format": RunSetting, "sink.compression": RunSetting, "sink.linger": RunSetting,
 	"sink.create_topics": RunSetting, "sink.partitions": RunSetting, "sink.replication_factor": RunSetting,
-	"delivery": RunSetting, "http.listen": RunSetting, "log.level": RunSetting, "log.format": RunSetting,
+	"delivery": RunSetting, "http.listen": RunSetting, "http.pprof": RunSetting, "log.level": RunSetting, "log.format": RunSetting,
 	"shutdown_timeout": RunSetting,
 
 	"state.changelog_topic": RunSetting, "state.repartition_topic": RunSetting,
