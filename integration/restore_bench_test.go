@@ -19,15 +19,20 @@ import (
 var (
 	restoreWindows = flag.String("restore.windows", "100000,1000000,3000000",
 		"BenchmarkRestore: the numbers of open windows to restore, comma-separated")
-	restoreLog = flag.Bool("restore.log", false, "BenchmarkRestore: log the restarted binary's output")
+	restoreLog     = flag.Bool("restore.log", false, "BenchmarkRestore: log the restarted binary's output")
+	restoreBase    = flag.String("restore.base", "", "BenchmarkRestore: another build of the binary to restart too, in turn with this tree's")
+	restoreSliding = flag.Bool("restore.sliding", false, "BenchmarkRestore: sliding windows (1h every 10m) instead of tumbling (1h)")
+	restoreOpenTxn = flag.Bool("restore.open-txn", false,
+		"BenchmarkRestore: SIGKILL while records arrive, so that exactly_once leaves a transaction open for the restart to wait out")
 )
 
 // restoreChangelog is the changelog topic of restoreBenchYAML.
 const restoreChangelog = "restore-bench-state"
 
-// restoreBenchYAML is the config BenchmarkRestore runs: by_key, tumbling
-// windows of an hour (nothing fires while the input stays in one hour),
-// count and sum, a static member id (a restart rejoins at once).
+// restoreBenchYAML is the config BenchmarkRestore runs: by_key, windows
+// of an hour (tumbling, or sliding by 10 minutes: nothing fires while the
+// input stays in one hour), count and sum, a static member id (a restart
+// rejoins at once).
 const restoreBenchYAML = `source:
   brokers: [%q]
   topics: [%s]
@@ -38,7 +43,7 @@ const restoreBenchYAML = `source:
   partitioning: by_key
   timestamp: {field: t, layout: unix_ms}
 watermark: {strategy: bounded, max_out_of_orderness: 1s}
-window: {type: tumbling, size: 1h}
+window: %s
 aggregates:
   - {name: total, fn: sum, field: d}
   - {name: calls, fn: count}
@@ -57,17 +62,21 @@ shutdown_timeout: 10s
 // binary starts again with the same instance id. The time is from the
 // restart to the moment that record's window is in the changelog
 // (read_committed): the partitions restored and producing again. It
-// reports the restored windows per second of that time, the RSS after
-// the ingest (steady-state-rss-MiB), the peak RSS of the restarted
-// process up to then (restore-peak-rss-MiB, VmHWM) and their ratio, and
-// the RSS 3 s later (after-rss-MiB), and the CPU time the restarted
-// process used until it produced again (restart-cpu-s: on a shared
-// machine, the figure that swings least). With exactly_once the SIGKILL comes
-// while the service is idle, so no transaction is left open (one left
-// open holds the restore up to state.transaction_timeout: see
-// docs/benchmarks.md).
+// reports the restored windows per second of that time, the CPU time the
+// restarted process used until then (restart-cpu-s: on a shared machine,
+// the figure that swings least), the RSS after the ingest
+// (steady-state-rss-MiB), the peak RSS of the restarted process up to
+// then (restore-peak-rss-MiB, VmHWM) and their ratio, and its RSS 3 s
+// later (after-rss-MiB). With exactly_once the SIGKILL comes while the
+// service is idle, so no transaction is left open (one left open holds
+// the restore up to state.transaction_timeout: see docs/benchmarks.md).
 //
-// go test ./integration -run X -bench Restore -benchtime 1x [-restore.windows 100000,1000000,3000000]
+// With -restore.base BINARY (another tree's build), each iteration
+// restarts that binary too, then this tree's, on the same state (killed
+// and restarted again, a new record each time), and reports its figures
+// as base-*: the two measured in one run.
+//
+// go test ./integration -run X -bench Restore -benchtime 1x [-restore.windows 100000,1000000,3000000] [-restore.base BINARY]
 func BenchmarkRestore(b *testing.B) {
 	for _, w := range strings.Split(*restoreWindows, ",") {
 		windows, err := strconv.Atoi(w)
@@ -75,11 +84,7 @@ func BenchmarkRestore(b *testing.B) {
 			b.Fatalf("-restore.windows: %v", err)
 		}
 		for _, delivery := range deliveries() {
-			b.Run(fmt.Sprintf("windows=%d/%s", windows, delivery), func(b *testing.B) {
-				for b.Loop() {
-					benchRestore(b, windows, delivery)
-				}
-			})
+			b.Run(fmt.Sprintf("windows=%d/%s", windows, delivery), func(b *testing.B) { benchRestore(b, windows, delivery) })
 		}
 	}
 }
@@ -87,18 +92,44 @@ func BenchmarkRestore(b *testing.B) {
 func benchRestore(b *testing.B, windows int, delivery string) {
 	brokers := brokerProcess(b, 4, inTopic, resultsTopic, lateTopic, dlqTopic)
 	k := killWithOpenWindows(b, brokers, windows, delivery)
-	r := k.restart(b)
-	_, _ = r.run.sigterm(b)
-	if *restoreLog {
-		b.Log(r.run.out.String())
+	var head, base restartSum
+	for b.Loop() {
+		if *restoreBase != "" {
+			base.add(k.restartKill(b, *restoreBase))
+		}
+		head.add(k.restartKill(b, binary))
 	}
-	b.ReportMetric(r.took.Seconds(), "restart-to-producing-s")
-	b.ReportMetric(float64(windows)/r.took.Seconds(), "windows/s")
-	b.ReportMetric(r.cpu.Seconds(), "restart-cpu-s")
-	b.ReportMetric(k.steady/(1<<20), "steady-state-rss-MiB")
-	b.ReportMetric(r.peak/(1<<20), "restore-peak-rss-MiB")
-	b.ReportMetric(r.peak/k.steady, "peak/steady")
-	b.ReportMetric(r.after/(1<<20), "after-rss-MiB")
+	head.report(b, "", windows, k.steady)
+	if *restoreBase != "" {
+		base.report(b, "base-", windows, k.steady)
+		b.ReportMetric(head.took.Seconds()/base.took.Seconds(), "time/base")
+		b.ReportMetric(head.cpu.Seconds()/base.cpu.Seconds(), "cpu/base")
+	}
+}
+
+// restartSum adds up restarts.
+type restartSum struct {
+	n           int
+	took, cpu   time.Duration
+	peak, after float64
+}
+
+func (s *restartSum) add(r restarted) {
+	s.n++
+	s.took, s.cpu, s.peak, s.after = s.took+r.took, s.cpu+r.cpu, s.peak+r.peak, s.after+r.after
+}
+
+// report reports the means, each metric's name after prefix.
+func (s *restartSum) report(b *testing.B, prefix string, windows int, steady float64) {
+	n := float64(s.n)
+	took := s.took.Seconds() / n
+	b.ReportMetric(took, prefix+"restart-to-producing-s")
+	b.ReportMetric(float64(windows)/took, prefix+"windows/s")
+	b.ReportMetric(s.cpu.Seconds()/n, prefix+"restart-cpu-s")
+	b.ReportMetric(steady/(1<<20), "steady-state-rss-MiB")
+	b.ReportMetric(s.peak/n/(1<<20), prefix+"restore-peak-rss-MiB")
+	b.ReportMetric(s.peak/n/steady, prefix+"peak/steady")
+	b.ReportMetric(s.after/n/(1<<20), prefix+"after-rss-MiB")
 }
 
 // killed is the binary SIGKILLed with open windows in its state.
@@ -106,17 +137,17 @@ type killed struct {
 	brokers []string
 	path    string  // its config
 	steady  float64 // its RSS once it had committed the whole input, in bytes
-	fresh   *kgo.Client
-	from    map[int32]kgo.Offset // the changelog's end offsets after the kill
+	fresh   int     // the records of new keys written since
 }
 
 // killWithOpenWindows runs the binary (restoreBenchYAML, delivery) over
 // windows records of as many keys, waits until it has committed them all,
-// notes its RSS, SIGKILLs it, and writes a record of a new key.
-func killWithOpenWindows(t testing.TB, brokers []string, windows int, delivery string) killed {
+// notes its RSS and SIGKILLs it.
+func killWithOpenWindows(t testing.TB, brokers []string, windows int, delivery string) *killed {
 	group := benchGroup("restore")
 	path := fmt.Sprintf("%s/restore.yaml", t.TempDir())
-	yaml := fmt.Sprintf(restoreBenchYAML, brokers[0], inTopic, group, delivery, restoreChangelog, resultsTopic, lateTopic, dlqTopic)
+	window := map[bool]string{false: "{type: tumbling, size: 1h}", true: "{type: sliding, size: 1h, slide: 10m}"}[*restoreSliding]
+	yaml := fmt.Sprintf(restoreBenchYAML, brokers[0], inTopic, group, window, delivery, restoreChangelog, resultsTopic, lateTopic, dlqTopic)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -127,21 +158,27 @@ func killWithOpenWindows(t testing.TB, brokers []string, windows int, delivery s
 		return "the whole input committed\n" + run.out.String()
 	})
 	time.Sleep(2 * time.Second) // settled: no commit after the last one
-	k := killed{brokers: brokers, path: path, steady: procStatus(t, run.cmd.Process.Pid, "VmRSS"), from: map[int32]kgo.Offset{}}
+	k := &killed{brokers: brokers, path: path, steady: procStatus(t, run.cmd.Process.Pid, "VmRSS")}
+	if *restoreOpenTxn {
+		k.trickle(t, time.Second)
+	}
 	_ = run.cmd.Process.Signal(syscall.SIGKILL)
 	_, _ = run.wait(t, 30*time.Second)
-
-	ends, err := adm.ListEndOffsets(context.Background(), restoreChangelog)
-	if err != nil || ends.Error() != nil {
-		t.Fatalf("end offsets of %s: %v %v", restoreChangelog, err, ends.Error())
-	}
-	ends.Each(func(o kadm.ListedOffset) { k.from[o.Partition] = kgo.NewOffset().At(o.Offset) })
-	fresh := fmt.Sprintf(`{"sid":"fresh","t":%d,"d":1}`, base+1000)
-	prod := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: inTopic, Partition: 0, Value: []byte(fresh)}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
 	return k
+}
+
+// trickle writes a record of a new key every 10 ms for d: a SIGKILL right
+// after finds a transaction open (exactly_once: records arrive faster
+// than state.commit_interval).
+func (k *killed) trickle(t testing.TB, d time.Duration) {
+	prod := client(t, k.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for n, end := 0, time.Now().Add(d); time.Now().Before(end); n++ {
+		v := fmt.Sprintf(`{"sid":"trickle_%d","t":%d,"d":1}`, n, base+2000)
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: inTopic, Partition: int32(n % 4), Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // restarted is the killed binary started again, once it produced again.
@@ -153,14 +190,29 @@ type restarted struct {
 	after float64       // its RSS 3 s later, in bytes
 }
 
-// restart starts the binary again (with the environment overrides env)
-// and waits until the fresh record's window is in the changelog
-// (read_committed).
-func (k killed) restart(t testing.TB, env ...string) restarted {
-	reader := client(t, k.brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{restoreChangelog: k.from}),
+// restart writes a record of a new key, starts bin again (with the
+// environment overrides env) and waits until that record's window is in
+// the changelog (read_committed).
+func (k *killed) restart(t testing.TB, bin string, env ...string) restarted {
+	adm := kadm.NewClient(client(t, k.brokers))
+	ends, err := adm.ListEndOffsets(context.Background(), restoreChangelog)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("end offsets of %s: %v %v", restoreChangelog, err, ends.Error())
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
+	reader := client(t, k.brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{restoreChangelog: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	k.fresh++
+	key := fmt.Sprintf("fresh_%d", k.fresh)
+	value := fmt.Sprintf(`{"sid":%q,"t":%d,"d":1}`, key, base+1000)
+	prod := client(t, k.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: inTopic, Partition: 0, Value: []byte(value)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
 	began := time.Now()
-	r := restarted{run: startBinary(t, k.path, env...)}
+	r := restarted{run: startBinaryOf(t, bin, k.path, env...)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for found := false; !found; {
@@ -168,13 +220,25 @@ func (k killed) restart(t testing.TB, env ...string) restarted {
 		if ctx.Err() != nil {
 			t.Fatalf("no changelog record of the fresh input 5 minutes after the restart\n%s", r.run.out)
 		}
-		fs.EachRecord(func(rec *kgo.Record) { found = found || bytes.Contains(rec.Key, []byte(`"fresh"`)) })
+		fs.EachRecord(func(rec *kgo.Record) { found = found || bytes.Contains(rec.Key, []byte(`"`+key+`"`)) })
 	}
 	r.took = time.Since(began)
 	r.cpu = processCPU(t, r.run.cmd.Process.Pid)
 	r.peak = procStatus(t, r.run.cmd.Process.Pid, "VmHWM")
 	time.Sleep(3 * time.Second)
 	r.after = procStatus(t, r.run.cmd.Process.Pid, "VmRSS")
+	return r
+}
+
+// restartKill is restart, then a SIGKILL again (while idle: with
+// exactly_once no transaction is open), for the next restart.
+func (k *killed) restartKill(t testing.TB, bin string) restarted {
+	r := k.restart(t, bin)
+	_ = r.run.cmd.Process.Signal(syscall.SIGKILL)
+	_, _ = r.run.wait(t, 30*time.Second)
+	if *restoreLog {
+		t.Logf("%s:\n%s", bin, r.run.out)
+	}
 	return r
 }
 

@@ -30,7 +30,7 @@ func TestRestoreWithinMemoryLimit(t *testing.T) {
 			kc := newCluster(t, 4)
 			k := killWithOpenWindows(t, kc.ListenAddrs(), windows, delivery)
 			limit := int64(1.2 * k.steady)
-			r := k.restart(t, fmt.Sprintf("GOMEMLIMIT=%d", limit))
+			r := k.restart(t, binary, fmt.Sprintf("GOMEMLIMIT=%d", limit))
 			_, _ = r.run.sigterm(t)
 			m := regexp.MustCompile(`"entries":(\d+).*"message":"restore finished"`).FindStringSubmatch(r.run.out.String())
 			if m == nil {

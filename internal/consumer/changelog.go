@@ -18,12 +18,14 @@ import (
 	"aggregator/internal/state"
 )
 
-// The fetch sizes of a restore's changelog readers: larger than a
-// consumer's defaults (1 MiB a partition), so that a read of a large
-// changelog takes few round trips, and bounded, so that what a reader
-// holds of a fetch (the records, decompressed, and their kgo.Record
-// structs, several times the changelog's bytes) stays small beside the
-// state it restores.
+// The fetch sizes of a restore's changelog readers. A client decodes a
+// fetch whole before it hands a record over, so a large fetch makes the
+// first records wait and the reading come in bursts: 16 MiB fetches (8
+// MiB a partition) held the first records back for seconds and read no
+// faster (docs/benchmarks.md, Restore). A fetch of 4 MiB (kgo's default is
+// 50 MiB) also keeps what a reader holds of one (the records decompressed
+// and their kgo.Record structs, several times the changelog's bytes)
+// small beside the state it restores.
 const (
 	restoreFetchBytes          = 4 << 20
 	restorePartitionFetchBytes = 1 << 20
@@ -40,9 +42,14 @@ type changelogRead struct {
 	topic string
 	parts map[int32]*partRead
 	total int64 // records to read: the partitions' end offsets less their start offsets
+	// idle is how long a reader may read nothing (and not be stalled)
+	// before the restore fails (and is tried again from the start): the
+	// brokers do not answer. The restore itself may take as long as its
+	// records take.
+	idle time.Duration
 
 	read atomic.Int64 // records read so far
-	done atomic.Int32 // partitions read to their end
+	done atomic.Int32 // partitions handed to finish
 }
 
 // partRead is one changelog partition's read.
@@ -93,9 +100,7 @@ func restoreReaders(partitions int) int {
 // It is called without c.mu, which its readers never take (finish does):
 // a slow read holds up no one else that takes c.mu.
 func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[int32]*partRead, finish func(*partRead) error) (*changelogRead, map[int32]stall, error) {
-	cr := &changelogRead{c: c, topic: c.cfg.State.ChangelogTopic, parts: map[int32]*partRead{}}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.State.TransactionTimeout+commitTimeout)
-	defer cancel()
+	cr := &changelogRead{c: c, topic: c.cfg.State.ChangelogTopic, parts: map[int32]*partRead{}, idle: c.cfg.State.TransactionTimeout + commitTimeout}
 	clients := make([]*kgo.Client, restoreReaders(len(ps)))
 	defer func() {
 		for _, cl := range clients {
@@ -115,15 +120,17 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 		clients[i] = cl
 	}
 	adm := kadm.NewClient(clients[0])
-	starts, err := adm.ListStartOffsets(ctx, cr.topic)
+	lctx, lcancel := context.WithTimeout(ctx, cr.idle)
+	defer lcancel()
+	starts, err := adm.ListStartOffsets(lctx, cr.topic)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start offsets of %s: %w", cr.topic, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, cr.topic)
+	ends, err := adm.ListEndOffsets(lctx, cr.topic)
 	if err != nil {
 		return nil, nil, fmt.Errorf("end offsets of %s: %w", cr.topic, err)
 	}
-	lsos, err := adm.ListCommittedOffsets(ctx, cr.topic)
+	lsos, err := adm.ListCommittedOffsets(lctx, cr.topic)
 	if err != nil {
 		return nil, nil, fmt.Errorf("last stable offsets of %s: %w", cr.topic, err)
 	}
@@ -277,7 +284,8 @@ func (cr *changelogRead) readPartitions(ctx context.Context, cl *kgo.Client, adm
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{cr.topic: from})
 	defer cl.RemoveConsumePartitions(map[string][]int32{cr.topic: slices.Collect(maps.Keys(parts))})
 	left := maps.Clone(parts)
-	moved := time.Now() // the last record read
+	moved := time.Now() // the last record read, or the last stall check
+	last := moved       // the last record read
 	for len(left) > 0 {
 		pctx, pcancel := context.WithTimeout(ctx, restoreStall/4)
 		fs := cl.PollFetches(pctx)
@@ -326,8 +334,10 @@ func (cr *changelogRead) readPartitions(ctx context.Context, cl *kgo.Client, adm
 			return nil, aerr
 		}
 		if n > 0 {
-			moved = time.Now()
+			moved, last = time.Now(), time.Now()
 			cr.read.Add(int64(n))
+		} else if time.Since(last) > cr.idle {
+			return nil, fmt.Errorf("read %s: no record for %v", cr.topic, cr.idle)
 		}
 		for id, pr := range left {
 			if pr.next >= pr.end {
