@@ -22,8 +22,11 @@ const (
 	// everything (a fetch with no records says nothing).
 	standbyList = time.Second
 	// probeEvery bounds how often the instance asks for a rebalance
-	// because a warm-up copy caught up.
+	// because a warm-up copy caught up; probeAgain is how long a warm-up
+	// that a rebalance it asked for left a warm-up (it was behind again
+	// at the join) waits before it asks again.
 	probeEvery = time.Second
+	probeAgain = 5 * time.Second
 )
 
 // standbys are the instance's standby copies (state.standby_replicas,
@@ -49,10 +52,13 @@ type standbys struct {
 // standbyCopy is one copy: its partition and progress, and whether it
 // warms up for a partition that moves here once it is caught up.
 type standbyCopy struct {
-	tp    placement.Partition
-	s     *state.Standby
-	warm  bool
-	asked bool // a rebalance was asked for once it caught up
+	tp   placement.Partition
+	s    *state.Standby
+	warm bool
+	// asked: a rebalance was asked for once it caught up, and not again
+	// before askAgain.
+	asked    bool
+	askAgain time.Time
 	// reading: the reader has started reading its partition for it;
 	// records fetched before (for a copy dropped and started again) are
 	// not its.
@@ -95,6 +101,9 @@ func (c *Consumer) reconcileStandbys() {
 	now := c.nowMs()
 	for id, cp := range want {
 		if have := sb.copies[id]; have != nil {
+			if have.asked && cp.WarmUp {
+				have.asked, have.askAgain = false, time.Now().Add(probeAgain)
+			}
 			have.warm = cp.WarmUp
 			continue
 		}
@@ -157,8 +166,9 @@ func (c *Consumer) copyLags() map[placement.Partition]int64 {
 }
 
 // probeWarmUps asks for a rebalance once a warm-up copy is caught up
-// (its partition moves here then: placement.Plan), once per copy and at
-// most every probeEvery: Kafka Streams' probing rebalance, asked for
+// (its partition moves here then: placement.Plan), once per copy and
+// sync (after a sync that left it a warm-up, not before probeAgain), and
+// at most every probeEvery: Kafka Streams' probing rebalance, asked for
 // when it is due rather than on a timer. The member's join then says
 // the copy's lag, so the coordinator rebalances even where this member
 // is not the leader. Engine goroutine.
@@ -170,7 +180,7 @@ func (c *Consumer) probeWarmUps() {
 	sb.mu.Lock()
 	now, ask := c.nowMs(), false
 	for id, cp := range sb.copies {
-		if r, _, known := cp.s.Lag(now); cp.warm && !cp.asked && known && r <= placement.CaughtUp {
+		if r, _, known := cp.s.Lag(now); cp.warm && !cp.asked && known && r <= placement.CaughtUp && time.Now().After(cp.askAgain) {
 			cp.asked, ask = true, true
 			c.log.Info().Str("topic", cp.tp.Topic).Int32("partition", cp.tp.Partition).Int32("changelog_partition", id).
 				Int64("lag_records", r).Msg("a warm-up copy caught up: asking the group to rebalance, so that its partition moves here")
