@@ -32,6 +32,9 @@ func TestRestoreWithinMemoryLimit(t *testing.T) {
 			limit := int64(1.2 * k.steady)
 			r := k.restart(t, binary, fmt.Sprintf("GOMEMLIMIT=%d", limit))
 			_, _ = r.run.sigterm(t)
+			if !regexp.MustCompile(`"changelog_records":\d+.*"message":"restore started: reading the changelog"`).MatchString(r.run.out.String()) {
+				t.Errorf("the restart logged no restore start:\n%s", r.run.out)
+			}
 			m := regexp.MustCompile(`"entries":(\d+).*"message":"restore finished"`).FindStringSubmatch(r.run.out.String())
 			if m == nil {
 				t.Fatalf("the restart logged no restore:\n%s", r.run.out)

@@ -240,7 +240,7 @@ func checkGoTest(t *testing.T, args []string) {
 				fuzzPat = args[i+1]
 			}
 			i++
-		case slices.Contains([]string{"-race", "-short", "-v", "-update", "-benchmem"}, a):
+		case slices.Contains([]string{"-race", "-short", "-v", "-update"}, a):
 		case slices.Contains([]string{"-benchtime", "-count", "-timeout", "-fuzztime", "-tags"}, a):
 			i++
 		case strings.HasPrefix(a, "-") && strings.Contains(a, "."):

@@ -163,8 +163,10 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 		ids = append(ids, pr.p.id)
 	}
 	slices.Sort(ids)
-	c.log.Info().Str("changelog_topic", cr.topic).Int("partitions", len(ps)).Ints32("changelog_partitions", ids).
-		Int64("changelog_records", cr.total).Int("readers", min(len(clients), len(ids))).Msg("restore started: reading the changelog")
+	if cr.total > 0 { // a partition without state restores in silence
+		c.log.Info().Str("changelog_topic", cr.topic).Int("partitions", len(ps)).Ints32("changelog_partitions", ids).
+			Int64("changelog_records", cr.total).Int("readers", min(len(clients), len(ids))).Msg("restore started: reading the changelog")
+	}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex // guards stalled, firstErr and queue

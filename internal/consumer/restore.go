@@ -64,7 +64,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	}
 	took := time.Since(began)
 	c.m.RestoreSeconds.Observe(took.Seconds())
-	if err == nil {
+	if err == nil && cr.total > 0 {
 		c.log.Info().Int("partitions", sum.partitions).Int("partitions_waiting", len(stalled)).Int("changelog_records", sum.records).
 			Int("entries", sum.entries).Float64("seconds", took.Seconds()).
 			Float64("records_per_second", float64(int64(float64(sum.records)/max(took.Seconds(), 1e-3)))).
