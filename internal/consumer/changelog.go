@@ -60,6 +60,17 @@ type partRead struct {
 	next       int64 // the next offset to read (the reader's only)
 	held       bool  // it holds a place of changelogRead's bound
 	sent       bool  // handed to finish
+	// base is how many records r held before this read: a read goes on
+	// from a standby copy (copied), or from where a read that stalled
+	// on an open transaction stopped.
+	base   int
+	copied bool
+}
+
+// goOn is the read of p that goes on from r, read up to next (a standby
+// copy's, or a stalled read's).
+func goOn(p *partition, r *state.Restorer, next int64, copied bool) *partRead {
+	return &partRead{p: p, r: r, start: next, base: r.Records(), copied: copied}
 }
 
 // restoreReaders is how many readers a restore runs: one a core (each
@@ -68,7 +79,9 @@ func restoreReaders(partitions int) int {
 	return min(partitions, max(2, runtime.GOMAXPROCS(0)))
 }
 
-// readChangelog reads the changelog partitions of ps from their start to
+// readChangelog reads the changelog partitions of ps from their start
+// (those in from, from where their read goes on: a standby copy, a read
+// that stalled) to
 // their end into a Restorer each, and hands each partition read to its
 // end to finish, in the order they end, from a goroutine of its own (so
 // that one partition is restored while the others are read). Each
@@ -86,7 +99,7 @@ func restoreReaders(partitions int) int {
 //
 // It is called without c.mu, which its readers never take (finish does):
 // a slow read holds up no one else that takes c.mu.
-func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, finish func(*partRead) error) (*changelogRead, map[int32]stall, error) {
+func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[int32]*partRead, finish func(*partRead) error) (*changelogRead, map[int32]stall, error) {
 	cr := &changelogRead{c: c, topic: c.cfg.State.ChangelogTopic, parts: map[int32]*partRead{}, idle: c.cfg.State.TransactionTimeout + commitTimeout}
 	clients := make([]*kgo.Client, restoreReaders(len(ps)))
 	defer func() {
@@ -129,6 +142,12 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, finish fu
 			return nil, nil, fmt.Errorf("end offset of %s[%d]: %v", cr.topic, p.id, e.Err)
 		}
 		pr := &partRead{p: p, r: state.NewRestorer(), start: max(s.Offset, 0), end: e.Offset}
+		if on := from[p.id]; on != nil && on.start >= pr.start {
+			// (Its records below the log's start would be gone: the
+			// changelog is compacted, so its start does not move.)
+			on.end = e.Offset
+			pr = on
+		}
 		cr.parts[p.id] = pr
 		switch l, ok := lsos.Lookup(cr.topic, p.id); {
 		case pr.end <= pr.start:

@@ -25,6 +25,17 @@ import (
 func (c *Consumer) restorePending(ctx context.Context) error {
 	c.mu.Lock()
 	ps := c.toRestore()
+	// A partition with a standby copy goes on from the copy, one whose
+	// read stalled on an open transaction from where it stopped: only
+	// the changelog's tail is read.
+	from := map[int32]*partRead{}
+	for _, p := range ps {
+		if b := c.blocked[p.id]; b != nil && b.read != nil {
+			from[p.id], b.read = b.read, nil
+		} else if sb := c.takeStandby(p.id); sb != nil {
+			from[p.id] = goOn(p, sb.Restorer(), sb.Next(), true)
+		}
+	}
 	c.mu.Unlock()
 	if len(ps) == 0 {
 		return nil
@@ -41,12 +52,13 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		}
 		return err
 	}
-	cr, stalled, err := c.readChangelog(ctx, ps, finish)
+	cr, stalled, err := c.readChangelog(ctx, ps, from, finish)
 	c.mu.Lock()
 	if err == nil {
 		for _, p := range ps {
 			if s, ok := stalled[p.id]; ok && c.current(p) {
-				c.block(p, s)
+				pr := cr.parts[p.id]
+				c.block(p, s, goOn(p, pr.r, pr.next, pr.copied))
 			}
 		}
 	}
@@ -87,9 +99,17 @@ func (c *Consumer) finishRestore(ctx context.Context, pr *partRead, sum *restore
 		start = res.Position.Offset
 	}
 	r, ok = c.unblock(p, start)
-	records := pr.r.Records()
+	records := pr.r.Records() - pr.base // read by this restore
 	sum.partitions, sum.records, sum.entries = sum.partitions+1, sum.records+records, sum.entries+res.Entries
 	c.m.RestoredRecords.Add(float64(records))
+	if pr.copied {
+		c.m.Restores.WithLabelValues("standby").Inc()
+		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+			Int64("changelog_offset", pr.start).Int("changelog_records", records).Int("entries", res.Entries).
+			Msg("partition taken over from its standby copy: only the changelog's tail was read")
+	} else {
+		c.m.Restores.WithLabelValues("changelog").Inc()
+	}
 	rep := c.core.GenerationReport(p.id)
 	c.logGenerations(p, rep)
 	if err := c.encodeGenerations(ctx, rep.Others); err != nil {

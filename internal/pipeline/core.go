@@ -123,6 +123,16 @@ func (l Layout) RepartitionTopic() string {
 	return l.repart
 }
 
+// StateTopics are the topics whose partitions hold window state, a
+// changelog partition each: the input topics with by_key, the
+// repartition topic with repartition.
+func (l Layout) StateTopics() []string {
+	if !l.stages2 {
+		return l.topics
+	}
+	return []string{l.repart}
+}
+
 // RepartitionPartitions is the repartition topic's partition count (0
 // with by_key).
 func (l Layout) RepartitionPartitions() int32 { return l.first }
