@@ -35,17 +35,11 @@ func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (
 	return p.applyMark(partition, offset, m)
 }
 
-func (p *Processor) BeginRestore(partition int32) { p.beginRestore(partition) }
-
 func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) { return p.checkpoint() }
 
 func (p *Processor) Commit() ready.Ready { return p.commit() }
 
 func (p *Processor) Fetched(partition int32, hwm, now int64) { p.fetched(partition, hwm, now) }
-
-func (p *Processor) FinishRestore(partition int32, now int64) (res state.Result, records int, err error) {
-	return p.finishRestore(partition, now)
-}
 
 func (p *Processor) GenerationReport(partition int32) GenerationReport {
 	return p.generationReport(partition)
@@ -69,10 +63,6 @@ func (p *Processor) PositionsUnwritten() { p.positionsUnwritten() }
 
 func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
 	return p.restore(partition, r, now)
-}
-
-func (p *Processor) RestoreRecord(partition int32, key, value, tag []byte) error {
-	return p.restoreRecord(partition, key, value, tag)
 }
 
 func (p *Processor) Revoke(partition int32) { p.revoke(partition) }
