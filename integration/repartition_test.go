@@ -243,29 +243,11 @@ func TestRepartitionMatchesReplay(t *testing.T) {
 				s.stop(t)
 			}
 			compareReplay(t, brokers, delivery, want)
-			if instances == 1 && counterSum(t, reg, "aggregator_repartition_folded_records_total") == 0 {
+			if instances == 1 && counterValue(t, reg, "aggregator_repartition_folded_records_total", "", "") == 0 {
 				t.Error("aggregator_repartition_folded_records_total = 0: stage 1 folded nothing")
 			}
 		})
 	}
-}
-
-// counterSum is the sum of counter name's series in reg.
-func counterSum(t testing.TB, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 // compareReplay compares what a read_committed reader sees of the
