@@ -69,7 +69,7 @@ func newDurKindStream(t testing.TB, kind string, seed uint64, delivery string) (
 		return s, durWindowConfig(fmt.Sprintf("{type: session, gap: %dms, allowed_lateness: %dms, %s}", durGap, lateness, early), delivery), lateness
 	case "repartition":
 		s := newDurStream(4, 8, lateness)
-		s.spread = true
+		s.spread, s.interleaved = true, true
 		cfg := strings.Replace(durConfig(lateness, delivery), "partitioning: by_key", "partitioning: repartition", 1)
 		return s, cfg, lateness
 	case "global":

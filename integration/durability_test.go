@@ -108,13 +108,15 @@ type durStream struct {
 	// g%parts with key (g/parts)%keys, a late record on any partition.
 	// Within a partition times still only go up.
 	spread bool
-	// interleaved: with spread keys and several instances, the late
-	// records of one window may come from several input partitions, and
-	// their order in the repartition partition is how the instances'
-	// stage 1 interleaved them, not the reference's: a window's
-	// intermediate revisions may then hold them in another order. The
-	// checks are the rest: every revision once (exactly_once), none going
-	// backwards, the latest per window the reference's.
+	// interleaved: with spread keys the late records of one window may
+	// come from several input partitions, and their order in the
+	// repartition partition is how stage 1 interleaved them (the order
+	// its fetches returned the partitions in, on one instance as on
+	// several; and a source's folded records reach stage 2 with their
+	// group), not the reference's: a window's intermediate revisions may
+	// then hold them in another order. The checks are the rest: every
+	// revision once (exactly_once), none going backwards, the latest per
+	// window the reference's.
 	interleaved bool
 }
 

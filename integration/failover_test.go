@@ -371,18 +371,23 @@ func caughtUpCopies(t testing.TB, reg *prometheus.Registry) int {
 }
 
 // counterValue is the value of the counter name{label=value} in reg (0
-// if it has none).
+// if it has none); with label "", the sum of all its series.
 func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := 0.0
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if label == "" {
+				sum += m.GetCounter().GetValue()
+				continue
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
 					return m.GetCounter().GetValue()
@@ -390,7 +395,7 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value str
 			}
 		}
 	}
-	return 0
+	return sum
 }
 
 // memberCount is how many members group has (-1 if it cannot be told).

@@ -197,7 +197,7 @@ func stage2Only(t testing.TB, brokers []string, phases []stage2Phase) {
 	t.Helper()
 	adm := kadm.NewClient(client(t, brokers))
 	for _, ph := range phases {
-		forwardAsStage1(t, brokers, ph.stage1, 1, ph.ins)
+		forwardAsStage1(t, brokers, ph.stage1, 1, ph.ins, false)
 		ends, err := adm.ListEndOffsets(context.Background(), ph.stage2.State.RepartitionTopic)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/consumer"
 	"aggregator/internal/metrics"
+	"aggregator/internal/pipeline"
 	"aggregator/internal/producer"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
@@ -95,7 +96,9 @@ func orderedKeyed(parts int32, n int) (first, second []keyedInput) {
 // written, the input offsets committed. Stage 2 has read none of it: the
 // group has no offset of the repartition topic (its instance died first,
 // or the partitions moved to an instance that had not read them yet).
-func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts int32, ins []keyedInput) {
+// With fold, stage 1 folds what it may (it knows nothing of stage 2:
+// another instance).
+func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts int32, ins []keyedInput, fold bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -111,7 +114,7 @@ func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts in
 	if err := cluster.EnsureRepartition(ctx, adm, cfg.State.RepartitionTopic, parts, cfg.Sink); err != nil {
 		t.Fatal(err)
 	}
-	core, err := repartition.New(cfg, parts, stage1Schemas(ctx, t, cfg, ins))
+	core, err := repartition.New(repartition.Spec{Config: cfg, Sources: parts, Partitions: parts, Windows: pipeline.WindowSpec(cfg), Schemas: stage1Schemas(ctx, t, cfg, ins)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +122,7 @@ func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts in
 	for id := range parts {
 		core.Assign(id, now)
 	}
+	core.AllowFolding(fold, nil)
 	w := producer.NewWriter(cl, cfg, metrics.New(prometheus.NewRegistry()), time.Now, nil, zerolog.Nop())
 	defer w.Close()
 	w.SetRepartitionPartitions(parts)
@@ -195,7 +199,7 @@ func TestRepartitionStartLatest(t *testing.T) {
 			if len(want.late) != len(second) || len(want.dead) == 0 || len(want.results) == 0 {
 				t.Fatalf("replay gives %d results, %d late events, %d dead letters: the test tests nothing", len(want.results), len(want.late), len(want.dead))
 			}
-			forwardAsStage1(t, brokers, cfg, parts, first)
+			forwardAsStage1(t, brokers, cfg, parts, first, false)
 			reg := prometheus.NewRegistry()
 			s := startWith(t, cfg, nil, reg)
 			waitCount(t, brokers, resultsTopic, int64(len(want.results)))
@@ -406,4 +410,41 @@ func TestRepartitionTransactionalInput(t *testing.T) {
 	waitAll(t, reg, "aggregator_consumer_lag_records", 2*parts, 0)
 	waitGauge(t, reg, "aggregator_idle_partitions", parts) // every source idle in both repartition partitions
 	s.stop(t)
+}
+
+// TestRepartitionUnfold: records an hour behind what stage 2 has seen,
+// folded by a stage 1 that knows nothing of stage 2 (on another
+// instance: a new owner of their input partitions, with a fresh
+// generator), reach stage 2 as groups of partials it cannot merge: it
+// reads their records back from the input topic and applies them one by
+// one, and they are the late events replay --kcat gives.
+func TestRepartitionUnfold(t *testing.T) {
+	t.Parallel()
+	const parts = 4
+	first, second := orderedKeyed(parts, 400)
+	for _, delivery := range []string{"exactly_once", "at_least_once"} {
+		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
+			kc := newCluster(t, parts)
+			brokers := kc.ListenAddrs()
+			cfg := parseConfig(t, repartitionYaml+"delivery: "+delivery+"\n", brokers)
+			want := replayKcatN(t, cfg, parts, first, second)
+			if len(want.late) != len(second) || len(want.results) == 0 {
+				t.Fatalf("replay gives %d results, %d late events: the test tests nothing", len(want.results), len(want.late))
+			}
+			s := start(t, cfg, nil)
+			produceKeyed(t, brokers, first)
+			waitCount(t, brokers, resultsTopic, int64(len(want.results)))
+			s.stop(t)
+			forwardAsStage1(t, brokers, cfg, parts, second, true)
+			reg := prometheus.NewRegistry()
+			s = startWith(t, cfg, nil, reg)
+			waitCount(t, brokers, lateTopic, int64(len(want.late)))
+			s.stop(t)
+			compareReplay(t, brokers, delivery, want)
+			if got := counterValue(t, reg, "aggregator_repartition_unfolded_records_total", "", ""); got != float64(len(second)) {
+				t.Errorf("aggregator_repartition_unfolded_records_total = %v, want %d: the late records were not folded and unfolded", got, len(second))
+			}
+		})
+	}
 }

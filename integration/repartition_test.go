@@ -173,18 +173,21 @@ func withoutWatermark(evs []lateEvent) []string {
 // outputs; so do two whose stage 1 write the repartition record in
 // different formats (a rolling upgrade from a release before format 2,
 // with state.repartition_format: 1 on the instances already upgraded;
-// and format 2 beside format 3 with a filter: one stage 1 filters, the
-// other forwards what its filter rejects, for stage 2 to filter).
+// format 2 beside format 4 with a filter: one stage 1 filters, the other
+// forwards what its filter rejects, for stage 2 to filter; and format 3
+// beside 4: one sends every record alone, the other folds). With one
+// instance of the default format, stage 1 folds records into partials.
 func TestRepartitionMatchesReplay(t *testing.T) {
 	t.Parallel()
 	first, second := repartitionInput()
 	type run struct {
 		delivery  string
 		instances int
-		format    int32 // the first instance's state.repartition_format (0: the default, 3)
+		format    int32 // the first instance's state.repartition_format (0: the default, 4)
 		filter    bool  // source.filter keeps the records of d = 1 (and the late ones)
 	}
-	runs := []run{{"exactly_once", 2, repartition.Format1, false}, {"exactly_once", 2, repartition.Format2, true}}
+	runs := []run{{"exactly_once", 2, repartition.Format1, false}, {"exactly_once", 2, repartition.Format2, true},
+		{"at_least_once", 2, repartition.Format3, false}}
 	for _, delivery := range []string{"exactly_once", "at_least_once"} {
 		for _, instances := range []int{1, 2} {
 			runs = append(runs, run{delivery, instances, 0, false})
@@ -194,7 +197,7 @@ func TestRepartitionMatchesReplay(t *testing.T) {
 		delivery, instances := r.delivery, r.instances
 		name := fmt.Sprintf("%s/%d", delivery, instances)
 		if r.format != 0 {
-			name += fmt.Sprintf("/formats_%d_and_3", r.format)
+			name += fmt.Sprintf("/formats_%d_and_4", r.format)
 		}
 		if r.filter {
 			name += "/filter"
@@ -240,6 +243,9 @@ func TestRepartitionMatchesReplay(t *testing.T) {
 				s.stop(t)
 			}
 			compareReplay(t, brokers, delivery, want)
+			if instances == 1 && counterValue(t, reg, "aggregator_repartition_folded_records_total", "", "") == 0 {
+				t.Error("aggregator_repartition_folded_records_total = 0: stage 1 folded nothing")
+			}
 		})
 	}
 }

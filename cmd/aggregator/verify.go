@@ -27,6 +27,7 @@ import (
 	"aggregator/internal/ready"
 	"aggregator/internal/recompute"
 	"aggregator/internal/registry"
+	"aggregator/internal/repartition"
 	"aggregator/internal/verify"
 	"aggregator/internal/windowing"
 )
@@ -192,8 +193,7 @@ func (v *verifier) generations(ctx context.Context) (*verify.Generations, error)
 		if n == 0 {
 			n = int32(len(parts))
 		}
-		keys := kgo.StickyKeyPartitioner(nil).ForTopic(v.cfg.State.RepartitionTopic)
-		g.Partition = func(key string) int32 { return producer.RepartitionPartition(keys, []byte(key), n) }
+		g.Partition = func(key string) int32 { return repartition.PartitionOf(key, n) }
 	}
 	return g, nil
 }

@@ -241,11 +241,13 @@ type State struct {
 	// input topics have in all (0).
 	RepartitionTopic      string `yaml:"repartition_topic"`
 	RepartitionPartitions int32  `yaml:"repartition_partitions"`
-	// RepartitionFormat is the format stage 1 writes its records in: 3
-	// (the default: records the filter rejects are forwarded too, and
-	// stage 2 filters per generation), 2 (0 in a Config built in code:
-	// stage 1 filters) or 1, which releases before format 3 and 2 read,
-	// for a rolling upgrade from one. Stage 2 reads all three.
+	// RepartitionFormat is the format stage 1 writes its records in: 4
+	// (the default: format 3, plus groups of partials, stage 1 folding
+	// records: docs/design.md#two-phase-aggregation), 3 (records the
+	// filter rejects are forwarded too, and stage 2 filters per
+	// generation), 2 (0 in a Config built in code: stage 1 filters) or 1,
+	// which releases before format 4, 3 and 2 read, for a rolling upgrade
+	// from one. Stage 2 reads all four.
 	RepartitionFormat int32 `yaml:"repartition_format"`
 	// The compacted topic where by_key instances publish their partitions'
 	// watermarks (watermark.scope global, docs/scaling.md#the-watermark-topic): default

@@ -358,7 +358,7 @@ func TestParseEnvOverrides(t *testing.T) {
 		"shutdown timeout": {map[string]string{"AGGREGATOR_SHUTDOWN_TIMEOUT": "0"},
 			func(c Config) any { return c.ShutdownTimeout }, time.Duration(0)},
 		"state": {map[string]string{"AGGREGATOR_STATE_CHANGELOG_TOPIC": "calls-state", "AGGREGATOR_STATE_COMMIT_INTERVAL": "1s", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT": "2m"},
-			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", RepartitionFormat: 3, CommitInterval: time.Second, TransactionTimeout: 2 * time.Minute}},
+			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", RepartitionFormat: 4, CommitInterval: time.Second, TransactionTimeout: 2 * time.Minute}},
 		"changelog topic from the group": {map[string]string{"AGGREGATOR_SOURCE_GROUP": "calls-agg"},
 			func(c Config) any { return c.State.ChangelogTopic }, "calls-agg-changelog"},
 	}
@@ -427,7 +427,7 @@ func TestDefaults(t *testing.T) {
 		HTTP:            HTTP{Listen: ":9090"},
 		Log:             Log{Level: "info", Format: "json"},
 		ShutdownTimeout: 25 * time.Second,
-		State:           State{RepartitionFormat: 3, CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}, // no group, no changelog topic
+		State:           State{RepartitionFormat: 4, CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}, // no group, no changelog topic
 	}
 	if err != nil || !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse(minimal) = %+v, %v; want %+v", c, err, want)
@@ -477,7 +477,7 @@ func TestParseAccepts(t *testing.T) {
 		"alias": {map[string]string{"source": "{timestamp: {field: &f t}, key: [*f]}"},
 			func(c Config) any { return c.Source.Key }, []string{"t"}},
 		"state": {map[string]string{"state": "{changelog_topic: calls-state, commit_interval: 1s, transaction_timeout: 15m}"},
-			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", RepartitionFormat: 3, CommitInterval: time.Second, TransactionTimeout: 15 * time.Minute}},
+			func(c Config) any { return c.State }, State{ChangelogTopic: "calls-state", RepartitionFormat: 4, CommitInterval: time.Second, TransactionTimeout: 15 * time.Minute}},
 		"transaction_timeout of 1s": {map[string]string{"state": "{commit_interval: 999ms, transaction_timeout: 1s}"},
 			func(c Config) any { return c.State.TransactionTimeout }, time.Second},
 		"long commit_interval, at_least_once": {map[string]string{"delivery": "at_least_once", "state": "{commit_interval: 2m}"},

@@ -105,7 +105,7 @@ func (c *Config) deriveDefaults() {
 		c.State.ChangelogTopic = c.Source.Group + changelogSuffix
 	}
 	if c.State.RepartitionFormat == 0 && !c.Source.ByKey() {
-		c.State.RepartitionFormat = 3
+		c.State.RepartitionFormat = 4
 	}
 	if c.State.RepartitionTopic == "" && c.Source.Group != "" && !c.Source.ByKey() {
 		c.State.RepartitionTopic = c.Source.Group + repartitionSuffix

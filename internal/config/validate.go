@@ -666,9 +666,9 @@ func (c Config) validateRepartitionTopic() error {
 	if c.Source.ByKey() {
 		return nil
 	}
-	if f := c.State.RepartitionFormat; f < 1 || f > 3 {
+	if f := c.State.RepartitionFormat; f < 1 || f > 4 {
 		return &KeyError{Key: "state.repartition_format", Value: fmt.Sprint(f),
-			Reason: "must be 3 (the default), 2 (what releases before format 3 read: during a rolling upgrade from one) or 1 (what releases before format 2 read)"}
+			Reason: "must be 4 (the default), 3, 2 or 1 (what releases before format 4, 3 or 2 read: during a rolling upgrade from one)"}
 	}
 	return c.checkStateTopic("state.repartition_topic", c.State.RepartitionTopic)
 }

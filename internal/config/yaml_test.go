@@ -91,9 +91,9 @@ func TestYAMLState(t *testing.T) {
 		want     string
 	}{
 		"exactly_once": {map[string]string{"source": "{group: g, timestamp: {field: t}}"},
-			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  repartition_format: 3\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  standby_replicas: 0\n  config_version: 0\n"},
+			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  repartition_format: 4\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  standby_replicas: 0\n  config_version: 0\n"},
 		"at_least_once leaves out transaction_timeout": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "delivery": "at_least_once"},
-			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  repartition_format: 3\n  commit_interval: 100ms\n  standby_replicas: 0\n  config_version: 0\n"},
+			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  repartition_format: 4\n  commit_interval: 100ms\n  standby_replicas: 0\n  config_version: 0\n"},
 		"scope partition leaves out the watermark topic": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [$key]}", "watermark": "{scope: partition}"},
 			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  standby_replicas: 0\n  config_version: 0\n"},
 		"by_key leaves out the repartition topic": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [$key]}"},
@@ -154,7 +154,7 @@ func TestLoadExample(t *testing.T) {
 		"sink topics": {[]string{c.Sink.ResultsTopic, c.Sink.LateTopic, c.Sink.DeadLetterTopic},
 			[]string{"calls-windows", "calls-late", "calls-dlq"}},
 		"delivery":      {c.Delivery, "exactly_once"},
-		"state":         {c.State, State{ChangelogTopic: "calls-aggregator-changelog", RepartitionTopic: "calls-aggregator-repartition", RepartitionFormat: 3, CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}},
+		"state":         {c.State, State{ChangelogTopic: "calls-aggregator-changelog", RepartitionTopic: "calls-aggregator-repartition", RepartitionFormat: 4, CommitInterval: 100 * time.Millisecond, TransactionTimeout: 10 * time.Second}},
 		"ValidateKafka": {c.ValidateKafka(), nil},
 	}
 	for name, check := range checks {
@@ -202,7 +202,7 @@ func TestValidateKafka(t *testing.T) {
 		"repartition is results":          {repartition(func(c *Config) { c.State.RepartitionTopic = c.Sink.ResultsTopic }), "state.repartition_topic"},
 		"repartition with a space":        {repartition(func(c *Config) { c.State.RepartitionTopic = "calls re" }), "state.repartition_topic"},
 		"negative repartition partitions": {repartition(func(c *Config) { c.State.RepartitionPartitions = -1 }), "state.repartition_partitions"},
-		"unknown repartition format":      {repartition(func(c *Config) { c.State.RepartitionFormat = 4 }), "state.repartition_format"},
+		"unknown repartition format":      {repartition(func(c *Config) { c.State.RepartitionFormat = 5 }), "state.repartition_format"},
 		"no watermark topic":              {byKey(func(c *Config) { c.State.WatermarkTopic = "" }), "state.watermark_topic"},
 		"watermark is an input":           {byKey(func(c *Config) { c.State.WatermarkTopic = "calls" }), "state.watermark_topic"},
 		"watermark is changelog":          {byKey(func(c *Config) { c.State.WatermarkTopic = c.State.ChangelogTopic }), "state.watermark_topic"},

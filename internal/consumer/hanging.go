@@ -95,12 +95,22 @@ func (c *Consumer) unblock(p *partition, position int64) (r resume, ok bool) {
 }
 
 // A resume is a partition whose restore waited on an open transaction,
-// restored: its input resumes from position (-1: where it was paused).
+// restored, or one that waited for the records of a group of partials
+// (why): its input resumes from position (-1: where it was paused).
 type resume struct {
 	p        *partition
 	position int64
 	hanging  bool // it was reported as a hanging transaction
+	why      resumeWhy
 }
+
+// resumeWhy is what a partition waited for.
+type resumeWhy uint8
+
+const (
+	resumeRestored resumeWhy = iota // its restore, held by an open transaction
+	resumeUnfolded                  // an unfold (unfold.go)
+)
 
 // resume sets the fetch positions of rs and resumes their input, those
 // still assigned. Engine goroutine, c.mu not held: it takes
@@ -128,6 +138,9 @@ func (c *Consumer) resume(rs []resume) {
 			c.kafka.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.tp.topic: {p.tp.partition: {Epoch: -1, Offset: r.position}}})
 		}
 		c.kafka.cl.ResumeFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
+		if r.why == resumeUnfolded {
+			continue // unfoldPending logged it
+		}
 		ev := c.log.Info()
 		if r.hanging {
 			ev = c.log.Warn()

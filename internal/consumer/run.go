@@ -208,7 +208,8 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 		c.reconcileStandbys()
 		c.probeWarmUps()
 	}
-	// Without c.mu: the changelog reads do not hold it.
+	// Without c.mu: the changelog reads, and the input's for an unfold,
+	// do not hold it.
 	if err := c.restoreRetrying(ctx); err != nil {
 		if ctx.Err() != nil {
 			return false, nil // shutting down: the next owner restores it
@@ -217,6 +218,12 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 			c.mu.Lock()
 			c.cycle.refused = true
 			c.mu.Unlock()
+		}
+		return false, err
+	}
+	if err := c.unfoldRetrying(ctx); err != nil {
+		if ctx.Err() != nil {
+			return false, nil // shutting down: the partition's next owner reads the group again
 		}
 		return false, err
 	}

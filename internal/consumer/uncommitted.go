@@ -22,19 +22,20 @@ type uncommitted struct {
 }
 
 // stepCounts are the counts of a Ready's stats that feed counters.
-type stepCounts struct{ sessionMerges, keyConflicts, genSkips int64 }
+type stepCounts struct{ sessionMerges, keyConflicts, genSkips, unfolded int64 }
 
 // add adds n's counts to the counters.
 func (n stepCounts) add(c *Consumer) {
 	c.m.SessionMerges.Add(float64(n.sessionMerges))
 	c.m.KeyConflicts.Add(float64(n.keyConflicts))
 	c.m.GenerationSkips.Add(float64(n.genSkips))
+	c.m.RepartitionUnfolded.Add(float64(n.unfolded))
 }
 
 // countStats adds the step's stats to the counters, or holds them for the
 // transaction's end.
 func (c *Consumer) countStats(st *ready.Stats) {
-	n := stepCounts{int64(st.SessionMerges), int64(st.KeyConflicts), int64(st.GenerationSkips)}
+	n := stepCounts{int64(st.SessionMerges), int64(st.KeyConflicts), int64(st.GenerationSkips), st.Unfolded}
 	u := &c.uncommitted
 	if !u.deferred {
 		n.add(c)
@@ -46,6 +47,7 @@ func (c *Consumer) countStats(st *ready.Stats) {
 	u.stats.sessionMerges += n.sessionMerges
 	u.stats.keyConflicts += n.keyConflicts
 	u.stats.genSkips += n.genSkips
+	u.stats.unfolded += n.unfolded
 }
 
 // keepCounts holds a dropped partition's counts until the transaction

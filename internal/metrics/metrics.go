@@ -49,11 +49,19 @@ type Metrics struct {
 	Restores          *prometheus.CounterVec // {from}: partitions restored, from a standby copy or from the changelog's start
 
 	// source.partitioning repartition (docs/scaling.md#the-repartition-stage).
-	RepartitionBytes  prometheus.Counter   // key, value and header bytes of the records stage 1 wrote
-	RepartitionPurge  prometheus.Gauge     // records stage 2 committed that DeleteRecords has not removed yet
-	SourceWatermark   *prometheus.GaugeVec // {partition}: each source partition's watermark as stage 2 sees it, seconds
-	WatermarkSource   prometheus.Gauge     // the source partition whose watermark is W (-1: none)
-	SourcesUnreported prometheus.Gauge     // source partitions no marker has reported yet
+	RepartitionBytes prometheus.Counter // key, value and header bytes of the records stage 1 wrote
+	// RepartitionRecords counts them by kind: record (one input record)
+	// or partial (a group of partials, format 4); RepartitionFolded the
+	// input records the groups hold, RepartitionUnfolded those stage 2
+	// read back from the input because it could not merge their group
+	// (docs/design.md#two-phase-aggregation).
+	RepartitionRecords  *prometheus.CounterVec // {kind}
+	RepartitionFolded   prometheus.Counter
+	RepartitionUnfolded prometheus.Counter
+	RepartitionPurge    prometheus.Gauge     // records stage 2 committed that DeleteRecords has not removed yet
+	SourceWatermark     *prometheus.GaugeVec // {partition}: each source partition's watermark as stage 2 sees it, seconds
+	WatermarkSource     prometheus.Gauge     // the source partition whose watermark is W (-1: none)
+	SourcesUnreported   prometheus.Gauge     // source partitions no marker has reported yet
 }
 
 // Firing label values, pre-created so dashboards see zeros before the first firing.
@@ -180,6 +188,18 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_repartition_bytes_total",
 			Help: "Bytes (keys, values, headers) of the records written to the repartition topic (source.partitioning repartition).",
 		}),
+		RepartitionRecords: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_repartition_records_total",
+			Help: "Records written to the repartition topic, by kind: record (one input record), partial (a group of partials: stage 1 folded input records into them).",
+		}, []string{"kind"}),
+		RepartitionFolded: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_repartition_folded_records_total",
+			Help: "Input records stage 1 folded into partials instead of sending them one by one (repartition records of kind partial hold them).",
+		}),
+		RepartitionUnfolded: f.NewCounter(prometheus.CounterOpts{
+			Name: "aggregator_repartition_unfolded_records_total",
+			Help: "Input records stage 2 read back from the input topic and applied one by one, because it could not merge the group of partials that held them.",
+		}),
 		RepartitionPurge: f.NewGauge(prometheus.GaugeOpts{
 			Name: "aggregator_repartition_purge_lag_records",
 			Help: "Records of the owned repartition partitions that stage 2 committed and that are not deleted yet.",
@@ -205,6 +225,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Commits.WithLabelValues("aborted")
 	m.Commits.WithLabelValues("rejected")
 	m.WatermarkSource.Set(-1)
+	m.RepartitionRecords.WithLabelValues("record")
+	m.RepartitionRecords.WithLabelValues("partial")
 	for _, from := range []string{"standby", "changelog"} {
 		m.Restores.WithLabelValues(from)
 	}

@@ -30,6 +30,7 @@ func TestNewRegistersFixedNames(t *testing.T) {
 		"aggregator_restoring_partitions", "aggregator_restored_records_total", "aggregator_restore_duration_seconds",
 		"aggregator_changelog_records_total", "aggregator_commits_total", "aggregator_session_merges_total",
 		"aggregator_key_partition_conflicts_total", "aggregator_repartition_bytes_total", "aggregator_repartition_purge_lag_records",
+		"aggregator_repartition_records_total", "aggregator_repartition_folded_records_total", "aggregator_repartition_unfolded_records_total",
 		"aggregator_watermark_source_partition", "aggregator_sources_unreported", "aggregator_hanging_transactions",
 		"aggregator_producer_renewals_total", "aggregator_generations", "aggregator_generation_skipped_records_total",
 		"aggregator_restores_total",

@@ -64,12 +64,12 @@ func (c *conflicts) forget(partition int32) {
 	}
 }
 
-// TakeConflicts returns how many records came, since the last call, on
+// takeConflicts returns how many records came, since the last call, on
 // another partition of this instance than the first one their group key
 // was seen on (source.partitioning by_key), and a conflict to log when one
 // happened and none was handed out in the minute before now (the caller's
 // wall clock, ms).
-func (p *Processor) TakeConflicts(now int64) (n int64, log ready.Conflict, ok bool) {
+func (p *Processor) takeConflicts(now int64) (n int64, log ready.Conflict, ok bool) {
 	c := &p.conflicts
 	n, c.n = c.n, 0
 	if c.has && (!c.logged || now-c.loggedAt >= conflictLogEvery) {

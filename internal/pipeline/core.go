@@ -53,6 +53,7 @@ type Core struct {
 	parts   []ready.PartitionStats
 	ids     []int32
 	outs    []ready.Output // Step and Commit's merged outputs (both stages had some)
+	closed  []int64        // stage 2's watermarks, by repartition partition, for stage 1's folding
 	offs    []ready.Offset
 }
 
@@ -215,7 +216,8 @@ func NewCore(spec Spec) (*Core, error) {
 		return nil, err
 	}
 	if c.layout.stages2 {
-		if c.s1, err = repartition.New(cfg, c.layout.sourceEnd, schemas); err != nil {
+		s1 := repartition.Spec{Config: cfg, Sources: c.layout.sourceEnd, Partitions: c.layout.RepartitionPartitions(), Windows: WindowSpec(cfg), Schemas: schemas}
+		if c.s1, err = repartition.New(s1); err != nil {
 			return nil, fmt.Errorf("repartition: %w", err)
 		}
 	}
@@ -259,7 +261,7 @@ func (c *Core) Revoke(id int32) {
 		c.s1.Revoke(id - c.layout.first)
 		return
 	}
-	c.win.Revoke(id)
+	c.win.revoke(id)
 }
 
 // SourcesDue reports whether the input topics' partition counts should
@@ -309,6 +311,11 @@ type Decoded struct {
 	// Control: a transaction's control record (In has its partition and
 	// offset).
 	Control bool
+	// Group is a group of partials (format 4), to merge or unfold;
+	// Foreign says a repartition record was made under another config
+	// (its compact form's or group's spec is not the config's).
+	Group   *repartition.Group
+	Foreign bool
 }
 
 // Decode decodes d, a fetched record as the shell filled it: d.In's
@@ -321,6 +328,7 @@ type Decoded struct {
 // in other goroutines than the core's, concurrently: it reads only what
 // never changes.
 func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []byte) {
+	d.Group, d.Foreign = nil, false
 	id := d.In.Partition
 	if c.stage1(id) {
 		d.In.Partition = id - c.layout.first
@@ -332,7 +340,7 @@ func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []by
 	}
 	if c.s1 != nil {
 		if id < c.layout.first {
-			decodeRepartition(dec, headers, header, c.layout.topics, d)
+			decodeRepartition(dec, headers, header, c.layout.topics, c.win.groupTag, d)
 			return
 		}
 		if c.s1.ForwardsFiltered() {
@@ -350,13 +358,21 @@ func (c *Core) Decode(dec *record.Decoder, d *Decoded, headers bool, header []by
 // 1, with a header: by decoding the value again, as decoding is
 // deterministic), or into its watermark marker. A record this release
 // cannot parse is a dead letter of stage 2.
-func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics []string, d *Decoded) {
+func decodeRepartition(dec *record.Decoder, headers bool, header []byte, topics []string, groupTag uint32, d *Decoded) {
 	f := d.In // as fetched: parsing writes over d.In
 	var err error
-	if !headers {
+	if !headers && repartition.IsGroup(f.Value) {
+		g, perr := repartition.ParseGroup(f.Value, f.Partition, f.Offset, topics)
+		if perr == nil {
+			d.Group, d.Foreign, d.In, d.Kind, d.Err = g, g.Tag != groupTag, g.In, record.Event, nil
+			return
+		}
+		err = &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: perr.Error()}
+	} else if !headers {
 		var form []byte
 		var filtered bool
 		if form, filtered, err = repartition.ParseValue(f.Value, f.Partition, f.Offset, topics, &d.In); err == nil {
+			d.Foreign = form != nil && !dec.OwnForm(form)
 			d.Kind, d.Err = repartition.Decode(dec, form, filtered, f.Key, &d.In, &d.Rec)
 			if d.Err == nil || !badForm(d.Err) {
 				return // read; or, for a form of another config, the value's own outcome, as in format 1
@@ -397,6 +413,8 @@ const numOutcomes = 6
 // fate is known.
 func (c *Core) Apply(id int32, recs []Decoded, hwm, now int64, counts *Counts) {
 	if c.stage1(id) {
+		c.closed = c.win.appendClosed(c.closed[:0], c.layout.RepartitionPartitions())
+		c.s1.AllowFolding(c.win.acceptsPartials(now), c.closed)
 		local := id - c.layout.first
 		for i := range recs {
 			d := &recs[i]
@@ -415,18 +433,27 @@ func (c *Core) Apply(id int32, recs []Decoded, hwm, now int64, counts *Counts) {
 	for i := range recs {
 		d := &recs[i]
 		if d.Control {
-			c.win.Skip(&d.In)
+			c.win.skip(&d.In)
 			continue
 		}
 		if repart && d.Kind == record.Marker && d.Err == nil {
-			c.win.ApplyMark(id, d.In.RepartitionOffset, d.Mark)
+			c.win.applyMark(id, d.In.RepartitionOffset, d.Mark)
 			continue
 		}
-		if out, ok := c.win.Apply(&d.In, &d.Rec, d.Kind, d.Err, now); ok {
+		if d.Foreign {
+			c.win.noteForeign(now)
+		}
+		if d.Group != nil {
+			if n, ok := c.win.applyGroup(d.Group, now); ok {
+				counts[Aggregated] += uint64(n)
+			}
+			continue
+		}
+		if out, ok := c.win.apply(&d.In, &d.Rec, d.Kind, d.Err, now); ok {
 			counts[out]++
 		}
 	}
-	c.win.Fetched(id, hwm, now)
+	c.win.fetched(id, hwm, now)
 }
 
 // stage1Outcomes are the outcomes stage 1's count as.
@@ -434,7 +461,7 @@ var stage1Outcomes = [...]Outcome{repartition.Filtered: Filtered, repartition.Ma
 
 // Tick re-evaluates idleness with the wall clock now; windows may fire.
 func (c *Core) Tick(now int64) {
-	c.win.Tick(now)
+	c.win.tick(now)
 	if c.s1 != nil {
 		c.s1.Tick(now)
 	}
@@ -446,7 +473,7 @@ func (c *Core) Tick(now int64) {
 // layout does not have). Windows may fire.
 func (c *Core) Peer(topic string, n int32, wm int64, idle bool) {
 	if id, ok := c.layout.Source(topic, n); ok {
-		c.win.Peer(id, wm, idle)
+		c.win.peer(id, wm, idle)
 	}
 }
 
@@ -479,7 +506,7 @@ func (c *Core) admit() bool {
 	if c.s1 == nil {
 		return false
 	}
-	if !c.admitted && c.assigned && len(c.win.Unrestored()) == 0 {
+	if !c.admitted && c.assigned && len(c.win.unrestored()) == 0 {
 		c.admitted = true
 	}
 	return c.admitted
@@ -494,11 +521,11 @@ func (c *Core) admit() bool {
 func (c *Core) Commit(now int64) ready.Ready {
 	var rd ready.Ready
 	if !c.admit() {
-		rd = c.win.Commit()
+		rd = c.win.commit()
 		rd.Offsets = c.offsets(rd.Offsets, nil)
 	} else {
 		rd1 := c.s1.Commit(now)
-		rd = c.merge(rd1, c.win.Commit())
+		rd = c.merge(rd1, c.win.commit())
 		rd.Offsets = c.offsets(rd.Offsets, rd1.Offsets)
 	}
 	rd.Stats = c.stats(now)
@@ -537,7 +564,7 @@ func (c *Core) offsets(win, in1 []ready.Offset) []ready.Offset {
 
 // Accept tells the core that the last Commit is durable.
 func (c *Core) Accept() {
-	c.win.Accept()
+	c.win.accept()
 	if c.s1 != nil {
 		c.s1.Accept()
 	}
@@ -550,7 +577,7 @@ func (c *Core) Accept() {
 // with fresh generators. The shell rewinds the client to the committed
 // offsets.
 func (c *Core) Abort(now int64) {
-	c.win.Abort(now)
+	c.win.abort(now)
 	if c.s1 != nil {
 		c.s1.Abort(now)
 	}
@@ -559,7 +586,7 @@ func (c *Core) Abort(now int64) {
 // PositionsUnwritten tells the core that the positions of its last
 // Commit were not written (at_least_once: a commit that stopped before
 // them): the next Commit writes every assigned partition's position again.
-func (c *Core) PositionsUnwritten() { c.win.PositionsUnwritten() }
+func (c *Core) PositionsUnwritten() { c.win.positionsUnwritten() }
 
 // SetCaughtUp tells whether a partition's position is at its log end
 // (for a partition no fetch has returned a record of: Unfetched); only a
@@ -569,7 +596,7 @@ func (c *Core) SetCaughtUp(id int32, caughtUp bool, now int64) {
 		c.s1.SetCaughtUp(id-c.layout.first, caughtUp, now)
 		return
 	}
-	c.win.SetCaughtUp(id, caughtUp, now)
+	c.win.setCaughtUp(id, caughtUp, now)
 }
 
 // Unfetched lists the partitions ready for input that no fetch has
@@ -578,7 +605,7 @@ func (c *Core) SetCaughtUp(id int32, caughtUp bool, now int64) {
 // whether they are at their log end (SetCaughtUp), for an empty
 // partition must be able to go idle too.
 func (c *Core) Unfetched() map[int32]int64 {
-	out := c.win.Unfetched()
+	out := c.win.unfetched()
 	if c.s1 != nil {
 		for id, pos := range c.s1.Unfetched() {
 			if out == nil {
@@ -590,22 +617,36 @@ func (c *Core) Unfetched() map[int32]int64 {
 	return out
 }
 
+// Unfolds lists the repartition partitions that wait for the records of a
+// group of partials they could not merge, read back from the input
+// (docs/design.md#two-phase-aggregation): the shell reads them, hands
+// them to Unfold, and resumes the partition's input at the position
+// Unfold returns. Meanwhile the partition's records are not applied.
+func (c *Core) Unfolds() []Unfold { return c.win.unfolds() }
+
+// Unfold applies the records a partition's unfold read (see
+// Processor.Unfold), counting their outcomes into counts, and returns the
+// position the partition's input resumes from (-1: it did not wait).
+func (c *Core) Unfold(id int32, ins []ready.Input, now int64, counts *Counts) int64 {
+	return c.win.unfold(id, ins, now, counts)
+}
+
 // Unrestored lists the assigned partitions that wait for their restore
 // (their ids are their changelog partitions).
-func (c *Core) Unrestored() []int32 { return c.win.Unrestored() }
+func (c *Core) Unrestored() []int32 { return c.win.unrestored() }
 
 // Restore restores a partition that waits for its restore (Unrestored)
 // from r, which holds its changelog partition's records from the start
 // (docs/design.md, "Restore"): r is spent after it. The partition's input
 // resumes from the restored position, if it has one.
 func (c *Core) Restore(id int32, r *state.Restorer, now int64) (state.Result, error) {
-	return c.win.Restore(id, r, now)
+	return c.win.restore(id, r, now)
 }
 
 // GenerationReport returns what the last restore of a window state
 // partition decided about its config generations (docs/changing-config.md), for the
 // shell's log line and metrics.
-func (c *Core) GenerationReport(id int32) GenerationReport { return c.win.GenerationReport(id) }
+func (c *Core) GenerationReport(id int32) GenerationReport { return c.win.generationReport(id) }
 
 // badForm reports whether err says a compact form could not be read (its
 // *record.DecodeError lives here, not in decodeRepartition, where it would
@@ -619,9 +660,7 @@ func badForm(err error) bool {
 // and its counts since the last Ready.
 func (c *Core) stats(now int64) ready.Stats {
 	w := c.win
-	st := ready.Stats{Watermark: w.Watermark(), OpenWindows: w.OpenWindows(), Generations: w.Generations(), SessionMerges: w.TakeSessionMerges(), IdlePartitions: w.IdleCount(), Holder: -1}
-	st.KeyConflicts, st.Conflict, st.LogConflict = w.TakeConflicts(now)
-	st.GenerationSkips = w.TakeGenerationSkips()
+	st := w.takeStats(now)
 	parts := c.parts[:0]
 	for id := range w.parts {
 		if w.parts[id].assigned {
@@ -644,7 +683,7 @@ func (c *Core) stats(now int64) ready.Stats {
 			if !w.parts[id].assigned {
 				continue
 			}
-			t := w.SourceTable(int32(id))
+			t := w.sourceTable(int32(id))
 			if t.Count == 0 {
 				continue
 			}
@@ -664,10 +703,10 @@ func (c *Core) stats(now int64) ready.Stats {
 		if !known {
 			st.Unreported = int(c.s1.Sources())
 		}
-	case w.Group() > 0:
+	case w.group() > 0:
 		st.HasSources = true
-		for id := range w.Group() {
-			wm, idle, reported := w.GroupPartition(id)
+		for id := range w.group() {
+			wm, idle, reported := w.groupPartition(id)
 			src = append(src, ready.SourceStats{Watermark: wm, Reported: reported, Active: !idle})
 		}
 	}
@@ -701,7 +740,7 @@ func (c *Core) partitionStats(id, local int32) ready.PartitionStats {
 		ps.Lag, ps.LagKnown = c.s1.Lag(local)
 	} else {
 		ps.Watermark, _ = c.win.PartitionWatermark(local)
-		ps.Lag, ps.LagKnown = c.win.Lag(local)
+		ps.Lag, ps.LagKnown = c.win.lag(local)
 	}
 	return ps
 }

@@ -71,7 +71,7 @@ func repartRecord(value string, header ...[]byte) *fetched {
 // decodeFetched is decodeRepartition of f into d.
 func decodeFetched(dec *record.Decoder, f *fetched, topics []string, d *Decoded) {
 	d.In = f.in
-	decodeRepartition(dec, f.headers, f.header, topics, d)
+	decodeRepartition(dec, f.headers, f.header, topics, 0, d)
 }
 
 // TestDecodeRepartitionGolden: stage 2 reads format 2 data records (no

@@ -95,14 +95,14 @@ func Refusal(cfg config.Config, plan config.Plan, generations int) error {
 
 // filtersInStage2 reports whether every stage 1 that may feed the
 // partition under the config or the stored generation's forwards the
-// records its filter rejects (format 3): the config's format, and the
-// stored run settings' (a format that changed is in plan.Run).
+// records its filter rejects (format 3 or later): the config's format,
+// and the stored run settings' (a format that changed is in plan.Run).
 func filtersInStage2(cfg config.Config, plan config.Plan) bool {
-	if cfg.State.RepartitionFormat != repartition.Format3 {
+	if !repartition.ForwardsFiltered(cfg.State.RepartitionFormat) {
 		return false
 	}
 	for _, ch := range plan.Run {
-		if ch.Key == "state.repartition_format" {
+		if ch.Key == "state.repartition_format" && ch.Old != "3" && ch.Old != "4" {
 			return false
 		}
 	}
@@ -115,11 +115,11 @@ func filtersInStage2(cfg config.Config, plan config.Plan) bool {
 // not see the records only its own filter accepts.
 func errFilterStage1(ch config.Change, format int32) error {
 	now := "the stored generation's instances write state.repartition_format 1 or 2"
-	if format != repartition.Format3 {
+	if !repartition.ForwardsFiltered(format) {
 		now = fmt.Sprintf("state.repartition_format is %d", format)
 	}
 	return &config.KeyError{Key: "source.filter", Value: ch.New,
-		Reason: "changed (" + ch.String() + ") with source.partitioning repartition, and " + now + ": stage 1 filters records before they reach a generation's windows, so the old generation would lose the records only its filter accepts; first roll out state.repartition_format: 3 (the default) with the old filter, then change the filter"}
+		Reason: "changed (" + ch.String() + ") with source.partitioning repartition, and " + now + ": stage 1 filters records before they reach a generation's windows, so the old generation would lose the records only its filter accepts; first roll out state.repartition_format: 4 (the default) with the old filter, then change the filter"}
 }
 
 // configGeneration is the generation of the config's own settings, as a
@@ -651,9 +651,9 @@ func valueFailed(rec *record.Record, err error) bool {
 	return rec.Key != "" && errors.As(err, &de) && de.Reason != record.ReasonBadRepartitionRecord
 }
 
-// TakeGenerationSkips returns how many records one generation aggregated
+// takeGenerationSkips returns how many records one generation aggregated
 // and another's decoding failed on, since the last call.
-func (p *Processor) TakeGenerationSkips() int64 {
+func (p *Processor) takeGenerationSkips() int64 {
 	n := p.genSkips
 	p.genSkips = 0
 	return n
@@ -668,17 +668,17 @@ func (p *Processor) recOf(g *generation, rec *record.Record) *record.Record {
 	return &g.rec
 }
 
-// GenerationReport returns what partition's last restore decided about
+// generationReport returns what partition's last restore decided about
 // its generations.
-func (p *Processor) GenerationReport(partition int32) GenerationReport {
+func (p *Processor) generationReport(partition int32) GenerationReport {
 	if pp := p.part(partition); pp != nil {
 		return pp.report
 	}
 	return GenerationReport{}
 }
 
-// Generations counts the live generations over the assigned partitions.
-func (p *Processor) Generations() int {
+// generations counts the live generations over the assigned partitions.
+func (p *Processor) generations() int {
 	n := 0
 	for i := range p.parts {
 		if p.parts[i].assigned {

@@ -12,11 +12,11 @@ type sharing struct {
 	buf      []watermark.Mark
 }
 
-// Peer applies the latest published watermark and idleness of a
+// peer applies the latest published watermark and idleness of a
 // partition of the group (read from the watermark topic); it counts while
 // the partition is not assigned here. Windows may fire. A processor that
 // does not share watermarks ignores it.
-func (p *Processor) Peer(partition int32, wm int64, idle bool) {
+func (p *Processor) peer(partition int32, wm int64, idle bool) {
 	if p.share == nil {
 		return
 	}
@@ -24,18 +24,18 @@ func (p *Processor) Peer(partition int32, wm int64, idle bool) {
 	p.advanceMerged()
 }
 
-// GroupPartition returns what the processor knows of a partition of the
+// groupPartition returns what the processor knows of a partition of the
 // group: an assigned partition's own watermark and idleness, else its
 // latest published value; reported is false for one neither assigned nor
 // published yet (it holds the watermark at minus infinity). Group is the
 // number of partitions (0 unless Mode.Group was set).
-func (p *Processor) GroupPartition(partition int32) (wm int64, idle, reported bool) {
+func (p *Processor) groupPartition(partition int32) (wm int64, idle, reported bool) {
 	return p.marks.GroupPartition(partition)
 }
 
-// Group is the number of partitions of the group sharing watermarks
+// group is the number of partitions of the group sharing watermarks
 // (Mode.Group).
-func (p *Processor) Group() int32 { return p.marks.Group() }
+func (p *Processor) group() int32 { return p.marks.Group() }
 
 // published is a commit Ready's Watermarks: the restored partitions
 // whose watermark or idleness changed since they were last published

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"aggregator/internal/config"
@@ -62,6 +63,14 @@ type Processor struct {
 	// decoding failed on, since the last Ready's stats.
 	genSkips int64
 
+	// Two-phase aggregation (stage 2, partials.go): groupTag is the tag
+	// of the groups it merges (0: none); foreignAt the wall clock it last
+	// read a repartition record of another config (math.MinInt64: never);
+	// unfolded the records Unfold applied since the last Ready.
+	groupTag  uint32
+	foreignAt int64
+	unfolded  int64
+
 	// What the next Ready hands over: the outputs in emission order, and
 	// the results' aggregates (copied: the engine's are valid only
 	// during Emit).
@@ -96,6 +105,9 @@ type partPos struct {
 	gens   []*generation
 	multi  bool
 	report GenerationReport // what its last restore decided
+	// unfolding is the group of partials the partition waits on (nil:
+	// none): its records are read back from the input (Unfold).
+	unfolding *unfolding
 	// filteredMax is the latest event time of a record read that its
 	// filter rejected, or whose values its aggregates could not read (a
 	// dead letter) (math.MinInt64: none known), which no window in
@@ -164,7 +176,8 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 	p := &Processor{cfg: cfg, recSpec: recSpec, schemas: schemas, dec: dec, marks: watermark.NewMerged(cfg.Watermark),
 		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), spec: WindowSpec(cfg),
 		checkKeys: cfg.Source.ByKey(), conflicts: conflicts{cur: map[string]int32{}},
-		tracking: mode.Checkpointed, oneState: mode.OneState}
+		tracking: mode.Checkpointed, oneState: mode.OneState, foreignAt: math.MinInt64}
+	p.groupTag = groupTag(dec, p.spec, mode.Repartitioned)
 	// By_key with scope partition: each partition's windows follow its
 	// own watermark, in a list of operators of its own; so do stage 2's.
 	// By_key with scope global: the merged watermark, in one operator
@@ -214,19 +227,28 @@ func WindowSpec(cfg config.Config) windowing.Spec {
 }
 
 // resultSink keeps the engine's firings for the next Ready, each marked
-// with the config_version of the generation whose operator fired it.
+// with the config_version of the generation whose operator fired it. It
+// lends the operators the room of the results' aggregates (a
+// windowing.Buffer): they are written there once, not copied.
 type resultSink struct {
 	p       *Processor
 	version int64
 }
 
-func (s resultSink) Emit(r *windowing.Result) {
+// Room is windowing.Buffer's: n values at the end of the Ready's
+// aggregates (an append that moves them leaves the results before it
+// their values in the old array).
+func (s resultSink) Room(n int) []record.Value {
 	p := s.p
 	lo := len(p.vals)
-	p.vals = append(p.vals, r.Aggregates...)
+	p.vals = slices.Grow(p.vals, n)[:lo+n]
+	return p.vals[lo : lo+n : lo+n]
+}
+
+func (s resultSink) Emit(r *windowing.Result) {
+	p := s.p
 	p.outs = append(p.outs, ready.Output{Kind: ready.Result, Result: *r})
-	o := &p.outs[len(p.outs)-1].Result
-	o.Aggregates, o.Generation = p.vals[lo:len(p.vals):len(p.vals)], s.version
+	p.outs[len(p.outs)-1].Result.Generation = s.version
 }
 
 func (p *Processor) late(in *ready.Input, eventTime, wm int64, missed windowing.Window) {
@@ -237,9 +259,9 @@ func (p *Processor) deadLetter(in *ready.Input, err error) {
 	p.outs = append(p.outs, ready.Output{Kind: ready.DeadLetter, Event: &ready.Event{In: *in, Err: err}})
 }
 
-// NewDecoder returns a decoder for this configuration, for decoding in
+// newDecoder returns a decoder for this configuration, for decoding in
 // another goroutine before ProcessDecoded.
-func (p *Processor) NewDecoder() (*record.Decoder, error) {
+func (p *Processor) newDecoder() (*record.Decoder, error) {
 	return record.NewDecoder(p.recSpec, p.schemas)
 }
 
@@ -266,10 +288,10 @@ func (p *Processor) Assign(partition int32, now int64) {
 	p.ops.start(partition)
 }
 
-// Revoke drops a partition's windows and generator without firing them.
+// revoke drops a partition's windows and generator without firing them.
 // The partition no longer holds the merged watermark back, so windows of
 // the others may fire (with one operator for all partitions).
-func (p *Processor) Revoke(partition int32) {
+func (p *Processor) revoke(partition int32) {
 	p.marks.Revoke(partition)
 	if p.sources != nil {
 		p.sources.Revoke(partition)
@@ -286,9 +308,9 @@ func (p *Processor) Revoke(partition int32) {
 	p.advance(partition)
 }
 
-// SetCaughtUp tells whether the partition's position is at its log end;
+// setCaughtUp tells whether the partition's position is at its log end;
 // only a caught-up partition can become idle.
-func (p *Processor) SetCaughtUp(partition int32, caughtUp bool, now int64) {
+func (p *Processor) setCaughtUp(partition int32, caughtUp bool, now int64) {
 	p.marks.SetCaughtUp(partition, caughtUp, now)
 	p.advance(partition)
 }
@@ -296,14 +318,14 @@ func (p *Processor) SetCaughtUp(partition int32, caughtUp bool, now int64) {
 // Process decodes one record and applies it.
 func (p *Processor) Process(in *ready.Input, now int64) Outcome {
 	kind, err := p.dec.DecodeTimed(in, &p.rec)
-	return p.ProcessDecoded(in, &p.rec, kind, err, now)
+	return p.processDecoded(in, &p.rec, kind, err, now)
 }
 
-// ProcessDecoded applies a record that was decoded elsewhere (kind and
+// processDecoded applies a record that was decoded elsewhere (kind and
 // decodeErr are what its decoder's DecodeTimed returned: the time of a
 // record the filter rejects counts for the next cut-over; Decode's
 // leaves it out), in offset order per partition.
-func (p *Processor) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
+func (p *Processor) processDecoded(in *ready.Input, rec *record.Record, kind record.Kind, decodeErr error, now int64) Outcome {
 	if int(in.Partition) < len(p.parts) {
 		pp := &p.parts[in.Partition]
 		pp.next = p.offset(in) + 1
@@ -389,13 +411,13 @@ func (p *Processor) offset(in *ready.Input) int64 {
 	return in.Offset
 }
 
-// ApplyMark applies a watermark marker read from a repartition partition
+// applyMark applies a watermark marker read from a repartition partition
 // at offset (source.partitioning repartition), unless the partition waits
 // for its restore or the marker is in its state already; applied is
 // false then.
-func (p *Processor) ApplyMark(partition int32, offset int64, m watermark.Mark) (applied bool) {
+func (p *Processor) applyMark(partition int32, offset int64, m watermark.Mark) (applied bool) {
 	pp := p.part(partition)
-	if p.sources == nil || pp == nil || !pp.restored || offset < pp.next {
+	if p.sources == nil || pp == nil || !pp.restored || pp.unfolding != nil || offset < pp.next {
 		return false
 	}
 	pp.next = offset + 1
@@ -523,8 +545,8 @@ func (p *Processor) merged() int64 {
 	return p.marks.Current()
 }
 
-// Tick re-evaluates idleness with the wall clock; windows may fire.
-func (p *Processor) Tick(now int64) {
+// tick re-evaluates idleness with the wall clock; windows may fire.
+func (p *Processor) tick(now int64) {
 	p.marks.Tick(now)
 	if p.sources != nil {
 		p.sources.Tick(now)
@@ -555,29 +577,40 @@ func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
 	return wm, idle
 }
 
-// SourceTable returns a repartition partition's table of source
+// sourceTable returns a repartition partition's table of source
 // partitions, as its markers reported them (zero for other partitions);
 // its slice is valid until the next record or marker.
-func (p *Processor) SourceTable(partition int32) watermark.Table {
+func (p *Processor) sourceTable(partition int32) watermark.Table {
 	if p.sources == nil {
 		return watermark.Table{}
 	}
 	return p.sources.Table(partition)
 }
 
-// Partitions lists the assigned partitions, sorted.
-func (p *Processor) Partitions() []int32 { return p.marks.Partitions() }
+// partitions lists the assigned partitions, sorted.
+func (p *Processor) partitions() []int32 { return p.marks.Partitions() }
 
 // OpenWindows counts open (key, window) pairs.
 func (p *Processor) OpenWindows() int { return p.ops.openWindows() }
 
-// TakeSessionMerges returns how many records bridged two sessions or more
-// since the last call (0 for other windows).
-func (p *Processor) TakeSessionMerges() int64 { return p.ops.takeMerges() }
+// takeStats returns the window stage's gauges and its counts since the
+// last call, for a Ready's Stats (the core adds the partitions' and the
+// sources').
+func (p *Processor) takeStats(now int64) ready.Stats {
+	st := ready.Stats{Watermark: p.Watermark(), OpenWindows: p.OpenWindows(), Generations: p.generations(),
+		SessionMerges: p.takeSessionMerges(), IdlePartitions: p.idleCount(), Holder: -1,
+		GenerationSkips: p.takeGenerationSkips(), Unfolded: p.takeUnfolded()}
+	st.KeyConflicts, st.Conflict, st.LogConflict = p.takeConflicts(now)
+	return st
+}
 
-// IdleCount counts idle partitions (repartition partitions whose every
+// takeSessionMerges returns how many records bridged two sessions or more
+// since the last call (0 for other windows).
+func (p *Processor) takeSessionMerges() int64 { return p.ops.takeMerges() }
+
+// idleCount counts idle partitions (repartition partitions whose every
 // source is idle).
-func (p *Processor) IdleCount() int {
+func (p *Processor) idleCount() int {
 	if p.sources == nil {
 		return p.marks.IdleCount()
 	}
@@ -594,12 +627,12 @@ func (p *Processor) IdleCount() int {
 // partition.
 type ChangelogRecord = ready.Changelog
 
-// Checkpoint returns the changelog records of everything that changed
+// checkpoint returns the changelog records of everything that changed
 // since the last checkpoint: the window state (data) and the position of
 // every partition that moved (positions). With at least once delivery the
 // positions must be written after the data is acknowledged (see package
 // state). Each partition that wrote something moves to its next tag.
-func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
+func (p *Processor) checkpoint() (data, positions []ChangelogRecord) {
 	p.enc.Begin()
 	for id := range p.parts {
 		pp := &p.parts[id]
@@ -669,11 +702,11 @@ func (p *Processor) Checkpoint() (data, positions []ChangelogRecord) {
 	return data, positions
 }
 
-// PositionsUnwritten tells the core that the positions of its last
+// positionsUnwritten tells the core that the positions of its last
 // Checkpoint were not written (at_least_once: a commit that stopped
 // before them): the next Checkpoint writes every assigned partition's
 // position again.
-func (p *Processor) PositionsUnwritten() {
+func (p *Processor) positionsUnwritten() {
 	for id := range p.parts {
 		if pp := &p.parts[id]; pp.assigned {
 			pp.written = -2
@@ -703,12 +736,12 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 	p.ops.lower(wm) // what the lists of the partitions' own follow (mergedWatermark)
 }
 
-// Restore rebuilds an assigned partition from its changelog, read into r,
+// restore rebuilds an assigned partition from its changelog, read into r,
 // before any of its input: windows, fired revisions, watermark generator.
 // Windows already due at the current merged watermark fire. It returns
 // the offset input resumes from (-1: no position, the group's offset
 // rules) and what the restore found.
-func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
+func (p *Processor) restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
 	if pp := p.part(partition); pp == nil || pp.restored {
 		return state.Result{}, fmt.Errorf("partition %d is not waiting for its restore", partition)
 	}

@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -82,7 +81,11 @@ type twoStage struct {
 	fetch2      [repartParts]int64
 	rounds      int
 	commits     int
-	failAt      int // the commit whose positions fail to write (the cores abort); -1 none
+	perCommit   int   // rounds per commit
+	now         int64 // the wall clock the core is told
+	groups      int   // groups of partials written
+	unfolded    int   // records read back for unfolds
+	failAt      int   // the commit whose positions fail to write (the cores abort); -1 none
 }
 
 // midMarkers is where an at_least_once commit dies half-way through its
@@ -97,13 +100,21 @@ func newTwoStage(t *testing.T, exactlyOnce bool, c *cluster2) *twoStage {
 // newTwoStageOf is newTwoStage of the config yaml.
 func newTwoStageOf(t *testing.T, yaml string, exactlyOnce bool, c *cluster2) *twoStage {
 	t.Helper()
+	return newTwoStageRoles(t, yaml, exactlyOnce, c, true, true)
+}
+
+// newTwoStageRoles is newTwoStageOf of a process that holds the input
+// partitions (stage1), the repartition partitions (stage2), or both: two
+// processes that split them share the cluster as two instances would.
+func newTwoStageRoles(t *testing.T, yaml string, exactlyOnce bool, c *cluster2, stage1, stage2 bool) *twoStage {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), nil)
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)
 	}
 	cfg.Source.Topics, cfg.State.RepartitionTopic, cfg.State.RepartitionPartitions = []string{inTopic}, repartTopic, repartParts
 	s := &twoStage{t: t, exactlyOnce: exactlyOnce, c: c, tx: &txn2{repart: map[int32][]repRecord{}}, failAt: -1,
-		recs: make([]pipeline.Decoded, 1)}
+		recs: make([]pipeline.Decoded, 1), perCommit: roundsPerCommit}
 	if s.core, err = pipeline.NewCore(pipeline.Spec{Config: cfg, Partitions: []int32{sourceParts}}); err != nil {
 		t.Fatalf("pipeline.NewCore: %v", err)
 	}
@@ -111,10 +122,14 @@ func newTwoStageOf(t *testing.T, yaml string, exactlyOnce bool, c *cluster2) *tw
 		t.Fatalf("NewDecoder: %v", err)
 	}
 	for p := range int32(sourceParts) {
-		s.core.Assign(inTopic, p, twoStageNow)
+		if stage1 {
+			s.core.Assign(inTopic, p, s.now)
+		}
 	}
 	for r := range int32(repartParts) {
-		s.core.Assign(repartTopic, r, twoStageNow)
+		if stage2 {
+			s.core.Assign(repartTopic, r, s.now)
+		}
 	}
 	s.rejoin()
 	return s
@@ -127,7 +142,7 @@ func (s *twoStage) rejoin() {
 		s.fetch1[p] = s.c.off1[int32(p)]
 	}
 	for _, r := range s.core.Unrestored() {
-		res, err := s.core.Restore(r, s.c.log.restorer(s.t, r), twoStageNow)
+		res, err := s.core.Restore(r, s.c.log.restorer(s.t, r), s.now)
 		if err != nil {
 			s.t.Fatalf("Restore(%d): %v", r, err)
 		}
@@ -136,14 +151,12 @@ func (s *twoStage) rejoin() {
 			s.fetch2[r] = res.Position.Offset
 		}
 	}
-	s.write(s.core.Step(twoStageNow).Outputs, -1)
+	s.write(s.core.Step(s.now).Outputs, -1)
 }
 
-func partitionOf(key string) int32 {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int32(h.Sum32() % repartParts)
-}
+// partitionOf is the repartition partition of a group key: stage 1's
+// choice (Kafka's murmur2).
+func partitionOf(key string) int32 { return repartition.PartitionOf(key, repartParts) }
 
 // write writes a Ready's outputs; with n >= 0 only those before marker
 // n+1 (stage 1's outputs come first, its markers after its data).
@@ -166,10 +179,14 @@ func (s *twoStage) write(outs []ready.Output, n int) {
 			if o.Repart.Header != "" {
 				rec.header, rec.value = slices.Clone(o.Repart.Encoded), slices.Clone(o.Repart.In.Value)
 			}
-			if o.Repart.In.Offset%2 == 1 && !o.Repart.Filtered {
+			if o.Repart.In.Offset%2 == 1 && !o.Repart.Filtered && o.Repart.Folded == 0 {
 				rec.header, rec.value = repartition.AppendData(nil, &o.Repart.In), slices.Clone(o.Repart.In.Value)
 			}
-			put(partitionOf(o.Repart.Key), rec)
+			if o.Repart.Folded > 0 {
+				rec.key = nil // a group of partials
+				s.groups++
+			}
+			put(o.Repart.Partition, rec)
 		case ready.Marker:
 			if n == 0 {
 				return
@@ -206,10 +223,10 @@ func (s *twoStage) round() bool {
 		}
 		off := s.fetch1[p]
 		s.fetch1[p]++
-		s.apply(ready.Input{Topic: inTopic, KafkaPartition: int32(p), Offset: off, Value: []byte(s.c.input[p][off])}, nil, int64(len(s.c.input[p])))
+		s.apply(inputOf(p, off, s.c.input[p][off]), nil, int64(len(s.c.input[p])))
 		any = true
 	}
-	s.write(s.core.Step(twoStageNow).Outputs, -1)
+	s.write(s.core.Step(s.now).Outputs, -1)
 	for r := range s.fetch2 {
 		if s.fetch2[r] >= int64(len(s.c.repart[r])) {
 			continue
@@ -217,11 +234,21 @@ func (s *twoStage) round() bool {
 		off := s.fetch2[r]
 		s.fetch2[r]++
 		rec := s.c.repart[r][off]
-		s.apply(ready.Input{Topic: repartTopic, KafkaPartition: int32(r), Offset: off, Key: rec.key, Value: rec.value}, rec.header, int64(len(s.c.repart[r])))
+		s.apply(repartInput(int32(r), off, rec), rec.header, int64(len(s.c.repart[r])))
 		any = true
 	}
-	s.write(s.core.Step(twoStageNow).Outputs, -1)
+	s.write(s.core.Step(s.now).Outputs, -1)
 	return any
+}
+
+// inputOf is record off of source partition p, as fetched.
+func inputOf(p int, off int64, value string) ready.Input {
+	return ready.Input{Topic: inTopic, KafkaPartition: int32(p), Offset: off, Value: []byte(value)}
+}
+
+// repartInput is record off of repartition partition r, as fetched.
+func repartInput(r int32, off int64, rec repRecord) ready.Input {
+	return ready.Input{Topic: repartTopic, KafkaPartition: r, Offset: off, Key: rec.key, Value: rec.value}
 }
 
 // apply decodes and applies one fetched record (with its repartition
@@ -236,7 +263,24 @@ func (s *twoStage) apply(in ready.Input, header []byte, hwm int64) {
 	if in.Topic == repartTopic && errors.As(d.Err, &de) && de.Reason == record.ReasonBadRepartitionRecord {
 		s.t.Fatalf("a repartition record stage 2 cannot read: %v", d.Err)
 	}
-	s.core.Apply(id, s.recs, hwm, twoStageNow, &s.counts)
+	s.core.Apply(id, s.recs, hwm, s.now, &s.counts)
+	s.unfold()
+}
+
+// unfold reads back from the input the records of the groups of
+// partials stage 2 could not merge, as the shell does, and resumes the
+// partitions after them.
+func (s *twoStage) unfold() {
+	for _, u := range s.core.Unfolds() {
+		var ins []ready.Input
+		for _, off := range u.Offsets {
+			if off < int64(len(s.c.input[u.KafkaPartition])) {
+				ins = append(ins, ready.Input{Topic: u.Topic, KafkaPartition: u.KafkaPartition, Offset: off, Value: []byte(s.c.input[u.KafkaPartition][off])})
+			}
+		}
+		s.unfolded += len(ins)
+		s.fetch2[u.Partition] = s.core.Unfold(u.Partition, ins, s.now, &s.counts)
+	}
 }
 
 const roundsPerCommit = 3
@@ -247,7 +291,7 @@ func (s *twoStage) run(crashAt int, crash step) bool {
 	idle := 0
 	for idle < 2 { // two quiet commits: the last one's repartition records are read
 		any := s.round()
-		if s.rounds++; any && s.rounds%roundsPerCommit != 0 {
+		if s.rounds++; any && s.rounds%s.perCommit != 0 {
 			continue
 		}
 		before := s.visible()
@@ -283,7 +327,7 @@ func (s *twoStage) commit(crashAt int, crash step) (crashed, ok bool) {
 	n := s.commits
 	s.commits++
 	at := func(st step) bool { return n == crashAt && crash == st }
-	rd := s.core.Commit(twoStageNow)
+	rd := s.core.Commit(s.now)
 	if at(midMarkers) {
 		s.write(rd.Outputs, 1)
 		return true, false
@@ -298,7 +342,7 @@ func (s *twoStage) commit(crashAt int, crash step) (crashed, ok bool) {
 	}
 	if n == s.failAt {
 		s.tx = &txn2{repart: map[int32][]repRecord{}}
-		s.core.Abort(twoStageNow)
+		s.core.Abort(s.now)
 		return false, false
 	}
 	s.writeLog(rd.Positions)
@@ -411,14 +455,18 @@ func twoStageReference(t *testing.T, exactlyOnce bool, seed uint64) (view []stri
 			results++
 		}
 	}
-	if late == 0 || dead2 == 0 || dead == dead2 || results == 0 {
-		t.Fatalf("the reference run has %d results, %d late events, %d dead letters (%d of stage 2): the test tests nothing", results, late, dead, dead2)
+	if late == 0 || dead2 == 0 || dead == dead2 || results == 0 || s.groups == 0 {
+		t.Fatalf("the reference run has %d results, %d late events, %d dead letters (%d of stage 2), %d groups of partials: the test tests nothing", results, late, dead, dead2, s.groups)
 	}
 	return twoStageView(c.outputs, exactlyOnce), s.commits
 }
 
 // TestTwoStageCrashEveryStep crashes the process at every step of every
-// commit; a new process goes on from what the cluster holds.
+// commit; a new process goes on from what the cluster holds. Stage 1
+// folds (format 4); the new process commits at other points than the
+// crashed one, so that with at_least_once its groups of partials straddle
+// what the crashed one sent, and stage 2 unfolds them
+// (docs/design.md#two-phase-aggregation).
 func TestTwoStageCrashEveryStep(t *testing.T) {
 	for _, exactlyOnce := range []bool{true, false} {
 		t.Run(mode(exactlyOnce), func(t *testing.T) {
@@ -428,17 +476,24 @@ func TestTwoStageCrashEveryStep(t *testing.T) {
 			if !exactlyOnce {
 				crashSteps = append(crashSteps, midMarkers) // one transaction has no such step
 			}
+			unfolded := 0
 			for _, st := range crashSteps {
 				for crashAt := range commits {
 					c := newCluster2(seed)
 					if !newTwoStage(t, exactlyOnce, c).run(crashAt, st) {
 						t.Fatalf("%v of commit %d: did not crash", st, crashAt)
 					}
-					newTwoStage(t, exactlyOnce, c).run(-1, noCrash)
+					again := newTwoStage(t, exactlyOnce, c)
+					again.perCommit = 2 // stage 1 groups otherwise than the process before: a retry's groups straddle what it sent
+					again.run(-1, noCrash)
+					unfolded += again.unfolded
 					if got := twoStageView(c.outputs, exactlyOnce); !slices.Equal(got, want) {
 						t.Fatalf("crash %v of commit %d: a reader sees\n%q\nwant\n%q", st, crashAt, got, want)
 					}
 				}
+			}
+			if !exactlyOnce && unfolded == 0 {
+				t.Error("no retry's group straddled what the crashed process sent: the unfold is not tested")
 			}
 		})
 	}
@@ -499,7 +554,7 @@ func burstTwoStages(t *testing.T, parts int32) (got, want []string) {
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
-	s1, err := repartition.New(cfg, 1, nil)
+	s1, err := repartition.New(repartition.Spec{Config: cfg, Sources: 1})
 	if err != nil {
 		t.Fatalf("repartition.New: %v", err)
 	}

@@ -10,16 +10,17 @@ import (
 )
 
 // repartitionTopic is where stage 1 of source.partitioning repartition
-// writes: its data records go to the partition Kafka's default
-// partitioner picks for their group key (murmur2, as a Java producer or
-// Kafka Streams would), its markers to every partition. The client sends
-// a record of it to the partition it names.
+// writes: its data records and groups go to the partition stage 1 picked
+// (ready.Repart.Partition: the one Kafka's default partitioner picks for
+// their group key), its markers to every partition. The client sends a
+// record of it to the partition it names.
 type repartitionTopic struct {
 	name       string
 	partitions int32
-	keys       kgo.TopicPartitioner
 	metrics    topicMetrics
 	bytes      prometheus.Counter
+	records    [2]prometheus.Counter // by kind: record, partial
+	folded     prometheus.Counter
 	done       func(*kgo.Record, error)
 	// Records, headers and their bytes are cut from chunks (the engine
 	// goroutine's): four allocations per record were most of stage 1's
@@ -76,30 +77,24 @@ func (t *repartitionTopic) keep(b []byte) []byte {
 // once it is known (at connect).
 func (w *Writer) SetRepartitionPartitions(n int32) { w.repart.partitions = n }
 
-// RepartitionPartition is the repartition partition of a group key, of n:
-// Kafka's murmur2 partitioner's choice for that record key.
-func RepartitionPartition(keys kgo.TopicPartitioner, key []byte, n int32) int32 {
-	return keyPartition(keys, &kgo.Record{Key: key}, n)
-}
-
-// keyPartition is RepartitionPartition for a record that has its key
-// (which the partitioner reads, through an interface: a record made for
-// the call would be one allocation per record).
-func keyPartition(keys kgo.TopicPartitioner, r *kgo.Record, n int32) int32 {
-	return int32(keys.Partition(r, int(n)))
-}
-
-// repartitionData queues an accepted input record for the repartition
-// topic: its group key as the key, and the bytes stage 1 encoded
+// repartitionData queues an accepted input record or a group of partials
+// for the repartition topic, in the partition stage 1 picked: a record
+// has its group key as the key, and the bytes stage 1 encoded
 // (ready.Repart.Encoded) as its value, or in the header it names with the
-// input value as the value (format 1). The key is copied now: the input
-// is valid only during the call.
+// input value as the value (format 1); a group has no key. The key is
+// copied now: the input is valid only during the call.
 func (w *Writer) repartitionData(r *ready.Repart) {
 	t := &w.repart
-	key := t.keep(append(t.room(len(r.Key)), r.Key...))
+	var key []byte
+	if r.Folded == 0 {
+		key = t.keep(append(t.room(len(r.Key)), r.Key...))
+		t.records[0].Inc()
+	} else {
+		t.records[1].Inc()
+		t.folded.Add(float64(r.Folded))
+	}
 	rec := t.record()
-	rec.Key, rec.Timestamp = key, time.UnixMilli(r.In.Timestamp)
-	rec.Partition = keyPartition(t.keys, rec, t.partitions)
+	rec.Key, rec.Timestamp, rec.Partition = key, time.UnixMilli(r.In.Timestamp), r.Partition
 	if r.Header != "" {
 		rec.Value, rec.Headers = r.In.Value, append(t.header(), kgo.RecordHeader{Key: r.Header, Value: r.Encoded})
 		t.bytes.Add(float64(len(rec.Key) + len(rec.Value) + len(r.Header) + len(r.Encoded)))

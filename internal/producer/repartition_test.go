@@ -7,41 +7,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/metrics"
-	"aggregator/internal/producer"
 	"aggregator/internal/ready"
 	"aggregator/internal/repartition"
 	"aggregator/internal/watermark"
 )
 
-// TestRepartitionPartition: a group key lands in the partition Java's
-// DefaultPartitioner (and so Kafka Streams) picks for that record key:
-// toPositive(murmur2(key)) % n, with the murmur2 values of Kafka's own
-// UtilsTest.testMurmur2.
-func TestRepartitionPartition(t *testing.T) {
-	javaMurmur2 := map[string]int32{
-		"21":                         -973932308,
-		"foobar":                     -790332482,
-		"a-little-bit-long-string":   -985981536,
-		"a-little-bit-longer-string": -1486304829,
-		"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
-		"abc": 479470107,
-	}
-	keys := kgo.StickyKeyPartitioner(nil).ForTopic("t")
-	for key, h := range javaMurmur2 {
-		for _, n := range []int32{1, 3, 4, 7, 64, 1000} {
-			want := int32(uint32(h)&0x7fffffff) % n
-			if got := producer.RepartitionPartition(keys, []byte(key), n); got != want {
-				t.Errorf("RepartitionPartition(%q, %d) = %d, want %d (Java's DefaultPartitioner)", key, n, got, want)
-			}
-		}
-	}
-}
-
-// TestWriterRepartition: a repartition record goes to its group key's
-// partition with the input's timestamp; in formats 2 and 3 (0 in a
+// TestWriterRepartition: a repartition record goes to the partition
+// stage 1 picked, under its group key, with the input's timestamp; in formats 2 and 3 (0 in a
 // Config built in code is 2) without headers, its value reading back as
 // the input, its value and the compact form; in format 1 with the input's value and a header that
 // reads back as the input. A marker goes to every partition.
@@ -57,7 +31,7 @@ func TestWriterRepartition(t *testing.T) {
 			in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 42, Key: []byte("req-9"), Value: []byte(`{"sid":"a"}`), Timestamp: 1234}
 			form := []byte{1, 2, 3}
 			w.Write([]ready.Output{
-				{Kind: ready.Repartition, Repart: encoded(ready.Repart{In: in, Key: `{"sid":"a"}`, Record: form}, cfg.State.RepartitionFormat)},
+				{Kind: ready.Repartition, Repart: encoded(ready.Repart{In: in, Key: `{"sid":"a"}`, Partition: 2, Record: form}, cfg.State.RepartitionFormat)},
 				{Kind: ready.Marker, Repart: repartition.MarkerRepart(watermark.Mark{Source: 5, Count: 8, Watermark: 99, Idle: true})},
 			})
 			w.Sync()
@@ -65,8 +39,7 @@ func TestWriterRepartition(t *testing.T) {
 				t.Fatalf("produced %d records, want 1 data record and 3 markers", len(cl.recs))
 			}
 			data := cl.recs[0]
-			wantPart := producer.RepartitionPartition(kgo.StickyKeyPartitioner(nil).ForTopic("g-repartition"), []byte(`{"sid":"a"}`), 3)
-			if data.Topic != "g-repartition" || string(data.Key) != `{"sid":"a"}` || data.Partition != wantPart || data.Timestamp.UnixMilli() != 1234 {
+			if data.Topic != "g-repartition" || string(data.Key) != `{"sid":"a"}` || data.Partition != 2 || data.Timestamp.UnixMilli() != 1234 {
 				t.Fatalf("data record = %s[%d] key %s ts %v", data.Topic, data.Partition, data.Key, data.Timestamp)
 			}
 			var got ready.Input
@@ -171,4 +144,34 @@ func TestWriterRepartitionAllocs(t *testing.T) {
 func encoded(r ready.Repart, format int32) *ready.Repart {
 	repartition.AppendRepart(nil, &r, format)
 	return &r
+}
+
+// TestWriterRepartitionGroup: a group of partials goes to the partition
+// stage 1 picked, without a key, as stage 1 encoded it; the records are
+// counted by kind and the folded input records with them.
+func TestWriterRepartitionGroup(t *testing.T) {
+	cl := &fakeClient{}
+	cfg := sinkConfig()
+	cfg.Source.Partitioning, cfg.State.RepartitionTopic = "repartition", "g-repartition"
+	m := metrics.New(prometheus.NewRegistry())
+	w := newWriter(t, cl, cfg, m, time.Now)
+	w.SetRepartitionPartitions(3)
+	in := ready.Input{Topic: "calls", Partition: 5, KafkaPartition: 1, Offset: 42, Timestamp: 1234}
+	w.Write([]ready.Output{
+		{Kind: ready.Repartition, Repart: &ready.Repart{In: in, Partition: 1, Folded: 7, Encoded: []byte("group")}},
+		{Kind: ready.Repartition, Repart: encoded(ready.Repart{In: in, Key: `{"sid":"a"}`, Partition: 2, Record: []byte{1}}, repartition.Format4)},
+	})
+	w.Sync()
+	if len(cl.recs) != 2 {
+		t.Fatalf("produced %d records, want 2", len(cl.recs))
+	}
+	if g := cl.recs[0]; g.Partition != 1 || g.Key != nil || string(g.Value) != "group" || len(g.Headers) != 0 || g.Timestamp.UnixMilli() != 1234 {
+		t.Errorf("group record = partition %d, key %q, value %q, headers %v, ts %v; want partition 1, no key, the encoded group", g.Partition, g.Key, g.Value, g.Headers, g.Timestamp)
+	}
+	if r := cl.recs[1]; r.Partition != 2 || string(r.Key) != `{"sid":"a"}` {
+		t.Errorf("data record = partition %d, key %q; want 2, its group key", r.Partition, r.Key)
+	}
+	if rec, part, folded := value(m.RepartitionRecords.WithLabelValues("record")), value(m.RepartitionRecords.WithLabelValues("partial")), value(m.RepartitionFolded); rec != 1 || part != 1 || folded != 7 {
+		t.Errorf("repartition_records_total record %v, partial %v, folded_records_total %v; want 1, 1, 7", rec, part, folded)
+	}
 }

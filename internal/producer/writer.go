@@ -87,8 +87,8 @@ func NewWriter(cl Client, cfg config.Config, m *metrics.Metrics, now func() time
 	w.changelog = changelogTopic{name: cfg.State.ChangelogTopic, records: m.ChangelogRecords}
 	if !cfg.Source.ByKey() {
 		w.repart = repartitionTopic{name: cfg.State.RepartitionTopic,
-			keys:    kgo.StickyKeyPartitioner(nil).ForTopic(cfg.State.RepartitionTopic),
-			metrics: topic(cfg.State.RepartitionTopic), bytes: m.RepartitionBytes}
+			metrics: topic(cfg.State.RepartitionTopic), bytes: m.RepartitionBytes, folded: m.RepartitionFolded,
+			records: [2]prometheus.Counter{m.RepartitionRecords.WithLabelValues("record"), m.RepartitionRecords.WithLabelValues("partial")}}
 		w.repart.done = func(rec *kgo.Record, err error) {
 			if w.acked(&w.repart.metrics, rec, err) {
 				return

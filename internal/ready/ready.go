@@ -47,6 +47,10 @@ type Stats struct {
 	// GenerationSkips are records a generation aggregated and another's
 	// decoding failed on, since the last Ready (docs/changing-config.md#a-record-in-two-generations).
 	GenerationSkips int64
+	// Unfolded are the input records stage 2 read back from the input and
+	// applied one by one because it could not merge their group of
+	// partials, since the last Ready.
+	Unfolded int64
 	// KeyConflicts are by_key's records on another partition than their
 	// group key's first, since the last Ready; Conflict is one to log
 	// when LogConflict (at most one a minute).
@@ -116,10 +120,20 @@ type Output struct {
 // A Repart is a record for the repartition topic: an input record (In,
 // with its source's watermark just before and after it in In.Before and
 // In.After, and In.Sources, and as decoded in Record) under its group key
-// (Key, the Kafka key of its results too), or a watermark marker (Mark).
+// (Key, the Kafka key of its results too), a group of partials (Folded >
+// 0: Encoded holds them, Key is empty, In names the source and holds the
+// latest timestamp of the records), or a watermark marker (Mark).
 type Repart struct {
 	In  Input
 	Key string
+	// Partition is the repartition partition of a data record or group
+	// (the one Kafka's default partitioner picks for Key: stage 1 picks
+	// it, so that a key's records and partials meet); a marker goes to
+	// every partition.
+	Partition int32
+	// Folded is how many input records a group's partials hold (0: an
+	// input record of its own), for the metrics.
+	Folded int32
 	// Record is the compact form of In's decoded record
 	// (record.Decoder.AppendCompact), which stage 2 reads instead of decoding
 	// In.Value again. Its bytes are never reused: a writer may keep them.

@@ -7,6 +7,8 @@ import (
 	"hash/maphash"
 	"math"
 	"strings"
+
+	"aggregator/internal/wire"
 )
 
 // The compact form of a decoded event is what the engine reads of it
@@ -54,6 +56,16 @@ func specTag(spec Spec) uint32 {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%#v %q", spec, loc)
 	return h.Sum32()
+}
+
+// SpecTag is the hash of the decoder's Spec that its compact forms carry:
+// a form is read only by a decoder of the same tag.
+func (d *Decoder) SpecTag() uint32 { return d.specTag }
+
+// OwnForm reports whether compact form b was made by a decoder of this
+// decoder's Spec (a form of another is decoded from the input value).
+func (d *Decoder) OwnForm(b []byte) bool {
+	return len(b) >= 5 && b[0] == compactVersion && binary.LittleEndian.Uint32(b[1:]) == d.specTag
 }
 
 // AppendCompact appends the compact form of rec, an Event that d's Decode
@@ -152,19 +164,19 @@ func (d *Decoder) decodeCompact(key, b []byte, in *Input, rec *Record) error {
 	if len(b) < 5 || b[0] != compactVersion {
 		return badCompact("unknown compact record version")
 	}
-	r := compactReader{b: b[5:]}
-	rec.Time, rec.Gap = r.varint(), r.varint()
+	r := wire.Reader{B: b[5:]}
+	rec.Time, rec.Gap = r.Varint(), r.Varint()
 	rec.Key = d.internBytes(key)
 	d.arena, d.pending = d.arena[:0], d.pending[:0]
-	rec.KeyFields = grow(rec.KeyFields, r.count())
+	rec.KeyFields = grow(rec.KeyFields, r.Count())
 	for i := range rec.KeyFields {
 		d.compactValue(&r, &rec.KeyFields[i], rec.Key)
 	}
-	rec.Values = grow(rec.Values, r.count())
+	rec.Values = grow(rec.Values, r.Count())
 	for i := range rec.Values {
 		d.compactValue(&r, &rec.Values[i], "")
 	}
-	if r.bad || len(r.b) != 0 || len(rec.KeyFields) != len(d.keys) || len(rec.Values) != len(d.aggs) {
+	if r.Bad() || len(r.B) != 0 || len(rec.KeyFields) != len(d.keys) || len(rec.Values) != len(d.aggs) {
 		rec.KeyFields, rec.Values = rec.KeyFields[:0], rec.Values[:0]
 		return badCompact("corrupt compact record")
 	}
@@ -177,28 +189,28 @@ func badCompact(detail string) error {
 }
 
 // compactValue reads one value into v; key is the interned group key.
-func (d *Decoder) compactValue(r *compactReader, v *Value, key string) {
+func (d *Decoder) compactValue(r *wire.Reader, v *Value, key string) {
 	*v = Value{}
-	flags := r.byte()
+	flags := r.Byte()
 	if flags&^compactFlags != 0 || flags&compactRawAt != 0 && flags&compactRaw != 0 || flags&compactNull != 0 && flags != compactNull {
-		r.bad = true // a null Value has every other field zero
+		r.Fail() // a null Value has every other field zero
 		return
 	}
 	v.Null = flags&compactNull != 0
 	if flags&compactNum != 0 {
-		v.Num, v.IsNum = math.Float64frombits(r.uint64()), true
+		v.Num, v.IsNum = r.Float64(), true
 	}
 	raw := span{-1, -1} // Raw's place in the arena, if it is there
 	switch {
 	case flags&compactRawAt != 0:
-		at, n := r.uvarint(), r.uvarint()
+		at, n := r.Uvarint(), r.Uvarint()
 		if at > uint64(len(key)) || n > uint64(len(key))-at {
-			r.bad = true
+			r.Fail()
 			return
 		}
 		v.Raw = key[at : at+n]
 	case flags&compactRaw != 0:
-		text := r.bytes()
+		text := r.Counted()
 		raw.start = len(d.arena)
 		d.addPending(&v.Raw, textAsIs, text)
 		raw.end = len(d.arena)
@@ -215,84 +227,17 @@ func (d *Decoder) compactValue(r *compactReader, v *Value, key string) {
 	case compactStrQuoted:
 		switch {
 		case rawLen < 2:
-			r.bad = true
+			r.Fail()
 		case raw.start >= 0:
 			d.pending = append(d.pending, pendingString{&v.Str, span{raw.start + 1, raw.end - 1}})
 		default:
 			v.Str = v.Raw[1 : len(v.Raw)-1]
 		}
 	case compactStr:
-		d.addPending(&v.Str, textAsIs, r.bytes())
+		d.addPending(&v.Str, textAsIs, r.Counted())
 	default:
-		r.bad = true
+		r.Fail()
 	}
-}
-
-// compactReader reads a compact form; once it is bad, every read is 0.
-type compactReader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *compactReader) byte() byte {
-	if len(r.b) == 0 {
-		r.bad = true
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *compactReader) uint64() uint64 {
-	if len(r.b) < 8 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
-}
-
-func (r *compactReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *compactReader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-// count reads a number of values, each at least one byte of what is left.
-func (r *compactReader) count() int {
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	return int(n)
-}
-
-func (r *compactReader) bytes() []byte {
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		r.bad, r.b = true, nil
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
 }
 
 // internBytes returns key as a string, interned in a table of its own

@@ -25,6 +25,10 @@ const (
 	// ReasonBadRepartitionRecord is set by the repartition stage's reader
 	// for a repartition record whose header it cannot read.
 	ReasonBadRepartitionRecord = "bad_repartition_record"
+	// ReasonUnfoldUnavailable is set by stage 2 for a record of a group
+	// of partials it had to read back from the input topic
+	// (docs/design.md#two-phase-aggregation), which no longer holds it.
+	ReasonUnfoldUnavailable = "unfold_unavailable"
 )
 
 // A DecodeError says why a record value cannot be used. It is data, not a

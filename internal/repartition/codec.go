@@ -8,6 +8,7 @@ import (
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/watermark"
+	"aggregator/internal/wire"
 )
 
 // Header is the header of a marker and of a Format1 data record: its
@@ -20,15 +21,17 @@ const (
 	version    = 1 // of the Header value (markers, and data records of format 1)
 	version2   = 2 // of a data record's value (format 2)
 	version3   = 3 // of a data record's value (format 3)
+	version4   = 4 // of a group's value (format 4)
 	kindData   = 'd'
 	kindMarker = 'm'
+	kindGroup  = 'g'
 	hasKey     = 1 // data: the input record had a key (else it was null)
 
 	flagFiltered = 1 // format 3: the filter of the config that made the form rejected the record
 )
 
 // Formats of a data record (state.repartition_format). Stage 2 reads
-// all three.
+// all four.
 const (
 	// Format1 is the format of the releases before Format2: the Header,
 	// the input value as the value, which stage 2 decodes again.
@@ -49,7 +52,18 @@ const (
 	// read) has no form (length 0), and stage 2 decodes its value.
 	// Releases before it read formats 1 and 2 only.
 	Format3 = 3
+	// Format4 is Format3 for a record that goes alone, plus groups:
+	// stage 1 folds records of one group key and pane into a partial, and
+	// sends the partials of one source partition for one repartition
+	// partition together (docs/design.md#two-phase-aggregation; a Group).
+	// Releases before it read formats 1 to 3 only.
+	Format4 = 4
 )
+
+// ForwardsFiltered reports whether a stage 1 writing format forwards the
+// records its config's source.filter rejects (Format3 and later), for
+// stage 2 to filter per generation.
+func ForwardsFiltered(format int32) bool { return format >= Format3 }
 
 // ErrCorrupt is the error of a repartition record this release cannot read.
 var ErrCorrupt = errors.New("repartition: corrupt record")
@@ -127,9 +141,9 @@ func ParseValue(value []byte, partition int32, offset int64, topics []string, in
 	if len(value) < 2 || value[0] != version2 && value[0] != version3 || value[1] != kindData {
 		return nil, false, fmt.Errorf("%w: a record without headers that is not of format 2 or 3", ErrCorrupt)
 	}
-	r := reader{b: value[2:]}
+	r := wire.Reader{B: value[2:]}
 	if value[0] == version3 {
-		switch r.byte() {
+		switch r.Byte() {
 		case 0:
 		case flagFiltered:
 			filtered = true
@@ -137,38 +151,39 @@ func ParseValue(value []byte, partition int32, offset int64, topics []string, in
 			return nil, false, fmt.Errorf("%w: unknown flags", ErrCorrupt)
 		}
 	}
-	r.source(partition, offset, topics, in)
-	switch r.byte() {
+	source(&r, partition, offset, topics, in)
+	switch r.Byte() {
 	case 0:
 	case hasKey:
-		in.Key = r.bytes(r.uvarint())
+		in.Key = r.Counted()
 	default:
-		r.err = ErrCorrupt
+		r.Fail()
 	}
-	form = r.bytes(r.uvarint())
-	if r.err != nil {
-		return nil, false, r.err
+	form = r.Counted()
+	if r.Bad() {
+		return nil, false, ErrCorrupt
 	}
 	if len(form) == 0 && value[0] == version3 {
 		form = nil
 	}
-	in.Value = r.b
+	in.Value = r.B
 	return form, filtered, nil
 }
 
 // source reads what appendSource wrote into in, a record of repartition
 // partition partition at offset.
-func (r *reader) source(partition int32, offset int64, topics []string, in *ready.Input) {
+func source(r *wire.Reader, partition int32, offset int64, topics []string, in *ready.Input) {
 	*in = ready.Input{Partition: partition, RepartitionOffset: offset,
-		SourceID: r.int32(), KafkaPartition: r.int32(), Offset: r.varint(), Timestamp: r.varint(),
-		Sources: r.int32(), After: r.varint()}
-	in.Before = int64(uint64(in.After) - r.uvarint())
-	in.Topic = topic(r.bytes(r.uvarint()), topics)
+		SourceID: r.Int32(), KafkaPartition: r.Int32(), Offset: r.Varint(), Timestamp: r.Varint(),
+		Sources: r.Int32(), After: r.Varint()}
+	in.Before = int64(uint64(in.After) - r.Uvarint())
+	in.Topic = topic(r.Counted(), topics)
 }
 
 // AppendRepart appends to dst the bytes of r, a data record, in format
-// (Format1; Format3: the value of AppendValue3 of r.In, r.Record and
-// r.Filtered; else Format2: the value of AppendValue of r.In and r.Record)
+// (Format1; Format3 and Format4: the value of AppendValue3 of r.In,
+// r.Record and r.Filtered; else Format2: the value of AppendValue of r.In
+// and r.Record)
 // and sets r.Header and r.Encoded to say how the repartition topic's
 // record holds them (ready.Repart). r.Encoded is dst's new part; dst has
 // room for it (RepartSize), or it grows out of it.
@@ -179,7 +194,7 @@ func AppendRepart(dst []byte, r *ready.Repart, format int32) []byte {
 		r.Header, r.Encoded = Header, dst[start:len(dst):len(dst)]
 		return dst
 	}
-	if format == Format3 {
+	if format >= Format3 {
 		dst = AppendValue3(dst, &r.In, r.Record, r.Filtered)
 	} else {
 		dst = AppendValue(dst, &r.In, r.Record)
@@ -223,26 +238,26 @@ func Parse(header, value []byte, partition int32, offset int64, topics []string,
 	if len(header) < 2 || header[0] != version {
 		return m, false, fmt.Errorf("%w: unknown version", ErrCorrupt)
 	}
-	r := reader{b: header[2:]}
+	r := wire.Reader{B: header[2:]}
 	switch header[1] {
 	case kindMarker:
-		m = watermark.Mark{Source: r.int32(), Count: r.int32(), Watermark: r.varint()}
-		idle := r.byte()
+		m = watermark.Mark{Source: r.Int32(), Count: r.Int32(), Watermark: r.Varint()}
+		idle := r.Byte()
 		m.Idle = idle == 1
-		if r.err == nil && (idle > 1 || len(r.b) != 0) {
-			r.err = ErrCorrupt
+		if idle > 1 || len(r.B) != 0 {
+			r.Fail()
 		}
-		return m, true, r.err
+		return m, true, corrupt(&r)
 	case kindData:
-		r.source(partition, offset, topics, in)
+		source(&r, partition, offset, topics, in)
 		in.Value = value
-		if r.byte() == hasKey {
-			in.Key = r.b
+		if r.Byte() == hasKey {
+			in.Key = r.B
 			if in.Key == nil {
 				in.Key = []byte{}
 			}
 		}
-		return m, false, r.err
+		return m, false, corrupt(&r)
 	}
 	return m, false, fmt.Errorf("%w: unknown kind %q", ErrCorrupt, header[1])
 }
@@ -271,57 +286,10 @@ func topic(b []byte, topics []string) string {
 	return string(b)
 }
 
-// reader reads the fields of a header value; the first error sticks.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err, r.b = ErrCorrupt, nil
-		return 0
+// corrupt is ErrCorrupt if r met bytes it could not read, else nil.
+func corrupt(r *wire.Reader) error {
+	if r.Bad() {
+		return ErrCorrupt
 	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) int32() int32 {
-	v := r.uvarint()
-	if v > 1<<31-1 {
-		r.err = ErrCorrupt
-		return 0
-	}
-	return int32(v)
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err, r.b = ErrCorrupt, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) bytes(n uint64) []byte {
-	if n > uint64(len(r.b)) {
-		r.err, r.b = ErrCorrupt, nil
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) byte() byte {
-	if len(r.b) == 0 {
-		r.err = ErrCorrupt
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
+	return nil
 }

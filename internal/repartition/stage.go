@@ -10,6 +10,7 @@ import (
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/watermark"
+	"aggregator/internal/windowing"
 )
 
 // Route is what became of one input record in stage 1.
@@ -41,6 +42,8 @@ type Stage struct {
 	markBuf  []watermark.Mark
 	slab     []ready.Repart // Reparts are cut from it, a chunk at a time: one allocation per record was most of the stage's garbage
 	forms    []byte         // the records' compact forms are cut from it, a chunk at a time
+	parts    int32          // the repartition topic's partitions
+	fold     *folding       // format 4 with windows that fold; nil otherwise
 }
 
 // slabSize is how many Reparts one allocation holds.
@@ -81,15 +84,34 @@ func (s *Stage) encode(r *ready.Repart) {
 
 const unassigned = -2
 
-// New builds a Stage from a validated config; sources is the number of
-// partitions of the input topics (SetSources changes it).
-func New(cfg config.Config, sources int32, schemas *record.Schemas) (*Stage, error) {
-	dec, err := record.NewDecoder(cfg.RecordSpec(), schemas)
+// A Spec is what a Stage is made of, given once.
+type Spec struct {
+	Config config.Config // validated
+	// Sources is the number of partitions of the input topics
+	// (SetSources changes it), Partitions the repartition topic's.
+	Sources, Partitions int32
+	// Windows is the windows' spec (pipeline.WindowSpec of Config):
+	// stage 1 folds records of one key and pane with format 4.
+	Windows windowing.Spec
+	// Schemas are the registry schemas the decoder reads; nil unless
+	// source.format is a registry format.
+	Schemas *record.Schemas
+}
+
+// New builds a Stage of spec.
+func New(spec Spec) (*Stage, error) {
+	cfg := spec.Config
+	dec, err := record.NewDecoder(cfg.RecordSpec(), spec.Schemas)
 	if err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
-	return &Stage{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), announce: watermark.NewAnnouncer(),
-		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), sources: sources, all: cfg.State.RepartitionFormat == Format3}, nil
+	s := &Stage{cfg: cfg, dec: dec, marks: watermark.NewMerged(cfg.Watermark), announce: watermark.NewAnnouncer(),
+		futureMs: cfg.Watermark.MaxFutureSkew.Milliseconds(), sources: spec.Sources, parts: spec.Partitions,
+		all: ForwardsFiltered(cfg.State.RepartitionFormat)}
+	if s.fold, err = newFolding(cfg.State.RepartitionFormat, spec.Windows, dec, spec.Partitions); err != nil {
+		return nil, fmt.Errorf("folds: %w", err)
+	}
+	return s, nil
 }
 
 // ForwardsFiltered reports whether the stage forwards the records its
@@ -125,11 +147,12 @@ func (s *Stage) Assign(partition int32, now int64) {
 // processes again from the committed offset what this stage processed
 // and did not hand over yet (pipeline.Core holds stage 1's outputs until
 // the instance's first restores accepted the config): its outputs not
-// handed over are dropped.
+// handed over are dropped, and so are its pending groups of partials.
 func (s *Stage) Revoke(partition int32) {
 	if int(partition) < len(s.next) {
 		s.next[partition] = unassigned
 	}
+	s.dropGroups(partition)
 	s.marks.Revoke(partition)
 	s.announce.Forget(partition)
 	s.outs = slices.DeleteFunc(s.outs, func(o ready.Output) bool {
@@ -267,21 +290,37 @@ func (s *Stage) ProcessDecoded(in *ready.Input, rec *record.Record, kind record.
 		s.marks.OnMarker(in.Partition, rec.Time, now)
 		return Marker, true
 	}
-	before, _ := s.marks.Partition(in.Partition)
-	s.marks.OnEvent(in.Partition, rec.Time, now)
-	r := s.repart(ready.Repart{In: *in, Key: rec.Key, Record: s.form(rec)})
-	r.In.Sources, r.In.Before = s.sources, before
-	r.In.After, _ = s.marks.Partition(in.Partition)
+	in.Before, in.After = s.marks.Event(in.Partition, rec.Time, now)
+	in.Sources = s.sources
+	part := s.partitionOf(rec.Key)
+	if s.foldRecord(in, rec, part) {
+		return Forwarded, true
+	}
+	s.flush(in.Partition, part) // the source's group for the partition goes first
+	r := s.repart(ready.Repart{In: *in, Key: rec.Key, Partition: part, Record: s.form(rec)})
 	s.encode(r)
 	s.outs = append(s.outs, ready.Output{Kind: ready.Repartition, Repart: r})
 	return Forwarded, true
 }
 
+// partitionOf is the repartition partition of a group key (0 while the
+// stage does not know the repartition topic's partitions: tests of
+// stage 1 alone).
+func (s *Stage) partitionOf(key string) int32 {
+	if s.parts <= 0 {
+		return 0
+	}
+	return PartitionOf(key, s.parts)
+}
+
 // forward hands on, under key, a record the filter rejected (filtered)
 // or one whose decoding failed after the group key (Format3), with form
-// (nil: none); its source's watermark does not move.
+// (nil: none); its source's watermark does not move. The source's group
+// for its partition goes first.
 func (s *Stage) forward(in *ready.Input, key string, form []byte, filtered bool) {
-	r := s.repart(ready.Repart{In: *in, Key: key, Record: form, Filtered: filtered})
+	part := s.partitionOf(key)
+	s.flush(in.Partition, part)
+	r := s.repart(ready.Repart{In: *in, Key: key, Partition: part, Record: form, Filtered: filtered})
 	wm, _ := s.marks.Partition(in.Partition)
 	r.In.Sources, r.In.Before, r.In.After = s.sources, wm, wm
 	s.encode(r)
@@ -327,6 +366,7 @@ func (s *Stage) Commit(now int64) ready.Ready { return s.ready(true, now) }
 func (s *Stage) ready(commit bool, now int64) ready.Ready {
 	rd := ready.Ready{Commit: commit}
 	if commit {
+		s.flushAll() // the groups go before the markers that follow their records
 		s.markBuf = s.announce.Due(s.markBuf[:0], s.marks, s.marks.Partitions(), s.sources, now)
 		for _, m := range s.markBuf {
 			s.outs = append(s.outs, ready.Output{Kind: ready.Marker, Repart: MarkerRepart(m)})
@@ -354,6 +394,7 @@ func (s *Stage) Accept() {}
 func (s *Stage) Abort(now int64) {
 	s.marks = watermark.NewMerged(s.cfg.Watermark)
 	s.announce.Reset()
+	s.dropGroups(-1)
 	clear(s.outs)
 	s.outs = s.outs[:0]
 	for id, next := range s.next {

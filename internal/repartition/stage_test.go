@@ -31,7 +31,7 @@ func newStage(t *testing.T, doc string, sources int32, parts ...int32) *repartit
 		t.Fatalf("config.Parse: %v", err)
 	}
 	cfg.Source.Partitioning = "repartition" // the mode a Stage runs in
-	s, err := repartition.New(cfg, sources, nil)
+	s, err := repartition.New(repartition.Spec{Config: cfg, Sources: sources})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -51,6 +51,10 @@ func describe(rd ready.Ready) []string {
 	for _, o := range rd.Outputs {
 		switch o.Kind {
 		case ready.Repartition:
+			if o.Repart.Folded > 0 {
+				out = append(out, fmt.Sprintf("group of %d to %d", o.Repart.Folded, o.Repart.Partition))
+				continue
+			}
 			line := "data " + o.Repart.Key + " " + string(o.Repart.In.Value)
 			if o.Repart.Filtered {
 				line += " filtered"

@@ -101,6 +101,16 @@ func (m *Merged) OnEvent(p int32, ts, now int64) {
 	m.touch(part, before, now)
 }
 
+// Event is OnEvent that also returns p's watermark just before and just
+// after the record (what a repartition record carries), finding p once.
+func (m *Merged) Event(p int32, ts, now int64) (before, after int64) {
+	part := m.partition(p, now)
+	before = part.gen.Current()
+	part.gen.OnEvent(ts)
+	m.touch(part, before, now)
+	return before, part.gen.Current()
+}
+
 // OnMarker feeds a marker's value to p's generator and makes p active.
 func (m *Merged) OnMarker(p int32, v, now int64) {
 	part := m.partition(p, now)

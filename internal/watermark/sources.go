@@ -294,6 +294,48 @@ func (s *Sources) Seen(p, src int32, offset int64) bool {
 	return false
 }
 
+// Applied is the highest offset of source src that p applied (-1: none).
+func (s *Sources) Applied(p, src int32) int64 {
+	t := s.lookup(p)
+	if t == nil || src < 0 || int(src) >= len(t.Sources) {
+		return -1
+	}
+	return t.Sources[src].Applied
+}
+
+// Raised is p's watermark as it would be after Mark(p, m) of a data
+// record (m not idle), without marking: the watermark a group of
+// partials' records would take p to (math.MinInt64 while a source has
+// not reported).
+func (s *Sources) Raised(p int32, m Mark) int64 {
+	t := s.lookup(p)
+	switch {
+	case t == nil:
+		return math.MinInt64
+	case m.Count <= 0 || m.Source < 0 || m.Source >= m.Count || m.Count < t.Count:
+		wm, _ := t.cached() // Mark ignores it
+		return wm
+	case m.Count > t.Count:
+		return math.MinInt64 // Mark starts the wait for every source again
+	}
+	low := int64(math.MaxInt64)
+	for i, src := range t.Sources[:t.Count] {
+		switch {
+		case int32(i) == m.Source:
+			w := m.Watermark
+			if src.Reported {
+				w = max(w, src.Watermark)
+			}
+			low = min(low, w)
+		case !src.Reported:
+			return math.MinInt64
+		case !src.Idle:
+			low = min(low, src.Watermark)
+		}
+	}
+	return low
+}
+
 // Unreported counts p's sources no marker has reported yet; -1 before
 // the first marker (p does not know how many there are).
 func (s *Sources) Unreported(p int32) int {

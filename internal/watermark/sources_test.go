@@ -1,6 +1,7 @@
 package watermark
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -236,5 +237,40 @@ func TestSourcesMarkChanged(t *testing.T) {
 	}
 	if got := s.Partitions(); len(got) != 3 || got[0] != 0 || got[1] != 3 || got[2] != 7 {
 		t.Errorf("Partitions() = %v, want [0 3 7]", got)
+	}
+}
+
+// TestSourcesRaised: Raised is the watermark Mark would take a
+// partition to, and changes nothing.
+func TestSourcesRaised(t *testing.T) {
+	s := NewSources(config.Watermark{})
+	s.Assign(0)
+	if got := s.Raised(0, Mark{Source: 0, Count: 2, Watermark: 50}); got != math.MinInt64 {
+		t.Errorf("Raised before any marker = %d, want MinInt64 (a source unreported)", got)
+	}
+	s.Mark(0, Mark{Source: 0, Count: 2, Watermark: 10})
+	s.Mark(0, Mark{Source: 1, Count: 2, Watermark: 30})
+	tests := map[string]struct {
+		m    Mark
+		want int64
+	}{
+		"raises the low source":    {Mark{Source: 0, Count: 2, Watermark: 20}, 20},
+		"past the other source":    {Mark{Source: 0, Count: 2, Watermark: 99}, 30},
+		"never lowers":             {Mark{Source: 0, Count: 2, Watermark: 5}, 10},
+		"raises the high source":   {Mark{Source: 1, Count: 2, Watermark: 40}, 10},
+		"more sources: wait again": {Mark{Source: 0, Count: 3, Watermark: 99}, math.MinInt64},
+		"fewer sources: ignored":   {Mark{Source: 0, Count: 1, Watermark: 99}, 10},
+	}
+	for name, tt := range tests {
+		if got := s.Raised(0, tt.m); got != tt.want {
+			t.Errorf("%s: Raised(0, %+v) = %d, want %d", name, tt.m, got, tt.want)
+		}
+	}
+	s.Mark(0, Mark{Source: 1, Count: 2, Watermark: 30, Idle: true})
+	if got := s.Raised(0, Mark{Source: 0, Count: 2, Watermark: 99}); got != 99 {
+		t.Errorf("Raised with the other source idle = %d, want 99", got)
+	}
+	if wm, _ := s.Partition(0); wm != 10 {
+		t.Errorf("Partition(0) = %d after Raised, want 10: Raised must not mark", wm)
 	}
 }

@@ -41,8 +41,9 @@ type Counts struct {
 	dirty []int32   // keys changed since the last Changes
 	gone  []goneRef // stored slices dropped since
 
-	res Result
-	acc *ownPane
+	res  Result
+	vals results // where its results' aggregates go
+	acc  *ownPane
 
 	cut bool // CutOver was called: c takes no record
 }
@@ -92,7 +93,8 @@ func NewCounts(spec Spec, sink Sink) (*Counts, error) {
 	c.pool = panePool{stride: c.agg.nums, free: noPane}
 	c.acc = c.agg.newOwnPane()
 	c.due = &timeoutHeap{}
-	c.res.Aggregates = make([]record.Value, len(c.agg.specs))
+	c.vals = newResults(sink, len(c.agg.specs))
+	c.res.Aggregates = c.vals.own
 	return c, nil
 }
 
@@ -241,6 +243,7 @@ func (c *Counts) emitPane(ki int32, p pane, w Window, seq int64, f Firing) {
 	r := &c.res
 	r.Partition, r.Key, r.Window, r.Count = k.part, k.key(), w, *p.count
 	r.Firing, r.Revision, r.Watermark, r.Seq = f, 0, c.wm, seq
+	c.vals.lend(r)
 	c.agg.values(p, r.Aggregates, &c.numbers)
 	c.sink.Emit(r)
 }

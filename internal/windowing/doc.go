@@ -23,6 +23,12 @@
 // partitions in order of window end, then key (record.Compare field by
 // field), then partition.
 //
+// Two-phase aggregation (fold.go, docs/design.md#two-phase-aggregation):
+// Folds folds records of one key and pane into a Partial as the Engine
+// adds them, for stage 1 of the repartition stage, and the Engine merges a
+// Partial into its pane (Merge), where Mergeable says the merge gives
+// what adding its records one by one would.
+//
 // For durable state (snapshot.go), the Engine notes what changed since the
 // last Changes call (a flag per pane and sliding window, a list of dirty
 // ones, tombstones of dropped ones that were handed out) and restores a

@@ -70,10 +70,16 @@ type Engine struct {
 	sorted      []sortEntry
 	acc         *ownPane
 	res         Result
+	vals        results // where its results' aggregates go
 	numbers
 
 	early earlyTicks
 	cal   *Calendar // calendar windows: tumbling, with these bounds
+
+	// foldTag is FoldTag of the spec if its windows fold (0 otherwise),
+	// and merging the scratch pane a Partial is read into (Merge).
+	foldTag uint32
+	merging *ownPane
 
 	// from and until bound the starts of the windows the engine creates
 	// (docs/design.md#generations-in-the-window-operators: Spec.From, CutOver); math.MinInt64 and
@@ -127,7 +133,11 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 	e.pool = panePool{stride: e.agg.nums, free: noPane}
 	e.acc = e.agg.newOwnPane()
 	e.fifo = e.usesFifo()
-	e.res.Aggregates = make([]record.Value, len(e.agg.specs))
+	e.vals = newResults(sink, len(e.agg.specs))
+	e.res.Aggregates = e.vals.own
+	if Foldable(spec) {
+		e.foldTag = FoldTag(spec)
+	}
 	e.numbers = newNumbers()
 	return e, nil
 }

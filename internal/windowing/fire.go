@@ -470,6 +470,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 			return
 		}
 		r.Count, r.Revision = h.count, int64(h.rev)
+		e.vals.lend(r)
 		e.values(e.pool.view(i), r.Aggregates)
 		h.rev++
 		h.flags = h.flags&^flagChanged | firedBy(f)
@@ -487,6 +488,7 @@ func (e *Engine) emit(ki int32, k *keyState, start int64, f Firing) {
 		e.markWin(ki, w)
 		e.mergeWindow(sk, start)
 		r.Count = e.acc.n
+		e.vals.lend(r)
 		e.values(e.acc.pane, r.Aggregates)
 	}
 	r.Partition = k.part

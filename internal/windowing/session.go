@@ -48,6 +48,7 @@ type Sessions struct {
 	merges int64
 
 	res     Result
+	vals    results // where its results' aggregates go
 	sortKey []byte
 
 	// from and until bound the times of the records s takes
@@ -96,7 +97,8 @@ func NewSessions(spec Spec, sink Sink) (*Sessions, error) {
 		return nil, err
 	}
 	s.pool = panePool{stride: s.agg.nums, free: noPane}
-	s.res.Aggregates = make([]record.Value, len(s.agg.specs))
+	s.vals = newResults(sink, len(s.agg.specs))
+	s.res.Aggregates = s.vals.own
 	s.keys = newKeySlab((*sessKey).reset)
 	s.fire.keys, s.clean.keys = &s.keys, &s.keys
 	if spec.Kind == KindGlobal {
@@ -287,6 +289,7 @@ func (s *Sessions) retract(k *keyState, x *session) {
 	r := &s.res
 	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
 	r.Count, r.Revision, r.Firing, r.Watermark = 0, 0, Retract, s.wm
+	s.vals.lend(r)
 	clear(r.Aggregates)
 	s.sink.Emit(r)
 }
@@ -298,6 +301,7 @@ func (s *Sessions) emit(ki int32, x *session, f Firing) {
 	r := &s.res
 	r.Partition, r.Key, r.Window = k.part, k.key(), x.window()
 	r.Count, r.Revision, r.Firing, r.Watermark = h.count, int64(h.rev), f, s.wm
+	s.vals.lend(r)
 	s.agg.values(s.pool.view(x.pane), r.Aggregates, &s.numbers)
 	h.rev++
 	h.flags = h.flags&^flagChanged | firedBy(f)

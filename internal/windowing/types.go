@@ -60,7 +60,8 @@ func (f Firing) String() string {
 }
 
 // Result is one firing of one key's window. A Sink gets a pointer that is
-// valid only during the call: it must copy or encode what it keeps.
+// valid only during the call: it must copy or encode what it keeps (but
+// the Aggregates a Buffer lent, which are its own).
 type Result struct {
 	Partition  int32
 	Key        string // the group key's JSON object, as in record.Record.Key
@@ -81,6 +82,40 @@ type Result struct {
 type Sink interface {
 	Emit(r *Result)
 }
+
+// A Buffer is a Sink that keeps the results' aggregates: an operator
+// writes each result's aggregates into the room Room lends, and Emit gets
+// them there, so that they are written once, where the sink keeps them.
+type Buffer interface {
+	Sink
+	// Room returns room for n aggregates, which the operator fills in
+	// before its next Emit.
+	Room(n int) []record.Value
+}
+
+// results is where an operator's results' aggregates go: the sink's room
+// if it is a Buffer, else the operator's own slice (valid during Emit
+// only).
+type results struct {
+	buf Buffer
+	own []record.Value
+}
+
+func newResults(sink Sink, aggregates int) results {
+	b, _ := sink.(Buffer)
+	return results{buf: b, own: make([]record.Value, aggregates)}
+}
+
+// lend points res.Aggregates where the next result's aggregates go: the
+// sink's room (else it stays at the operator's own slice, which the
+// operator set once).
+func (r *results) lend(res *Result) {
+	if r.buf != nil {
+		r.room(res)
+	}
+}
+
+func (r *results) room(res *Result) { res.Aggregates = r.buf.Room(len(r.own)) }
 
 // Outcome is what became of one input record; every record has
 // exactly one. An operator's Add returns the first three; the core decides
