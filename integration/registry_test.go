@@ -291,16 +291,11 @@ func testRegistryInput(t *testing.T, f regFormat, run regRun) {
 	waitCount(t, brokers, resultsTopic, int64(len(want.results)))
 	svc.stop(t)
 
-	// With the repartition stage a result's watermark field is stage 2's
-	// when the window fired, and folded records raise that per group of
-	// partials, not per record (docs/design.md#two-phase-aggregation):
-	// the results are replay's but for that field.
-	firedAt := cfg.Source.ByKey()
 	got := readAll(t, brokers, resultsTopic)
 	if run.avroResults {
-		checkAvroResults(t, reg.URL(), got, want.results, firedAt)
-	} else if got, want := withoutFiredAt(values(got), firedAt), withoutFiredAt(want.results, firedAt); !slices.Equal(got, want) {
-		t.Errorf("results:\n%s", diff(got, want))
+		checkAvroResults(t, reg.URL(), got, want.results)
+	} else if got := values(got); !slices.Equal(got, want.results) {
+		t.Errorf("results:\n%s", diff(got, want.results))
 	}
 	if got := events(readAll(t, brokers, dlqTopic)); !slices.Equal(got, want.dead) {
 		t.Errorf("dead letters: %d, want %d", len(got), len(want.dead))
@@ -322,9 +317,8 @@ func testRegistryInput(t *testing.T, f regFormat, run regRun) {
 }
 
 // checkAvroResults checks that results, Avro in the wire format, decoded
-// through the registry at url, are the JSON results want, in order (but
-// for their watermark field, unless firedAt: see withoutFiredAt).
-func checkAvroResults(t testing.TB, url string, results []*kgo.Record, want []string, firedAt bool) {
+// through the registry at url, are the JSON results want, in order.
+func checkAvroResults(t testing.TB, url string, results []*kgo.Record, want []string) {
 	t.Helper()
 	cl, err := sr.NewClient(sr.URLs(url))
 	if err != nil {
@@ -334,28 +328,10 @@ func checkAvroResults(t testing.TB, url string, results []*kgo.Record, want []st
 		t.Fatalf("%d results, want %d", len(results), len(want))
 	}
 	for i, r := range results {
-		decoded, wantJSON := decodeAvroResult(t, cl, r.Value), avroNamed(jsonResult(t, want[i]))
-		if !firedAt {
-			delete(decoded, "watermark")
-			delete(wantJSON, "watermark")
-		}
-		if !reflect.DeepEqual(decoded, wantJSON) {
+		if decoded, wantJSON := decodeAvroResult(t, cl, r.Value), avroNamed(jsonResult(t, want[i])); !reflect.DeepEqual(decoded, wantJSON) {
 			t.Fatalf("result %d decoded through the registry:\n%v\nwant (the JSON result)\n%v", i, decoded, wantJSON)
 		}
 	}
-}
-
-// withoutFiredAt is vs with each result's watermark field left out,
-// unless firedAt.
-func withoutFiredAt(vs []string, firedAt bool) []string {
-	if firedAt {
-		return vs
-	}
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = watermarkField.ReplaceAllString(v, "")
-	}
-	return out
 }
 
 // replayRegistry is replay for registry values: the registry's schemas
@@ -485,7 +461,7 @@ func TestAvroResultsThroughRegistry(t *testing.T) {
 	svc.stop(t)
 
 	got := readAll(t, brokers, resultsTopic)
-	checkAvroResults(t, reg.URL(), got, want.results, cfg.Source.ByKey())
+	checkAvroResults(t, reg.URL(), got, want.results)
 
 	// A new aggregate: a second version under the same subject.
 	more := avroCfg

@@ -141,6 +141,11 @@ func (p *Processor) mergeGroup(pp *partPos, g *repartition.Group) bool {
 	if !ok || m.FoldTag() == 0 {
 		return false
 	}
+	folded, err := g.AppendRecords(p.folded[:0])
+	p.folded = folded[:0]
+	if err != nil {
+		return false // applyGroup dead-letters it
+	}
 	wm := max(op.Watermark(), p.sources.Raised(part, watermark.Mark{Source: g.In.SourceID, Count: g.In.Sources, Watermark: g.In.After}))
 	if err := g.EachPartial(func(b []byte) error {
 		start, err := windowing.PartialStart(b)
@@ -159,7 +164,13 @@ func (p *Processor) mergeGroup(pp *partPos, g *repartition.Group) bool {
 		p.deadLetter(&g.In, &record.DecodeError{Reason: record.ReasonBadRepartitionRecord, Detail: err.Error()})
 	}
 	p.sources.Seen(part, g.In.SourceID, g.Last)
-	p.sourceMark(&g.In, g.In.After)
+	// The source's watermark steps as its records, sent alone, would have
+	// taken it, so other windows fire at the watermark they fire at then
+	// (a result's watermark field); no pane of g closes at any step.
+	for _, f := range folded {
+		p.sourceMark(&g.In, f.Before)
+		p.sourceMark(&g.In, f.After)
+	}
 	return true
 }
 

@@ -9,6 +9,7 @@ import (
 	"aggregator/internal/config"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/repartition"
 	"aggregator/internal/state"
 	"aggregator/internal/watermark"
 	"aggregator/internal/windowing"
@@ -66,10 +67,12 @@ type Processor struct {
 	// Two-phase aggregation (stage 2, partials.go): groupTag is the tag
 	// of the groups it merges (0: none); foreignAt the wall clock it last
 	// read a repartition record of another config (math.MinInt64: never);
-	// unfolded the records Unfold applied since the last Ready.
+	// unfolded the records Unfold applied since the last Ready; folded
+	// the records of the group being merged (reused).
 	groupTag  uint32
 	foreignAt int64
 	unfolded  int64
+	folded    []repartition.Folded
 
 	// What the next Ready hands over: the outputs in emission order, and
 	// the results' aggregates (copied: the engine's are valid only
