@@ -431,7 +431,7 @@ func TestServicePortFollowsListenAddress(t *testing.T) {
 }
 
 // TestNotesListStateAndACLs checks that NOTES.txt names the changelog topic
-// and every ACL the principal needs (SPEC §7), following delivery and
+// and every ACL the principal needs (docs/delivery.md#both-modes), following delivery and
 // sink.create_topics.
 func TestNotesListStateAndACLs(t *testing.T) {
 	tests := map[string]struct {

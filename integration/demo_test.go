@@ -133,7 +133,7 @@ func checkHeaders(t *testing.T, recs []*kgo.Record, header string) {
 }
 
 // checkKeyedByPartition checks the generator let the producer partition by
-// key: every sid in exactly one partition, SPEC §7's assumption.
+// key: every sid in exactly one partition, the assumption of docs/delivery.md#partitions.
 func checkKeyedByPartition(t *testing.T, recs []*kgo.Record) {
 	t.Helper()
 	partitionOf := map[string]int32{}

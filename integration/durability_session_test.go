@@ -28,7 +28,7 @@ import (
 // touch open sessions, and late records only sessions whose firing and
 // dropping are decided whichever watermark between low and high the
 // instance has. The stream keeps each key's sessions as intervals (the
-// engine's merging, SPEC §3, on intervals), which tells it what each late
+// engine's merging, docs/semantics.md#sessions, on intervals), which tells it what each late
 // record touches, and so counts the retractions and late firings it
 // makes; the reference run must give the same counts.
 const durGap = 300 // ms, window.gap of the session variant

@@ -1318,7 +1318,7 @@ func durOwns(t testing.TB, reg *prometheus.Registry, p int32) bool {
 
 // A partition whose records are behind moves (its owner drains) to an
 // instance whose merged watermark is ahead: its records, on time in their
-// partition, must stay on time (SPEC §7: state and its watermark move
+// partition, must stay on time (docs/scaling.md#the-merged-watermark-across-a-rebalance: state and its watermark move
 // with the partition; the results are those of one uninterrupted run).
 // allowed_lateness 0, so a record judged against the other instance's
 // watermark is lost as a late event.

@@ -24,7 +24,7 @@ import (
 	"aggregator/internal/consumer"
 )
 
-// Broker faults under exactly_once (SPEC §7): whatever the brokers answer,
+// Broker faults under exactly_once (docs/delivery.md#exactly_once-the-default): whatever the brokers answer,
 // a read_committed reader of the outputs sees replay's results, late
 // events and dead letters, each exactly once. Faults come from kfake's
 // fault and control hooks, at the requests they name, so each test is as

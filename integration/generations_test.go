@@ -24,7 +24,7 @@ import (
 	"aggregator/internal/producer"
 )
 
-// Changing the config of a running service (SPEC §11) on the real
+// Changing the config of a running service (docs/changing-config.md) on the real
 // clients: a config runs over the first half of the stream and stops;
 // the next config, with other state settings at a higher
 // state.config_version, restores its changelog and reads the second
@@ -374,7 +374,7 @@ func checkPhases(t *testing.T, brokers []string, phases []genPhase, wants [][]st
 }
 
 // TestConfigChangeFilter: a change of source.filter alone, in both
-// partitioning modes (SPEC §11: records go to every window of every live
+// partitioning modes (docs/changing-config.md#generations-and-the-cut-over: records go to every window of every live
 // generation that contains them and whose filter accepts them). Each
 // record has fields a and b, 0 or 1 at random; the first config keeps
 // a = 1, the second b = 1 (the last record of each partition has both:

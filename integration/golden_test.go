@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// The SPEC §6 golden examples through Kafka give what replay gives: the
+// The golden examples (docs/semantics.md#tumbling-windows-with-allowed-lateness)
+// through Kafka give what replay gives: the
 // windows that closed and the late events, headers included.
 func TestGoldenThroughKafka(t *testing.T) {
 	t.Parallel() // its own broker

@@ -9,10 +9,10 @@ import (
 )
 
 // TestIdleCommitsNothing: a service that has caught up and is given
-// nothing more commits nothing (issue 27: the local walk-through's
+// nothing more commits nothing (before, the local walk-through's
 // service, 2 partitions and so the repartition stage, committed a
 // transaction every commit interval), and the stage-1 heartbeat markers
-// (every 10 s, SPEC §9) are still committed; by key, with no stage 1, a
+// (every 10 s, docs/scaling.md#the-repartition-stage) are still committed; by key, with no stage 1, a
 // service idle for 10 s commits nothing either. The wall clock is the
 // test's: it moves 1 ms at a time, and each move is seen once
 // aggregator_watermark_lag_seconds (wall clock minus watermark, set at

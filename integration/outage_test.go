@@ -344,7 +344,7 @@ func TestSigtermWhileBrokersLost(t *testing.T) {
 // (so the group still has the instance's member): the service leaves the
 // group by its instance ID all the same, and the group is empty at once,
 // not after source.session_timeout (30s here). Else the group's next
-// rebalance waits for that member (issue 28, TestChaos exactly_once seed
+// rebalance waits for that member (TestChaos exactly_once seed
 // 12: a fresh instance was not in the group after a minute).
 func TestSigtermDuringStaticJoin(t *testing.T) {
 	kc := newCluster(t, 1)

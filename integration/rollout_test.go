@@ -21,7 +21,7 @@ import (
 	"aggregator/internal/state"
 )
 
-// Changing the config of a running service (SPEC §11) with the binary as
+// Changing the config of a running service (docs/changing-config.md) with the binary as
 // processes: a SIGKILL in the commit that carries the new generation's
 // record, and a rollout in which a partition that has cut over moves
 // back to a pod of the old config. Judged as TestConfigChangeRestart

@@ -259,7 +259,7 @@ func TestBrokerCrashAbortsOpenTransactions(t *testing.T) {
 // committed all of it), killed, then started again: the partition goes on
 // at its offsets (its log start offset, the high watermark then), not at
 // 0, where the next records would take offsets its consumers had
-// committed past (issue 28: TestChaos exactly_once lost a repartition
+// committed past (TestChaos exactly_once lost a repartition
 // partition's next records so: "the client consumed to offset 178 but
 // was reset to offset 0").
 func TestBrokerPurgedToEndRestarts(t *testing.T) {

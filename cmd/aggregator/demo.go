@@ -107,7 +107,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	return f, nil
 }
 
-// The demo's stream and pipeline settings (SPEC §2 names).
+// The demo's stream and pipeline settings (docs/configuration.md names).
 const (
 	demoWindow   = 5 * time.Second
 	demoGap      = 500 * time.Millisecond // a key at the default rate pauses that long every 20 records or so

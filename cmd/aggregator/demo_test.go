@@ -230,7 +230,7 @@ func summaryField(t *testing.T, line, name string) int {
 // results. Three instances with the repartition stage share 6 partitions
 // of two topics, and the group's balancer gives one instance only
 // repartition partitions in about one run of three: the demo then waited
-// for ever for it to hold an input partition (issue 27; TestUnsettled
+// for ever for it to hold an input partition (TestUnsettled
 // checks that assignment every time), so that case runs twice.
 func TestDemoInstances(t *testing.T) {
 	t.Parallel() // mostly waits on the wall clock, beside the package's other tests

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -358,6 +360,72 @@ func TestDocsLinks(t *testing.T) {
 				t.Errorf("%s: link %s: %s has no heading #%s", file, m[1], path, anchor)
 			}
 		}
+	}
+}
+
+// TestRepoCitesItself: the repository stands on its own. No file of it
+// (third_party aside, and binary files) cites a document a reader of the
+// repository does not have: an upper-case specification word or a
+// section sign. Comments, messages and pages cite the manual instead, as
+// docs/<page>.md#<heading>, and every such citation names a page of
+// docs/ and, with #<heading>, a heading of that page, as TestDocsLinks
+// checks the pages' own links.
+func TestRepoCitesItself(t *testing.T) {
+	t.Chdir("../..")
+	outside := regexp.MustCompile(`\bS[P]EC\b|\x{A7}`)
+	cite := regexp.MustCompile(`(?:^|[^\w./-])docs/([\w-]+\.md)(?:#([\w-]+))?`)
+	anchors := map[string][]string{}
+	var files int
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path == ".git" || path == "third_party" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		body, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.IndexByte(body, 0) >= 0 {
+			return nil // binary
+		}
+		files++
+		for i, line := range strings.Split(string(body), "\n") {
+			if m := outside.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q cites a document outside the repository; cite the manual (docs/) instead: %s", path, i+1, m, line)
+			}
+			for _, m := range cite.FindAllStringSubmatch(line, -1) {
+				page, heading := filepath.Join("docs", m[1]), m[2]
+				have, ok := anchors[page]
+				if !ok {
+					md, err := os.ReadFile(page)
+					if err != nil {
+						t.Errorf("%s:%d: cites %s: %v", path, i+1, page, err)
+						anchors[page] = nil
+						continue
+					}
+					have = headingAnchors(string(md))
+					anchors[page] = have
+				}
+				if heading != "" && have != nil && !slices.Contains(have, heading) {
+					t.Errorf("%s:%d: cites %s#%s: %s has no such heading", path, i+1, page, heading, page)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Errorf("read %d files, want the repository's", files)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Command aggregator computes Flink-exact event-time window aggregates over
-// Kafka topics. See README.md and SPEC.md; `aggregator --help` lists the
+// Kafka topics. See README.md and docs/; `aggregator --help` lists the
 // subcommands.
 package main
 
@@ -35,7 +35,7 @@ func main() {
 	}
 }
 
-// exitCode maps an error to SPEC §1's exit status: 2 for bad usage or
+// exitCode maps an error to the exit status of docs/commands.md: 2 for bad usage or
 // config, 1 for a runtime failure.
 func exitCode(err error) int {
 	switch {

@@ -25,7 +25,7 @@ import (
 )
 
 // planCmd is `aggregator plan`: what the config would do to each state
-// partition (SPEC §11), read from the changelog, changing nothing.
+// partition (docs/changing-config.md), read from the changelog, changing nothing.
 func planCmd(ctx context.Context, args []string, env []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	path := fs.String("config", "", "config `FILE` (YAML, docs/configuration.md); AGGREGATOR_* variables override its keys")

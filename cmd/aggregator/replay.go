@@ -59,7 +59,7 @@ func replayCmd(ctx context.Context, args []string, env []string, stdin io.Reader
 }
 
 // replay runs the pipeline over recorded records and writes what it emits as
-// JSON lines (SPEC §5). Wall-clock time plays no part: idleness and the
+// JSON lines (docs/results.md#replays-output). Wall-clock time plays no part: idleness and the
 // future guard are off. With a registry format, values are base64 in the
 // input (and in the late and dead-letter lines), and their schemas come
 // from the configured registry (retried while it cannot be reached, with
@@ -195,7 +195,8 @@ func partitionsOf(inputs []ready.Input) []int32 {
 	return ps
 }
 
-// replayOutput writes the pipeline's emissions as SPEC §5 JSON lines.
+// replayOutput writes the pipeline's emissions as the JSON lines of
+// docs/results.md#replays-output.
 type replayOutput struct {
 	base64 bool // values are binary: written in base64, as they were read
 	w      *bufio.Writer
@@ -222,7 +223,7 @@ func (o *replayOutput) write(rd *ready.Ready) {
 func (o *replayOutput) Result(r *windowing.Result) {
 	var b []byte
 	var n int
-	if r.Firing == windowing.Retract { // SPEC §5: the key and window of the withdrawn session
+	if r.Firing == windowing.Retract { // docs/results.md#replays-output: the key and window of the withdrawn session
 		b = append(o.buf[:0], `{"type":"retract"`...)
 		n = len(b)
 		b = o.enc.AppendKey(b, r)

@@ -52,8 +52,10 @@ func checkGolden(t *testing.T, path, got string, update bool) {
 	}
 }
 
-// TestReplayGolden is SPEC §6 through replay's code path; the golden files
-// were checked by hand against the SPEC's description (see summarize).
+// TestReplayGolden is the worked example of
+// docs/semantics.md#tumbling-windows-with-allowed-lateness through replay's
+// code path; the golden files were checked by hand against its step-by-step
+// description (see summarize).
 func TestReplayGolden(t *testing.T) {
 	for _, name := range []string{"lateness_0s", "lateness_2s"} {
 		t.Run(name, func(t *testing.T) {
@@ -64,7 +66,7 @@ func TestReplayGolden(t *testing.T) {
 }
 
 // summarize reduces replay output to one short line per emission, so the
-// SPEC's prose can be asserted independently of the golden files.
+// manual's prose can be asserted independently of the golden files.
 func summarize(t *testing.T, out string) []string {
 	t.Helper()
 	var lines []string
@@ -142,7 +144,8 @@ func TestReplaySpecExamples(t *testing.T) {
 	}
 }
 
-// TestReplaySeed001 checks seeds/001: the first 15s window fires when the
+// TestReplaySeed001 checks the temperature example of
+// testdata/001_temperature.*: the first 15s window fires when the
 // record at 1607654012161 arrives, not before.
 func TestReplaySeed001(t *testing.T) {
 	data, err := os.ReadFile("testdata/001_temperature.csv")

@@ -137,7 +137,7 @@ type verifier struct {
 }
 
 // generations reads the generations of every state partition's changelog
-// (SPEC §11) as `aggregator plan` does, read_committed, with no group:
+// (docs/changing-config.md) as `aggregator plan` does, read_committed, with no group:
 // each one's version, state settings and cut-over. Nil when the changelog
 // holds none (no changelog yet): every window is the config's.
 func (v *verifier) generations(ctx context.Context) (*verify.Generations, error) {

@@ -20,7 +20,7 @@ import (
 	"aggregator/internal/producer"
 )
 
-// verifyGenYaml is the config of a change of generations (SPEC §11):
+// verifyGenYaml is the config of a change of generations (docs/changing-config.md):
 // partitioning, watermark.scope, the window's shape, an aggregate more
 // (or nothing) and state.config_version.
 const verifyGenYaml = `

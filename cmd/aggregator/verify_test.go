@@ -434,7 +434,7 @@ func TestVerifyTampered(t *testing.T) {
 }
 
 // TestVerifyOtherConfigVersions: a result whose state.config_version is
-// no generation of the changelog (SPEC §11) is counted by version in the
+// no generation of the changelog (docs/verify.md#config-generations) is counted by version in the
 // summary, with a warning that verify cannot recompute such windows.
 func TestVerifyOtherConfigVersions(t *testing.T) {
 	t.Parallel()

@@ -7,7 +7,7 @@ import (
 
 // TestReplayWindowKinds runs replay on the hand-worked examples of
 // docs/windows.md: testdata/windows/NAME.{yaml,jsonl} against NAME.golden,
-// whose lines were written from the SPEC's rules, not from a run.
+// whose lines were written from the manual's rules, not from a run.
 //   - top_k: in [0s,10s) /home and /cart twice each, /buy and /about once,
 //     a null skipped but counted: k=2 gives the tie by code point, /cart
 //     first. In [10s,20s) 7 and 7.0 are one number (2), "7" a string (2),

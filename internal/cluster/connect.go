@@ -258,7 +258,7 @@ func (r *Reachability) Down() bool {
 // ErrFirstReadEOF, which guesses a TLS or SASL mismatch) is transient
 // too: the service asks this only once it has connected with the same
 // settings (a mismatch fails the start, and AuthWatch notices refused
-// credentials), so it is a broker going down mid-handshake (issue 28,
+// credentials), so it is a broker going down mid-handshake (as in
 // TestChaos at_least_once seed 16: a restore's end offsets asked as the
 // broker was killed ended the process).
 func Transient(err error) bool {

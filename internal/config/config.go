@@ -2,7 +2,7 @@ package config
 
 import "time"
 
-// Config is the whole service configuration (SPEC §2). Load returns it
+// Config is the whole service configuration (docs/configuration.md). Load returns it
 // defaulted and validated; every other package takes it as given.
 type Config struct {
 	Source          Source        `yaml:"source"`
@@ -122,7 +122,7 @@ type SASL struct {
 	PasswordFile string `yaml:"password_file"`
 }
 
-// Watermark configures the per-partition watermark generators (SPEC §3).
+// Watermark configures the per-partition watermark generators (docs/semantics.md#watermarks).
 type Watermark struct {
 	Strategy          string        `yaml:"strategy"` // bounded | punctuated
 	MaxOutOfOrderness time.Duration `yaml:"max_out_of_orderness"`
@@ -130,7 +130,7 @@ type Watermark struct {
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 	IdleAdvance       bool          `yaml:"idle_advance"`
 	MaxFutureSkew     time.Duration `yaml:"max_future_skew"`
-	// Scope is whose watermark a window follows (SPEC §9): global, the
+	// Scope is whose watermark a window follows (docs/scaling.md#watermarkscope-the-groups-watermark-or-each-partitions-own): global, the
 	// minimum over every input partition of the group (Flink's), or
 	// partition, the watermark of the partition its records came from
 	// (by_key only).
@@ -156,7 +156,8 @@ type Window struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
-// EarlyFirings configures results of windows before they are due (SPEC §3).
+// EarlyFirings configures results of windows before they are due
+// (docs/windows.md#early-firings-results-before-a-window-is-due).
 type EarlyFirings struct {
 	Every time.Duration `yaml:"every"` // 0 = off
 	Time  string        `yaml:"time"`  // processing (default) | event
@@ -194,10 +195,10 @@ type Sink struct {
 	ReplicationFactor int16         `yaml:"replication_factor"` // for created topics; -1 = broker default
 }
 
-// State configures durable window state and commits (SPEC §7).
+// State configures durable window state and commits (docs/delivery.md).
 type State struct {
 	ChangelogTopic string `yaml:"changelog_topic"` // default "<source.group>-changelog"
-	// The repartition topic of source.partitioning repartition (SPEC §9):
+	// The repartition topic of source.partitioning repartition (docs/scaling.md#the-repartition-stage):
 	// default "<source.group>-repartition", and as many partitions as the
 	// input topics have in all (0).
 	RepartitionTopic      string `yaml:"repartition_topic"`
@@ -209,12 +210,12 @@ type State struct {
 	// for a rolling upgrade from one. Stage 2 reads all three.
 	RepartitionFormat int32 `yaml:"repartition_format"`
 	// The compacted topic where by_key instances publish their partitions'
-	// watermarks (watermark.scope global, SPEC §9): default
+	// watermarks (watermark.scope global, docs/scaling.md#the-watermark-topic): default
 	// "<source.group>-watermarks".
 	WatermarkTopic     string        `yaml:"watermark_topic"`
 	CommitInterval     time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
 	TransactionTimeout time.Duration `yaml:"transaction_timeout"` // default 10s (as Kafka Streams): exactly_once only; the broker aborts a transaction open longer than this
-	// ConfigVersion orders configs across a rollout (SPEC §11): a higher
+	// ConfigVersion orders configs across a rollout (docs/changing-config.md#stateconfig_version-rollouts-and-rollbacks): a higher
 	// version with other state settings starts a new generation, an equal
 	// one with other state settings is refused, a lower one runs the
 	// partition's newest stored generation. Not negative; default 0.

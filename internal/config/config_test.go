@@ -500,7 +500,7 @@ func TestChangelogTopicDefault(t *testing.T) {
 }
 
 // TestParseNamesEveryError: Parse names every error it finds in one run
-// (SPEC §1), one a line in the order of the keys, not only the first;
+// (docs/configuration.md#rules-for-every-key), one a line in the order of the keys, not only the first;
 // a key inside one already named, or a key "required" that an unknown key
 // was meant to be, is not named again.
 func TestParseNamesEveryError(t *testing.T) {

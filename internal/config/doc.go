@@ -1,4 +1,4 @@
-// Package config loads the service configuration (SPEC §2): strict YAML
+// Package config loads the service configuration (docs/configuration.md): strict YAML
 // (unknown keys, and keys that do not apply, are errors), overridden by
 // AGGREGATOR_* environment variables, defaulted, then validated. Every
 // error Load and Parse return wraps ErrInvalid, and most are a *KeyError

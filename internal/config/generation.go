@@ -7,7 +7,7 @@ import (
 )
 
 // This file holds the keys that order configs across a rollout
-// (state.config_version, state.cutover: SPEC §11).
+// (state.config_version, state.cutover: docs/changing-config.md).
 
 // validateGeneration checks state.config_version and state.cutover.
 func (s State) validateGeneration() *KeyError {
@@ -44,7 +44,7 @@ func (s State) CutoverMillis() (int64, bool) {
 
 // WithState returns c with the state settings s (a stored generation's):
 // the config a generation of windows runs under, its own filter, window
-// shape and aggregates with c's run and identity settings (SPEC §11).
+// shape and aggregates with c's run and identity settings (docs/changing-config.md#three-kinds-of-key).
 func (c Config) WithState(s StateSettings) Config {
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	c.Source.Filter = slices.Clone(s.Filter)

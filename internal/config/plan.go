@@ -12,7 +12,7 @@ import (
 )
 
 // This file decides what a config does to a state partition given the
-// newest generation its changelog holds (SPEC §11): the decision that
+// newest generation its changelog holds (docs/changing-config.md#stateconfig_version-rollouts-and-rollbacks): the decision that
 // `aggregator plan` prints and that run makes at a partition's restore.
 
 // RunSettings are the run settings that act on windows in state

@@ -11,7 +11,7 @@ import (
 )
 
 // This file classifies every key by what a change of it does to a running
-// service's state (SPEC §11), and holds the state settings a generation of
+// service's state (docs/changing-config.md#three-kinds-of-key), and holds the state settings a generation of
 // windows is computed under, their encoding and their differences.
 
 // KeyClass is what a change of a config key does to the windows in state.
@@ -123,7 +123,7 @@ func configKeys() []string {
 }
 
 // StateSettings are the settings a generation of windows is computed under
-// (SPEC §11): the filter, the window's shape and the aggregates, in order.
+// (docs/changing-config.md#three-kinds-of-key): the filter, the window's shape and the aggregates, in order.
 // Durations are whole milliseconds, as the engine holds them.
 type StateSettings struct {
 	Filter     []Filter    `json:"filter"`
@@ -287,7 +287,7 @@ func aggText(a Aggregate) string {
 }
 
 // IdentitySettings are the keys that say what a window state is of:
-// source.key, source.timestamp and source.partitioning (SPEC §11).
+// source.key, source.timestamp and source.partitioning (docs/changing-config.md#three-kinds-of-key).
 type IdentitySettings struct {
 	Key          []string  `json:"key"`
 	Timestamp    Timestamp `json:"timestamp"`

@@ -16,7 +16,7 @@ func TestKeyClassesCoverConfig(t *testing.T) {
 	keys := configKeys()
 	for _, key := range keys {
 		if ClassOf(key) == 0 {
-			t.Errorf("ClassOf(%q) = unclassified: add it to keyClasses (run setting, state setting or identity, SPEC §11)", key)
+			t.Errorf("ClassOf(%q) = unclassified: add it to keyClasses (run setting, state setting or identity, docs/changing-config.md#three-kinds-of-key)", key)
 		}
 	}
 	for key := range keyClasses {

@@ -13,7 +13,7 @@ import (
 )
 
 // validate checks everything but the Kafka keys and returns every
-// problem (SPEC §1: validate names every error found), in the order of
+// problem (docs/configuration.md#rules-for-every-key: validate names every error found), in the order of
 // the keys in Config, after the unknown keys decoding found: each
 // section's first (a section's later checks assume its earlier ones
 // passed) and each aggregate's first, then every other key present where

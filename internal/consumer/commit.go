@@ -60,7 +60,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		// brokers restarted) and another member may own the
 		// partitions and have committed since. Asked before anything
 		// is written, at every commit (a paused process is not the
-		// only zombie: issue 28, TestChaos at_least_once seed 15, a
+		// only zombie: in TestChaos at_least_once seed 15, a
 		// commit written then refused UNKNOWN_MEMBER_ID): its outputs and
 		// state changes would land among the new owner's.
 		c.dropAsZombie(prev, already)
@@ -76,7 +76,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 		// Asked again before the positions, which make the changes
 		// count: the writes can outlast the member's session (brokers
 		// restarting under them, a pause), and a new owner may have
-		// restored the partitions meanwhile (issue 28, TestChaos
+		// restored the partitions meanwhile (TestChaos
 		// at_least_once seed 7: such a commit's changes and positions
 		// landed after the new owner's restore and before its first
 		// write, were taken as committed, and two late records were
@@ -129,7 +129,7 @@ func (c *Consumer) commitAtLeastOnce(ctx context.Context, prev time.Time) error 
 // client revokes or loses every one as it rejoins, and the rejoin assigns
 // them afresh, restored from the changelog): a commit that wrote a
 // position for them later (the one on revoke) would cover the changes not
-// written here (issue 28, TestChaos at_least_once seed 12: 2 records of 3
+// written here (TestChaos at_least_once seed 12: 2 records of 3
 // keys missing from a window). A pause between the question and the
 // writes it guards is what at_least_once cannot rule out
 // (docs/delivery.md). already: the coordinator said so before, in this

@@ -820,7 +820,7 @@ func TestCommitAtLeastOnceZombieWhileWriting(t *testing.T) {
 // TestZombieTakesBackKeptPartitions: a zombie's commit drops every
 // partition, but the client may keep them (an offset commit refused with
 // ILLEGAL_GENERATION: the member rejoins owning them, and a cooperative
-// rebalance that leaves them to it names them in no callback, issue 28,
+// rebalance that leaves them to it names them in no callback, as in
 // TestChaos at_least_once seed 15: nobody processed them again). The next
 // assignment callback, whatever it adds, takes them back, to be restored.
 func TestZombieTakesBackKeptPartitions(t *testing.T) {

@@ -591,7 +591,7 @@ func (c *Consumer) close(ctx context.Context, leaveStatic bool) {
 		// Also with a join under way: the coordinator holds it as the
 		// instance's member (or still has the member of its previous
 		// run), and the group's next rebalance would wait for it, up to
-		// the rebalance timeout (issue 28, exactly_once seed 12: an
+		// the rebalance timeout (TestChaos exactly_once seed 12: an
 		// instance SIGTERMed while it joined kept a fresh one out of
 		// the group for a minute).
 		lctx := outer

@@ -1,7 +1,7 @@
 // Package consumer is the Kafka shell of the service: a franz-go consumer
 // group on source.topics feeding the pure core (package pipeline), whose
 // Readies it writes with a producer.Writer and the changelog topic
-// (SPEC §7). It fetches, handles rebalances, reads changelog partitions
+// (docs/delivery.md). It fetches, handles rebalances, reads changelog partitions
 // for a restore, and commits or aborts; each partition's progress
 // (position, restored or not) is the core's.
 //

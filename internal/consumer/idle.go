@@ -9,7 +9,7 @@ import (
 // An idle service commits nothing: with no input, no output and no
 // watermark movement a commit would repeat the last one (the same
 // offsets; with exactly_once, a transaction every commit interval). The
-// stage-1 heartbeat markers (every 10 s, SPEC §9) are outputs: they are
+// stage-1 heartbeat markers (every 10 s, docs/scaling.md#the-repartition-stage) are outputs: they are
 // committed, and so is stage 2's position past them.
 
 // idleCommit is what the last commit left, to tell whether the next one

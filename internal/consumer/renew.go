@@ -27,7 +27,7 @@ var errRenew = errors.New("the transactional producer was fenced")
 // client recovers from. Kafka Streams treats it as a migrated task. So
 // is INVALID_TXN_STATE: the coordinator ended the transaction the
 // producer would end (a commit of one it aborted at its timeout, with
-// the epoch KIP-890 bumped: issue 28, TestChaos exactly_once seed 7, a
+// the epoch KIP-890 bumped: in TestChaos exactly_once seed 7, a
 // process stopped past the transaction timeout exited 1 at SIGCONT).
 func fenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)

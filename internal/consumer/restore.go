@@ -230,7 +230,7 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled 
 }
 
 // logGenerations says what p's restore decided about its config
-// generations (SPEC §11): a cut-over at info (and its metric), a
+// generations (docs/changing-config.md#what-a-cut-over-logs): a cut-over at info (and its metric), a
 // partition that keeps its newer stored generation at warn. c.mu is held.
 func (c *Consumer) logGenerations(p *partition, rep pipeline.GenerationReport) {
 	changes := make([]string, len(rep.Changes))

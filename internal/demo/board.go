@@ -57,7 +57,7 @@ func NewBoard(resultsTopic, lateTopic, deadLetterTopic string) *Board {
 	return &Board{results: resultsTopic, late: lateTopic, deadLetter: deadLetterTopic, rows: map[string]Row{}, tally: Tally{ByVersion: map[string]int64{}}}
 }
 
-// result is the results-topic value (SPEC §4), the parts the view shows.
+// result is the results-topic value (docs/results.md#the-results-topic), the parts the view shows.
 type result struct {
 	Key         map[string]json.RawMessage `json:"key"`
 	WindowStart *int64                     `json:"window_start"` // null: a global window
@@ -71,7 +71,7 @@ type result struct {
 }
 
 // Observe counts one output record. A results-topic value that is not a
-// result is an error: the service wrote something SPEC §4 does not allow.
+// result is an error: the service wrote something docs/results.md does not allow.
 func (b *Board) Observe(topic string, value []byte) error { return b.ObserveVersion(topic, value, "") }
 
 // ObserveVersion is Observe of a record whose header

@@ -89,7 +89,7 @@ func (c *Check) resultsPartition(key []byte) int32 {
 	return int32(c.partition.Partition(&kgo.Record{Key: key}, c.partitions))
 }
 
-// checkKey is the results-topic record key (SPEC §4).
+// checkKey is the results-topic record key (docs/results.md#the-results-topic).
 type checkKey struct {
 	Key json.RawMessage `json:"key"`
 }

@@ -20,7 +20,7 @@ import (
 
 // Source produces a Generator's records to one topic at a steady rate,
 // keyed by sid so the producer's partitioner keeps each key in one
-// partition, as SPEC §7 assumes.
+// partition, as docs/delivery.md#partitions assumes.
 type Source struct {
 	Client *kgo.Client
 	Topic  string
@@ -145,7 +145,7 @@ func header(r *kgo.Record, key string) string {
 
 // ReadCutovers reads each state partition's cut-over time from g
 // (aggregator_cutover_timestamp_seconds), in ms, by partition: none until
-// a partition's restore meets a new generation (SPEC §11).
+// a partition's restore meets a new generation (docs/changing-config.md).
 func ReadCutovers(g prometheus.Gatherer) (map[int32]int64, error) {
 	families, err := g.Gather()
 	if err != nil {

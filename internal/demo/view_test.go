@@ -377,7 +377,7 @@ func TestReadInstancesStage2(t *testing.T) {
 // holds a partition of either stage, none held twice. An instance that
 // holds only repartition partitions is settled: the group's balancer
 // shares out both topics' partitions together, and the demo once waited
-// for ever for such an instance to hold an input partition (issue 27).
+// for ever for such an instance to hold an input partition.
 func TestUnsettled(t *testing.T) {
 	tests := map[string]struct {
 		ins  []demo.Instance

@@ -21,12 +21,12 @@ type Metrics struct {
 	Firings            *prometheus.CounterVec // {firing}
 	SessionMerges      prometheus.Counter
 	KeyConflicts       prometheus.Counter     // records of a group key seen first on another partition of the instance
-	GenerationSkips    prometheus.Counter     // records aggregated by a generation and a dead letter to another's decoding (SPEC §11)
+	GenerationSkips    prometheus.Counter     // records aggregated by a generation and a dead letter to another's decoding (docs/changing-config.md#a-record-in-two-generations)
 	Produced           *prometheus.CounterVec // {topic}: acknowledged output records
 	ProduceErrors      *prometheus.CounterVec // {topic}
 	Unwritable         *prometheus.CounterVec // {topic}: written as stubs (late, dead letters) or dropped (results)
 	OpenWindows        prometheus.Gauge
-	Generations        prometheus.Gauge     // live generations of windows over the state partitions (SPEC §11)
+	Generations        prometheus.Gauge     // live generations of windows over the state partitions (docs/changing-config.md)
 	CutoverTimestamp   *prometheus.GaugeVec // {partition}: the cut-over T of a state partition's newest generation, seconds
 	PartitionWatermark *prometheus.GaugeVec // {topic, partition}, seconds
 	Watermark          prometheus.Gauge     // merged, seconds
@@ -43,7 +43,7 @@ type Metrics struct {
 	ChangelogRecords   prometheus.Counter     // changelog records written (tombstones included)
 	Commits            *prometheus.CounterVec // {result}: committed, aborted
 
-	// source.partitioning repartition (SPEC §9).
+	// source.partitioning repartition (docs/scaling.md#the-repartition-stage).
 	RepartitionBytes  prometheus.Counter   // key, value and header bytes of the records stage 1 wrote
 	RepartitionPurge  prometheus.Gauge     // records stage 2 committed that DeleteRecords has not removed yet
 	SourceWatermark   *prometheus.GaugeVec // {partition}: each source partition's watermark as stage 2 sees it, seconds
@@ -98,7 +98,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		Generations: f.NewGauge(prometheus.GaugeOpts{
 			Name: "aggregator_generations",
-			Help: "Live generations of windows (config generations, SPEC §11) over this instance's state partitions: one per partition, more while an old generation finishes its windows.",
+			Help: "Live generations of windows (config generations, docs/changing-config.md) over this instance's state partitions: one per partition, more while an old generation finishes its windows.",
 		}),
 		CutoverTimestamp: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "aggregator_cutover_timestamp_seconds",

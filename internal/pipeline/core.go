@@ -569,7 +569,7 @@ func (c *Core) FinishRestore(id int32, now int64) (res state.Result, records int
 }
 
 // GenerationReport returns what the last restore of a window state
-// partition decided about its config generations (SPEC §11), for the
+// partition decided about its config generations (docs/changing-config.md), for the
 // shell's log line and metrics.
 func (c *Core) GenerationReport(id int32) GenerationReport { return c.win.GenerationReport(id) }
 

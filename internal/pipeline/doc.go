@@ -4,7 +4,7 @@
 // for the partitions of one generation and a list of its own for a
 // partition of several, following the merged watermark; with
 // watermark.scope partition and in stage 2 of the repartition stage, a
-// list per partition following the partition's own), watermark update, firings (SPEC §3), and each partition's progress (its
+// list per partition following the partition's own), watermark update, firings (docs/semantics.md#what-happens-to-each-record), and each partition's progress (its
 // position, whether it is restored, the changelog's tags).
 //
 // A service instance runs one Core, which holds every stage its config

@@ -15,7 +15,7 @@ import (
 	"aggregator/internal/windowing"
 )
 
-// This file is the config generations of SPEC §11 in the window stage:
+// This file is the config generations of docs/changing-config.md in the window stage:
 // which generations a state partition restores, what the config does to
 // them (config.PlanAgainst, decided at the restore), and the records of a
 // partition with more than one live generation.
@@ -42,7 +42,7 @@ type generation struct {
 }
 
 // GenerationReport is what a partition's last restore decided about its
-// generations (SPEC §11), for the shell's log line and metrics.
+// generations (docs/changing-config.md), for the shell's log line and metrics.
 type GenerationReport struct {
 	Verdict config.Verdict
 	// Stored is the newest stored generation's state.config_version (-1:
@@ -174,7 +174,7 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 }
 
 // keepDropped makes a raised allowed_lateness bring back none of
-// generation g's windows (SPEC §11: a window dropped under the old
+// generation g's windows (docs/changing-config.md#three-kinds-of-key: a window dropped under the old
 // lateness stays dropped). The previous owner dropped, by its watermark
 // dropped, every window whose maxTimestamp is at or below dropped minus
 // the lateness g last ran with (its stored run settings; the config's if

@@ -35,7 +35,7 @@ func calendarStream(seed uint64, n, parts int) []crashInput {
 }
 
 // TestGenerationCutOverCalendar: calendar windows cut over both ways
-// (SPEC §11): 6-hour windows to local days in Europe/Berlin (T on the
+// (docs/changing-config.md#where-t-falls): 6-hour windows to local days in Europe/Berlin (T on the
 // next local midnight), and local days to 6-hour windows (T on the next
 // 6-hour boundary, inside the old generation's day, which it finishes).
 // Each partition's windows that start before its T are the old config's

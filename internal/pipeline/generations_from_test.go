@@ -10,7 +10,7 @@ import (
 )
 
 // TestGenerationCutOverFromKinds: old generations of sliding windows and
-// of sessions cut over to tumbling windows (SPEC §11). The old sliding
+// of sessions cut over to tumbling windows (docs/changing-config.md#generations-and-the-cut-over). The old sliding
 // windows that start before T are computed to their end, records from T
 // on included: the old config's replay. An old session takes no record
 // from T on, so those that end by T (a record from T could not have

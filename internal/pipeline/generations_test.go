@@ -117,7 +117,7 @@ func cutOverRun(t *testing.T, old, next string, ins []crashInput, at int, parts 
 // state.config_version, restored from a changelog of the old one, starts
 // a new generation at the cut-over T of each partition: every window
 // that starts before T is the old config's replay of the same input,
-// every window from T on the new config's (SPEC §11), whatever the
+// every window from T on the new config's (docs/changing-config.md#generations-and-the-cut-over), whatever the
 // window kind, with aggregates added or removed, with state.cutover in
 // the future and in the past.
 func TestGenerationCutOver(t *testing.T) {

@@ -318,7 +318,7 @@ func (l *lateTape) Late(in *ready.Input, eventTime, watermark int64, missed wind
 }
 
 // TestMoveLateWatermark: a late event carries the watermark it was judged
-// against (SPEC §4: "the watermark at the moment it was judged late"),
+// against (docs/results.md: `aggregator.watermark`, "when it was judged late"),
 // which is at least its event time. After partition 1 joined B, partition
 // 0's stragglers are judged against 0's floor, not the watermark of 1.
 func TestMoveLateWatermark(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 // operators is a Processor's window state: for each state partition, the
 // list of window operators that hold its windows, one per config
-// generation (SPEC §11), the current one first. It comes in one of the
+// generation (docs/changing-config.md), the current one first. It comes in one of the
 // three shapes of lists:
 //
 //   - oneList: one list for all the partitions, following the merged

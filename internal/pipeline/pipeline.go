@@ -90,7 +90,7 @@ type partPos struct {
 	tag      uint64 // the tag of its next checkpoint
 	repairs  []state.Repair
 	restorer *state.Restorer // the changelog records RestoreRecord took, until FinishRestore
-	// gens are its live generations (SPEC §11), the newest first: with
+	// gens are its live generations (docs/changing-config.md), the newest first: with
 	// one operator list per partition, its list's operators in the same
 	// order; with the shared list, one, the config's. multi: its records
 	// take processGenerations (more than one, or one not the config's).
@@ -416,14 +416,14 @@ func (p *Processor) sourceMark(in *ready.Input, wm int64) {
 	}
 }
 
-// future reports whether the future guard of SPEC §3 refuses eventTime
+// future reports whether the future guard (docs/semantics.md#watermarks) refuses eventTime
 // at the wall clock now.
 func (p *Processor) future(eventTime, now int64) bool {
 	// replay passes now = math.MaxInt64: no wall clock, no guard
 	return p.futureMs != 0 && now <= math.MaxInt64-p.futureMs && eventTime > now+p.futureMs
 }
 
-// checkFuture is the future guard of SPEC §3: a record too far ahead of the
+// checkFuture is the future guard (docs/semantics.md#watermarks): a record too far ahead of the
 // wall clock would drag the watermark into the future.
 func (p *Processor) checkFuture(eventTime, now int64) error {
 	if !p.future(eventTime, now) {

@@ -295,7 +295,7 @@ func TestRepartitionedSourcesRenumbered(t *testing.T) {
 
 // TestRepartitionedRaisedLateness: in stage 2 too, a window dropped under
 // a lower allowed_lateness stays dropped after a restore under a higher
-// one (SPEC §11): a record for it is a late event, not a new window.
+// one (docs/changing-config.md#three-kinds-of-key): a record for it is a late event, not a new window.
 func TestRepartitionedRaisedLateness(t *testing.T) {
 	yaml := func(lateness string) string {
 		return strings.Replace(stage2Yaml, "size: 2s}", "size: 1s, allowed_lateness: "+lateness+"}", 1)

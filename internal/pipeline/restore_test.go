@@ -382,7 +382,7 @@ func joinConfigs(a, b map[string]string) map[string]string {
 // stale writer's record: at_least_once, a zombie's commit landing whole
 // between the new owner's restore and its first write) is left out of a
 // restore, counted (Result.Spent) and deleted by the next commit: no
-// restore stops at it (issue 28, TestChaos at_least_once: "slice ... has
+// restore stops at it (TestChaos at_least_once: "slice ... has
 // no open window", every instance exiting on the partition). Here the
 // tombstones of the second commit are left out of the log, so that the
 // slices of the windows it fired and cleaned up are still its latest.
@@ -436,8 +436,8 @@ func TestRestoreLeavesOutSpentSlices(t *testing.T) {
 	}
 }
 
-// TestRestoreUnderLowerLateness: allowed_lateness is a run setting (SPEC
-// §11): a changelog written under a longer one restores under a shorter
+// TestRestoreUnderLowerLateness: allowed_lateness is a run setting
+// (docs/changing-config.md#three-kinds-of-key): a changelog written under a longer one restores under a shorter
 // one at every commit, in every window kind whose windows are dropped by
 // lateness (before, a slice whose windows were all past the shorter
 // lateness failed the restore, "no open window"). A window already past

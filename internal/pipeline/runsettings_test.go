@@ -46,8 +46,8 @@ func runSettingsRun(t *testing.T, old, next string, before, after []int64) (fire
 	return fired, late
 }
 
-// TestRunSettingsChange: allowed_lateness and emit are run settings (SPEC
-// §11): a restore under other values keeps every window in state and
+// TestRunSettingsChange: allowed_lateness and emit are run settings
+// (docs/changing-config.md#three-kinds-of-key): a restore under other values keeps every window in state and
 // applies them from then on, as if they had always been in force from
 // then. 1-second windows of one key hold 500 ([0,1000)) and 1500
 // ([1000,2000)) and a record at 3200 moves the watermark to 2199, which
@@ -105,8 +105,8 @@ func TestRunSettingsChange(t *testing.T) {
 }
 
 // TestRaisedLatenessKeepsDropped: a window dropped under a lower
-// allowed_lateness stays dropped after a restore under a higher one (SPEC
-// §11), for sessions too, and after a second restart under the higher
+// allowed_lateness stays dropped after a restore under a higher one
+// (docs/changing-config.md#three-kinds-of-key), for sessions too, and after a second restart under the higher
 // lateness before the watermark passes what it would drop by itself: the
 // generation record keeps the bound (state.Generation.DroppedTo); in
 // both watermark scopes.

@@ -168,7 +168,7 @@ func (e *AvroEncoder) AppendResult(dst []byte, r *ready.WindowResult) []byte {
 	dst = binary.AppendVarint(dst, r.Count)
 	for i, v := range r.Aggregates {
 		switch f := v.Num; {
-		case v.Null: // an aggregate over no values (SPEC §2)
+		case v.Null: // an aggregate over no values (docs/semantics.md#aggregates)
 			dst = binary.AppendVarint(dst, 0)
 		case e.aggs[i] == avroLong:
 			dst = binary.AppendVarint(binary.AppendVarint(dst, 1), int64(f))

@@ -122,7 +122,7 @@ func TestAvroCalendarTopK(t *testing.T) {
 	}
 }
 
-// TestAvroNoValues: aggregates over no values (SPEC §2) are the null
+// TestAvroNoValues: aggregates over no values (docs/semantics.md#aggregates) are the null
 // branch of their union, count(field) and count_distinct 0, top_k [];
 // the derived schema, which makes every aggregate nullable, is the golden.
 func TestAvroNoValues(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"aggregator/internal/record"
 )
 
-// Header names on late events and dead letters (SPEC §4).
+// Header names on late events and dead letters (docs/results.md#the-results-topic).
 const (
 	HeaderSourceTopic     = "aggregator.source.topic"
 	HeaderSourcePartition = "aggregator.source.partition"
@@ -89,7 +89,7 @@ func (e *Encoder) AppendKey(dst []byte, r *ready.WindowResult) []byte {
 	return append(dst, '}')
 }
 
-// AppendResult appends the results-topic value of r (SPEC §4).
+// AppendResult appends the results-topic value of r (docs/results.md#the-results-topic).
 func (e *Encoder) AppendResult(dst []byte, r *ready.WindowResult) []byte {
 	e.window(r.Window)
 	dst = append(dst, `{"key":`...)

@@ -17,7 +17,7 @@ func TestAppendTime(t *testing.T) {
 	tests := map[string]int64{
 		"epoch":              0,
 		"before the epoch":   -1,
-		"SPEC window":        1922350200000,
+		"golden window":      1922350200000,
 		"with milliseconds":  1922350204456,
 		"leap day":           951782400000, // 2000-02-29
 		"year 0":             -62167219200000,

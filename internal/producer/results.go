@@ -66,7 +66,7 @@ func (t *resultsTopic) encoder(v int64) ResultEncoder {
 
 // HeaderConfigVersion is a result's header that names the
 // state.config_version of the generation of windows that computed it
-// (SPEC §11).
+// (docs/results.md#the-results-topic).
 const HeaderConfigVersion = "aggregator.config_version"
 
 // versionHeader returns the headers of a result of generation v.

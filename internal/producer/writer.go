@@ -239,7 +239,7 @@ func (w *Writer) produceResult(ctx context.Context, r *ready.WindowResult, now t
 func (w *Writer) EncodeResults(enc ResultEncoder) { w.res.values = enc }
 
 // Generation makes w encode the results of the generation of windows of
-// state.config_version version with enc (SPEC §11: a generation whose
+// state.config_version version with enc (docs/changing-config.md: a generation whose
 // aggregates are not the config's; EncoderFor of its config, or an Avro
 // encoder of its schema). Call it before the first result of that
 // generation is handed to w; it is safe while the writer goroutine

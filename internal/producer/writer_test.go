@@ -285,8 +285,8 @@ func TestWriterRetraction(t *testing.T) {
 }
 
 // TestWriterResultConfigVersion: a result carries the header
-// aggregator.config_version, its generation's state.config_version (SPEC
-// §11); results of two generations interleaved each carry their own.
+// aggregator.config_version, its generation's state.config_version
+// (docs/results.md#the-results-topic); results of two generations interleaved each carry their own.
 func TestWriterResultConfigVersion(t *testing.T) {
 	cl := &fakeClient{}
 	w := newWriter(t, cl, sinkConfig(), nil, time.Now)

@@ -41,11 +41,11 @@ type Ready struct {
 type Stats struct {
 	Watermark      int64 // the watermark the windows follow (the lowest of the partitions' with one operator per partition)
 	OpenWindows    int   // open (key, window) pairs
-	Generations    int   // live generations of windows over the state partitions (SPEC §11)
+	Generations    int   // live generations of windows over the state partitions (docs/changing-config.md)
 	IdlePartitions int   // idle partitions of the window state
 	SessionMerges  int64 // records that bridged sessions, since the last Ready
 	// GenerationSkips are records a generation aggregated and another's
-	// decoding failed on, since the last Ready (SPEC §11).
+	// decoding failed on, since the last Ready (docs/changing-config.md#a-record-in-two-generations).
 	GenerationSkips int64
 	// KeyConflicts are by_key's records on another partition than their
 	// group key's first, since the last Ready; Conflict is one to log

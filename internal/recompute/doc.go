@@ -1,5 +1,5 @@
 // Package recompute recomputes windows from recorded input with the
-// semantics of `replay --kcat` (SPEC §5, §9): every partition of the dump
+// semantics of `replay --kcat` (docs/scaling.md#what-by_key-does-not-give): every partition of the dump
 // is assigned from the start, a group key is one state across the
 // partitions (watermark.scope global) or each partition keeps its own
 // (scope partition), the merged watermark is the minimum over the

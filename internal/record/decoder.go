@@ -265,7 +265,7 @@ func (d *Decoder) compileGap(spec Spec) error {
 	return err
 }
 
-// readGap reads a session gap field (SPEC §3): a JSON number or a string
+// readGap reads a session gap field (docs/semantics.md#sessions): a JSON number or a string
 // holding a plain decimal number is ms, any other string a Go duration;
 // missing or null is 0 (the configured gap). It must come to a positive,
 // whole number of ms; anything else is a bad_gap error.

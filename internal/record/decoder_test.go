@@ -10,7 +10,7 @@ import (
 	"aggregator/internal/record"
 )
 
-// callsConfig is the SPEC §6 config, reading JSON or CSV.
+// callsConfig is the config of docs/semantics.md's golden example, reading JSON or CSV.
 func callsConfig(format string) config.Config {
 	return config.Config{
 		Source: config.Source{
@@ -295,7 +295,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-// A missing or null aggregate field is SQL's NULL, not an error (SPEC §3):
+// A missing or null aggregate field is SQL's NULL, not an error (docs/semantics.md#decoding):
 // the null Value, for every need and every text format; count with a field
 // reads only whether the field is there.
 func TestDecodeMissingIsNull(t *testing.T) {

@@ -20,7 +20,7 @@ func gapDecoder(t testing.TB) *record.Decoder {
 	})
 }
 
-// TestDecodeGap: the gap field's values as SPEC §3 lists them.
+// TestDecodeGap: the gap field's values as docs/semantics.md#sessions lists them.
 func TestDecodeGap(t *testing.T) {
 	tests := map[string]struct {
 		g   string // the JSON text of the gap field; "" leaves it out

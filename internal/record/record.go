@@ -9,8 +9,8 @@ import "strconv"
 // Null is SQL's NULL: an aggregate's field that is absent from the record
 // or whose value is null (a JSON null or absent key, an empty CSV cell, an
 // Avro union's null branch, an unset Protobuf field with presence). The
-// aggregate skips the record (SPEC §3); a null Value has every other field
-// zero. In a result, Null is an aggregate over no values (SPEC §2).
+// aggregate skips the record (docs/semantics.md#decoding); a null Value has every other field
+// zero. In a result, Null is an aggregate over no values (docs/semantics.md#aggregates).
 //
 // Which fields Decode sets depends on the use, so that the hot path copies
 // no text the engine does not read:
@@ -47,7 +47,7 @@ func Text(s string) Value {
 	return Value{Str: s, Raw: string(AppendQuoted(nil, []byte(s)))}
 }
 
-// Compare orders values as keys sort (SPEC §3): numbers numerically before
+// Compare orders values as keys sort (docs/semantics.md#more-on-windows-and-firings): numbers numerically before
 // strings, strings by code point. It returns -1, 0 or +1.
 func Compare(a, b Value) int {
 	switch {

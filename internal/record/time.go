@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Layout keywords accepted besides Go layouts (SPEC §2).
+// Layout keywords accepted besides Go layouts (docs/configuration.md#rules-for-particular-keys).
 const (
 	LayoutUnixS   = "unix_s"
 	LayoutUnixMS  = "unix_ms"

@@ -1,5 +1,5 @@
 // Package repartition is the first stage of source.partitioning
-// repartition (SPEC §9), as a pure core: it decodes and filters input
+// repartition (docs/scaling.md#the-repartition-stage), as a pure core: it decodes and filters input
 // records, dead-letters the bad ones, runs a watermark generator per input
 // partition, and hands back a ready.Ready whose outputs are repartition
 // records (an accepted input record under its group key, for the

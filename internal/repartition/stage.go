@@ -284,12 +284,12 @@ func (s *Stage) Skip(partition int32, offset int64) {
 	}
 }
 
-// future reports whether the future guard of SPEC §3 refuses eventTime.
+// future reports whether the future guard (docs/semantics.md#watermarks) refuses eventTime.
 func (s *Stage) future(eventTime, now int64) bool {
 	return s.futureMs != 0 && now <= math.MaxInt64-s.futureMs && eventTime > now+s.futureMs
 }
 
-// checkFuture is the future guard of SPEC §3, as pipeline applies it.
+// checkFuture is the future guard (docs/semantics.md#watermarks), as pipeline applies it.
 func (s *Stage) checkFuture(eventTime, now int64) error {
 	if !s.future(eventTime, now) {
 		return nil

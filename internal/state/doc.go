@@ -1,4 +1,4 @@
-// Package state is the changelog of window state (SPEC §7): the binary
+// Package state is the changelog of window state (docs/delivery.md#the-changelog): the binary
 // encoding of a partition's state entries and position, and the restore
 // of a changelog partition read from its start.
 //
@@ -20,7 +20,7 @@
 // out once the new owner wrote, and the keys it wrote are written again
 // by the next commit (Result.Stale).
 //
-// A partition's windows belong to generations (SPEC §11): a generation
+// A partition's windows belong to generations (docs/design.md#generations-in-the-changelog): a generation
 // record (GenerationKey, AppendGeneration) holds a generation's settings
 // and cut-over, its entries' keys carry its config_version
 // (AppendGenerationKey), and FinishGenerations returns the generations

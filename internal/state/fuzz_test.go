@@ -23,7 +23,7 @@ func FuzzRestorerAdd(f *testing.F) {
 	f.Add(state.PositionKey(nil, 0), state.AppendPosition(nil, state.Position{Offset: 5, Sources: watermark.Table{Count: 1,
 		Sources: []watermark.Source{{Reported: true, Watermark: 9, Applied: 4}, {Watermark: -1, Applied: 2}}}}, 3), []byte(nil), false, uint64(4))
 	f.Add(state.PositionKey(nil, 0), []byte(nil), []byte(nil), true, uint64(1))
-	// a generation's record and entry (SPEC §11)
+	// a generation's record and entry (docs/design.md#generations-in-the-changelog)
 	f.Add(state.GenerationKey(nil, 0, 3), state.AppendGeneration(nil, state.Generation{Version: 3, Cutover: 5, LegacyKeys: true, Settings: []byte("s")}, 3), []byte(nil), false, uint64(3))
 	f.Add(state.GenerationKey(nil, 0, 3), []byte(nil), state.AppendTag(nil, 3), true, uint64(3))
 	for _, en := range codecEntries(f) {

@@ -9,7 +9,7 @@ import (
 	"aggregator/internal/windowing"
 )
 
-// This file is the changelog's second key version: generations (SPEC §11).
+// This file is the changelog's second key version: generations (docs/design.md#generations-in-the-changelog).
 //
 // A partition's changelog keeps one generation record per live generation
 // of windows, keyed (1, 'g', partition, config_version), whose value is the
@@ -55,7 +55,7 @@ type Generation struct {
 	Run      []byte
 	// Dropped says that the generation had dropped, under a lower
 	// allowed_lateness than it runs with now, every window whose
-	// maxTimestamp is at or below DroppedTo (SPEC §11: a raised lateness
+	// maxTimestamp is at or below DroppedTo (docs/changing-config.md#three-kinds-of-key: a raised lateness
 	// brings no dropped window back). An optional trailing field of the
 	// record: one without it reads as !Dropped.
 	Dropped   bool

@@ -179,7 +179,7 @@ func (r *Restorer) Position() (Position, bool) { return r.pos, r.hasPos }
 // Result is a restored partition.
 type Result struct {
 	// Generations are the partition's live generations, by version
-	// (SPEC §11): none for an empty partition; one of unknown settings
+	// (docs/design.md#generations-in-the-changelog): none for an empty partition; one of unknown settings
 	// (Generation.Known false) for a changelog written before generations.
 	Generations []Generation
 	Position    Position // where input resumes; meaningful when HasPosition

@@ -386,7 +386,7 @@ func TestRestorerStaleWriter(t *testing.T) {
 
 // TestRestorerZombieInterleaved: the zombie's stale changes land between
 // the next owner's commits with tags that, counted on from its own, are
-// the tag of the owner's next commit (issue 28, at_least_once seed 11: a
+// the tag of the owner's next commit (TestChaos at_least_once seed 11: a
 // zombie's slice taken as committed by the owner's next position, whose
 // watermark is past its windows, made every restore fail with "slice has
 // no open window"). The tags each writer uses are the ones the pipeline

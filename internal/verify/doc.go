@@ -1,14 +1,14 @@
 // Package verify compares what a deployment wrote (the latest result per
 // (key, window) on the results topic, the late events and the dead
 // letters) with a recomputation of the same input (package recompute),
-// as SPEC §12 defines: windows by count, every aggregate and bounds (not
+// as docs/verify.md#what-it-reads-and-compares says: windows by count, every aggregate and bounds (not
 // revision, watermark or firing), late events and dead letters by source
 // topic, partition and offset. A difference that the late topic's
 // recorded watermark explains (a record judged late live and on time in
 // the recomputation, or the reverse) is counted apart, with the windows it
 // changes, as explained by timing.
 //
-// With config generations (SPEC §11, NewGenerations), each window is
+// With config generations (docs/verify.md#config-generations, NewGenerations), each window is
 // compared under the generation that owns it in its state partition (the
 // latest cut-over at or before its start), fed by one recomputation per
 // generation (RecordGenerations); what no recomputation can match (a

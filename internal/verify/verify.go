@@ -73,11 +73,11 @@ const (
 	DeadUnexpected   = "dead_letter_unexpected"
 )
 
-// Summary counts what was compared (SPEC §12).
+// Summary counts what was compared (docs/verify.md#reading-the-output).
 type Summary struct {
 	Windows WindowCounts `json:"windows"`
 	// ByGeneration counts the windows compared by the state.config_version
-	// of the generation that owns them (SPEC §11), when the changelog
+	// of the generation that owns them (docs/verify.md#config-generations), when the changelog
 	// holds generations.
 	ByGeneration map[string]int `json:"windows_compared_by_generation,omitempty"`
 	LeftOut      map[string]int `json:"windows_left_out"` // by reason
@@ -122,13 +122,13 @@ const (
 	NotClosed   = "not_closed"          // not closed by the watermark at the range's end
 	NeverCloses = "never_closes"        // a global window
 	NoBounds    = "count_window_in_range"
-	// Config generations (SPEC §11):
+	// Config generations (docs/verify.md#config-generations):
 	Retired          = "retired_generation"       // it starts before the cut-over of its state partition's oldest live generation, or its result names no live generation
 	SessionAtCutover = "session_at_cutover"       // a session that spans a cut-over: the seam cuts it live, the recomputation cannot
 	CountGenerations = "count_window_generations" // a count window of a state partition that cut over: cut by arrival at the cut-over, which the input does not show
 )
 
-// A Generation is a generation of windows verify recomputes (SPEC §11):
+// A Generation is a generation of windows verify recomputes (docs/verify.md#config-generations):
 // its state.config_version and the config its windows are computed under
 // (the deployment's, with the generation's state settings).
 type Generation struct {
@@ -144,7 +144,7 @@ type Seam struct {
 	Cutover int64
 }
 
-// Generations are what a deployment's changelog holds (SPEC §11).
+// Generations are what a deployment's changelog holds (docs/changing-config.md#generations-and-the-cut-over).
 type Generations struct {
 	Gens []Generation // one recomputation each, in the order RecordGenerations takes them
 	// Seams are each state partition's live generations, oldest first
@@ -182,7 +182,7 @@ type gens struct {
 }
 
 // settings are what a window is computed and written with: its
-// generation's (SPEC §11).
+// generation's (docs/verify.md#config-generations).
 type settings struct {
 	version  int64
 	lateness int64
@@ -654,7 +654,7 @@ func (c *Comparer) key(in *record.Input) (string, bool) {
 }
 
 // justified reports whether a late event's recorded watermark justifies
-// judging a record with event time t late (SPEC §3): the window it missed
+// judging a record with event time t late (docs/verify.md#explained-by-timing): the window it missed
 // holds t and was past its cleanup time at that watermark. (Finish checks
 // that the input reaches that watermark.)
 func (c *Comparer) justified(l Late, t int64) bool {

@@ -1,4 +1,4 @@
-// Package watermark computes event-time watermarks (SPEC §3): one generator
+// Package watermark computes event-time watermarks (docs/semantics.md#watermarks): one generator
 // per assigned partition (Bounded or Punctuated) and the merged watermark,
 // the minimum over the partitions that are not idle. Watermarks are int64
 // milliseconds since the epoch, math.MinInt64 meaning "none yet", and never

@@ -9,7 +9,7 @@ import (
 )
 
 // Merged holds one generator per assigned partition and the merged
-// watermark W (SPEC §3): the minimum over partitions that are not idle,
+// watermark W (docs/semantics.md#watermarks): the minimum over partitions that are not idle,
 // never going down.
 type Merged struct {
 	punctuated  bool
@@ -152,7 +152,7 @@ func (m *Merged) Tick(now int64) {
 }
 
 // IdleWatermark is where idle_advance takes the watermark at wall clock
-// now (SPEC §3): now - max_out_of_orderness - idle_timeout, saturating.
+// now (docs/semantics.md#watermarks): now - max_out_of_orderness - idle_timeout, saturating.
 func IdleWatermark(cfg config.Watermark, now int64) int64 {
 	return idleWatermark(now, max(cfg.MaxOutOfOrderness.Milliseconds(), 0), max(cfg.IdleTimeout.Milliseconds(), 0))
 }
@@ -186,7 +186,7 @@ func (m *Merged) recompute() bool {
 }
 
 // Lower lowers W to wm if it is above: a partition restored with that
-// watermark joined (SPEC §7: its watermark moves with it). W rises again
+// watermark joined (docs/scaling.md#the-merged-watermark-across-a-rebalance: its watermark moves with it). W rises again
 // as the partitions' watermarks do.
 func (m *Merged) Lower(wm int64) { m.w = min(m.w, wm) }
 

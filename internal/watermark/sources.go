@@ -89,7 +89,7 @@ func (t *table) grow(n int) {
 }
 
 // Sources is the watermark of a stage that reads a repartition topic
-// (SPEC §9): per repartition partition, the table of source partitions
+// (docs/scaling.md#the-repartition-stage): per repartition partition, the table of source partitions
 // its markers reported; a partition's watermark is the minimum over its
 // sources that are not idle (minus infinity until all have reported), and
 // W is the minimum over the partitions that are not all idle, never going

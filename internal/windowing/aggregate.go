@@ -40,7 +40,7 @@ const (
 )
 
 // exactValues is how many values of a quantile's field a window holds
-// exactly (SPEC §2); the 257th spills them into the sketch.
+// exactly (docs/semantics.md#aggregates); the 257th spills them into the sketch.
 const exactValues = 256
 
 // aggSpec is one configured aggregate; slot indexes its state in the pane
@@ -280,7 +280,7 @@ func (l *layout) add(p pane, rec *record.Record, seq uint64) {
 	*p.count++
 	for i, s := range l.specs {
 		v := &rec.Values[i]
-		if v.Null { // SQL's NULL: this aggregate skips the record (SPEC §3)
+		if v.Null { // SQL's NULL: this aggregate skips the record (docs/semantics.md#decoding)
 			continue
 		}
 		switch s.fn {
@@ -453,7 +453,7 @@ func (l *layout) mergeExt(dst, src pane) {
 func (e *Engine) values(p pane, out []record.Value) { e.agg.values(p, out, &e.numbers) }
 
 // values writes the aggregates of p into out, one per spec, made by n.
-// An aggregate over no values (SPEC §2) is 0 for count and count_distinct,
+// An aggregate over no values (docs/semantics.md#aggregates) is 0 for count and count_distinct,
 // [] for top_k, and null (record.NullValue) for the others.
 func (l *layout) values(p pane, out []record.Value, e *numbers) {
 	for i, s := range l.specs {
@@ -511,7 +511,7 @@ func (l *layout) quantile(x *paneExt, i int, q float64) (float64, bool) {
 }
 
 // rank is the nearest rank of quantile q among n > 0 values: ceil(q*n),
-// 1-based, within [1, n] (SPEC §2). q*n is rounded to 9 digits first, so
+// 1-based, within [1, n] (docs/semantics.md#aggregates). q*n is rounded to 9 digits first, so
 // that 0.07*100 (7.000000000000001 in floating point) is rank 7, not 8.
 func rank(q, n float64) float64 {
 	r := math.Ceil(math.Round(q*n*1e9) / 1e9)
@@ -519,7 +519,7 @@ func rank(q, n float64) float64 {
 }
 
 // nearestRank returns the sketch's value at rank ceil(q*n) of its n sorted
-// values, 1-based (SPEC §2), q in (0, 1]; false if the sketch is empty.
+// values, 1-based (docs/semantics.md#aggregates), q in (0, 1]; false if the sketch is empty.
 // DDSketch's own GetValueAtQuantile interpolates rank q*(n-1) instead,
 // which puts p99 of {100, 477} at 100.
 func nearestRank(sk *ddsketch.DDSketch, q float64) (float64, bool) {

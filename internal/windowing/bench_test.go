@@ -220,8 +220,8 @@ func heapInUse() uint64 {
 }
 
 // BenchmarkTumblingQuantile is BenchmarkTumbling with a p99 beside the sum
-// and count: with 1k keys a window holds 10 values of a key (exact, SPEC
-// §2), with 10 keys 1000 (past 256: the sketch).
+// and count: with 1k keys a window holds 10 values of a key (exact,
+// docs/semantics.md#aggregates), with 10 keys 1000 (past 256: the sketch).
 func BenchmarkTumblingQuantile(b *testing.B) {
 	for _, keys := range []int{1000, 10} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {

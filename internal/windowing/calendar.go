@@ -15,7 +15,7 @@ const (
 )
 
 // Calendar assigns each timestamp to its local day, ISO week or month in
-// Loc (SPEC §3 calendar windows). A window starts at the instant of the
+// Loc (docs/windows.md#calendar-windows-days-weeks-and-months-in-a-time-zone). A window starts at the instant of the
 // local midnight that begins its day (the first, where the clock turns
 // back over midnight; where midnight is skipped, the first instant of the
 // day) and ends where the next one starts, so days are 23 or 25 hours

@@ -15,7 +15,7 @@ import (
 // every transition of the zones tested is a multiple of 15 minutes.
 const quarter = 15 * 60 * 1000
 
-// bruteMidnight is where local date y-m-d begins in loc, from the SPEC's
+// bruteMidnight is where local date y-m-d begins in loc, from docs/windows.md's
 // words alone: the first instant whose wall clock reads that date's 00:00
 // or later, found by walking a 15-minute grid (no zone bounds, no offsets).
 func bruteMidnight(loc *time.Location, y int, m time.Month, d int) int64 {

@@ -49,7 +49,7 @@ type Operator interface {
 	// Stats returns what the operator has counted since it was made.
 	Stats() Stats
 
-	// CutOver ends the operator's generation at event time t (SPEC §11),
+	// CutOver ends the operator's generation at event time t (docs/changing-config.md#generations-and-the-cut-over),
 	// t above every event time it has seen: it creates no window that
 	// starts at or after t (sessions: takes no record at or after t) and
 	// finishes its windows as usual, so that OpenWindows reaches 0 once

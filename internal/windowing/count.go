@@ -10,7 +10,7 @@ import (
 	"aggregator/internal/record"
 )
 
-// Counts is the engine of count windows (SPEC §3; Flink's countWindow).
+// Counts is the engine of count windows (docs/windows.md#count-windows-every-n-records-of-a-key; Flink's countWindow).
 // Per (partition, key), records are counted in the order they come.
 // Without a slide, window i holds the key's records N·i … N·i+N−1 and
 // fires when its N-th record comes (or, with a timeout, once the
@@ -258,7 +258,7 @@ func (c *Counts) Advance(wm int64) {
 }
 
 // fireTimeouts fires the timeouts due at c.wm: by due time, then window
-// end, then key (SPEC §3). A window's end grows with its records, so the
+// end, then key (docs/windows.md#count-windows-every-n-records-of-a-key). A window's end grows with its records, so the
 // heap orders by due time only up to ties, which are sorted when due.
 func (c *Counts) fireTimeouts() {
 	for len(c.due.items) > 0 && c.due.items[0].at <= c.wm {

@@ -100,7 +100,7 @@ func (r *countRef) Advance(wm int64) {
 		end := func(k *countRefKey) int64 {
 			return slices.MaxFunc(k.recs, func(a, b refRec) int { return cmp.Compare(a.t, b.t) }).t
 		}
-		if c := cmp.Compare(end(ka), end(kb)); c != 0 { // then window end (SPEC §3)
+		if c := cmp.Compare(end(ka), end(kb)); c != 0 { // then window end (docs/windows.md#count-windows-every-n-records-of-a-key)
 			return c
 		}
 		for i := range ka.fields {

@@ -1,7 +1,7 @@
 package windowing
 
 // CutoverStart returns the cut-over time of a generation of spec's windows
-// asked to take over at t (SPEC §11): the first start of one of its
+// asked to take over at t (docs/changing-config.md#where-t-falls): the first start of one of its
 // windows at or after t for time windows (tumbling, sliding: the slide's
 // grid, calendar), so that every record at or after it has a window of
 // the generation to go to, and t itself for sessions, count and global

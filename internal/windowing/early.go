@@ -7,7 +7,7 @@ import (
 	"slices"
 )
 
-// Early firings (SPEC §3): at each tick, every window that is not due
+// Early firings (docs/windows.md#early-firings-results-before-a-window-is-due): at each tick, every window that is not due
 // (maxTimestamp above the watermark) and took a record since its last
 // firing fires Early, with the next revision. A window's flagChanged says
 // it took a record since its last firing; the engine lists the windows it

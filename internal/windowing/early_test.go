@@ -41,7 +41,7 @@ func runSteps(e earlyEngine, steps []step) {
 	}
 }
 
-// TestEarlyFirings: early firings worked by hand from the SPEC's rules.
+// TestEarlyFirings: early firings worked by hand from docs/windows.md's rules.
 // Event time with every 3: ticks are the W with W+1 a multiple of 3 (2, 5,
 // 8, 11, …); the first watermark only sets where they count from.
 func TestEarlyFirings(t *testing.T) {

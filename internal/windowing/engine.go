@@ -76,7 +76,7 @@ type Engine struct {
 	cal   *Calendar // calendar windows: tumbling, with these bounds
 
 	// from and until bound the starts of the windows the engine creates
-	// (SPEC §11 generations: Spec.From, CutOver); math.MinInt64 and
+	// (docs/design.md#generations-in-the-window-operators: Spec.From, CutOver); math.MinInt64 and
 	// math.MaxInt64 without bounds. assign applies them once per pane.
 	from, until int64
 }
@@ -178,7 +178,7 @@ func (m *marks) dropFor(p int32, wm int64) int64 {
 // SetDropped makes partition p's records late for every window whose
 // cleanup time is at or below wm, without firing any window by wm: the
 // windows an earlier, lower allowed_lateness had dropped by the previous
-// owner's watermark (SPEC §11: a raised lateness brings none back).
+// owner's watermark (docs/changing-config.md#three-kinds-of-key: a raised lateness brings none back).
 func (m *marks) SetDropped(p int32, wm int64) {
 	for int(p) >= len(m.drops) {
 		m.drops = append(m.drops, math.MinInt64)
@@ -220,7 +220,7 @@ func (m *marks) clearFloor(p int32) {
 }
 
 // Rewind lowers the watermark to wm: a partition whose watermark is below
-// it was assigned (SPEC §7: its state and watermark moved with it). The
+// it was assigned (docs/scaling.md#the-merged-watermark-across-a-rebalance: its state and watermark moved with it). The
 // partitions in keep (the others) go on being judged against the current
 // watermark, so no record of theirs changes fate; their windows that fired
 // stay fired (an on-time firing skips them; a record into one fires it

@@ -310,7 +310,7 @@ func TestQuantileExactAtTheEdges(t *testing.T) {
 }
 
 // TestQuantileNearestRank: quantile q is the value at rank ceil(q*n) of the
-// n sorted values (SPEC §2), within 1%, for small and larger windows,
+// n sorted values (docs/semantics.md#aggregates), within 1%, for small and larger windows,
 // negative values and zeros included.
 func TestQuantileNearestRank(t *testing.T) {
 	hundred := make([]float64, 100)

@@ -8,7 +8,7 @@ import (
 	"aggregator/internal/record"
 )
 
-// Add applies SPEC §3 steps 1–2 to one decoded record against the current
+// Add applies steps 1–2 of docs/semantics.md#what-happens-to-each-record to one decoded record against the current
 // watermark W: it assigns the record's windows, skips those with
 // cleanupTime <= W, adds it to the others (one pane update), and in emit
 // mode on_watermark late-fires every window it was added to whose
@@ -342,7 +342,7 @@ func (e *Engine) bucketAt(start int64) *bucket {
 	return b
 }
 
-// Advance applies SPEC §3 step 3 for a new merged watermark wm (ignored
+// Advance applies step 3 of docs/semantics.md#what-happens-to-each-record for a new merged watermark wm (ignored
 // unless higher than the current one): windows with maxTimestamp <= wm that
 // have not fired fire on time (emit on_watermark) in order of end, key,
 // partition; then windows with cleanupTime <= wm are dropped, firing Final

@@ -8,7 +8,7 @@ import (
 )
 
 // generationPair feeds every record and watermark to the operators of two
-// generations, as a partition's core does during an overlap (SPEC §11).
+// generations, as a partition's core does during an overlap (docs/changing-config.md#a-record-in-two-generations).
 type generationPair struct{ old, new windowing.Operator }
 
 func (p generationPair) Add(rec *record.Record) windowing.AddResult {

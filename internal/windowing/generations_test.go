@@ -12,7 +12,7 @@ import (
 	"aggregator/internal/windowing"
 )
 
-// Generations (SPEC §11): the operators of two or three generations of
+// Generations (docs/changing-config.md#generations-and-the-cut-over): the operators of two or three generations of
 // windows side by side, each fed every record, cut over at run time.
 
 // seamCase is one window kind's behaviour at a seam T = 20: a record at

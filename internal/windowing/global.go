@@ -2,7 +2,7 @@ package windowing
 
 import "math"
 
-// globalWindow is the one window of every key of a global window (SPEC §3,
+// globalWindow is the one window of every key of a global window (docs/windows.md#global-windows-a-running-aggregate-per-key,
 // Flink's GlobalWindows): it never ends, so nothing is late or dropped
 // before the end of input. Sessions runs global windows: every record of a
 // key falls inside its one session, no timer fires it on time, and only

@@ -9,7 +9,7 @@ import (
 	"aggregator/internal/windowing"
 )
 
-// TestGoldenCalls is SPEC §6 (000_*.txt) fed to the engine directly, with
+// TestGoldenCalls is docs/semantics.md#tumbling-windows-with-allowed-lateness (000_*) fed to the engine directly, with
 // the bounded watermark (max event time - 0 - 1) computed here.
 func TestGoldenCalls(t *testing.T) {
 	at := func(s string) int64 {

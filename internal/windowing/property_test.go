@@ -188,7 +188,7 @@ func sameResult(got, want windowing.Result, aggs []windowing.Aggregate) error {
 		switch w := wa[i].Num; {
 		case ga[i].Null != wa[i].Null:
 			return fmt.Errorf("fn %d %v = %+v, want %+v", a.Fn, a.Q, ga[i], wa[i])
-		case want.Count <= 256 && ga[i] != wa[i]: // at most 256 values: exact (SPEC §2)
+		case want.Count <= 256 && ga[i] != wa[i]: // at most 256 values: exact (docs/semantics.md#aggregates)
 			return fmt.Errorf("fn %d %v = %v, want %v exactly", a.Fn, a.Q, ga[i].Num, w)
 		case math.Abs(ga[i].Num-w) > sketchBound*math.Abs(w):
 			return fmt.Errorf("fn %d %v = %v, want %v within %v", a.Fn, a.Q, ga[i].Num, w, sketchBound)

@@ -13,7 +13,7 @@ import (
 // TestQuantileExactUpTo256 feeds 1, 2, 256 and 257 distinct values of one
 // key into one window of every kind, whole or restored from the changelog
 // halfway: up to 256 values each quantile is the value at nearest rank
-// itself (SPEC §2), at 257 within 1%. The tumbling window holds them in
+// itself (docs/semantics.md#aggregates), at 257 within 1%. The tumbling window holds them in
 // one pane, the sliding one merges 10 panes, the session merges a session
 // per pair of records, and the count window is exactly n records.
 func TestQuantileExactUpTo256(t *testing.T) {

@@ -499,8 +499,8 @@ func TestRestoreRejects(t *testing.T) {
 	}
 }
 
-// TestRestoreUnderLowerLateness: allowed_lateness is a run setting (SPEC
-// §11): state written under 5 ms of lateness restores under 0. A window
+// TestRestoreUnderLowerLateness: allowed_lateness is a run setting
+// (docs/changing-config.md#three-kinds-of-key): state written under 5 ms of lateness restores under 0. A window
 // past the lower lateness at the previous owner's watermark is already
 // dropped: its slice (and a sliding window's entry) is not restored,
 // nothing fires for it, its tombstone goes in the next commit, and a

@@ -8,7 +8,7 @@ import (
 	"aggregator/internal/record"
 )
 
-// Sessions is the engine of session windows (SPEC §3; Flink's
+// Sessions is the engine of session windows (docs/semantics.md#sessions; Flink's
 // EventTimeSessionWindows and DynamicEventTimeSessionWindows with
 // MergingWindowSet). Every (partition, key) has a list of sessions that do
 // not intersect, sorted by start, each one pane of accumulators. A record's
@@ -50,8 +50,8 @@ type Sessions struct {
 	res     Result
 	sortKey []byte
 
-	// from and until bound the times of the records s takes (SPEC §11
-	// generations: Spec.From, CutOver); math.MinInt64 and math.MaxInt64
+	// from and until bound the times of the records s takes
+	// (docs/design.md#generations-in-the-window-operators: Spec.From, CutOver); math.MinInt64 and math.MaxInt64
 	// without bounds.
 	from, until int64
 }
@@ -122,7 +122,7 @@ func (s *Sessions) OpenWindows() int { return s.open }
 // Stats returns what s counted: its merges.
 func (s *Sessions) Stats() Stats { return Stats{Merges: s.merges} }
 
-// Add applies SPEC §3 steps 1–2 to one record: its window [t, t+gap)
+// Add applies steps 1–2 of docs/semantics.md#what-happens-to-each-record to one record: its window [t, t+gap)
 // merged with the key's sessions it intersects is late if its cleanup time
 // is at or below the watermark (nothing is merged); else the record joins
 // it, absorbed sessions that fired are retracted in order of start, and in
@@ -317,7 +317,7 @@ func (s *Sessions) schedule(t *timers, ki int32, live *int64, at int64) {
 	s.nextDue = min(s.nextDue, at)
 }
 
-// Advance applies SPEC §3 step 3 for a new watermark wm (ignored unless
+// Advance applies step 3 of docs/semantics.md#what-happens-to-each-record for a new watermark wm (ignored unless
 // higher): unfired sessions with maxTimestamp <= wm fire on time in order
 // of end, then key (emit on_watermark); then sessions with cleanupTime <=
 // wm are dropped, in emit mode on_close after their Final firing.

@@ -101,7 +101,7 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 	w := Window{Start: en.Start, End: en.End}
 	if w.CleanupTime(s.lateness) <= dropped {
 		// Dropped already: by the previous owner, or under a lateness
-		// lowered since (SPEC §11), whose tombstone goes in the next commit.
+		// lowered since (docs/changing-config.md#three-kinds-of-key), whose tombstone goes in the next commit.
 		if s.track {
 			s.changes.gone = append(s.changes.gone, goneRef{SessionEntry, en.Partition, en.ID, uint32(en.Split), en.Start})
 		}

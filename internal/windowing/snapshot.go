@@ -294,7 +294,7 @@ func (e *Engine) Restore(en *Entry, dropped int64) error {
 // pastLateness reports whether en is a slice every window of which, or a
 // sliding window whose cleanup time, is at or below dropped, under this
 // engine's allowed_lateness: a lateness lowered since the entry was
-// written (a run setting, SPEC §11) drops it as the previous owner would
+// written (a run setting, docs/changing-config.md#three-kinds-of-key) drops it as the previous owner would
 // have, had the lower lateness been in force. It is already dropped: it
 // is not restored, fires nothing, and its tombstone goes in the next
 // commit (when the engine tracks its changes), so compaction removes it.
@@ -352,7 +352,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 		return fmt.Errorf("restore: slice at %d of %s is not on a slice boundary (was the window changed?)", en.Start, en.ID[en.Split:])
 	}
 	first, last := e.firstStart(en.Start), e.lastStart(en.Start)
-	if first < e.from || last >= e.until { // a generation's bounds (SPEC §11): CutOver comes before Restore
+	if first < e.from || last >= e.until { // a generation's bounds (docs/design.md#generations-in-the-window-operators): CutOver comes before Restore
 		first, last = e.bounded(first, last)
 	}
 	for first <= last && e.cleanupTime(first) <= dropped {

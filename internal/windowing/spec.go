@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Kind is a window type (SPEC §3).
+// Kind is a window type (docs/semantics.md#windows, docs/windows.md).
 type Kind uint8
 
 const (
@@ -37,7 +37,7 @@ type Spec struct {
 	Early      EarlySpec
 	Aggregates []Aggregate
 	// From, when FromSet, is the cut-over T of the generation of windows
-	// the operator computes (SPEC §11): it creates no window that starts
+	// the operator computes (docs/changing-config.md#where-t-falls): it creates no window that starts
 	// before T (sessions and global windows: it takes no record before T).
 	// Count windows are cut by arrival: they take every record given.
 	// Add returns OtherGeneration for a record outside. See CutOver for

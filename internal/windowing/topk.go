@@ -21,8 +21,8 @@ import (
 // values of the merge. Counting a value already seen allocates nothing.
 //
 // The first byte tells the kinds apart, and they rank as ties break
-// (SPEC §2): numbers, then strings, then booleans; objects and arrays,
-// which the SPEC does not rank, come last, by their JSON text.
+// (docs/windows.md#top_k-the-most-frequent-values-of-a-field): numbers, then strings, then booleans; objects and arrays
+// come last, by their JSON text.
 
 // addTop counts v in m; the caller skips null values.
 func addTop(m map[string]int64, v *record.Value) {

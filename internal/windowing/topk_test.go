@@ -20,7 +20,7 @@ func boolean(b bool) record.Value {
 	return record.Value{Str: s, Raw: s}
 }
 
-// TestTopKTies: the SPEC's order, worked by hand. In [0, 10): 1 (as 1
+// TestTopKTies: the order of docs/windows.md, worked by hand. In [0, 10): 1 (as 1
 // and 1.0), 2, "a", "b" twice each, true and "B" once, a null skipped
 // (the count is still 11 records). Ties at 2 go numbers first, numerically (1, 2),
 // then strings by code point ("a" before "b"); at 1, strings ("B") before

@@ -30,10 +30,10 @@ const (
 	Late                 // an accepted late record changed a window that had fired (or was already due)
 	Final                // emit on_close: the window's one result, at its cleanup time
 	// Retract withdraws a session that fired and was then merged into a
-	// new one (SPEC §3): only Partition, Key and Window are set; it is a
+	// new one (docs/semantics.md#sessions): only Partition, Key and Window are set; it is a
 	// tombstone under the session's Kafka key.
 	Retract
-	// Early is an early firing (SPEC §3): a window not due yet that took
+	// Early is an early firing (docs/windows.md#early-firings-results-before-a-window-is-due): a window not due yet that took
 	// records since its last firing, at a tick of window.early_firings.
 	Early
 	// Timeout is a partial count window fired at its timeout.
@@ -72,7 +72,7 @@ type Result struct {
 	Watermark  int64 // the merged watermark at the firing
 	Seq        int64 // count windows: the window's index for its key (with a slide, the firing's)
 	// Generation is the state.config_version of the generation of
-	// windows that computed it (SPEC §11): the core sets it, an operator
+	// windows that computed it (docs/results.md#the-results-topic): the core sets it, an operator
 	// leaves it 0.
 	Generation int64
 }
@@ -96,7 +96,7 @@ const (
 	Marker                       // a punctuated watermark marker
 	DeadLetter                   // could not be decoded, or its time is in the future
 	// OtherGeneration: the record belongs in no window of the operator's
-	// generation (SPEC §11: before its cut-over, or at or after the
+	// generation (docs/changing-config.md#generations-and-the-cut-over: before its cut-over, or at or after the
 	// cut-over of the next; count windows after CutOver); another
 	// generation's windows take it. Never a record's outcome: the core
 	// combines the outcomes of every live generation. Not in Outcomes.

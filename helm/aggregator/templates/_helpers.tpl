@@ -114,7 +114,7 @@ Secrets. Rendered once, so the ConfigMap and the checksum annotation agree.
 {{- $source := $cfg.source | default dict }}
 {{- $_ := set $cfg "source" $source }}
 {{- $_ := set $source "group" (include "aggregator.group" .) }}
-{{- /* state.config_version orders configs across a rollout (SPEC §11): the
+{{- /* state.config_version orders configs across a rollout (docs/changing-config.md): the
 release revision unless the values give one. A rollback is a new revision,
 so a new version with the old settings. */}}
 {{- $state := $cfg.state | default dict }}
