@@ -17,6 +17,7 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
@@ -49,18 +50,23 @@ const (
 	unknownID = 99
 )
 
-// registryConfig keys by a field and a nested field; format is avro or
-// json, and the JSON layout reads the same instants.
-func registryConfig(format, url string) string {
+// registryConfig keys by a field and a nested field; format is a
+// registry format or json, and the JSON layout reads the same instants.
+// partitioning is source.partitioning; "auto" leaves it out (the
+// default, which picks the repartition stage for a key of fields).
+func registryConfig(format, url, partitioning string) string {
 	reg := ""
 	if format != "json" {
 		reg = "\n  schema_registry: {url: '" + url + "'}"
 	}
+	part := ""
+	if partitioning != "auto" {
+		part = "\n  partitioning: " + partitioning
+	}
 	return `
 source:
   format: ` + format + reg + `
-  key: [sid, caller.region]
-  partitioning: by_key
+  key: [sid, caller.region]` + part + `
   timestamp: {field: t, layout: unix_ms}
 watermark: {strategy: bounded, max_out_of_orderness: 1s}
 window: {type: tumbling, size: 5s, allowed_lateness: 2s}
@@ -169,6 +175,12 @@ func newRegistry(t testing.TB) *switchableRegistry {
 	return r
 }
 
+// regPartitionings are the partitionings each registry format's stream
+// runs on: by_key, and the default (auto picks the repartition stage for
+// a key of fields: stage 1 decodes with the registry's schemas, stage 2
+// reads the compact form).
+var regPartitionings = []string{"by_key", "auto"}
+
 // TestAvroInputThroughRegistry: Avro input with nested fields, unions,
 // timestamp-millis, late records, a schema change mid-stream, values not
 // in the wire format and unknown ids, and a registry outage of five
@@ -177,7 +189,17 @@ func newRegistry(t testing.TB) *switchableRegistry {
 // the same records as JSON; nothing is dead-lettered for the outage.
 func TestAvroInputThroughRegistry(t *testing.T) {
 	t.Parallel() // its own broker and registry; it mostly waits
-	testRegistryInput(t, avroFormat(), 0)
+	forPartitionings(t, func(t *testing.T, p string) { testRegistryInput(t, avroFormat(), regRun{partitioning: p}) })
+}
+
+// TestAvroInAndOutThroughRegistry is the same with the results as Avro
+// too (sink.format avro): decoded through the registry, they are the
+// JSON results.
+func TestAvroInAndOutThroughRegistry(t *testing.T) {
+	t.Parallel() // its own broker and registry; it mostly waits
+	forPartitionings(t, func(t *testing.T, p string) {
+		testRegistryInput(t, avroFormat(), regRun{partitioning: p, avroResults: true})
+	})
 }
 
 // TestRegistryOutageLongerThanTransaction: the outage outlasts
@@ -185,19 +207,44 @@ func TestAvroInputThroughRegistry(t *testing.T) {
 // while the partition waits; nothing is lost or doubled all the same.
 func TestRegistryOutageLongerThanTransaction(t *testing.T) {
 	t.Parallel() // its own broker and registry
-	testRegistryInput(t, avroFormat(), time.Second)
+	forPartitionings(t, func(t *testing.T, p string) {
+		testRegistryInput(t, avroFormat(), regRun{partitioning: p, txnTimeout: time.Second})
+	})
 }
 
 // TestProtobufInputThroughRegistry is the same with Protobuf: the nested
 // record a message, the union a oneof, the time a google.protobuf.Timestamp.
 func TestProtobufInputThroughRegistry(t *testing.T) {
 	t.Parallel() // its own broker and registry; it mostly waits
-	testRegistryInput(t, protoFormat(t), 0)
+	forPartitionings(t, func(t *testing.T, p string) { testRegistryInput(t, protoFormat(t), regRun{partitioning: p}) })
 }
 
-// testRegistryInput runs the stream of f; txnTimeout, if set, is
-// state.transaction_timeout.
-func testRegistryInput(t *testing.T, f regFormat, txnTimeout time.Duration) {
+// TestJSONSchemaInputThroughRegistry is the same with JSON Schema: the
+// body is the JSON record, checked against the writer's schema.
+func TestJSONSchemaInputThroughRegistry(t *testing.T) {
+	t.Parallel() // its own broker and registry; it mostly waits
+	forPartitionings(t, func(t *testing.T, p string) { testRegistryInput(t, jsonSchemaFormat(), regRun{partitioning: p}) })
+}
+
+// forPartitionings runs test on each of regPartitionings, in parallel.
+func forPartitionings(t *testing.T, test func(t *testing.T, partitioning string)) {
+	for _, p := range regPartitionings {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel() // its own broker and registry
+			test(t, p)
+		})
+	}
+}
+
+// regRun is how testRegistryInput runs a format's stream.
+type regRun struct {
+	partitioning string        // source.partitioning (registryConfig)
+	txnTimeout   time.Duration // state.transaction_timeout, if set
+	avroResults  bool          // sink.format avro
+}
+
+// testRegistryInput runs the stream of f as run says.
+func testRegistryInput(t *testing.T, f regFormat, run regRun) {
 	kc := newCluster(t, 1)
 	brokers := kc.ListenAddrs()
 	reg := newRegistry(t)
@@ -207,14 +254,20 @@ func testRegistryInput(t *testing.T, f regFormat, txnTimeout time.Duration) {
 		}
 	}
 	s := newRegStream(t, f, 2000, 19)
-	cfg := parseConfig(t, registryConfig(f.name, reg.URL()), brokers)
-	if txnTimeout > 0 {
-		cfg.State.TransactionTimeout = txnTimeout
+	cfg := parseConfig(t, registryConfig(f.name, reg.URL(), run.partitioning), brokers)
+	if run.partitioning != "by_key" && cfg.Source.ByKey() {
+		t.Fatalf("source.partitioning %s runs by_key", run.partitioning)
 	}
-	jsonWant := replay(t, parseConfig(t, registryConfig("json", ""), brokers), onePartition(s.json), noWallClock)
+	if run.txnTimeout > 0 {
+		cfg.State.TransactionTimeout = run.txnTimeout
+	}
+	if run.avroResults {
+		cfg.Sink.Format = config.FormatAvro
+	}
+	jsonWant := replay(t, parseConfig(t, registryConfig("json", "", "by_key"), brokers), onePartition(s.json), noWallClock)
 	want := replayRegistry(t, cfg, f, s.avro)
 	if !slices.Equal(want.results, jsonWant.results) {
-		t.Fatalf("reference runs: Avro results differ from JSON's:\n%s", diff(want.results, jsonWant.results))
+		t.Fatalf("reference runs: %s results differ from JSON's:\n%s", f.name, diff(want.results, jsonWant.results))
 	}
 	if len(want.dead) != s.bad || len(jsonWant.late) != len(want.late) || len(want.late) == 0 {
 		t.Fatalf("reference run: %d dead letters (want %d), %d late events (JSON: %d)", len(want.dead), s.bad, len(want.late), len(jsonWant.late))
@@ -224,7 +277,7 @@ func testRegistryInput(t *testing.T, f regFormat, txnTimeout time.Duration) {
 	produce(t, brokers, s.avro[:half], func(int) int32 { return 0 })
 	svc := start(t, cfg, nil)
 	first := replayRegistry(t, cfg, f, s.avro[:half])
-	waitValue(t, brokers, resultsTopic, first.results[len(first.results)-1])
+	waitCount(t, brokers, resultsTopic, int64(len(first.results)))
 
 	reg.off.Store(true) // v2's id is first needed now: the partition waits
 	produce(t, brokers, s.avro[half:], func(int) int32 { return 0 })
@@ -235,10 +288,13 @@ func testRegistryInput(t *testing.T, f regFormat, txnTimeout time.Duration) {
 		t.Error("Ready() = true while the registry refuses, want false")
 	}
 	reg.off.Store(false)
-	waitValue(t, brokers, resultsTopic, want.results[len(want.results)-1])
+	waitCount(t, brokers, resultsTopic, int64(len(want.results)))
 	svc.stop(t)
 
-	if got := values(readAll(t, brokers, resultsTopic)); !slices.Equal(got, want.results) {
+	got := readAll(t, brokers, resultsTopic)
+	if run.avroResults {
+		checkAvroResults(t, reg.URL(), got, want.results)
+	} else if got := values(got); !slices.Equal(got, want.results) {
 		t.Errorf("results:\n%s", diff(got, want.results))
 	}
 	if got := events(readAll(t, brokers, dlqTopic)); !slices.Equal(got, want.dead) {
@@ -260,6 +316,24 @@ func testRegistryInput(t *testing.T, f regFormat, txnTimeout time.Duration) {
 	}
 }
 
+// checkAvroResults checks that results, Avro in the wire format, decoded
+// through the registry at url, are the JSON results want, in order.
+func checkAvroResults(t testing.TB, url string, results []*kgo.Record, want []string) {
+	t.Helper()
+	cl, err := sr.NewClient(sr.URLs(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != len(want) {
+		t.Fatalf("%d results, want %d", len(results), len(want))
+	}
+	for i, r := range results {
+		if decoded, wantJSON := decodeAvroResult(t, cl, r.Value), avroNamed(jsonResult(t, want[i])); !reflect.DeepEqual(decoded, wantJSON) {
+			t.Fatalf("result %d decoded through the registry:\n%v\nwant (the JSON result)\n%v", i, decoded, wantJSON)
+		}
+	}
+}
+
 // replayRegistry is replay for registry values: the registry's schemas
 // (ids 1 and 2; unknownID unknown) are given to the pipeline first.
 func replayRegistry(t testing.TB, cfg config.Config, f regFormat, values []string) expected {
@@ -270,7 +344,7 @@ func replayRegistry(t testing.TB, cfg config.Config, f regFormat, values []strin
 		t.Fatal(err)
 	}
 	out := capture{producer.EncoderFor(cfg), &exp}
-	typ := map[sr.SchemaType]record.SchemaType{sr.TypeAvro: record.SchemaAvro, sr.TypeProtobuf: record.SchemaProtobuf}[f.typ]
+	typ := map[sr.SchemaType]record.SchemaType{sr.TypeAvro: record.SchemaAvro, sr.TypeProtobuf: record.SchemaProtobuf, sr.TypeJSON: record.SchemaJSON}[f.typ]
 	p.Schemas().Add(1, record.Schema{Type: typ, Text: f.v1})
 	p.Schemas().Add(2, record.Schema{Type: typ, Text: f.v2})
 	p.Schemas().AddUnknown(unknownID)
@@ -346,6 +420,26 @@ func protoFormat(t testing.TB) regFormat {
 	}}
 }
 
+// The JSON Schema writer's schemas; v2 adds a field.
+const (
+	jsonCallV1 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
+		"properties":{"sid":{"type":"string"},"caller":{"type":["object","null"],"properties":{"region":{"type":"string"}}},
+		"t":{"type":"integer"},"d":{"type":["integer","null"]}},"required":["sid","t"]}`
+	jsonCallV2 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
+		"properties":{"sid":{"type":"string"},"caller":{"type":["object","null"],"properties":{"region":{"type":"string"}}},
+		"t":{"type":"integer"},"d":{"type":["integer","null"]},"channel":{"type":"string"}},"required":["sid","t"]}`
+)
+
+func jsonSchemaFormat() regFormat {
+	return regFormat{config.FormatJSONSchema, sr.TypeJSON, jsonCallV1, jsonCallV2, func(_ testing.TB, c regCall, second bool) []byte {
+		channel, id := "", uint32(1)
+		if second {
+			channel, id = `,"channel":"app"`, 2
+		}
+		return regWire(id, fmt.Appendf(nil, `{"sid":%q,"caller":{"region":%q},"t":%d,"d":%d%s}`, c.sid, c.region, c.t, c.d, channel))
+	}}
+}
+
 // TestAvroResultsThroughRegistry: with sink.format avro the results are
 // Avro in the wire format under a schema registered as calls-windows-value;
 // decoded through the registry they are the JSON results. A restart with
@@ -366,19 +460,8 @@ func TestAvroResultsThroughRegistry(t *testing.T) {
 	waitCount(t, brokers, resultsTopic, int64(len(want.results)))
 	svc.stop(t)
 
-	cl, err := sr.NewClient(sr.URLs(reg.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := readAll(t, brokers, resultsTopic)
-	if len(got) != len(want.results) {
-		t.Fatalf("%d results, want %d", len(got), len(want.results))
-	}
-	for i, r := range got {
-		if decoded, wantJSON := decodeAvroResult(t, cl, r.Value), jsonResult(t, want.results[i]); !reflect.DeepEqual(decoded, wantJSON) {
-			t.Fatalf("result %d decoded through the registry:\n%v\nwant (the JSON result)\n%v", i, decoded, wantJSON)
-		}
-	}
+	checkAvroResults(t, reg.URL(), got, want.results)
 
 	// A new aggregate: a second version under the same subject.
 	more := avroCfg
@@ -389,6 +472,10 @@ func TestAvroResultsThroughRegistry(t *testing.T) {
 	svc = start(t, more, nil)
 	waitCount(t, brokers, resultsTopic, int64(len(got))+1)
 	svc.stop(t)
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	versions, err := cl.SubjectVersions(context.Background(), resultsTopic+"-value")
 	if err != nil || len(versions) != 2 {
 		t.Fatalf("subject %s-value versions = %v, %v; want 2", resultsTopic, versions, err)
@@ -444,6 +531,26 @@ func decodeAvroResult(t testing.TB, cl *sr.Client, v []byte) map[string]any {
 	return m
 }
 
+// avroNamed renames a JSON result's key fields and aggregates as the
+// Avro results name them: every character outside [A-Za-z0-9_] is _ (a
+// leading digit would get a _ in front; these names have none).
+func avroNamed(m map[string]any) map[string]any {
+	legal := func(r rune) rune {
+		if r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
+			return r
+		}
+		return '_'
+	}
+	for _, f := range []string{"key", "aggregates"} {
+		named := map[string]any{}
+		for k, v := range m[f].(map[string]any) {
+			named[strings.Map(legal, k)] = v
+		}
+		m[f] = named
+	}
+	return m
+}
+
 // jsonResult is a JSON result with its numbers as float64.
 func jsonResult(t testing.TB, v string) map[string]any {
 	t.Helper()
@@ -470,9 +577,9 @@ func TestRegistryInputAcrossAnAbort(t *testing.T) {
 		}
 	}
 	s := newRegStream(t, f, 2000, 31)
-	cfg := parseConfig(t, registryConfig(f.name, reg.URL()), brokers)
+	cfg := parseConfig(t, registryConfig(f.name, reg.URL(), "by_key"), brokers)
 	want := replayRegistry(t, cfg, f, s.avro)
-	if jsonWant := replay(t, parseConfig(t, registryConfig("json", ""), brokers), onePartition(s.json), noWallClock); !slices.Equal(want.results, jsonWant.results) {
+	if jsonWant := replay(t, parseConfig(t, registryConfig("json", "", "by_key"), brokers), onePartition(s.json), noWallClock); !slices.Equal(want.results, jsonWant.results) {
 		t.Fatalf("reference runs: Avro results differ from JSON's:\n%s", diff(want.results, jsonWant.results))
 	}
 	svc := start(t, cfg, nil)

@@ -20,6 +20,8 @@ import (
 	"aggregator/internal/metrics"
 	"aggregator/internal/producer"
 	"aggregator/internal/ready"
+	"aggregator/internal/record"
+	"aggregator/internal/registry"
 	"aggregator/internal/repartition"
 )
 
@@ -87,22 +89,29 @@ func orderedKeyed(parts int32, n int) (first, second []keyedInput) {
 
 // forwardAsStage1 produces ins to the input topic and does what a stage 1
 // of cfg's group does with them, with the service's own stage-1 core and
-// writer, in slices of 100 records each ending with a commit's markers:
-// the repartition records, markers and dead letters written, the input
-// offsets committed. Stage 2 has read none of it: the group has no offset
-// of the repartition topic (its instance died first, or the partitions
-// moved to an instance that had not read them yet).
+// writer (and, for a registry format, the schemas the records name,
+// fetched from cfg's registry), in slices of 100 records each ending with
+// a commit's markers: the repartition records, markers and dead letters
+// written, the input offsets committed. Stage 2 has read none of it: the
+// group has no offset of the repartition topic (its instance died first,
+// or the partitions moved to an instance that had not read them yet).
 func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts int32, ins []keyedInput) {
 	t.Helper()
-	produceKeyed(t, brokers, ins)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	cl := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
+	offsets := map[int32]int64{} // where ins go: the input's end offsets
+	ends, err := adm.ListEndOffsets(ctx, inTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) { offsets[o.Partition] = o.Offset })
+	produceKeyed(t, brokers, ins)
 	if err := cluster.EnsureRepartition(ctx, adm, cfg.State.RepartitionTopic, parts, cfg.Sink); err != nil {
 		t.Fatal(err)
 	}
-	core, err := repartition.New(cfg, parts, nil)
+	core, err := repartition.New(cfg, parts, stage1Schemas(ctx, t, cfg, ins))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +122,6 @@ func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts in
 	w := producer.NewWriter(cl, cfg, metrics.New(prometheus.NewRegistry()), time.Now, nil, zerolog.Nop())
 	defer w.Close()
 	w.SetRepartitionPartitions(parts)
-	offsets := map[int32]int64{}
 	var rd ready.Ready
 	for lo := 0; lo < len(ins); lo += 100 {
 		for _, in := range ins[lo:min(lo+100, len(ins))] {
@@ -138,6 +146,31 @@ func forwardAsStage1(t testing.TB, brokers []string, cfg config.Config, parts in
 	if err := adm.CommitAllOffsets(ctx, cfg.Source.Group, commit); err != nil {
 		t.Fatalf("commit stage 1's input offsets: %v", err)
 	}
+}
+
+// stage1Schemas are the registry schemas the values of ins name, fetched
+// from cfg's registry as a stage 1 fetches them; nil unless
+// source.format is a registry format.
+func stage1Schemas(ctx context.Context, t testing.TB, cfg config.Config, ins []keyedInput) *record.Schemas {
+	t.Helper()
+	if !cfg.RecordSpec().Format.Registry() {
+		return nil
+	}
+	c, err := registry.New(cfg.Source.SchemaRegistry, zerolog.Nop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := record.NewSchemas()
+	if err := c.Resolve(ctx, schemas, func(yield func([]byte) bool) {
+		for _, in := range ins {
+			if !yield([]byte(in.value)) {
+				return
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return schemas
 }
 
 // TestRepartitionStartLatest: source.start_offset latest is where a new

@@ -7,12 +7,14 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -424,30 +426,70 @@ func rollingOldPod(t *testing.T, partitioning string) {
 // TestConfigChangeRefusedExits2: the binary, against the state of a
 // config that ran, with another window at the same state.config_version,
 // or another source.key at a higher one, exits 2 (a config error) with a
-// message naming the key, and writes nothing: the changelog and the
-// output topics end where they did.
+// message naming the key, and writes nothing: every topic (the changelog,
+// the outputs, and the repartition or the watermark topic) ends where it
+// did. By key (with watermark.scope global: the watermark topic) and
+// through the repartition stage, whose stage 1 writes nothing, not even
+// its watermark markers, before the restores of the instance's state
+// partitions have accepted the config (docs/design.md#restore). By key
+// with state in partition 1 only, partition 0's restore accepts the
+// config (a first generation, to be written at the next commit) before
+// partition 1's refuses it: the shutdown after the refusal commits
+// nothing either.
 func TestConfigChangeRefusedExits2(t *testing.T) {
 	t.Parallel()
-	kc := newCluster(t, 2)
-	brokers := kc.ListenAddrs()
-	first := run1(t, brokers, genYAML("by_key", rollMs1, rollOne, 1))
-	produceSliced(t, brokers, rollGroup, genInput(2, 200))
-	first.term(t)
-	topics := []string{rollGroup + "-changelog", resultsTopic, lateTopic, dlqTopic}
-	before := endOffsets(t, brokers, topics...)
-	for _, c := range []struct{ name, yaml, key string }{
-		{"equal version", genYAML("by_key", rollMs5, rollOne, 1), "state.config_version"},
-		{"another key", strings.Replace(genYAML("by_key", rollMs1, rollOne, 2), "key: [sid]", "key: [d]", 1), "source.key"},
-	} {
-		r := run1(t, brokers, c.yaml)
-		code, _ := r.wait(t, waitTimeout)
-		if out := r.out.String(); code != 2 || !strings.Contains(out, c.key) {
-			t.Errorf("%s: exit %d, want 2 with a message naming %s; log:\n%s", c.name, code, c.key, (&durProc{out: r.out}).logTail(10))
+	for _, tc := range []struct {
+		partitioning string
+		onlyPart1    bool // the first run's input, and so its state, in partition 1 only
+	}{{"by_key_global", false}, {"repartition", false}, {"by_key_global", true}} {
+		name := tc.partitioning
+		if tc.onlyPart1 {
+			name += "/state_in_partition_1_only"
 		}
-		if after := endOffsets(t, brokers, topics...); !maps2Equal(after, before) {
-			t.Errorf("%s: end offsets %v after the refusal, want %v: nothing written", c.name, after, before)
-		}
+		partitioning := tc.partitioning
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // its own broker
+			kc := newCluster(t, 2)
+			brokers := kc.ListenAddrs()
+			first := run1(t, brokers, genYAML(partitioning, rollMs1, rollOne, 1))
+			input := genInput(2, 200)
+			if tc.onlyPart1 {
+				for i := range input {
+					input[i].partition = 1
+				}
+			}
+			produceSliced(t, brokers, rollGroup, input)
+			first.term(t)
+			topics := allTopics(t, brokers)
+			if want := map[string]string{"by_key_global": rollGroup + "-watermarks", "repartition": rollGroup + "-repartition"}[partitioning]; !slices.Contains(topics, want) {
+				t.Fatalf("topics %v: no %s", topics, want)
+			}
+			before := endOffsets(t, brokers, topics...)
+			for _, c := range []struct{ name, yaml, key string }{
+				{"equal version", genYAML(partitioning, rollMs5, rollOne, 1), "state.config_version"},
+				{"another key", strings.Replace(genYAML(partitioning, rollMs1, rollOne, 2), "key: [sid]", "key: [d]", 1), "source.key"},
+			} {
+				r := run1(t, brokers, c.yaml)
+				code, _ := r.wait(t, waitTimeout)
+				if out := r.out.String(); code != 2 || !strings.Contains(out, c.key) {
+					t.Errorf("%s: exit %d, want 2 with a message naming %s; log:\n%s", c.name, code, c.key, (&durProc{out: r.out}).logTail(10))
+				}
+				if after := endOffsets(t, brokers, topics...); !maps2Equal(after, before) {
+					t.Errorf("%s: end offsets %v after the refusal, want %v: nothing written", c.name, after, before)
+				}
+			}
+		})
 	}
+}
+
+// allTopics are the cluster's topics.
+func allTopics(t testing.TB, brokers []string) []string {
+	t.Helper()
+	topics, err := kadm.NewClient(client(t, brokers)).ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topics.Names()
 }
 
 // run1 runs the binary with the config yaml (writeConfig's).

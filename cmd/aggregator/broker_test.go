@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -276,20 +277,7 @@ func TestBrokerPurgedToEndRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dreq := kmsg.NewPtrDeleteRecordsRequest()
-	dt := kmsg.NewDeleteRecordsRequestTopic()
-	dt.Topic = "t"
-	dp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	dp.Partition, dp.Offset = 0, 3
-	dt.Partitions = append(dt.Partitions, dp)
-	dreq.Topics = append(dreq.Topics, dt)
-	dresp, err := dreq.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(dresp.Topics[0].Partitions[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("delete records of t[0] to 3: %v", err)
-	}
+	deleteRecords(t, ctx, cl, 3)
 	cl.Close()
 	crashed := filepath.Join(t.TempDir(), "crashed")
 	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
@@ -313,6 +301,119 @@ func TestBrokerPurgedToEndRestarts(t *testing.T) {
 	if r.Offset != 3 {
 		t.Errorf("the next record after the restart is at offset %d, want 3", r.Offset)
 	}
+}
+
+// TestBrokerCrashKeepsPurged: `broker --data-dir` with records deleted
+// from a partition's start (DeleteRecords below the high watermark, as the
+// service's purge of the repartition topic deletes what stage 2
+// committed), killed, then started again: the deleted records stay
+// deleted (the partition starts at its log start offset, and a reader
+// from the start reads only what is after it), whether the load replays
+// the segments (a crash) or takes a clean stop's snapshot whose segments
+// have not changed since, and records produced after the restart follow
+// on. Before the fix the replay started the log at its first batch: the
+// purged records came back below every committed offset, for a reader
+// without one.
+func TestBrokerCrashKeepsPurged(t *testing.T) {
+	for _, cleanStopFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clean_stop_first=%v", cleanStopFirst), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			dir := filepath.Join(t.TempDir(), "data")
+			b := startBroker(t, ctx, dir)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{"a", "b", "c", "d", "e"} {
+				if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deleteRecords(t, ctx, cl, 2)
+			want := []string{"c", "d", "e"}
+			if cleanStopFirst {
+				// The clean stop's snapshot has log start 2; the purge
+				// to 3 after the restart changes no segment file.
+				cl.Close()
+				b.stop()
+				b = startBroker(t, ctx, dir)
+				if cl, err = kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t")); err != nil {
+					t.Fatal(err)
+				}
+				deleteRecords(t, ctx, cl, 3)
+				want = want[1:]
+			}
+			cl.Close()
+			crashed := filepath.Join(t.TempDir(), "crashed")
+			if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+				t.Fatalf("copy the data directory: %v", err)
+			}
+			b.stop()
+
+			b = startBroker(t, ctx, crashed)
+			if start := startOffset(t, ctx, b.addr); start != int64(5-len(want)) {
+				t.Errorf("after the restart: log start offset %d, want %d", start, 5-len(want))
+			}
+			cl, err = kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic("t"), kgo.ConsumeTopics("t"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if err := cl.ProduceSync(ctx, kgo.StringRecord("next")).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, "next")
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer rcancel()
+			var got []string
+			for !slices.Contains(got, "next") && rctx.Err() == nil {
+				cl.PollFetches(rctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("a reader from the start read %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// deleteRecords deletes the records of t[0] below offset.
+func deleteRecords(t *testing.T, ctx context.Context, cl *kgo.Client, offset int64) {
+	t.Helper()
+	dreq := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = "t"
+	dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	dp.Partition, dp.Offset = 0, offset
+	dt.Partitions = append(dt.Partitions, dp)
+	dreq.Topics = append(dreq.Topics, dt)
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(dresp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete records of t[0] to %d: %v", offset, err)
+	}
+}
+
+// startOffset is partition t[0]'s log start offset (ListOffsets earliest).
+func startOffset(t *testing.T, ctx context.Context, addr string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := starts.Lookup("t", 0)
+	if !ok || o.Err != nil {
+		t.Fatalf("list the start offset of t[0]: %v", o.Err)
+	}
+	return o.Offset
 }
 
 // TestBrokerCrashTwiceFences: `broker --data-dir` killed with a

@@ -231,23 +231,28 @@ func summaryField(t *testing.T, line, name string) int {
 // of two topics, and the group's balancer gives one instance only
 // repartition partitions in about one run of three: the demo then waited
 // for ever for it to hold an input partition (TestUnsettled
-// checks that assignment every time), so that case runs twice.
+// checks that assignment every time), so that case runs twice. With
+// --format avro, stage 1 decodes with the in-process registry's schema
+// on whichever instance holds the input partition, and stage 2 on every
+// instance reads the compact form.
 func TestDemoInstances(t *testing.T) {
 	t.Parallel() // mostly waits on the wall clock, beside the package's other tests
 	cases := []struct {
 		instances    int
 		window       string
 		partitioning string
+		format       string
 		run          int
-	}{{2, "tumbling", "by_key", 1}, {3, "tumbling", "repartition", 1}, {3, "tumbling", "repartition", 2}, {2, "tumbling", "repartition", 1}, {3, "sliding", "by_key", 1}}
+	}{{2, "tumbling", "by_key", "json", 1}, {3, "tumbling", "repartition", "avro", 1}, {3, "tumbling", "repartition", "json", 1},
+		{3, "tumbling", "repartition", "json", 2}, {2, "tumbling", "repartition", "json", 1}, {3, "sliding", "by_key", "json", 1}}
 	rate := "100"
 	if raceEnabled { // the instances run several times slower: half the rate, and no sliding windows' five results per record
 		cases, rate = cases[:2], "50"
 	}
 	for _, tt := range cases {
-		t.Run(fmt.Sprintf("%d %s %s #%d", tt.instances, tt.window, tt.partitioning, tt.run), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d %s %s %s #%d", tt.instances, tt.window, tt.partitioning, tt.format, tt.run), func(t *testing.T) {
 			t.Parallel() // its own broker; mostly waits on the wall clock
-			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window, "--partitioning", tt.partitioning,
+			args := []string{"demo", "--instances", strconv.Itoa(tt.instances), "--window", tt.window, "--partitioning", tt.partitioning, "--format", tt.format,
 				"--speed", "4", "--rate", rate, "--late-fraction", "0.05", "--listen", "127.0.0.1:0"}
 			// Two windows of each of the 8 keys (one under race) compared
 			// after the first late events (they start 1 s after the

@@ -295,35 +295,9 @@ func TestVerifyGenerationsSessions(t *testing.T) {
 // 2 is found.
 func TestVerifyGenerationsAvro(t *testing.T) {
 	t.Parallel()
-	fake := srfake.New()
-	defer fake.Close()
-	id, _, err := fake.RegisterSchema("calls-value", sr.Schema{Schema: replayCallSchema, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
-	toAvro := strings.NewReplacer("format: json", "format: avro\n  schema_registry: {url: '"+fake.URL()+"'}",
-		"linger: 1ms}", "linger: 1ms, format: avro}")
+	toAvro, encode := avroVerifyInput(t)
 	v1, v2 := genConfigs("by_key", "partition")
 	s := newVerifySetup(t, 2, toAvro.Replace(v1))
-	schema := avro.MustParse(replayCallSchema)
-	encode := func(recs []verifyRecord) []verifyRecord {
-		for i, r := range recs {
-			var c struct {
-				Sid string `json:"sid"`
-				T   int64  `json:"t"`
-				D   int64  `json:"d"`
-			}
-			if err := json.Unmarshal([]byte(r.value), &c); err != nil {
-				t.Fatal(err)
-			}
-			body, err := avro.Marshal(schema, map[string]any{"sid": c.Sid, "t": c.T, "d": c.D})
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs[i].value = string(append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), body...))
-		}
-		return recs
-	}
 	s.runPhase(t, encode(genInput(0, 200_000, 0, 1)))
 	s.switchConfig(t, toAvro.Replace(v2))
 	s.runPhase(t, encode(genInput(200_000, 720_000, 1)))
@@ -350,5 +324,66 @@ func TestVerifyGenerationsAvro(t *testing.T) {
 	d := wantDiff(t, out, err, "window_differs")
 	if got := d["found"].(map[string]any)["count"]; got != float64(v["count"].(int64)) || out.count("unexplained") != 1 {
 		t.Errorf("the difference's found count is %v, want %v, and nothing else:\n%s", got, v["count"], out.text)
+	}
+}
+
+// TestVerifyGenerationsRepartitionAvro: the change of
+// TestVerifyGenerationsRepartition with Avro input and results: stage 2's
+// partitions hold both generations after the change, each decoding the
+// records under its own settings, and verify finds every window of
+// either generation equal.
+func TestVerifyGenerationsRepartitionAvro(t *testing.T) {
+	t.Parallel()
+	toAvro, encode := avroVerifyInput(t)
+	v1, v2 := genConfigs("repartition", "global")
+	s := newVerifySetup(t, 2, toAvro.Replace(v1))
+	s.runPhase(t, encode(genInput(0, 200_000, 0, 1)))
+	s.switchConfig(t, toAvro.Replace(v2))
+	s.runPhase(t, encode(genInput(200_000, 270_000, 0, 1))) // to 4:30: the cut-over at 5:00, generation 1's [4m, 5m) open
+	out, err := s.verify(t)
+	if err != nil || out.count("windows_compared_by_generation.1") != 16 || out.count("windows.equal") != 16 {
+		t.Fatalf("verify = %v, want nil, 16 windows of generation 1 compared and equal:\n%s", err, out.text)
+	}
+	s.runPhase(t, encode(genInput(270_000, 720_000, 0, 1))) // to 12:00: generation 1 retired, 2's [5m, 10m) closed
+	out, err = s.verify(t)
+	if err != nil || out.count("windows_compared_by_generation.2") != 4 || out.count("windows.equal") != 4 {
+		t.Fatalf("after the retirement: verify = %v, want nil, 4 windows of generation 2 compared and equal:\n%s", err, out.text)
+	}
+}
+
+// avroVerifyInput is an Avro writer's schema in a registry (srfake) for
+// the test's life: what turns a JSON config of the tests into one of Avro
+// input and results through it, and what turns their JSON records into
+// Avro values in the wire format (and a record that is not JSON into a
+// value that is not in it).
+func avroVerifyInput(t *testing.T) (toAvro *strings.Replacer, encode func([]verifyRecord) []verifyRecord) {
+	t.Helper()
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	id, _, err := fake.RegisterSchema("calls-value", sr.Schema{Schema: replayCallSchema, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toAvro = strings.NewReplacer("format: json", "format: avro\n  schema_registry: {url: '"+fake.URL()+"'}",
+		"linger: 1ms}", "linger: 1ms, format: avro}")
+	schema := avro.MustParse(replayCallSchema)
+	return toAvro, func(recs []verifyRecord) []verifyRecord {
+		for i, r := range recs {
+			var c struct {
+				Sid string `json:"sid"`
+				T   int64  `json:"t"`
+				D   int64  `json:"d"`
+			}
+			if json.Unmarshal([]byte(r.value), &c) != nil {
+				recs[i].value = "not avro" // a dead letter, as the record is not JSON
+				continue
+			}
+			body, err := avro.Marshal(schema, map[string]any{"sid": c.Sid, "t": c.T, "d": c.D})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs[i].value = string(append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), body...))
+		}
+		return recs
 	}
 }

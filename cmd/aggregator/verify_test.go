@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,8 +22,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"aggregator/internal/config"
 	"aggregator/internal/consumer"
@@ -651,39 +648,24 @@ func TestVerifyWindowKinds(t *testing.T) {
 }
 
 // TestVerifyAvro: Avro input through a Schema Registry (srfake) and Avro
-// results: a healthy run verifies clean, and a result re-encoded with a
-// wrong count is found, decoded, as the window that differs.
+// results, by key and through the repartition stage: a healthy run
+// verifies clean, and a result re-encoded with a wrong count is found,
+// decoded, as the window that differs.
 func TestVerifyAvro(t *testing.T) {
 	t.Parallel()
-	fake := srfake.New()
-	defer fake.Close()
-	id, _, err := fake.RegisterSchema("calls-value", sr.Schema{Schema: replayCallSchema, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
+	for _, partitioning := range []string{"by_key", "repartition"} {
+		t.Run(partitioning, func(t *testing.T) {
+			t.Parallel()
+			testVerifyAvro(t, partitioning)
+		})
 	}
-	yaml := strings.NewReplacer("format: json", "format: avro\n  schema_registry: {url: '"+fake.URL()+"'}",
-		"linger: 1ms}", "linger: 1ms, format: avro}").Replace(fmt.Sprintf(verifyYaml, "by_key", "exactly_once"))
-	s := newVerifySetup(t, 3, yaml)
-	schema := avro.MustParse(replayCallSchema)
+}
+
+func testVerifyAvro(t *testing.T, partitioning string) {
+	toAvro, encode := avroVerifyInput(t)
+	s := newVerifySetup(t, 3, toAvro.Replace(fmt.Sprintf(verifyYaml, partitioning, "exactly_once")))
 	first, second := verifyInput(3, 600, false)
-	for _, recs := range [][]verifyRecord{first, second} {
-		for i, r := range recs {
-			var c struct {
-				Sid string `json:"sid"`
-				T   int64  `json:"t"`
-				D   int64  `json:"d"`
-			}
-			if json.Unmarshal([]byte(r.value), &c) != nil {
-				recs[i].value = "not avro" // a dead letter
-				continue
-			}
-			body, err := avro.Marshal(schema, map[string]any{"sid": c.Sid, "t": c.T, "d": c.D})
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs[i].value = string(append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), body...))
-		}
-	}
+	first, second = encode(first), encode(second)
 	s.healthyRun(t, first, second, "")
 	out, err := s.verify(t)
 	if err != nil || out.count("windows.equal") < 5 {

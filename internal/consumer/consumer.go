@@ -97,12 +97,16 @@ type schemaSource struct {
 // cycle is where the commit cycle stands (guarded by Consumer.mu).
 type cycle struct {
 	lastCommit time.Time
-	closing    bool      // Drain or Close began: rebalance callbacks commit nothing more
-	inTxn      bool      // exactly_once: a transaction is open
-	gone       bool      // at_least_once: the coordinator said the member is gone; commits write no position until lost, assigned or a new generation
-	goneGen    int32     // the generation gone was said in
-	unfetched  time.Time // last end-offset check of never-fetched partitions
-	idle       idleCommit
+	closing    bool // Drain or Close began: rebalance callbacks commit nothing more
+	// refused: a restore refused the config (a change it does not
+	// allow): Drain commits nothing of the run, as nothing may be written
+	// under a config the state refuses.
+	refused   bool
+	inTxn     bool      // exactly_once: a transaction is open
+	gone      bool      // at_least_once: the coordinator said the member is gone; commits write no position until lost, assigned or a new generation
+	goneGen   int32     // the generation gone was said in
+	unfetched time.Time // last end-offset check of never-fetched partitions
+	idle      idleCommit
 	// blockedChecked is the last check of the blocked restores' last stable offsets.
 	blockedChecked time.Time
 }
@@ -498,7 +502,8 @@ func (c *Consumer) noteReach() {
 // Drain ends the service after Run returned: it fires nothing early,
 // commits the state, outputs and offsets, and leaves the group (a static
 // member too). Open windows are in the changelog: the partition's next
-// owner continues them.
+// owner continues them. After a restore refused the config, it commits
+// nothing (an open transaction is aborted) and leaves.
 func (c *Consumer) Drain(ctx context.Context) error {
 	c.setReady(false)
 	if c.writer == nil {
@@ -506,7 +511,12 @@ func (c *Consumer) Drain(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.cycle.closing = true
+	refused := c.cycle.refused
 	c.mu.Unlock()
+	if refused {
+		c.close(ctx, true) // the open transaction, if any, is aborted
+		return nil
+	}
 	err := c.lockedCommit(ctx)
 	if err != nil && cluster.Transient(err) {
 		// Nothing is lost: the partitions' next owner processes again

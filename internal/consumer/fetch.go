@@ -217,18 +217,7 @@ func (f *fetcher) resolve(ctx context.Context, p *poll) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- f.c.schemas.registry.Resolve(ctx, schemas, func(yield func([]byte) bool) {
-			for _, pp := range p.parts {
-				for _, r := range pp.records {
-					if r.Attrs.IsControl() {
-						continue
-					}
-					if !yield(r.Value) {
-						return
-					}
-				}
-			}
-		})
+		done <- f.c.schemas.registry.Resolve(ctx, schemas, p.values)
 	}()
 	t := time.NewTicker(tickInterval)
 	defer t.Stop()
@@ -245,19 +234,33 @@ func (f *fetcher) resolve(ctx context.Context, p *poll) error {
 // missingSchemas reports whether a record of p names a schema id that
 // schemas does not have (runs of one id are looked up once).
 func missingSchemas(schemas *record.Schemas, p *poll) bool {
-	last, known := uint32(0), false
+	last, known, missing := uint32(0), false, false
+	p.values(func(v []byte) bool {
+		id, ok := record.WireSchemaID(v)
+		if !ok || known && id == last {
+			return true
+		}
+		last, known = id, schemas.Has(id)
+		missing = !known
+		return !missing
+	})
+	return missing
+}
+
+// values yields the value that decoding each record of p may read with a
+// registry format's schemas (pipeline.Core.InputValue: a repartition
+// record's is the input value it carries), until yield returns false.
+func (p *poll) values(yield func([]byte) bool) {
 	for _, pp := range p.parts {
 		for _, r := range pp.records {
-			id, ok := record.WireSchemaID(r.Value)
-			if !ok || known && id == last || r.Attrs.IsControl() {
+			if r.Attrs.IsControl() {
 				continue
 			}
-			if last, known = id, schemas.Has(id); !known {
-				return true
+			if !yield(p.core.InputValue(pp.id, r.Value, len(r.Headers) > 0)) {
+				return
 			}
 		}
 	}
-	return false
 }
 
 // tick sends the engine goroutine an empty poll, if a buffer is free.

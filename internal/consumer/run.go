@@ -205,6 +205,11 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 		if ctx.Err() != nil {
 			return false, nil // shutting down: the next owner restores it
 		}
+		if errors.Is(err, config.ErrInvalid) {
+			c.mu.Lock()
+			c.cycle.refused = true
+			c.mu.Unlock()
+		}
 		return false, err
 	}
 	c.mu.Lock()

@@ -38,6 +38,11 @@ type Core struct {
 	// s1 is stage 1 (repartition; nil with by_key): the input
 	// partitions, whose ids are layout.first on.
 	s1 *repartition.Stage
+	// admitted: the restores of the window partitions of the instance's
+	// first assignment accepted the config (admit); until then stage 1
+	// hands over nothing, so that a config they refuse writes nothing.
+	// assigned: a partition was assigned.
+	admitted, assigned bool
 	// counts are the input topics' partition counts stage 1's markers
 	// report (the layout's, or more for the last topic: Sources);
 	// recount: a partition beyond them was assigned (SourcesDue).
@@ -190,11 +195,17 @@ func NewCore(spec Spec) (*Core, error) {
 	if cfg.PublishesWatermarks() {
 		mode.Group = c.layout.sourceEnd
 	}
-	if c.win, err = newProcessor(cfg, mode, spec.Schemas); err != nil {
+	// Both stages' decoders read one Schemas: the one the shell fills, or
+	// (a core made to check a config) one of their own.
+	schemas := spec.Schemas
+	if schemas == nil && cfg.RecordSpec().Format.Registry() {
+		schemas = record.NewSchemas()
+	}
+	if c.win, err = newProcessor(cfg, mode, schemas); err != nil {
 		return nil, err
 	}
 	if c.layout.stages2 {
-		if c.s1, err = repartition.New(cfg, c.layout.sourceEnd, spec.Schemas); err != nil {
+		if c.s1, err = repartition.New(cfg, c.layout.sourceEnd, schemas); err != nil {
 			return nil, fmt.Errorf("repartition: %w", err)
 		}
 	}
@@ -216,6 +227,7 @@ func (c *Core) stage1(id int32) bool { return c.s1 != nil && id >= c.layout.firs
 // partition beyond the counts makes SourcesDue report true.
 func (c *Core) Assign(topic string, n int32, now int64) (id int32, ok bool) {
 	id = c.layout.ID(topic, n)
+	c.assigned = true
 	if c.stage1(id) {
 		if i := slices.Index(c.layout.topics, topic); n >= c.counts[i] {
 			c.recount = true
@@ -432,13 +444,35 @@ func (c *Core) Peer(topic string, n int32, wm int64, idle bool) {
 // stats (valid until the next one).
 func (c *Core) Step(now int64) ready.Ready {
 	var rd ready.Ready
-	if c.s1 == nil {
+	if !c.admit() {
 		rd = c.win.Step()
 	} else {
 		rd = c.merge(c.s1.Step(now), c.win.Step())
 	}
 	rd.Stats = c.stats(now)
 	return rd
+}
+
+// admit reports whether stage 1 hands over its outputs and offsets: with
+// two stages, once a partition was assigned and every window partition
+// assigned so far has been restored, from then on. A restore checks the
+// config against the partition's stored generations and refuses a
+// change the config does not allow (config.PlanAgainst): until the
+// restores of the instance's first assignment have accepted it, stage 1
+// writes nothing, not even its watermark markers, and commits no input
+// offset (it keeps what it processed meanwhile for its first Ready after;
+// an Abort drops it). An instance whose first assignment has no window
+// partition has nothing to check the config against, and the
+// partitions assigned later are not waited for: their restores may
+// still refuse the config (docs/design.md#restore).
+func (c *Core) admit() bool {
+	if c.s1 == nil {
+		return false
+	}
+	if !c.admitted && c.assigned && len(c.win.Unrestored()) == 0 {
+		c.admitted = true
+	}
+	return c.admitted
 }
 
 // Commit hands over a commit: the outputs since the last Step, stage 1's
@@ -449,7 +483,7 @@ func (c *Core) Step(now int64) ready.Ready {
 // the next Step or Commit.
 func (c *Core) Commit(now int64) ready.Ready {
 	var rd ready.Ready
-	if c.s1 == nil {
+	if !c.admit() {
 		rd = c.win.Commit()
 		rd.Offsets = c.offsets(rd.Offsets, nil)
 	} else {

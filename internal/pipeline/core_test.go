@@ -119,6 +119,57 @@ func TestCoreOffsetsByTopic(t *testing.T) {
 	})
 }
 
+// TestCoreStage1WaitsForRestores: with repartition, stage 1 hands over
+// nothing, neither its records, dead letters and markers nor its input
+// offsets, until the window partitions of the first assignment are
+// restored (a restore may refuse the config: then nothing was written);
+// it keeps what it processed meanwhile and hands it over after. An
+// instance whose first assignment has no window partition hands over
+// at once.
+func TestCoreStage1WaitsForRestores(t *testing.T) {
+	kinds := func(rd ready.Ready) map[ready.Kind]int {
+		out := map[ready.Kind]int{}
+		for _, o := range rd.Outputs {
+			out[o.Kind]++
+		}
+		return out
+	}
+	c, dec := newInstanceCore(t, "repartition", 3, 2)
+	in, _ := c.Assign("sms", 0, 0)
+	c.Assign("g-repartition", 2, 0)
+	if rd := c.Commit(0); len(rd.Outputs) != 0 || len(rd.Offsets) != 0 {
+		t.Fatalf("Commit before the restore: %d outputs, offsets %+v; want none (no markers)", len(rd.Outputs), rd.Offsets)
+	}
+	c.Accept()
+	applyValues(c, dec, "sms", 0, in, `{"k":"a","t":1}`, `bad`)
+	if rd := c.Step(0); len(rd.Outputs) != 0 {
+		t.Fatalf("Step before the restore: outputs %v, want none", kinds(rd))
+	}
+	if rd := c.Commit(0); len(rd.Outputs) != 0 || len(rd.Offsets) != 0 {
+		t.Fatalf("Commit before the restore: outputs %v, offsets %+v; want none", kinds(rd), rd.Offsets)
+	}
+	c.Accept()
+	restoreAllEmpty(t, c)
+	rd := c.Commit(0)
+	if k := kinds(rd); k[ready.Repartition] != 1 || k[ready.DeadLetter] != 1 || k[ready.Marker] == 0 {
+		t.Errorf("Commit after the restore: outputs %v, want the repartition record, the dead letter and markers", k)
+	}
+	if want := []ready.Offset{{Topic: "sms", Partition: 0, Offset: 2}}; !slices.Equal(rd.Offsets, want) {
+		t.Errorf("Commit after the restore: offsets %+v, want %+v", rd.Offsets, want)
+	}
+	c.Accept()
+
+	c, _ = newInstanceCore(t, "repartition", 3, 2)
+	if rd := c.Commit(0); len(rd.Outputs) != 0 {
+		t.Errorf("Commit before any assignment: outputs %v, want none", kinds(rd))
+	}
+	c.Accept()
+	c.Assign("sms", 0, 0)
+	if k := kinds(c.Commit(0)); k[ready.Marker] == 0 {
+		t.Errorf("Commit of an instance of input partitions only: outputs %v, want its markers", k)
+	}
+}
+
 // TestCoreSourcesGrow: with repartition, a partition of the last input
 // topic beyond its count is assigned and makes the counts due; one of
 // another topic is not assigned, and a change of that topic's count is

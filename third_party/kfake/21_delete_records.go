@@ -107,9 +107,8 @@ func (c *Cluster) deleteRecords(pd *partData, offset int64) (int64, *kerr.Error)
 	if to < pd.logStartOffset || to > pd.highWatermark {
 		return 0, kerr.OffsetOutOfRange
 	}
-	// logStartOffset is not persisted live. On crash recovery without a
-	// snapshot it resets to 0, matching real Kafka unclean leader
-	// election. The snapshot captures it on clean shutdown.
+	// aggregator patch: trimLeft writes the log start offset before it
+	// removes anything; a load after a crash or a clean stop starts there.
 	pd.logStartOffset = to
 	c.trimLeft(pd)
 	return to, nil

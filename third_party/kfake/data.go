@@ -554,6 +554,9 @@ func (pd *partData) searchOffset(o int64) (segIdx, metaIdx int, found, atEnd boo
 }
 
 func (c *Cluster) trimLeft(pd *partData) {
+	// aggregator patch: the log start offset is durable before any
+	// record below it is removed (persist.go, logStartFile).
+	c.persistLogStart(pd)
 	// Trim batchMeta segments, deleting fully-trimmed segment + index files.
 	pdir := partDir(c.storageDir, pd.t, pd.p)
 outer:
@@ -583,7 +586,6 @@ outer:
 	}
 	pd.rebuildMaxTimestampMeta()
 	pd.trimAbortedTxns()
-	c.persistLogStart(pd)
 }
 
 // legacyOffsetsBefore answers ListOffsets v0 the way a broker that still

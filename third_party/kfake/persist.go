@@ -1292,13 +1292,19 @@ func (c *Cluster) loadPartition(fsys fs, dir, topic string, part int32, pd *part
 			// a crash no session state restores it, and the full
 			// replay finds and aborts it.
 			if snapshotMatchesSegments(snap, segFiles, fsys, pdir) && (!crashed || snap.LastStableOffset >= snap.HighWatermark) {
-				return c.loadPartitionFromSnapshot(pd, snap, segFiles, fsys, pdir)
+				if err := c.loadPartitionFromSnapshot(pd, snap, segFiles, fsys, pdir); err != nil {
+					return err
+				}
+				return c.loadLogStart(pd, fsys, pdir)
 			}
 		}
 	}
 
 	// Full replay - scan all segments
-	return c.loadPartitionFullReplay(pd, segFiles, fsys, pdir, crashed, crashAbortedMu, crashAbortedPIDs)
+	if err := c.loadPartitionFullReplay(pd, segFiles, fsys, pdir, crashed, crashAbortedMu, crashAbortedPIDs); err != nil {
+		return err
+	}
+	return c.loadLogStart(pd, fsys, pdir)
 }
 
 func snapshotMatchesSegments(snap persistPartSnapshot, segFiles []int64, fsys fs, pdir string) bool {
@@ -1390,10 +1396,15 @@ func (c *Cluster) loadPartitionFromSnapshot(pd *partData, snap persistPartSnapsh
 }
 
 // logStartFile is a partition's log start offset, written at each trim
-// (aggregator patch): a trim to the high watermark removes every segment,
-// and a replay of no segment started the partition again at offset 0,
-// below its consumers' committed offsets (they skipped what was written
-// next, up to their offset) and the offsets the records already read had.
+// before any segment file is removed (aggregator patch). A load took the
+// log start from the first batch its segments hold (a full replay) or
+// from the snapshot of the last clean stop: records deleted since
+// (DeleteRecords, the service's purge of the repartition topic) came
+// back below every committed offset, for a reader without one to read
+// again; and a trim to the high watermark removes every segment, so a
+// replay of no segment started the partition again at offset 0, below its
+// consumers' committed offsets (they skipped what was written next, up to
+// their offset) and the offsets the records already read had.
 const logStartFile = "log_start.json"
 
 type persistLogStart struct {
@@ -1413,6 +1424,36 @@ func (c *Cluster) persistLogStart(pd *partData) {
 	if err := writeJSONFile(c.fs, filepath.Join(pdir, logStartFile), persistLogStart{pd.logStartOffset}); err != nil {
 		c.cfg.logger.Logf(LogLevelWarn, "persist log start %s-%d: %v", pd.t, pd.p, err)
 	}
+}
+
+// loadLogStart raises pd's log start offset, as loaded from its segments
+// or its snapshot, to the one its last trim wrote (logStartFile), and
+// trims what is below it (aggregator patch). With every record below it
+// trimmed (a trim to the high watermark removed every segment, or a crash
+// of the machine lost writes the trim had been told of) the partition
+// goes on at that offset.
+func (c *Cluster) loadLogStart(pd *partData, fsys fs, pdir string) error {
+	var ls persistLogStart
+	found, err := readJSONFile(fsys, filepath.Join(pdir, logStartFile), &ls)
+	if err != nil || !found || ls.LogStartOffset <= pd.logStartOffset {
+		return err
+	}
+	pd.logStartOffset = ls.LogStartOffset
+	if pd.highWatermark < pd.logStartOffset {
+		pd.highWatermark = pd.logStartOffset
+	}
+	if pd.lastStableOffset < pd.logStartOffset {
+		pd.lastStableOffset = pd.logStartOffset
+	}
+	c.trimLeft(pd)
+	// trimLeft took the trimmed batches' bytes off a total that a
+	// snapshot's load had not counted them in: count again.
+	pd.nbytes = 0
+	pd.eachBatchMeta(func(_, _ int, m *batchMeta) bool {
+		pd.nbytes += int64(m.nbytes)
+		return true
+	})
+	return nil
 }
 
 func (c *Cluster) loadPartitionFullReplay(pd *partData, segFiles []int64, fsys fs, pdir string, crashed bool, crashAbortedMu *sync.Mutex, crashAbortedPIDs map[int64]*crashAbortedTxn) error {
@@ -1446,16 +1487,9 @@ func (c *Cluster) loadPartitionFullReplay(pd *partData, segFiles []int64, fsys f
 
 		// epoch: use the last batch's epoch (highest seen).
 		pd.epoch = last.epoch
-	} else {
-		// aggregator patch: every segment trimmed, the partition goes
-		// on at its log start offset, not at 0.
-		var ls persistLogStart
-		if found, err := readJSONFile(fsys, filepath.Join(pdir, logStartFile), &ls); err != nil {
-			return err
-		} else if found && ls.LogStartOffset > 0 {
-			pd.logStartOffset, pd.highWatermark, pd.lastStableOffset = ls.LogStartOffset, ls.LogStartOffset, ls.LogStartOffset
-		}
 	}
+	// aggregator patch: loadLogStart raises the log start offset to the
+	// one the last trim wrote.
 
 	// Rebuild abortedTxns from control batches. On disk, data batches
 	// are written with inTx=true at produce time; endTx clears it in
