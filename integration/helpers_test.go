@@ -232,10 +232,10 @@ func waitCount(t testing.TB, brokers []string, topic string, n int64) {
 }
 
 // readAll reads every committed record of topic (read_committed), up to
-// its end offsets now.
-func readAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
+// its end offsets now; opts are the clients' (a cluster's auth).
+func readAll(t testing.TB, brokers []string, topic string, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
-	adm := kadm.NewClient(client(t, brokers))
+	adm := kadm.NewClient(client(t, brokers, opts...))
 	ends, err := adm.ListEndOffsets(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -246,8 +246,8 @@ func readAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
 			left[o.Partition] = o.Offset
 		}
 	})
-	cl := client(t, brokers, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	cl := client(t, brokers, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	var out []*kgo.Record

@@ -125,6 +125,9 @@ func (c pairCase) yaml(gen int, registryURL string) string {
 	if c.format == "csv" {
 		fmt.Fprintf(&b, "  csv: {columns: [%s]}\n", strings.Join(pairCSVColumns, ", "))
 	}
+	for _, line := range c.sourceYAML {
+		b.WriteString(line + "\n")
+	}
 	if gen == 2 && c.change == "filter" {
 		b.WriteString("  filter: [{field: c, equals: web}]\n")
 	} else {

@@ -3,8 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
-	"slices"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,6 +39,8 @@ type pairRun struct {
 	adm     *kadm.Client
 	// cut are the cut-overs of generation 2, by state partition (ms).
 	cut map[string]int64
+	log zerolog.Logger // the instances' (-pairwise.logs), each with its number
+	n   int            // instances started
 }
 
 // pairInstance is one instance of the service, on a goroutine.
@@ -54,38 +58,54 @@ type pairInstance struct {
 const pairWait = 60 * time.Second
 
 func runPairCase(t *testing.T, c pairCase, seed uint64) {
+	begin := time.Now()
+	step := func(what string) { t.Logf("%6.1fs %s", time.Since(begin).Seconds(), what) }
 	r := newPairRun(t, c, seed)
 	r.startAll(1)
+	step("started")
 	for i, kind := range r.stream.kinds {
 		ph := r.stream.phases[i]
-		if i == 2 && c.change != "none" {
+		if i == changeAt && c.change != "none" {
 			r.changeConfig()
+			step("config changed")
 		}
-		if i == 2 && c.fault != "none" {
+		if i == changeAt && c.fault != "none" {
 			half := len(ph) / 2
 			r.produce(ph[:half])
 			r.fault()
+			step(c.fault)
 			ph = ph[half:]
 		}
 		r.produce(ph)
 		r.settle(i, kind)
+		step(fmt.Sprintf("phase %d settled", i))
 	}
 	check := newPairCheck(r)
 	check.waitComplete()
+	step("complete")
 	r.stopAll()
 	check.run()
+	step("checked")
 }
 
 func newPairRun(t *testing.T, c pairCase, seed uint64) *pairRun {
 	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(pairParts, inTopic),
-		kfake.SeedTopics(1, resultsTopic, lateTopic, dlqTopic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	kc, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(pairParts, inTopic),
+		kfake.SeedTopics(1, resultsTopic, lateTopic, dlqTopic), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}, c.brokerOpts...)...)
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(kc.Close)
-	r := &pairRun{t: t, c: c, brokers: kc.ListenAddrs(), ends: map[int32]int64{}}
-	r.cl = client(t, r.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	r := &pairRun{t: t, c: c, brokers: kc.ListenAddrs(), ends: map[int32]int64{}, log: zerolog.Nop()}
+	if *pairLogs != "" {
+		f, err := os.Create(filepath.Join(*pairLogs, fmt.Sprintf("case_%02d.log", c.n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		r.log = zerolog.New(zerolog.SyncWriter(f)).Level(zerolog.DebugLevel).With().Timestamp().Logger()
+	}
+	r.cl = client(t, r.brokers, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, c.clientOpts...)...)
 	r.adm = kadm.NewClient(r.cl)
 	url := "http://registry.invalid:8081"
 	r.format = newPairFormat(t, c.format)
@@ -123,17 +143,19 @@ func (r *pairRun) startAll(gen int) {
 
 // start starts an instance of the running generation. With a lost
 // session to come, its connections can be frozen, and it (and every
-// other) heartbeats often with a short session, so that the group drops
-// a paused member soon.
+// other) has a session of 3 s, so that the group drops a paused member
+// soon (and not one that a loaded machine slows down).
 func (r *pairRun) start() *pairInstance {
 	r.t.Helper()
 	in := &pairInstance{reg: prometheus.NewRegistry(), fz: &freezer{}, done: make(chan error, 1)}
+	r.n++
+	log := r.log.With().Int("instance", r.n).Logger()
 	opts := []kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond)}
 	if r.c.fault == "lost_session" {
-		opts = append(append(opts, faultOpts...), kgo.Dialer(in.fz.dial))
+		opts = append(opts, kgo.SessionTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond), kgo.Dialer(in.fz.dial))
 	}
 	var err error
-	in.c, err = consumer.NewWithClock(r.cfgs[r.gen-1], zerolog.Nop(), in.reg, time.Now, opts...)
+	in.c, err = consumer.NewWithClock(r.cfgs[r.gen-1], log, in.reg, time.Now, opts...)
 	if err != nil {
 		r.t.Fatalf("consumer.New: %v", err)
 	}
@@ -271,23 +293,37 @@ func (r *pairRun) settle(i, kind int) {
 	})
 }
 
-// waitCommitted waits until the group committed every record produced.
+// waitCommitted waits until the group committed every record produced,
+// and with the repartition stage every record stage 1 wrote: stage 2 has
+// read them too (with a change, the generation that takes a record in
+// stage 2 is the one that reads it there).
 func (r *pairRun) waitCommitted() {
 	r.t.Helper()
-	var got map[int32]int64
-	r.waitUntil(func() string { return fmt.Sprintf("input offsets %v committed (now %v)", r.ends, got) }, func() bool {
-		got = map[int32]int64{}
-		offs, err := r.adm.FetchOffsets(context.Background(), r.cfgs[0].Source.Group)
+	group, rt := r.cfgs[0].Source.Group, r.cfgs[0].State.RepartitionTopic
+	var got, want map[string]int64
+	r.waitUntil(func() string { return fmt.Sprintf("offsets %v committed (now %v)", want, got) }, func() bool {
+		got, want = map[string]int64{}, map[string]int64{}
+		for p, n := range r.ends {
+			want[fmt.Sprintf("%s/%d", inTopic, p)] = n
+		}
+		if r.c.spread() {
+			ends, err := r.adm.ListEndOffsets(context.Background(), rt)
+			if err != nil {
+				return false
+			}
+			ends.Each(func(o kadm.ListedOffset) { want[fmt.Sprintf("%s/%d", rt, o.Partition)] = o.Offset })
+		}
+		offs, err := r.adm.FetchOffsets(context.Background(), group)
 		if err != nil {
 			return false
 		}
 		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == inTopic && o.Err == nil {
-				got[o.Partition] = o.At
+			if o.Err == nil {
+				got[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = o.At
 			}
 		})
-		for p, n := range r.ends {
-			if got[p] < n {
+		for tp, n := range want {
+			if got[tp] < n {
 				return false
 			}
 		}
@@ -333,7 +369,8 @@ func gaugeMs(s float64) int64 {
 
 // changeConfig replaces every instance with one of generation 2's config
 // (a Recreate rollout: each drains, as on SIGTERM), and waits until every
-// state partition that holds windows has cut over.
+// state partition is restored; those that held windows cut over
+// (pairRun.cut), the others start with the new generation.
 func (r *pairRun) changeConfig() {
 	r.t.Helper()
 	old := len(r.live)
@@ -344,41 +381,23 @@ func (r *pairRun) changeConfig() {
 		r.live = append(r.live, r.start())
 	}
 	r.waitSplit()
-	r.cut = map[string]int64{}
-	want := r.statePartitions()
+	// Every state partition restored: each counts a generation or more
+	// (aggregator_generations) once its restore decided.
+	var gens, restoring float64
 	r.waitUntil(func() string {
-		return fmt.Sprintf("the cut-over of state partitions %v (have %v)", want, r.cut)
+		return fmt.Sprintf("every state partition restored (generations %v, restoring %v)", gens, restoring)
 	}, func() bool {
+		gens, restoring = 0, 0
 		for _, in := range r.live {
-			for p, at := range cutovers(r.t, in.reg) {
-				r.cut[p] = at
-			}
+			gens += gauge(r.t, in.reg, "aggregator_generations")
+			restoring += gauge(r.t, in.reg, "aggregator_restoring_partitions")
 		}
-		return len(r.cut) >= len(want)
+		return gens >= pairParts && restoring == 0
 	})
-}
-
-// statePartitions are the state partitions that hold state after the
-// first two phases: the input partitions of accepted records (by_key),
-// or the repartition partitions of their keys.
-func (r *pairRun) statePartitions() []int32 {
-	var out []int32
-	keys := kgo.StickyKeyPartitioner(nil).ForTopic(r.cfgs[0].State.RepartitionTopic)
-	for _, ph := range r.stream.phases[:2] {
-		for _, rec := range ph {
-			if !rec.wellFormed() || rec.ok != 1 {
-				continue
-			}
-			p := rec.partition
-			if r.c.spread() {
-				p = int32(keys.Partition(&kgo.Record{Key: []byte(rec.groupKey())}, pairParts))
-			}
-			if !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-		}
+	r.cut = map[string]int64{}
+	for _, in := range r.live {
+		maps.Copy(r.cut, cutovers(r.t, in.reg))
 	}
-	return out
 }
 
 // fault is the case's fault, half-way through the second main phase:

@@ -89,6 +89,18 @@ func newPairStream(seed uint64, spread bool, scale, base int64) *pairStream {
 	s := &pairStream{scale: scale, base: base}
 	maxU := map[int32]int64{} // the latest event time, in units, of an accepted record per partition
 	i := 0                    // records of the main phases so far
+	// No two records have one event time: first and last take the
+	// earliest and the latest arrival on a tie (docs/semantics.md), and
+	// with the repartition stage the arrival order of a key's records
+	// from two partitions is the interleaving's.
+	used := map[int64]bool{}
+	unique := func(u int64) int64 {
+		for used[u] {
+			u--
+		}
+		used[u] = true
+		return u
+	}
 	v2 := false
 	main := func(n int) {
 		var ph []pairRecord
@@ -97,7 +109,7 @@ func newPairStream(seed uint64, spread bool, scale, base int64) *pairStream {
 			if rng.IntN(4) == 0 {
 				u -= rng.Int64N(600)
 			}
-			r := s.record(rng, spread, u, v2)
+			r := s.record(rng, spread, unique(u), v2)
 			switch m := rng.IntN(25); {
 			case m == 0:
 				r.bad = "garbage"
@@ -121,7 +133,7 @@ func newPairStream(seed uint64, spread bool, scale, base int64) *pairStream {
 		}
 		var ph []pairRecord
 		for range n {
-			ph = append(ph, s.record(rng, spread, w-rng.Int64N(4000), v2))
+			ph = append(ph, s.record(rng, spread, unique(w-rng.Int64N(4000)), v2))
 		}
 		s.add(phaseLate, ph)
 	}
@@ -133,7 +145,7 @@ func newPairStream(seed uint64, spread bool, scale, base int64) *pairStream {
 	var end []pairRecord
 	top := int64(i)*25 + 30_000
 	for p := range int32(pairParts) {
-		end = append(end, pairRecord{partition: p, key: fmt.Sprintf("end-%d", p), sid: pairEndKey, t: base + top*scale,
+		end = append(end, pairRecord{partition: p, key: fmt.Sprintf("end-%d", p), sid: pairEndKey, t: base + (top+int64(p))*scale,
 			d: 1, r: "eu", v2: true, ok: 1, c: "web"})
 	}
 	s.add(phaseEnd, end)

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"aggregator/internal/config"
 )
 
@@ -27,6 +30,7 @@ var (
 	pairTriples  = flag.Bool("pairwise.triples", false, "TestPairwise: cover every three values of three dimensions (the long run), not every two")
 	pairCaseOnly = flag.Int("pairwise.case", -1, "TestPairwise: run this case of the table only")
 	pairAtOnce   = flag.Int("pairwise.parallel", 0, "TestPairwise: cases run at once (0: 6)")
+	pairLogs     = flag.String("pairwise.logs", "", "TestPairwise: write each case's instances' logs (debug level) to DIR/case_N.log")
 )
 
 // A dimension is a setting the cases vary: its name in the table, the
@@ -54,6 +58,13 @@ type pairCase struct {
 	change       string // a config change between the first late phase and the second main phase: none, window, aggregate, filter
 	instances    int
 	fault        string // during the second main phase: none, restart (drain and start again), lost_session (one instance paused past its session)
+	// What a dimension to come (authentication: SCRAM, OAUTHBEARER,
+	// mTLS) sets besides: the broker's options, lines of the config's
+	// source section (two spaces in), and the options of the test's own
+	// clients (producer, readers).
+	brokerOpts []kfake.Opt
+	sourceYAML []string
+	clientOpts []kgo.Opt
 }
 
 var pairDimensions = []dimension{
