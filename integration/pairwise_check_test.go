@@ -565,8 +565,13 @@ func (k *pairCheck) checkLatest(got, ref []durResult, apart map[string]bool) {
 			errs = append(errs, fmt.Sprintf("%s: latest\n got %s\nwant %s", w, g[w], r[w]))
 		}
 	}
+	byWindow := durResultsByWindow(got)
 	for _, w := range slices.Sorted(maps.Keys(g)) {
-		if _, ok := r[w]; !ok && !k.explained(gotLatest[w], apart) {
+		// at_least_once: an early session of an instance that lost its
+		// partitions before it committed can be left without its
+		// tombstone, inside a grown session (docs/delivery.md; durStale).
+		stale := k.r.c.delivery == "at_least_once" && durStale(byWindow[w], ref)
+		if _, ok := r[w]; !ok && !stale && !k.explained(gotLatest[w], apart) {
 			errs = append(errs, fmt.Sprintf("%s: latest %s, not in replay", w, g[w]))
 		}
 	}
