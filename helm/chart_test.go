@@ -489,3 +489,67 @@ func TestNotesListStateAndACLs(t *testing.T) {
 		})
 	}
 }
+
+// TestOAuthAndRack: an OAuth client secret mounted as a file and named in
+// the config, a projected service-account token as the token file, the
+// rack from the pod's zone label, and the combinations that cannot work
+// refused at render.
+func TestOAuthAndRack(t *testing.T) {
+	objs := mustRender(t, readValues(t, oauthValues))
+	pod := decode[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec
+	cm := decode[corev1.ConfigMap](t, objs, "ConfigMap")
+	if !strings.Contains(cm.Data["config.yaml"], "client_secret_file: /etc/aggregator/oauth/client-secret") {
+		t.Errorf("config.yaml has no OAuth client_secret_file:\n%s", cm.Data["config.yaml"])
+	}
+	var rack, secret bool
+	for _, e := range container(t, pod).Env {
+		if e.Name == "AGGREGATOR_SOURCE_RACK" && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['topology.kubernetes.io/zone']" {
+			rack = true
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "aggregator-oauth" && v.Secret.Items[0].Path == "client-secret" {
+			secret = true
+		}
+	}
+	if !rack || !secret {
+		t.Errorf("rack env from the zone label %v, client secret volume %v; want both", rack, secret)
+	}
+
+	objs = mustRender(t, parseValues(t, `
+config: {source: {sasl: {mechanism: OAUTHBEARER}}}
+auth: {oauth: {serviceAccountToken: {audience: kafka, expirationSeconds: 1800}}}`))
+	pod = decode[appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec
+	cm = decode[corev1.ConfigMap](t, objs, "ConfigMap")
+	if !strings.Contains(cm.Data["config.yaml"], "token_file: /etc/aggregator/oauth-token/token") {
+		t.Errorf("config.yaml has no OAuth token_file:\n%s", cm.Data["config.yaml"])
+	}
+	var projected bool
+	for _, v := range pod.Volumes {
+		if p := v.Projected; p != nil && len(p.Sources) == 1 && p.Sources[0].ServiceAccountToken != nil &&
+			p.Sources[0].ServiceAccountToken.Audience == "kafka" && *p.Sources[0].ServiceAccountToken.ExpirationSeconds == 1800 {
+			projected = true
+		}
+	}
+	if !projected {
+		t.Errorf("no projected service-account token of audience kafka in %+v", pod.Volumes)
+	}
+
+	objs = mustRender(t, parseValues(t, `
+config: {source: {sasl: {mechanism: AWS_MSK_IAM, aws: {region: eu-west-1}}}}
+serviceAccount: {annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/aggregator"}}`))
+	if sa := decode[corev1.ServiceAccount](t, objs, "ServiceAccount"); sa.Annotations["eks.amazonaws.com/role-arn"] == "" {
+		t.Errorf("ServiceAccount annotations = %v, want the IRSA role", sa.Annotations)
+	}
+
+	for values, want := range map[string]string{
+		"config: {source: {sasl: {mechanism: OAUTHBEARER, oauth: {token_endpoint: 'https://idp/token', client_id: a}}}}": "auth.oauth.existingSecret",
+		"config: {source: {sasl: {mechanism: SCRAM-SHA-512, username: u}}}\nauth: {sasl: {existingSecret: s}, oauth: {existingSecret: o}}": "config.source.sasl.mechanism OAUTHBEARER",
+		"config: {source: {sasl: {mechanism: OAUTHBEARER}}}\nauth: {oauth: {existingSecret: o}}":                                       "config.source.sasl.oauth.token_endpoint",
+		"config: {source: {sasl: {mechanism: AWS_MSK_IAM}}}\nauth: {sasl: {existingSecret: s}}":                                          "auth.sasl.existingSecret is set",
+	} {
+		if _, err := render(t, parseValues(t, values)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("render(%s) = %v, want an error naming %s", values, err, want)
+		}
+	}
+}

@@ -20,8 +20,12 @@ import (
 // secretValue stands for every Secret value the pod gets, as env or file.
 const secretValue = "secret-from-kubernetes"
 
-// podName is what the Downward API gives for metadata.name.
-const podName = "aggregator-7d9f8c6b5-x2k4q"
+// podName is what the Downward API gives for metadata.name, podZone for
+// the zone label Kubernetes copies from the node.
+const (
+	podName = "aggregator-7d9f8c6b5-x2k4q"
+	podZone = "eu-west-1b"
+)
 
 // TestRenderedConfigIsValid is `aggregator validate` on the ConfigMap, in
 // the pod's environment: its env vars (Secret references resolved to a
@@ -49,8 +53,16 @@ func TestRenderedConfigIsValid(t *testing.T) {
 			if cfg.Source.InstanceID != podName {
 				t.Errorf("source.instance_id = %q, want the pod name %q (static membership)", cfg.Source.InstanceID, podName)
 			}
-			if cfg.Source.SASL.Mechanism != "" && cfg.Source.SASL.Password != secretValue {
-				t.Errorf("SASL password = %q, want the Secret's value", cfg.Source.SASL.Password)
+			switch sasl := cfg.Source.SASL; sasl.Mechanism {
+			case "", config.MechanismAWSMSKIAM:
+			case config.MechanismOAuthBearer:
+				if b, err := os.ReadFile(sasl.OAuth.ClientSecretFile); err != nil || strings.TrimSpace(string(b)) != secretValue {
+					t.Errorf("OAuth client_secret_file %q holds %q, %v; want the Secret's value", sasl.OAuth.ClientSecretFile, b, err)
+				}
+			default:
+				if sasl.Password != secretValue {
+					t.Errorf("SASL password = %q, want the Secret's value", sasl.Password)
+				}
 			}
 		})
 	}
@@ -68,6 +80,8 @@ func podEnv(t *testing.T, pod corev1.PodSpec) func(string) string {
 			env[e.Name] = strconv.FormatInt(c.Resources.Limits.Memory().Value(), 10)
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			env[e.Name] = podName
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['topology.kubernetes.io/zone']":
+			env[e.Name] = podZone
 		case e.ValueFrom == nil:
 			env[e.Name] = e.Value
 		default:

@@ -28,6 +28,7 @@ import (
 const (
 	chartDir    = "aggregator"
 	fullValues  = "aggregator/ci/full-values.yaml"
+	oauthValues = "aggregator/ci/oauth-values.yaml"
 	releaseName = "aggregator"
 	namespace   = "streaming"
 )
@@ -40,7 +41,7 @@ var kubeVersion = chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "
 
 // valuesFiles are the values every chart-wide test runs with: the defaults
 // and the full-featured file that `helm lint` also gets.
-var valuesFiles = map[string]string{"defaults": "", "full": fullValues}
+var valuesFiles = map[string]string{"defaults": "", "full": fullValues, "oauth": oauthValues}
 
 // readValues reads a values file; "" gives no overrides (the chart defaults).
 func readValues(t testing.TB, file string) map[string]any {

@@ -59,7 +59,13 @@ func TestCrashRestartIsExact(t *testing.T) {
 // waitValue waits until topic holds a record with value v.
 func waitValue(t testing.TB, brokers []string, topic, v string) {
 	t.Helper()
-	cl := client(t, brokers, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	waitValueAs(t, brokers, nil, topic, v)
+}
+
+// waitValueAs is waitValue by a client with the options as.
+func waitValueAs(t testing.TB, brokers []string, as []kgo.Opt, topic, v string) {
+	t.Helper()
+	cl := client(t, brokers, append(as, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	for {

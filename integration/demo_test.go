@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -94,6 +95,60 @@ func runDemo(t *testing.T, extra ...string) ([]string, *bytes.Buffer) {
 	}
 	return brokers, &stdout
 }
+
+// TestDemoGoRunCtrlC: the README's first command, `go run
+// ./cmd/aggregator demo`, on a terminal, stopped with Ctrl-C once its view
+// is drawn, ends with exit status 0, its last frame drawn. The terminal
+// sends SIGINT to its whole foreground group, the go command too, which
+// exits 1 on it whatever its program does: the demo reads the key itself
+// instead (cmd/aggregator's watchCtrlC).
+func TestDemoGoRunCtrlC(t *testing.T) {
+	t.Parallel()  // mostly waits on the wall clock
+	needBinary(t) // the build of the same packages: go run only links
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "../cmd/aggregator", "demo", "--listen", "127.0.0.1:0", "--speed", "4", "--rate", "100")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 120, Rows: 40}) // its own session: the terminal's foreground group is go's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	var out durBuffer // one goroutine writes it while this one reads
+	read := make(chan error, 1)
+	frame := make(chan struct{})
+	go func() {
+		buf := make([]byte, 4096)
+		drawn := false
+		for {
+			n, err := ptmx.Read(buf)
+			out.Write(buf[:n])
+			if !drawn && strings.Contains(out.String(), "latest result per key") {
+				drawn = true
+				close(frame)
+			}
+			if err != nil { // EIO once every process of the terminal is gone
+				read <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-frame:
+	case <-ctx.Done():
+		t.Fatalf("no frame with results after 2 minutes; output:\n%s", out.String())
+	}
+	if _, err := ptmx.Write([]byte{0x03}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	<-read
+	if err != nil || !strings.Contains(out.String(), "stopped.") {
+		t.Errorf("go run ./cmd/aggregator demo, Ctrl-C: %v, want exit status 0 after the last frame; its output ends:\n%s", err, tail(out.String(), 2000))
+	}
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string { return s[max(len(s)-n, 0):] }
 
 func checkDemoResults(t *testing.T, recs []*kgo.Record) {
 	t.Helper()

@@ -139,10 +139,17 @@ func start(t testing.TB, cfg config.Config, clock func() time.Time) *service {
 
 func startWith(t testing.TB, cfg config.Config, clock func() time.Time, reg *prometheus.Registry) *service {
 	t.Helper()
+	return startLogged(t, cfg, clock, reg, zerolog.Nop())
+}
+
+// startLogged is startWith logging to log, with the extra client options
+// (hooks) applied to every client of the service.
+func startLogged(t testing.TB, cfg config.Config, clock func() time.Time, reg *prometheus.Registry, log zerolog.Logger, extra ...kgo.Opt) *service {
+	t.Helper()
 	if clock == nil {
 		clock = time.Now
 	}
-	c, err := consumer.NewWithClock(cfg, zerolog.Nop(), reg, clock, kgo.FetchMaxWait(50*time.Millisecond))
+	c, err := consumer.NewWithClock(cfg, log, reg, clock, append([]kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond)}, extra...)...)
 	if err != nil {
 		t.Fatalf("consumer.New: %v", err)
 	}
@@ -201,7 +208,14 @@ func client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 // produce writes values to the input topic, value i to partition part(i).
 func produce(t testing.TB, brokers []string, values []string, part func(i int) int32) {
 	t.Helper()
-	cl := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceAs(t, brokers, nil, values, part)
+}
+
+// produceAs is produce by a client with the options as (how it
+// authenticates: see authSetup).
+func produceAs(t testing.TB, brokers []string, as []kgo.Opt, values []string, part func(i int) int32) {
+	t.Helper()
+	cl := client(t, brokers, append(as, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	recs := make([]*kgo.Record, len(values))
 	for i, v := range values {
 		recs[i] = &kgo.Record{Topic: inTopic, Partition: part(i), Value: []byte(v),
@@ -232,10 +246,16 @@ func waitCount(t testing.TB, brokers []string, topic string, n int64) {
 }
 
 // readAll reads every committed record of topic (read_committed), up to
-// its end offsets now; opts are the clients' (a cluster's auth).
-func readAll(t testing.TB, brokers []string, topic string, opts ...kgo.Opt) []*kgo.Record {
+// its end offsets now.
+func readAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
 	t.Helper()
-	adm := kadm.NewClient(client(t, brokers, opts...))
+	return readAllAs(t, brokers, nil, topic)
+}
+
+// readAllAs is readAll by a client with the options as.
+func readAllAs(t testing.TB, brokers []string, as []kgo.Opt, topic string) []*kgo.Record {
+	t.Helper()
+	adm := kadm.NewClient(client(t, brokers, as...))
 	ends, err := adm.ListEndOffsets(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -246,8 +266,8 @@ func readAll(t testing.TB, brokers []string, topic string, opts ...kgo.Opt) []*k
 			left[o.Partition] = o.Offset
 		}
 	})
-	cl := client(t, brokers, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, opts...)...)
+	cl := client(t, brokers, append(as, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	var out []*kgo.Record

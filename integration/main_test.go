@@ -12,6 +12,9 @@ import (
 var binary, buildErr = "", error(nil)
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(plainConsumerEnv); path != "" { // BenchmarkCatchup's plain consumer
+		os.Exit(plainConsumer(path))
+	}
 	dir, err := os.MkdirTemp("", "aggregator-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -223,7 +223,7 @@ func canonicalNumbers(v any) any {
 func (k *pairCheck) readResults() []pairResult {
 	k.t.Helper()
 	var out []pairResult
-	for _, rec := range readAll(k.t, k.r.brokers, resultsTopic, k.r.c.clientOpts...) {
+	for _, rec := range readAllAs(k.t, k.r.brokers, k.r.c.clientOpts, resultsTopic) {
 		out = append(out, k.result(rec))
 	}
 	return out
@@ -642,7 +642,7 @@ func (k *pairCheck) checkCounts(got []durResult, gen int, recs []pairRecord) {
 func (k *pairCheck) events(topic string) map[string]lateEvent {
 	k.t.Helper()
 	out := map[string]lateEvent{}
-	for _, rec := range readAll(k.t, k.r.brokers, topic, k.r.c.clientOpts...) {
+	for _, rec := range readAllAs(k.t, k.r.brokers, k.r.c.clientOpts, topic) {
 		e := events([]*kgo.Record{rec})[0]
 		p := durProvenance(rec)
 		if prev, ok := out[p]; ok && (k.r.c.delivery == "exactly_once" || durSansWatermark(prev) != durSansWatermark(e)) {

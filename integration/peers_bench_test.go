@@ -126,13 +126,24 @@ func metricSum(text, name, label string) float64 {
 	return total
 }
 
-// processCPU is the CPU time of process pid so far: the sum over its
+// processCPU is the CPU time of process pid so far (threadsCPU), or fails t.
+func processCPU(t testing.TB, pid int) time.Duration {
+	cpu, err := threadsCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpu
+}
+
+// threadsCPU is the CPU time of process pid so far: the sum over its
 // threads of their time on a CPU, from /proc (in ns; the process's
 // utime and stime are in ticks of 10 ms, too coarse for a run of 0.2 s).
-func processCPU(b *testing.B, pid int) time.Duration {
+// A thread that ended is no longer counted; a Go program's threads live
+// as long as it does.
+func threadsCPU(pid int) (time.Duration, error) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	var total time.Duration
 	for _, t := range tasks {
@@ -143,9 +154,9 @@ func processCPU(b *testing.B, pid int) time.Duration {
 		fields := strings.Fields(string(stat))
 		ns, err := strconv.ParseInt(fields[0], 10, 64)
 		if err != nil {
-			b.Fatalf("/proc/%d/task/%s/schedstat: %q", pid, t.Name(), stat)
+			return 0, fmt.Errorf("/proc/%d/task/%s/schedstat: %q", pid, t.Name(), stat)
 		}
 		total += time.Duration(ns)
 	}
-	return total
+	return total, nil
 }

@@ -27,6 +27,9 @@ import (
 func TestRegistryRepartitionThreeInstances(t *testing.T) {
 	t.Parallel()
 	formats := []regFormat{avroFormat(), protoFormat(t), jsonSchemaFormat()}
+	if raceEnabled { // CI's time: the formats differ in stage 1's decoding only, which the other registry tests cover on every partitioning
+		formats = formats[:1]
+	}
 	for _, f := range formats {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel() // its own broker and registry

@@ -35,7 +35,7 @@ import (
 // brokerProcess starts `aggregator broker` on a free port with topics,
 // partitions each (others are created on first use, with as many), and
 // returns its address; it is stopped when b ends.
-func brokerProcess(b *testing.B, partitions int, topics ...string) []string {
+func brokerProcess(b testing.TB, partitions int, topics ...string) []string {
 	b.Helper()
 	needBinary(b)
 	cmd := exec.Command(binary, "broker", "--port", "0", "--partitions", strconv.Itoa(partitions), "--topics", strings.Join(topics, ","))

@@ -211,10 +211,7 @@ func TestBrokerCrashAbortsOpenTransactions(t *testing.T) {
 				b.stop()
 				b = startBroker(t, ctx, dir)
 			}
-			crashed := filepath.Join(t.TempDir(), "crashed")
-			if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-				t.Fatalf("copy the data directory: %v", err)
-			}
+			crashed := crashCopy(t, dir)
 			b.stop()
 			prod.Close()
 
@@ -279,10 +276,7 @@ func TestBrokerPurgedToEndRestarts(t *testing.T) {
 	}
 	deleteRecords(t, ctx, cl, 3)
 	cl.Close()
-	crashed := filepath.Join(t.TempDir(), "crashed")
-	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-		t.Fatalf("copy the data directory: %v", err)
-	}
+	crashed := crashCopy(t, dir)
 	b.stop()
 
 	b = startBroker(t, ctx, crashed)
@@ -345,10 +339,7 @@ func TestBrokerCrashKeepsPurged(t *testing.T) {
 				want = want[1:]
 			}
 			cl.Close()
-			crashed := filepath.Join(t.TempDir(), "crashed")
-			if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-				t.Fatalf("copy the data directory: %v", err)
-			}
+			crashed := crashCopy(t, dir)
 			b.stop()
 
 			b = startBroker(t, ctx, crashed)
@@ -376,6 +367,17 @@ func TestBrokerCrashKeepsPurged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// crashCopy is a copy of the data directory dir as the broker's kill
+// would leave it now: what it wrote, without what a clean stop adds.
+func crashCopy(t *testing.T, dir string) string {
+	t.Helper()
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	return crashed
 }
 
 // deleteRecords deletes the records of t[0] below offset.
@@ -446,10 +448,7 @@ func TestBrokerCrashTwiceFences(t *testing.T) {
 	if err := prod.ProduceSync(ctx, kgo.StringRecord("open")).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	crashed := filepath.Join(t.TempDir(), "crashed")
-	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-		t.Fatalf("copy the data directory: %v", err)
-	}
+	crashed := crashCopy(t, dir)
 	b.stop()
 	b = startBrokerAt(t, ctx, crashed, port)
 	waitFor(t, ctx, b.out, regexp.MustCompile(`(broker: crash recovery: t-0: aborted the transaction)`))

@@ -285,13 +285,15 @@ func demoConfigOf(f demoFlags, brokers []string, replication int16, registryURL 
 
 // demo is `aggregator demo`: Kafka (in-process unless --brokers), a
 // synthetic stream, the real pipeline, and a live view of its output.
-func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Ctrl-C on the terminal of stdin stops it (watchCtrlC).
+func demo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	f, err := parseDemoFlags(args, stderr)
 	if err != nil {
 		return ignoreHelp(err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer watchCtrlC(stdin)()
 	if f.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
@@ -653,8 +655,9 @@ func (s *demoService) run(ctx context.Context, fail func(error), f demoFlags, ne
 // runDemo runs the pipeline exactly as serve does (consumer.New, Run,
 // Drain), --instances times in one group, with the generator feeding it,
 // the view reading its output and, unless checkNote says why not, the
-// one-instance reference run beside it. With next (--change-at) the
-// instances change to that config halfway (demoService.run).
+// reference run (a replay of the input in one process) beside it. With
+// next (--change-at) the instances change to that config halfway
+// (demoService.run).
 func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg config.Config, next *config.Config, where string, schemaID uint32, checkNote string, log zerolog.Logger, stdout io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -664,7 +667,7 @@ func runDemo(ctx context.Context, stop context.CancelFunc, f demoFlags, cfg conf
 		return err
 	}
 	svc := &demoService{pipes: pipes}
-	srv, err := serveHTTP(f.listen, reg, svc.ready)
+	srv, err := serveHTTP(config.HTTP{Listen: f.listen}, reg, svc.ready)
 	if err != nil {
 		pipes.close()
 		return busyHint(err, f.listen)
@@ -837,8 +840,8 @@ func metricsURL(addr string) string {
 	return "http://" + net.JoinHostPort(host, port) + "/metrics"
 }
 
-// view redraws the terminal once a second, or prints a summary line when
-// stdout is not a terminal.
+// view redraws the terminal once a second or, when stdout is not a
+// terminal, prints the results as lines and a status line (lines).
 type view struct {
 	out      io.Writer
 	ansi     bool
@@ -847,7 +850,7 @@ type view struct {
 	source   *demopkg.Source
 	board    *demopkg.Board
 	reg      prometheus.Gatherer
-	check    *demopkg.Check // nil: no one-instance check
+	check    *demopkg.Check // nil: no check against the reference run
 	lastTick time.Time
 	waiting  func() string // what the demo waits for; "" nothing
 	stage2   string        // the repartition topic; "" by key
@@ -855,6 +858,10 @@ type view struct {
 	// processedBefore is what instances before the running ones processed
 	// (--change-at); nil: none.
 	processedBefore func() float64
+	// instances is --instances, and legend whether the lines of a stdout
+	// that is not a terminal have begun with demopkg.Legend.
+	instances int
+	legend    bool
 }
 
 func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, source *demopkg.Source, board *demopkg.Board, reg prometheus.Gatherer) *view {
@@ -886,7 +893,7 @@ func newView(out io.Writer, f demoFlags, where, url string, cfg config.Config, s
 	}
 	now := time.Now()
 	return &view{out: out, ansi: isTerminal(out), start: now, lastTick: now, source: source, board: board, reg: reg,
-		waiting: func() string { return "" }, stage2: stage2Topic(cfg),
+		waiting: func() string { return "" }, stage2: stage2Topic(cfg), instances: f.instances,
 		state: demopkg.State{Stage2: !cfg.Source.ByKey(), NothingLate: nothingLate(cfg.Window.Type), Brokers: where, MetricsURL: url, Settings: settings, Columns: columns, Watermark: math.MinInt64,
 			Sessions: cfg.Window.Type == "session", Zone: cfg.Window.Zone()}}
 }
@@ -959,6 +966,11 @@ func (v *view) draw(final bool) {
 			s.Processed += v.processedBefore()
 		}
 	}
+	var fresh []demopkg.Row // the results a line each, taken first: the tally counts them
+	var skipped int64
+	if !v.ansi {
+		fresh, skipped = v.board.TakeFresh()
+	}
 	s.Tally = v.board.Snapshot()
 	// The last frame keeps the partitions as they were before the drain:
 	// the instance that leaves the group first hands its partitions to
@@ -985,7 +997,7 @@ func (v *view) draw(final bool) {
 	v.lastTick = now
 	switch {
 	case !v.ansi:
-		fmt.Fprintln(v.out, demopkg.Summary(*s))
+		v.lines(s, fresh, skipped)
 	case final:
 		fmt.Fprint(v.out, "\x1b[H\x1b[2J"+demopkg.Render(*s)+"\nstopped.\n")
 	default:
@@ -993,6 +1005,25 @@ func (v *view) draw(final bool) {
 		frame := strings.ReplaceAll(demopkg.Render(*s), "\n", "\x1b[K\n")
 		fmt.Fprint(v.out, "\x1b[H"+frame+"\x1b[J")
 	}
+}
+
+// lines writes a frame for a stdout that is not a terminal: the legend
+// first, then a line per result since the last frame (rows, and how many
+// more there were), and the status line.
+func (v *view) lines(s *demopkg.State, rows []demopkg.Row, skipped int64) {
+	var b strings.Builder
+	if !v.legend {
+		v.legend = true
+		b.WriteString(demopkg.Legend(*s, v.instances))
+	}
+	for _, r := range rows {
+		b.WriteString(demopkg.ResultLine(r, s.Columns, s.Zone, s.Change != "") + "\n")
+	}
+	if skipped > 0 {
+		fmt.Fprintf(&b, "(%d more results this second, not shown)\n", skipped)
+	}
+	b.WriteString(demopkg.Summary(*s) + "\n")
+	fmt.Fprint(v.out, b.String())
 }
 
 // size is the terminal's width and height, so that a frame fits it (it is

@@ -19,7 +19,7 @@ import (
 	"aggregator/internal/windowing"
 )
 
-// demoCheckNote says why the demo runs no one-instance check of this
+// demoCheckNote says why the demo runs no check against a replay of this
 // config, or "" when it does: global windows never close, and a count
 // window's timeout fires by the watermark, so when it fires (and with
 // what) depends on how the instances' partitions interleave.
@@ -36,10 +36,11 @@ func demoCheckNote(f demoFlags) string {
 	return ""
 }
 
-// runReference is the one-instance run the demo compares the service's
-// results with: replay --kcat's engine (one state per group key across
-// the partitions, the watermark the minimum over all of them) over the
-// input topic as it grows, read by a plain consumer of every partition.
+// runReference is the reference run (a replay in one process) the demo
+// compares the service's results with: replay --kcat's engine (one state
+// per group key across the partitions, the watermark the minimum over
+// all of them) over the input topic as it grows, read by a plain
+// consumer of every partition.
 // It processes the records in the order the generator produced them
 // (demopkg.SeqHeader), holding back those that come early: what one
 // instance that kept up would have read, however far behind this reader

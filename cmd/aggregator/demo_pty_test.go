@@ -68,8 +68,8 @@ func TestDemoInstancesInATerminal(t *testing.T) {
 			t.Errorf("line of %d columns on %d: %q", w, size.Cols, l)
 		}
 	}
-	for _, want := range []string{"3 instances · #1: partitions 0,2 · #2: partitions 1 · #3: partitions none",
-		"results equal the one-instance run: yes (8 windows compared, 0 open)", "sid_7 "} {
+	for _, want := range []string{"3 instances · #1: partitions 0, 2 · #2: partition 1 · #3: no partition",
+		"results equal a replay of the input: yes (8 windows compared, 0 open)", "sid_7 "} {
 		if !strings.Contains(frame, want) {
 			t.Errorf("frame lacks %q:\n%s", want, frame)
 		}

@@ -148,7 +148,9 @@ func TestDemoRunsAvro(t *testing.T) {
 }
 
 // demoUntilOutputs runs the demo with args until its summary shows
-// results, late events, dead letters and keys, and checks its last line.
+// results, late events, dead letters and keys, and checks its last line,
+// and that its output (not a terminal) begins with the legend and has a
+// line per result.
 func demoUntilOutputs(t *testing.T, args ...string) {
 	t.Helper()
 	seen := func(line string) bool {
@@ -159,9 +161,16 @@ func demoUntilOutputs(t *testing.T, args ...string) {
 		}
 		return true
 	}
-	last := runDemoUntil(t, args, seen)
+	last, out := runDemoOutput(t, args, seen)
 	if !seen(last) {
 		t.Errorf("last summary %q: want results, late, dead_letters and keys above 0", last)
+	}
+	if !strings.HasPrefix(out, "aggregator demo · Kafka: in-process kfake at ") || !strings.Contains(out, "\n  replay_compared: windows whose") {
+		t.Errorf("output does not begin with the legend:\n%s", out[:min(len(out), 2000)])
+	}
+	results := regexp.MustCompile(`(?m)^result key=sid_\d+ window=\[\S+\) count=\d+ calls=\d+ total_duration=\d+ avg_duration=\S+ p99_duration=\d+ firing=(on_time|late) revision=\d+$`)
+	if n, want := len(results.FindAllString(out, -1)), summaryField(t, last, "results"); n != want {
+		t.Errorf("%d result lines, want one per result (%d):\n%s", n, want, out[:min(len(out), 4000)])
 	}
 }
 
@@ -169,6 +178,13 @@ func demoUntilOutputs(t *testing.T, args ...string) {
 // for its last summary line (or 2 minutes pass: it fails then), stops it
 // as Ctrl-C would, and returns the summary line of its last frame.
 func runDemoUntil(t *testing.T, args []string, done func(last string) bool) string {
+	t.Helper()
+	last, _ := runDemoOutput(t, args, done)
+	return last
+}
+
+// runDemoOutput is runDemoUntil, which also returns the whole output.
+func runDemoOutput(t *testing.T, args []string, done func(last string) bool) (last, out string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var stdout, stderr syncBuffer
@@ -204,7 +220,7 @@ func runDemoUntil(t *testing.T, args []string, done func(last string) bool) stri
 	if err != nil {
 		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, stderr.String())
 	}
-	return stdout.lastLine()
+	return stdout.lastLine(), stdout.String()
 }
 
 func summaryField(t *testing.T, line, name string) int {
@@ -219,9 +235,10 @@ func summaryField(t *testing.T, line, name string) int {
 
 // TestDemoInstances runs `aggregator demo --instances N` in-process: N
 // service instances in one group share the input's 3 partitions, and the
-// view's check finds their results equal to the one-instance reference
-// run's, window by window. It waits (with a deadline) until every instance
-// holds a partition and two windows of every key have been compared, then
+// view's check finds their results equal to those of the reference run,
+// a replay of the input in one process, window by window. It waits (with
+// a deadline) until every instance holds a partition and two windows of
+// every key have been compared, then
 // stops the demo as Ctrl-C would and reads the last summary line: a
 // loaded machine makes the run longer, not the check weaker. Sliding
 // windows with 3 instances: a straggler is in 5 windows at once. With
@@ -230,11 +247,11 @@ func summaryField(t *testing.T, line, name string) int {
 // results. Three instances with the repartition stage share 6 partitions
 // of two topics, and the group's balancer gives one instance only
 // repartition partitions in about one run of three: the demo then waited
-// for ever for it to hold an input partition (TestUnsettled
-// checks that assignment every time), so that case runs twice. With
-// --format avro, stage 1 decodes with the in-process registry's schema
-// on whichever instance holds the input partition, and stage 2 on every
-// instance reads the compact form.
+// for ever for it to hold an input partition (TestUnsettled checks that
+// assignment every time), so that case runs twice. With --format avro,
+// stage 1 decodes with the in-process registry's schema on whichever
+// instance holds the input partition, and stage 2 on every instance
+// reads the compact form.
 func TestDemoInstances(t *testing.T) {
 	t.Parallel() // mostly waits on the wall clock, beside the package's other tests
 	cases := []struct {
@@ -267,14 +284,14 @@ func TestDemoInstances(t *testing.T) {
 			// waited for.
 			spread := regexp.MustCompile(`\binstances=` + strconv.Itoa(tt.instances) + ` partitions=(\d+:[\d,]+;?)+ `)
 			if tt.partitioning == "repartition" {
-				spread = regexp.MustCompile(`\binstances=` + strconv.Itoa(tt.instances) + ` partitions=\S+ repartition=\S+ (compared|kafka)=`)
+				spread = regexp.MustCompile(`\binstances=` + strconv.Itoa(tt.instances) + ` partitions=\S+ repartition=\S+ (replay_compared|kafka)=`)
 			}
 			want := -1 // windows compared to wait for, once late events came
 			last := runDemoUntil(t, args, func(last string) bool {
-				if !strings.Contains(last, " compared=") {
+				if !strings.Contains(last, " replay_compared=") {
 					return false
 				}
-				compared := summaryField(t, last, "compared")
+				compared := summaryField(t, last, "replay_compared")
 				if want < 0 && summaryField(t, last, "late") > 0 {
 					want = compared + windows
 				}
@@ -282,7 +299,7 @@ func TestDemoInstances(t *testing.T) {
 				// and a fast run compares its windows within 300 records.
 				return want >= 0 && compared >= want && spread.MatchString(last) && summaryField(t, last, "dead_letters") > 0
 			})
-			if n := summaryField(t, last, "compared"); n < want || summaryField(t, last, "differ") != 0 {
+			if n := summaryField(t, last, "replay_compared"); n < want || summaryField(t, last, "replay_differ") != 0 {
 				t.Errorf("last summary %q: want %d windows or more compared, none differing", last, want)
 			}
 			// Not late firings: an instance behind the stream meets a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"aggregator/internal/config"
 	"aggregator/internal/metrics"
 )
 
@@ -22,7 +23,7 @@ func TestServeHTTPProbes(t *testing.T) {
 	m := metrics.New(reg)
 	m.Records.WithLabelValues("calls", "0", "aggregated").Add(3)
 	var ready atomic.Bool
-	srv, err := serveHTTP("127.0.0.1:0", reg, ready.Load)
+	srv, err := serveHTTP(config.HTTP{Listen: "127.0.0.1:0"}, reg, ready.Load)
 	if err != nil {
 		t.Fatalf("serveHTTP() = %v", err)
 	}
@@ -50,20 +51,41 @@ func TestServeHTTPProbes(t *testing.T) {
 	}
 }
 
+// TestServeHTTPPprof: Go's profiles are served only with http.pprof.
+func TestServeHTTPPprof(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv, err := serveHTTP(config.HTTP{Listen: "127.0.0.1:0", Pprof: on}, prometheus.NewRegistry(), func() bool { return true })
+		if err != nil {
+			t.Fatalf("serveHTTP() = %v", err)
+		}
+		base := "http://" + srv.Addr
+		for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/cmdline": "aggregator"} {
+			code, body := get(t, base+path)
+			switch {
+			case on && (code != http.StatusOK || !strings.Contains(body, want)):
+				t.Errorf("http.pprof on: GET %s = %d %.80q, want 200 containing %q", path, code, body, want)
+			case !on && code != http.StatusNotFound:
+				t.Errorf("http.pprof off: GET %s = %d, want 404", path, code)
+			}
+		}
+		shutdown(t, srv)
+	}
+}
+
 func TestServeHTTPBusyAddress(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, err = serveHTTP(ln.Addr().String(), prometheus.NewRegistry(), func() bool { return true })
+	_, err = serveHTTP(config.HTTP{Listen: ln.Addr().String()}, prometheus.NewRegistry(), func() bool { return true })
 	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "http.listen") {
 		t.Errorf("serveHTTP(busy %s) = %v, want EADDRINUSE naming http.listen", ln.Addr(), err)
 	}
 }
 
 func TestServeHTTPShutdownStopsServing(t *testing.T) {
-	srv, err := serveHTTP("127.0.0.1:0", prometheus.NewRegistry(), func() bool { return true })
+	srv, err := serveHTTP(config.HTTP{Listen: "127.0.0.1:0"}, prometheus.NewRegistry(), func() bool { return true })
 	if err != nil {
 		t.Fatalf("serveHTTP() = %v", err)
 	}

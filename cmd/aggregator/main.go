@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string, env []string, stdin io.Reader, stdo
 	case "plan":
 		return planCmd(ctx, rest, env, stdout, stderr)
 	case "demo":
-		return demo(ctx, rest, stdout, stderr)
+		return demo(ctx, rest, stdin, stdout, stderr)
 	case "broker":
 		return brokerCmd(ctx, rest, stdout, stderr)
 	default:

@@ -27,7 +27,9 @@ const replayCallSchema = `{"type":"record","name":"Call","fields":[{"name":"sid"
 // TestReplayAvro: replay reads base64 Avro values, fetches their schema
 // from the registry and gives the results of the same records as JSON; a
 // line that is not a value in the wire format is a dead letter with its
-// line as value.
+// line as value. The config names no source.partitioning: the default,
+// auto, is the repartition stage for this key, and replay runs one stage
+// whatever it says.
 func TestReplayAvro(t *testing.T) {
 	fake := srfake.New()
 	defer fake.Close()

@@ -35,7 +35,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, s
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
-	srv, err := serveHTTP(cfg.HTTP.Listen, reg, pipe.Serving) // listens before returning, so a bad address fails here
+	srv, err := serveHTTP(cfg.HTTP, reg, pipe.Serving) // listens before returning, so a bad address fails here
 	if err != nil {
 		pipe.Close()
 		return err

@@ -115,11 +115,11 @@ func Permanent(err error) error {
 		return nil
 	case errors.Is(err, ErrAuthentication), errors.Is(err, ErrAuthorization), errors.Is(err, ErrTLSVerification),
 		errors.Is(err, ErrTopicsMissing), errors.Is(err, ErrTopicsNotPermitted), errors.Is(err, ErrChangelogMismatch),
-		errors.Is(err, config.ErrInvalid):
+		errors.Is(err, ErrUnsupported), errors.Is(err, config.ErrInvalid):
 		return err
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism),
 		errors.Is(err, kerr.IllegalSaslState):
-		return fmt.Errorf("%w (SASL): check source.sasl.mechanism, source.sasl.username and the password: %w", ErrAuthentication, err)
+		return fmt.Errorf("%w (SASL): check source.sasl.mechanism and its credentials (username and password, the OAuth token and extensions, or the AWS role): %w", ErrAuthentication, err)
 	case errors.As(err, &verify), errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid):
 		return fmt.Errorf("%w: the brokers' certificate does not verify against source.tls.ca_file (or the system roots) for the names in source.brokers: %w", ErrTLSVerification, err)
 	case errors.Is(err, kerr.GroupAuthorizationFailed), errors.Is(err, kerr.TopicAuthorizationFailed),
@@ -169,7 +169,7 @@ func (w *AuthWatch) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE
 	if w.closed < 2 || w.err != nil {
 		return
 	}
-	w.err = fmt.Errorf("%w (SASL): the brokers closed the connection in answer to the credentials: check source.sasl.mechanism, source.sasl.username and the password", ErrAuthentication)
+	w.err = fmt.Errorf("%w (SASL): the brokers closed the connection in answer to the credentials: check source.sasl.mechanism and its credentials (username and password, the OAuth token and extensions, or the AWS role)", ErrAuthentication)
 	if w.cancel != nil {
 		w.cancel(w.err)
 	}
@@ -251,8 +251,9 @@ func (r *Reachability) Down() bool {
 }
 
 // Transient reports whether err says the brokers could not be reached or
-// did not answer in time (or answered with a retriable error): trying
-// again later may succeed, and nothing is wrong with the service.
+// did not answer in time (or answered with a retriable error), or that
+// the service's credentials are unavailable for now
+// (ErrCredentialsUnavailable): trying again later may succeed.
 //
 // A connection the broker closed at its first read (kgo's
 // ErrFirstReadEOF, which guesses a TLS or SASL mismatch) is transient
@@ -268,7 +269,7 @@ func Transient(err error) bool {
 	case err == nil || Permanent(err) != nil:
 		return false
 	case errors.As(err, &op), errors.Is(err, context.DeadlineExceeded), kgo.IsRetryableBrokerErr(err),
-		kerr.IsRetriable(err), errors.As(err, &firstRead):
+		kerr.IsRetriable(err), errors.As(err, &firstRead), errors.Is(err, ErrCredentialsUnavailable):
 		return true
 	}
 	return false

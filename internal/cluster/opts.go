@@ -2,12 +2,12 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -20,76 +20,102 @@ import (
 // ClientID is what the brokers see in their request logs and quotas.
 const ClientID = "aggregator"
 
+// Access is how the service's clients reach and authenticate to the
+// brokers: TLS with the files of source.tls read again when they change,
+// SASL with credentials that refresh, and the client's rack. One per
+// process, shared by its clients, so that they share one cached OAuth
+// token. Safe for concurrent use.
+type Access struct {
+	src      config.Source
+	certs    *Certs         // nil without TLS
+	mech     sasl.Mechanism // nil without SASL
+	endpoint *TokenEndpoint // OAUTHBEARER with a token endpoint, else nil
+}
+
+// NewAccess reads src's TLS files and prepares its SASL mechanism; a file
+// that cannot be read is an error that names its key. It asks nothing of
+// the network. reg (nil for none) gets aggregator_tls_reload_failures_total.
+func NewAccess(src config.Source, log zerolog.Logger, reg prometheus.Registerer) (*Access, error) {
+	a := &Access{src: src}
+	var err error
+	if src.TLS.Enabled {
+		if a.certs, err = NewCerts("source.tls", src.TLS, log, ReloadFailures(reg)); err != nil {
+			return nil, err
+		}
+	}
+	switch src.SASL.Mechanism {
+	case "":
+	case config.MechanismOAuthBearer:
+		if src.SASL.OAuth.TokenEndpoint != "" {
+			if a.endpoint, err = NewTokenEndpoint(src.SASL.OAuth, log, time.Now); err != nil {
+				return nil, err
+			}
+		} else if _, err := readToken(src.SASL.OAuth.TokenFile); err != nil {
+			return nil, err
+		}
+		a.mech = oauthMechanism(src.SASL.OAuth, a.endpoint)
+	case config.MechanismAWSMSKIAM:
+		if a.mech, err = NewMSKIAM(src.SASL.AWS.Region); err != nil {
+			return nil, err
+		}
+	default:
+		if a.mech, err = SASLMechanism(src.SASL); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
 // ClientOpts returns the kgo options every client of the service shares:
-// seed brokers, client ID, TLS and SASL from src, and a Logger tagged with
+// seed brokers, client ID, rack, TLS and SASL, and a Logger tagged with
 // component (kafka_consumer, kafka_producer, ...). Callers append their
 // own options (group, topics, transactions) and then any extra ones.
-func ClientOpts(src config.Source, log zerolog.Logger, component string) ([]kgo.Opt, error) {
+func (a *Access) ClientOpts(log zerolog.Logger, component string) []kgo.Opt {
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(src.Brokers...),
+		kgo.SeedBrokers(a.src.Brokers...),
 		kgo.ClientID(ClientID),
 		kgo.WithLogger(NewLogger(log, component)),
 	}
-	if src.TLS.Enabled {
-		tc, err := TLSConfig(src.TLS)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
+	if a.src.Rack != "" {
+		opts = append(opts, kgo.Rack(a.src.Rack))
 	}
-	if src.SASL.Mechanism != "" {
-		mech, err := SASLMechanism(src.SASL)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.SASL(mech))
+	if a.certs != nil {
+		opts = append(opts, kgo.DialTLSConfig(a.certs.Config()))
 	}
-	return opts, nil
+	if a.mech != nil {
+		opts = append(opts, kgo.SASL(a.mech))
+	}
+	return opts
 }
 
-// TLSConfig builds a client TLS config from PEM files: CAFile replaces the
-// system roots when set, and CertFile with KeyFile enable mutual TLS.
-func TLSConfig(c config.TLS) (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // opt-in by config, for test clusters
+// Unavailable returns why the service has no valid credentials now (the
+// OAuth token expired and its endpoint fails), or nil: the service is not
+// ready meanwhile.
+func (a *Access) Unavailable() error {
+	if a.endpoint == nil {
+		return nil
 	}
-	if c.CAFile != "" {
-		pool, err := loadCAs(c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = pool
-	}
-	if c.CertFile != "" || c.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("source.tls.cert_file %q, key_file %q: %w", c.CertFile, c.KeyFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
+	return a.endpoint.Unavailable()
 }
 
-func loadCAs(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
+// ClientOpts is NewAccess(src, log, nil).ClientOpts(log, component), for
+// the commands that make one client and exit.
+func ClientOpts(src config.Source, log zerolog.Logger, component string) ([]kgo.Opt, error) {
+	a, err := NewAccess(src, log, nil)
 	if err != nil {
-		return nil, fmt.Errorf("source.tls.ca_file: %w", err)
+		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("source.tls.ca_file %q: no PEM certificate found", path)
-	}
-	return pool, nil
+	return a.ClientOpts(log, component), nil
 }
 
-// SASLMechanism returns the SASL mechanism c names. The password is read
-// from c.Password, or else from c.PasswordFile on every new connection, so
-// a rotated Kubernetes Secret is picked up without a restart. The file is
-// also read once here, so a missing file fails at start.
+// SASLMechanism returns the PLAIN or SCRAM mechanism c names. The password
+// is read from c.PasswordFile on every new connection when that is set
+// (Password then holds its content at start), so a rotated Kubernetes
+// Secret is picked up without a restart; else it is c.Password. The file
+// is also read once here, so a missing file fails at start.
 func SASLMechanism(c config.SASL) (sasl.Mechanism, error) {
 	password := func() (string, error) { return c.Password, nil }
-	if c.Password == "" && c.PasswordFile != "" {
+	if c.PasswordFile != "" { // config.Parse also put its content in Password, as it was at start
 		password = func() (string, error) { return readPassword(c.PasswordFile) }
 	}
 	if _, err := password(); err != nil {
@@ -107,7 +133,7 @@ func SASLMechanism(c config.SASL) (sasl.Mechanism, error) {
 		return scram.Sha512(scramAuth(c.Username, password)), nil
 	}
 	// config.Load rejects other values; this guards callers that build a Config in code.
-	return nil, fmt.Errorf("source.sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.Mechanism)
+	return nil, fmt.Errorf("source.sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 here (OAUTHBEARER and AWS_MSK_IAM: NewAccess)", c.Mechanism)
 }
 
 func scramAuth(user string, password func() (string, error)) func(context.Context) (scram.Auth, error) {

@@ -74,7 +74,10 @@ func TestClientOptsSASL(t *testing.T) {
 		"plain":               {config.SASL{Mechanism: "PLAIN", Username: "alice", Password: "alice-pw"}, true},
 		"scram 256":           {config.SASL{Mechanism: "SCRAM-SHA-256", Username: "bob", Password: "bob-pw"}, true},
 		"scram 512 from file": {config.SASL{Mechanism: "SCRAM-SHA-512", Username: "carol", PasswordFile: pwFile}, true},
-		"wrong password":      {config.SASL{Mechanism: "SCRAM-SHA-256", Username: "bob", Password: "nope"}, false},
+		// config.Parse put the file's content at start in Password; the
+		// file, rotated since, wins.
+		"rotated password file": {config.SASL{Mechanism: "SCRAM-SHA-512", Username: "carol", Password: "old-pw", PasswordFile: pwFile}, true},
+		"wrong password":        {config.SASL{Mechanism: "SCRAM-SHA-256", Username: "bob", Password: "nope"}, false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -36,6 +36,10 @@ type Source struct {
 	Filter       []Filter  `yaml:"filter"`
 	TLS          TLS       `yaml:"tls"`
 	SASL         SASL      `yaml:"sasl"`
+	// Rack is the client's rack (Kafka's client.rack, KIP-392): brokers
+	// with a rack-aware replica selector serve its fetches from a replica
+	// in the same rack (zone). "" is off.
+	Rack string `yaml:"rack"`
 	// InstanceID is the group.instance.id (static membership, KIP-345); ""
 	// is off. A member restarted with the same id takes its partitions back
 	// at once instead of after its session times out.
@@ -114,12 +118,46 @@ type TLS struct {
 
 // SASL configures broker authentication. The password comes from Password
 // (usually set by AGGREGATOR_SOURCE_SASL_PASSWORD) or from PasswordFile;
-// it is never printed or logged.
+// it is never printed or logged. Username and password are PLAIN's and
+// SCRAM's, OAuth is OAUTHBEARER's, AWS is AWS_MSK_IAM's.
 type SASL struct {
-	Mechanism    string `yaml:"mechanism"` // "" (off) | PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+	Mechanism    string `yaml:"mechanism"` // "" (off) | PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 | OAUTHBEARER | AWS_MSK_IAM
 	Username     string `yaml:"username"`
 	Password     string `yaml:"password"`
 	PasswordFile string `yaml:"password_file"`
+	OAuth        OAuth  `yaml:"oauth"`
+	AWS          AWS    `yaml:"aws"`
+}
+
+// SASL mechanisms, the values of source.sasl.mechanism.
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismScram256    = "SCRAM-SHA-256"
+	MechanismScram512    = "SCRAM-SHA-512"
+	MechanismOAuthBearer = "OAUTHBEARER"
+	MechanismAWSMSKIAM   = "AWS_MSK_IAM"
+)
+
+// OAuth is where OAUTHBEARER's token comes from: TokenFile, read again
+// when it changes, or TokenEndpoint, an OAuth 2.0 client-credentials grant
+// (ClientID with ClientSecret or ClientSecretFile, Scope). Extensions are
+// the SASL extensions sent with the token (RFC 7628), such as Confluent
+// Cloud's logicalCluster and identityPoolId.
+type OAuth struct {
+	TokenFile        string            `yaml:"token_file"`
+	TokenEndpoint    string            `yaml:"token_endpoint"`
+	ClientID         string            `yaml:"client_id"`
+	ClientSecret     string            `yaml:"client_secret"`
+	ClientSecretFile string            `yaml:"client_secret_file"`
+	Scope            string            `yaml:"scope"`
+	CAFile           string            `yaml:"ca_file"` // the token endpoint's CA; "" = the system roots
+	Extensions       map[string]string `yaml:"extensions"`
+}
+
+// AWS is AWS_MSK_IAM's: the credentials come from the AWS SDK's default
+// chain (environment, web identity, EKS Pod Identity, ECS and EC2 roles).
+type AWS struct {
+	Region string `yaml:"region"` // Parse fills in $AWS_REGION when empty
 }
 
 // Watermark configures the per-partition watermark generators (docs/semantics.md#watermarks).
@@ -229,6 +267,9 @@ type State struct {
 // HTTP is the metrics and probes endpoint.
 type HTTP struct {
 	Listen string `yaml:"listen"`
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// the same listener, for profiling a running service; off by default.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Log configures zerolog.

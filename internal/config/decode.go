@@ -151,6 +151,8 @@ func (s *sources) value(n *yaml.Node, v reflect.Value, path string) error {
 		return s.mapping(n, v, path)
 	case v.Kind() == reflect.Slice:
 		return s.sequence(n, v, path)
+	case v.Kind() == reflect.Map:
+		return s.stringMap(n, v, path)
 	case n.Kind != yaml.ScalarNode:
 		return &KeyError{Key: path, Value: nodeText(n), Reason: "must be a single value, not a list or mapping"}
 	}
@@ -173,6 +175,32 @@ func (s *sources) sequence(n *yaml.Node, v reflect.Value, path string) error {
 		}
 	}
 	v.Set(list)
+	return nil
+}
+
+// stringMap decodes a YAML mapping of plain names to single values into
+// the map[string]string v (source.sasl.oauth.extensions).
+func (s *sources) stringMap(n *yaml.Node, v reflect.Value, path string) error {
+	if n.Kind != yaml.MappingNode {
+		return &KeyError{Key: path, Value: nodeText(n), Reason: "must be a mapping of names to values, such as {a: b}"}
+	}
+	m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := resolve(n.Content[i]), resolve(n.Content[i+1])
+		key := join(path, kn.Value)
+		switch {
+		case kn.Kind != yaml.ScalarNode:
+			return &KeyError{Key: join(path, nodeText(kn)), Value: nodeText(vn), Reason: "a name must be a plain name"}
+		case m.MapIndex(reflect.ValueOf(kn.Value)).IsValid():
+			return &KeyError{Key: key, Value: nodeText(vn), Reason: "duplicate key"}
+		case vn.Kind != yaml.ScalarNode || isNull(vn):
+			return &KeyError{Key: key, Value: nodeText(vn), Reason: "must be a single value"}
+		}
+		m.SetMapIndex(reflect.ValueOf(kn.Value), reflect.ValueOf(vn.Value))
+	}
+	if m.Len() > 0 { // {} is the default, nil
+		v.Set(m)
+	}
 	return nil
 }
 

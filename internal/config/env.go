@@ -28,6 +28,8 @@ func (s *sources) envStruct(v reflect.Value, path string, getenv func(string) st
 		f, key := v.Field(i), join(path, tagName(v.Type().Field(i)))
 		var err error
 		switch {
+		case f.Kind() == reflect.Map:
+			err = s.envMap(f, key, getenv)
 		case f.Type() == durationType || f.Kind() != reflect.Struct && f.Kind() != reflect.Slice:
 			err = s.envScalar(f, key, getenv)
 		case f.Kind() == reflect.Struct:
@@ -70,6 +72,27 @@ func (s *sources) envList(v reflect.Value, key string, getenv func(string) strin
 		s.set(fmt.Sprintf("%s[%d]", key, i), items[i], name)
 	}
 	v.Set(reflect.ValueOf(items))
+	return nil
+}
+
+// envMap sets a map of names to values from "name=value,name=value";
+// spaces around items are trimmed.
+func (s *sources) envMap(v reflect.Value, key string, getenv func(string) string) error {
+	name := envName(key)
+	text := getenv(name)
+	if text == "" {
+		return nil
+	}
+	s.set(key, text, name)
+	m := map[string]string{}
+	for item := range strings.SplitSeq(text, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if _, dup := m[k]; !ok || k == "" || dup {
+			return &KeyError{Key: key, Value: text, Reason: "must be name=value pairs separated by commas, each name once", Env: name}
+		}
+		m[k] = val
+	}
+	v.Set(reflect.ValueOf(m))
 	return nil
 }
 

@@ -33,6 +33,9 @@ func Parse(data []byte, getenv func(string) string) (Config, error) {
 	switch {
 	case err == nil:
 		c.deriveDefaults()
+		if c.Source.SASL.Mechanism == MechanismAWSMSKIAM && c.Source.SASL.AWS.Region == "" && getenv != nil {
+			c.Source.SASL.AWS.Region = getenv("AWS_REGION") // the AWS SDK's own default
+		}
 		err = c.validate(src)
 	case errors.As(err, &ke):
 		err = collect(append(src.more, ke)) // the unknown keys found before it too

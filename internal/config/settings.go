@@ -58,6 +58,11 @@ var keyClasses = map[string]KeyClass{
 	"source.tls.key_file": RunSetting, "source.tls.insecure_skip_verify": RunSetting,
 	"source.sasl.mechanism": RunSetting, "source.sasl.username": RunSetting,
 	"source.sasl.password": RunSetting, "source.sasl.password_file": RunSetting,
+	"source.sasl.oauth.token_file": RunSetting, "source.sasl.oauth.token_endpoint": RunSetting,
+	"source.sasl.oauth.client_id": RunSetting, "source.sasl.oauth.client_secret": RunSetting,
+	"source.sasl.oauth.client_secret_file": RunSetting, "source.sasl.oauth.scope": RunSetting,
+	"source.sasl.oauth.ca_file": RunSetting, "source.sasl.oauth.extensions": RunSetting,
+	"source.sasl.aws.region": RunSetting, "source.rack": RunSetting,
 	"source.instance_id": RunSetting, "source.session_timeout": RunSetting,
 
 	"source.partitioning": Identity, "source.key": Identity,
@@ -80,7 +85,7 @@ var keyClasses = map[string]KeyClass{
 	"sink.results_topic": RunSetting, "sink.late_topic": RunSetting, "sink.dead_letter_topic": RunSetting,
 	"sink.format": RunSetting, "sink.compression": RunSetting, "sink.linger": RunSetting,
 	"sink.create_topics": RunSetting, "sink.partitions": RunSetting, "sink.replication_factor": RunSetting,
-	"delivery": RunSetting, "http.listen": RunSetting, "log.level": RunSetting, "log.format": RunSetting,
+	"delivery": RunSetting, "http.listen": RunSetting, "http.pprof": RunSetting, "log.level": RunSetting, "log.format": RunSetting,
 	"shutdown_timeout": RunSetting,
 
 	"state.changelog_topic": RunSetting, "state.repartition_topic": RunSetting,

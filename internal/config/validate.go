@@ -53,6 +53,16 @@ func (c *Config) inapplicable(key string) string {
 		return "applies only when source.tls.enabled is true"
 	case strings.HasPrefix(key, "source.sasl.") && key != "source.sasl.mechanism" && c.Source.SASL.Mechanism == "":
 		return "applies only when source.sasl.mechanism is set"
+	case strings.HasPrefix(key, "source.sasl.oauth") && c.Source.SASL.Mechanism != MechanismOAuthBearer:
+		return "applies only to source.sasl.mechanism OAUTHBEARER"
+	case strings.HasPrefix(key, "source.sasl.oauth.") && key != "source.sasl.oauth.token_file" && key != "source.sasl.oauth.token_endpoint" &&
+		!strings.HasPrefix(key, "source.sasl.oauth.extensions") && c.Source.SASL.OAuth.TokenEndpoint == "":
+		return "applies only with source.sasl.oauth.token_endpoint"
+	case strings.HasPrefix(key, "source.sasl.aws") && c.Source.SASL.Mechanism != MechanismAWSMSKIAM:
+		return "applies only to source.sasl.mechanism AWS_MSK_IAM"
+	case (key == "source.sasl.username" || key == "source.sasl.password" || key == "source.sasl.password_file") &&
+		(c.Source.SASL.Mechanism == MechanismOAuthBearer || c.Source.SASL.Mechanism == MechanismAWSMSKIAM):
+		return "applies only to source.sasl.mechanism PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
 	case key == "watermark.marker_field" && c.Watermark.Strategy != "punctuated":
 		return "applies only to watermark.strategy punctuated"
 	case key == "window.slide" && c.Window.Type != "sliding" && c.Window.Type != "count":
@@ -261,11 +271,27 @@ func readable(key, path string) *KeyError {
 
 func (c *Config) validateSASL(src *sources) *KeyError {
 	sasl := c.Source.SASL
-	if err := oneOf("source.sasl.mechanism", sasl.Mechanism, "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"); err != nil {
+	if err := oneOf("source.sasl.mechanism", sasl.Mechanism, "", MechanismPlain, MechanismScram256, MechanismScram512,
+		MechanismOAuthBearer, MechanismAWSMSKIAM); err != nil {
 		return err
 	}
-	if err := c.checkApplies(src, "source.sasl.username", "source.sasl.password", "source.sasl.password_file"); err != nil || sasl.Mechanism == "" {
+	const oauth = "source.sasl.oauth"
+	if err := c.checkApplies(src, "source.sasl.username", "source.sasl.password", "source.sasl.password_file",
+		oauth, oauth+".token_file", oauth+".token_endpoint", oauth+".client_id", oauth+".client_secret",
+		oauth+".client_secret_file", oauth+".scope", oauth+".ca_file", oauth+".extensions",
+		"source.sasl.aws", "source.sasl.aws.region"); err != nil {
 		return err
+	}
+	switch sasl.Mechanism {
+	case "":
+		return nil
+	case MechanismOAuthBearer:
+		return c.validateOAuth()
+	case MechanismAWSMSKIAM:
+		if sasl.AWS.Region == "" {
+			return &KeyError{Key: "source.sasl.aws.region", Reason: "required with source.sasl.mechanism AWS_MSK_IAM: the cluster's AWS region, such as eu-west-1 (or set AWS_REGION)"}
+		}
+		return nil
 	}
 	switch {
 	case sasl.Username == "":
@@ -276,6 +302,58 @@ func (c *Config) validateSASL(src *sources) *KeyError {
 		return &KeyError{Key: "source.sasl.password", Reason: "required with source.sasl.mechanism " + sasl.Mechanism + " (or source.sasl.password_file)"}
 	}
 	return nil
+}
+
+// validateOAuth checks OAUTHBEARER's token source: a file, or an https
+// token endpoint with a client id and one secret.
+func (c *Config) validateOAuth() *KeyError {
+	const key = "source.sasl.oauth"
+	o := c.Source.SASL.OAuth
+	switch {
+	case o.TokenFile == "" && o.TokenEndpoint == "":
+		return &KeyError{Key: key + ".token_endpoint", Reason: "required with source.sasl.mechanism OAUTHBEARER: the OAuth 2.0 token endpoint (client credentials), or " + key + ".token_file"}
+	case o.TokenFile != "" && o.TokenEndpoint != "":
+		return &KeyError{Key: key + ".token_file", Value: o.TokenFile, Reason: "set " + key + ".token_file or " + key + ".token_endpoint, not both"}
+	}
+	for name, ext := range o.Extensions {
+		if reason := checkExtension(name, ext); reason != "" {
+			return &KeyError{Key: key + ".extensions." + name, Value: ext, Reason: reason}
+		}
+	}
+	if o.TokenFile != "" {
+		return readable(key+".token_file", o.TokenFile)
+	}
+	if u, err := url.Parse(o.TokenEndpoint); err != nil || u.Scheme != "https" || u.Host == "" {
+		return &KeyError{Key: key + ".token_endpoint", Value: o.TokenEndpoint, Reason: "must be an https:// URL (the client secret is sent to it)"}
+	}
+	switch {
+	case o.ClientID == "":
+		return &KeyError{Key: key + ".client_id", Reason: "required with " + key + ".token_endpoint"}
+	case o.ClientSecret != "" && o.ClientSecretFile != "":
+		return &KeyError{Key: key + ".client_secret_file", Value: o.ClientSecretFile, Reason: "set " + key + ".client_secret or " + key + ".client_secret_file, not both"}
+	case o.ClientSecret == "" && o.ClientSecretFile == "":
+		return &KeyError{Key: key + ".client_secret", Reason: "required with " + key + ".token_endpoint (or " + key + ".client_secret_file)"}
+	}
+	if err := readable(key+".client_secret_file", o.ClientSecretFile); err != nil {
+		return err
+	}
+	return readable(key+".ca_file", o.CAFile)
+}
+
+// checkExtension returns why a SASL extension cannot be sent, or "": RFC
+// 7628 allows names of letters only, "auth" is the token's own, and a
+// value is printable text.
+func checkExtension(name, value string) string {
+	if name == "" || strings.IndexFunc(name, func(r rune) bool { return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') }) >= 0 {
+		return "an extension name is letters only (RFC 7628)"
+	}
+	if name == "auth" {
+		return `"auth" is the token itself, not an extension`
+	}
+	if strings.IndexFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) >= 0 {
+		return "an extension value is printable text (RFC 7628)"
+	}
+	return ""
 }
 
 func (c *Config) validateRegistry(src *sources) *KeyError {

@@ -3,7 +3,9 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -44,6 +46,12 @@ func (c *Config) node(v reflect.Value, path string) *yaml.Node {
 			seq.Style = yaml.FlowStyle
 		}
 		return seq
+	case reflect.Map:
+		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
+		for _, k := range slices.Sorted(maps.Keys(v.Interface().(map[string]string))) {
+			m.Content = append(m.Content, scalar("!!str", k), scalar("!!str", v.MapIndex(reflect.ValueOf(k)).String()))
+		}
+		return m
 	case reflect.Bool:
 		return scalar("!!bool", strconv.FormatBool(v.Bool()))
 	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int:
@@ -67,7 +75,7 @@ func (c *Config) mappingNode(v reflect.Value, path string) *yaml.Node {
 		if c.inapplicable(key) != "" || c.hidden(key) {
 			continue
 		}
-		if key == "source.sasl.password" || key == "source.schema_registry.password" {
+		if key == "source.sasl.password" || key == "source.schema_registry.password" || key == "source.sasl.oauth.client_secret" {
 			value = scalar("!!str", "<redacted>")
 		}
 		m.Content = append(m.Content, scalar("!!str", tagName(v.Type().Field(i))), value)
@@ -77,11 +85,13 @@ func (c *Config) mappingNode(v reflect.Value, path string) *yaml.Node {
 
 // hidden reports whether YAML leaves key out although it applies: the
 // password when it is unset or was read from password_file, and an unset
-// state.cutover (optional, with no default to show).
+// state.cutover (optional, with no default to show). The OAuth client
+// secret likewise.
 func (c *Config) hidden(key string) bool {
 	sasl, sr := c.Source.SASL, c.Source.SchemaRegistry
 	return key == "source.sasl.password" && (sasl.Password == "" || sasl.PasswordFile != "") ||
 		key == "source.schema_registry.password" && sr.Password == "" ||
+		key == "source.sasl.oauth.client_secret" && sasl.OAuth.ClientSecret == "" ||
 		key == "state.cutover" && c.State.Cutover == ""
 }
 

@@ -43,6 +43,11 @@ func TestYAMLRoundTrip(t *testing.T) {
 		"tls and password file": doc(map[string]string{
 			"source": "{timestamp: {field: t}, tls: {enabled: true, ca_file: " + pem + ", cert_file: " + pem + ", key_file: " + pem + ", insecure_skip_verify: true}, sasl: {mechanism: SCRAM-SHA-256, username: u, password_file: " + pw + "}}",
 		}),
+		"oauth endpoint, extensions and rack": doc(map[string]string{
+			"source": "{timestamp: {field: t}, rack: use1-az1, sasl: {mechanism: OAUTHBEARER, oauth: {token_endpoint: 'https://idp/token', client_id: c, client_secret_file: " + pw + ", scope: 'kafka read', ca_file: " + pem + ", extensions: {logicalCluster: lkc-1, identityPoolId: 'pool 2'}}}}",
+		}),
+		"oauth token file": doc(map[string]string{"source": "{timestamp: {field: t}, sasl: {mechanism: OAUTHBEARER, oauth: {token_file: " + pw + "}}}"}),
+		"msk iam":          doc(map[string]string{"source": "{timestamp: {field: t}, sasl: {mechanism: AWS_MSK_IAM, aws: {region: eu-west-1}}}"}),
 	}
 	for name, data := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -120,6 +120,7 @@ type clients struct {
 	extra    []kgo.Opt                 // applied last to every client
 	root     zerolog.Logger            // the service's, for the clients and the writer: they name their own component
 	reg      prometheus.Registerer
+	access   *cluster.Access       // how every client reaches the brokers: TLS, SASL (one cached OAuth token), rack
 	auth     *cluster.AuthWatch    // notices brokers refusing the SASL credentials
 	reach    *cluster.Reachability // notices brokers not answering
 	// limits and avroResults are what connect found, for the writer of
@@ -176,10 +177,10 @@ func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Register
 		return nil, err
 	}
 	c.initLocks()
-	base, err := cluster.ClientOpts(cfg.Source, log, "kafka_restore")
-	if err != nil {
+	if c.kafka.access, err = cluster.NewAccess(cfg.Source, log, reg); err != nil {
 		return nil, err
 	}
+	base := c.kafka.access.ClientOpts(log, "kafka_restore")
 	// Its dials fail only within the connect and restore retries, which
 	// log each attempt with the cause.
 	base = append(base, kgo.WithLogger(cluster.NewLogger(log, "kafka_restore").Retried()))
@@ -204,6 +205,11 @@ func (c *Consumer) connect(ctx context.Context) error {
 		}
 		defer admin.Close()
 		adm := kadm.NewClient(admin)
+		// Before anything is created or written: a cluster that cannot do
+		// what the config asks is refused here.
+		if err := cluster.CheckSupport(ctx, adm, c.cfg, transactionalID(c.cfg.Source)); err != nil {
+			return err
+		}
 		if err := c.checkTopics(ctx, adm); err != nil {
 			return err
 		}
@@ -308,14 +314,9 @@ func (c *Consumer) checkTopics(ctx context.Context, adm *kadm.Client) error {
 // session with exactly_once, two clients with at_least_once.
 func (c *Consumer) newClients(limits map[string]int32) error {
 	reg, extra := c.kafka.reg, c.kafka.extra
-	group, err := c.groupOpts()
-	if err != nil {
-		return err
-	}
-	prod, err := producerOpts(c.cfg, c.kafka.root, limits)
-	if err != nil {
-		return err
-	}
+	var err error
+	group := c.groupOpts()
+	prod := producerOpts(c.cfg, c.kafka.access, c.kafka.root, limits)
 	manual := changelogPartitioner{changelog: c.cfg.State.ChangelogTopic, watermarks: c.cfg.State.WatermarkTopic, outputs: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
 	if c.repart != nil {
 		manual.repartition = c.repart.topic // the writer picks the partition: murmur2 of the group key, or every one for a marker
@@ -382,18 +383,14 @@ func transactionalID(src config.Source) string {
 // producerOpts are the options of the client that produces outputs. A
 // topic's batches are bounded by its max.message.bytes (limits), so that
 // no batch is too large for it.
-func producerOpts(cfg config.Config, log zerolog.Logger, limits map[string]int32) ([]kgo.Opt, error) {
-	opts, err := cluster.ClientOpts(cfg.Source, log, "kafka_producer")
-	if err != nil {
-		return nil, err
-	}
-	return append(opts,
+func producerOpts(cfg config.Config, access *cluster.Access, log zerolog.Logger, limits map[string]int32) []kgo.Opt {
+	return append(access.ClientOpts(log, "kafka_producer"),
 		kgo.ProducerBatchCompression(codecs[cfg.Sink.Codec()]),
 		kgo.ProducerLinger(cfg.Sink.Linger),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent: the kgo default, which needs all acks
 		kgo.MaxBufferedRecords(100_000),
 		kgo.ProducerBatchMaxBytesFn(producer.Limits(limits).Batch),
-	), nil
+	)
 }
 
 // codecs are kgo's codecs of sink.compression.
@@ -406,11 +403,8 @@ var codecs = [...]kgo.CompressionCodec{
 }
 
 // groupOpts are the options of the group consumer.
-func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
-	opts, err := cluster.ClientOpts(c.cfg.Source, c.kafka.root, "kafka_consumer")
-	if err != nil {
-		return nil, err
-	}
+func (c *Consumer) groupOpts() []kgo.Opt {
+	opts := c.kafka.access.ClientOpts(c.kafka.root, "kafka_consumer")
 	start := kgo.NewOffset().AtStart()
 	if c.cfg.Source.StartAtLatest() {
 		start = kgo.NewOffset().AtEnd()
@@ -441,7 +435,7 @@ func (c *Consumer) groupOpts() ([]kgo.Opt, error) {
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.fetch.rebalanceWaits.Store(true) }),
-	), nil
+	)
 }
 
 // repartitionFromStart starts stage 2 at the earliest retained record of
@@ -465,10 +459,12 @@ func (c *Consumer) repartitionFromStart(_ context.Context, offs map[string]map[i
 func (c *Consumer) consumeTopics() []string { return c.core.Layout().Topics() }
 
 // Serving reports whether the group is joined, every assigned partition is
-// restored, the brokers and the schema registry answer, and the consumer
-// is not shutting down (/readyz).
+// restored, the brokers and the schema registry answer, the service has
+// valid credentials (an OAuth token), and the consumer is not shutting
+// down (/readyz).
 func (c *Consumer) Serving() bool {
-	return c.health.ready.Load() && !c.kafka.reach.Down() && (c.schemas.registry == nil || !c.schemas.registry.Down())
+	return c.health.ready.Load() && !c.kafka.reach.Down() && (c.schemas.registry == nil || !c.schemas.registry.Down()) &&
+		c.kafka.access.Unavailable() == nil
 }
 
 func (c *Consumer) setReady(ok bool) {

@@ -50,7 +50,16 @@ type Board struct {
 	mu    sync.Mutex
 	rows  map[string]Row
 	tally Tally
+	// fresh are the results observed since the last TakeFresh, in order,
+	// at most maxFresh (those past it are counted in skipped).
+	fresh   []Row
+	skipped int64
 }
+
+// maxFresh bounds the results a Board keeps for TakeFresh: a view that
+// never takes them (a terminal's, which shows the latest per key) costs
+// no more than this.
+const maxFresh = 1000
 
 // NewBoard returns an empty Board for the given output topics.
 func NewBoard(resultsTopic, lateTopic, deadLetterTopic string) *Board {
@@ -112,6 +121,11 @@ func (b *Board) observeResult(value []byte, version string) error {
 	for name, v := range r.Aggregates {
 		row.Aggregates[name] = v.String()
 	}
+	if len(b.fresh) < maxFresh {
+		b.fresh = append(b.fresh, row)
+	} else {
+		b.skipped++
+	}
 	// A late firing of an older window does not replace the newer one; a
 	// merged session replaces the sessions it covers.
 	if old, ok := b.rows[row.Key]; !ok || old.Start < row.Start || old.Start == row.Start && old.Revision <= row.Revision ||
@@ -133,6 +147,17 @@ func (b *Board) Snapshot() Tally {
 		t.Rows[i] = b.rows[k]
 	}
 	return t
+}
+
+// TakeFresh returns the results observed since its last call, in the
+// order they were read, and how many more there were past the ones it
+// kept (maxFresh).
+func (b *Board) TakeFresh() (rows []Row, skipped int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rows, skipped = b.fresh, b.skipped
+	b.fresh, b.skipped = nil, 0
+	return rows, skipped
 }
 
 // keyText shows a group key by its values: sid_1 for {"sid":"sid_1"},

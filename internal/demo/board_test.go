@@ -126,3 +126,33 @@ func TestBoardGlobalWindows(t *testing.T) {
 		t.Errorf("Snapshot().Rows = %+v, want one row of count 7 spanning all time", rows)
 	}
 }
+
+// TestBoardTakeFresh: TakeFresh hands over every result since its last
+// call, in the order read (late firings of older windows too), and no
+// more than 1000 at once, counting those past them.
+func TestBoardTakeFresh(t *testing.T) {
+	b := demo.NewBoard("res", "late", "dlq")
+	for i, v := range [][]byte{resultJSON(`{"sid":"sid_1"}`, 15_000, 3, "on_time", 0), resultJSON(`{"sid":"sid_1"}`, 10_000, 5, "late", 1)} {
+		if err := b.Observe("res", v); err != nil {
+			t.Fatalf("Observe(result %d) = %v", i, err)
+		}
+	}
+	if err := b.Observe("late", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	rows, skipped := b.TakeFresh()
+	if len(rows) != 2 || rows[0].Start != 15_000 || rows[1].Firing != "late" || skipped != 0 {
+		t.Errorf("TakeFresh() = %+v, %d; want both results in order, none skipped", rows, skipped)
+	}
+	if rows, skipped := b.TakeFresh(); len(rows) != 0 || skipped != 0 {
+		t.Errorf("TakeFresh() again = %d rows, %d skipped; want none", len(rows), skipped)
+	}
+	for i := range 1003 {
+		if err := b.Observe("res", resultJSON(`{"sid":"sid_1"}`, int64(i)*5000, 1, "on_time", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows, skipped := b.TakeFresh(); len(rows) != 1000 || skipped != 3 || rows[999].Start != 999*5000 {
+		t.Errorf("TakeFresh() after 1003 results = %d rows, %d skipped; want the first 1000, 3 skipped", len(rows), skipped)
+	}
+}

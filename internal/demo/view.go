@@ -58,8 +58,9 @@ type State struct {
 	// before the generator starts: #2 holds no partition"; "" when
 	// nothing holds it up.
 	Waiting string
-	// Check is the comparison with the one-instance reference run; nil
-	// when there is none, and then CheckNote says why.
+	// Check is the comparison with the reference run, a replay of the
+	// input in one process; nil when there is none, and then CheckNote
+	// says why.
 	Check     *CheckTally
 	CheckNote string
 	// Change is what `demo --change-at` changes, and once it has, where
@@ -327,9 +328,22 @@ func fitRows(rows []Row, lines, n int) ([]Row, int) {
 // 2, where its windows are).
 func instanceText(in Instance, stage2 bool) string {
 	if !stage2 {
-		return "#" + in.Name + ": partitions " + partitionsText(in.Partitions)
+		return "#" + in.Name + ": " + partitionsPhrase("", in.Partitions)
 	}
-	return "#" + in.Name + ": input " + partitionsText(in.Partitions) + ", repartition " + partitionsText(in.Stage2)
+	return "#" + in.Name + ": " + partitionsPhrase("input ", in.Partitions) + ", " + partitionsPhrase("repartition ", in.Stage2)
+}
+
+// partitionsPhrase names partitions of a kind ("input ", "repartition
+// ", or "" for any) as a reader says them: "partition 2", "partitions 0,
+// 2", "no partition".
+func partitionsPhrase(kind string, ps []int32) string {
+	switch len(ps) {
+	case 0:
+		return "no " + kind + "partition"
+	case 1:
+		return kind + "partition " + strconv.Itoa(int(ps[0]))
+	}
+	return kind + "partitions " + strings.ReplaceAll(partitionsText(ps), ",", ", ")
 }
 
 func partitionsText(ps []int32) string {
@@ -343,13 +357,13 @@ func partitionsText(ps []int32) string {
 	return strings.Join(parts, ",")
 }
 
-// checkText is the line that compares the results with the one-instance
-// reference run, in parts to wrap.
+// checkText is the line that compares the results with the reference
+// run, a replay of the input in one process, in parts to wrap.
 func checkText(c *CheckTally, note string) []string {
-	const claim = "results equal the one-instance run:"
+	const claim = "results equal a replay of the input:"
 	switch {
 	case c == nil:
-		return []string{"one-instance check:", note}
+		return []string{"replay check:", note}
 	case c.Compared == 0:
 		return []string{claim, "none closed yet", fmt.Sprintf("(%d windows open)", c.Pending)}
 	case c.Differ == 0:
@@ -358,9 +372,71 @@ func checkText(c *CheckTally, note string) []string {
 	return []string{claim, fmt.Sprintf("NO, %d of %d windows differ;", c.Differ, c.Compared), "first: " + c.FirstDiff}
 }
 
-// Summary is one plain line for a stdout that is not a terminal. Each
-// line says where Kafka and the metrics are, so any line read alone (a
-// log tail) tells how to look further.
+// Legend is what a stdout that is not a terminal gets first: the demo's
+// settings and where Kafka and the metrics are, then what the lines that
+// follow say (ResultLine's and Summary's, with the fields of s's setup
+// and of that many instances), a line each.
+func Legend(s State, instances int) string {
+	var b strings.Builder
+	b.WriteString("aggregator demo · Kafka: " + s.Brokers + " · metrics: " + s.MetricsURL + "\n")
+	b.WriteString(s.Settings + " · Ctrl-C to stop\n")
+	b.WriteString(`lines: "result" for each result the results topic gets: its key, window (UTC), count, aggregates, firing (on_time; late: revised for a late record; early; final) and revision` + "\n")
+	b.WriteString(`  "demo:" every second: records produced (by the generator) and processed (by the service), results, late_firings, retractions (sessions a late record merged), late events, dead_letters, keys with a result, the watermark` + "\n")
+	if instances > 1 {
+		b.WriteString("  instances, partitions (of the input topic)")
+		if s.Stage2 {
+			b.WriteString(", repartition (of the repartition topic)")
+		}
+		b.WriteString(": the partitions each instance holds, as instance:partitions;...\n")
+	}
+	if s.Change != "" {
+		b.WriteString("  versions: results by config version; change: the config change and the partitions' cut-overs\n")
+	}
+	if s.Check != nil {
+		b.WriteString("  replay_compared: windows whose last result was compared with that of a replay of the input in one process; replay_differ: how many of them differ (0: every one equal)\n")
+	} else if s.CheckNote != "" {
+		b.WriteString("  no comparison with a replay of the input: " + s.CheckNote + "\n")
+	}
+	b.WriteString("  waiting_for: what the demo waits for, while it does\n")
+	return b.String()
+}
+
+// ResultLine is one result for a stdout that is not a terminal: its key,
+// window, count, aggregates (columns, in config order), firing and
+// revision, and with versions its config version.
+func ResultLine(r Row, columns []string, zone *time.Location, versions bool) string {
+	var b strings.Builder
+	b.WriteString("result")
+	window := windowText(r.Start, r.End)
+	if zone != nil {
+		window = dayText(r.Start, r.End, zone)
+	}
+	field(&b, "key", r.Key)
+	field(&b, "window", strings.ReplaceAll(window, ", ", ","))
+	field(&b, "count", strconv.FormatInt(r.Count, 10))
+	for _, name := range columns {
+		field(&b, name, numberText(r.Aggregates[name], false))
+	}
+	field(&b, "firing", r.Firing)
+	field(&b, "revision", strconv.FormatInt(r.Revision, 10))
+	if versions {
+		field(&b, "config", cmp.Or(r.Version, "-"))
+	}
+	return b.String()
+}
+
+// field appends " name=value", the value quoted if it has a space or a
+// quote.
+func field(b *strings.Builder, name, value string) {
+	if strings.ContainsAny(value, " \"") {
+		value = strconv.Quote(value)
+	}
+	b.WriteString(" " + name + "=" + value)
+}
+
+// Summary is one plain line for a stdout that is not a terminal (Legend
+// says what its fields are). Each line says where Kafka and the metrics
+// are, so any line read alone (a log tail) tells how to look further.
 func Summary(s State) string {
 	line := fmt.Sprintf("demo: elapsed=%s produced=%d processed=%.0f results=%d late_firings=%d retractions=%d late=%d dead_letters=%d keys=%d watermark=%s",
 		s.Elapsed.Truncate(time.Second), s.Sent.Total(), s.Processed, s.Results, s.LateFirings, s.Retractions,
@@ -379,15 +455,15 @@ func Summary(s State) string {
 		}
 	}
 	if s.Waiting != "" {
-		line += fmt.Sprintf(" waiting=%q", s.Waiting)
+		line += fmt.Sprintf(" waiting_for=%q", s.Waiting)
 	}
 	if s.Change != "" {
 		line += fmt.Sprintf(" versions=%s change=%q", versionsText(s.ByVersion, ":", ","), s.Change)
 	}
 	if c := s.Check; c != nil {
-		line += fmt.Sprintf(" compared=%d differ=%d", c.Compared, c.Differ)
+		line += fmt.Sprintf(" replay_compared=%d replay_differ=%d", c.Compared, c.Differ)
 		if c.Differ > 0 {
-			line += fmt.Sprintf(" first_diff=%q", c.FirstDiff)
+			line += fmt.Sprintf(" replay_first_diff=%q", c.FirstDiff)
 		}
 	}
 	return line + fmt.Sprintf(" kafka=%q metrics=%s", s.Brokers, s.MetricsURL)

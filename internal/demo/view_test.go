@@ -287,16 +287,74 @@ func TestRenderCalendarDays(t *testing.T) {
 }
 
 // TestRenderInstances: with several instances the view lists the
-// partitions each holds, and the check line says whether the results
-// equal the one-instance run's; the summary line carries both.
+// partitions each holds ("partition 1", "partitions 0, 2", "no
+// partition"), and the check line says whether the results equal those
+// of a replay of the input in one process; the summary line carries
+// both.
 func TestRenderInstances(t *testing.T) {
 	s := sampleState()
 	s.Instances = []demo.Instance{{Name: "1", Partitions: []int32{0, 2}}, {Name: "2", Partitions: []int32{1}}, {Name: "3"}}
 	s.Check = &demo.CheckTally{Compared: 57, Pending: 9}
 	checkGolden(t, "testdata/view_instances.golden", demo.Render(s))
-	const want = ` instances=3 partitions=1:0,2;2:1;3:none compared=57 differ=0 kafka=`
+	const want = ` instances=3 partitions=1:0,2;2:1;3:none replay_compared=57 replay_differ=0 kafka=`
 	if got := demo.Summary(s); !strings.Contains(got, want) {
 		t.Errorf("Summary() = %q, want it to hold %q", got, want)
+	}
+}
+
+// TestResultLine: a result as a line of a stdout that is not a
+// terminal: fields as name=value, the aggregates in config order as
+// written, a value with a space quoted, the config version with a change.
+func TestResultLine(t *testing.T) {
+	s := sampleState()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := demo.Row{Key: "a=1 b=x", Start: time.Date(2030, 3, 31, 0, 0, 0, 0, berlin).UnixMilli(), End: time.Date(2030, 4, 1, 0, 0, 0, 0, berlin).UnixMilli(),
+		Count: 2, Aggregates: map[string]string{"calls": "2"}, Firing: "early", Version: "2"}
+	tests := map[string]struct {
+		row      demo.Row
+		zone     *time.Location
+		versions bool
+		want     string
+	}{
+		"tumbling": {s.Rows[0], nil, false,
+			"result key=sid_0 window=[10:10:05,10:10:10) count=9 calls=9 total_duration=2900 avg_duration=322.2222222222222 p99_duration=590 firing=on_time revision=0"},
+		"calendar day, key of two fields, a version": {day, berlin, true,
+			`result key="a=1 b=x" window="Sun 31 Mar (23h)" count=2 calls=2 total_duration=- avg_duration=- p99_duration=- firing=early revision=0 config=2`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := demo.ResultLine(tt.row, s.Columns, tt.zone, tt.versions); got != tt.want {
+				t.Errorf("ResultLine() = %s\nwant           %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestLegend: the first lines of a stdout that is not a terminal say
+// where Kafka and the metrics are, the settings, and what each field of
+// the lines after means: the instances' partitions with several, the
+// comparison with a replay of the input, or why there is none.
+func TestLegend(t *testing.T) {
+	s := sampleState()
+	s.Check = &demo.CheckTally{}
+	s.Stage2 = true
+	got := demo.Legend(s, 3)
+	for _, want := range []string{"aggregator demo · Kafka: in-process kfake at 127.0.0.1:40123 · metrics: http://localhost:9090/metrics\n",
+		"tumbling 5s windows · max_out_of_orderness 1s · allowed_lateness 2s · Ctrl-C to stop\n", `lines: "result" for each result`,
+		"instances, partitions (of the input topic), repartition (of the repartition topic)", "replay_compared: windows whose last result",
+		"waiting_for: "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Legend() lacks %q:\n%s", want, got)
+		}
+	}
+	s.Check, s.CheckNote = nil, "none for global windows (they never close)"
+	got = demo.Legend(s, 1)
+	if strings.Contains(got, "instances,") || strings.Contains(got, "replay_compared") ||
+		!strings.Contains(got, "no comparison with a replay of the input: none for global windows (they never close)") {
+		t.Errorf("Legend(one instance, no check) = \n%s\nwant no instances' line, and why there is no comparison", got)
 	}
 }
 
@@ -306,11 +364,11 @@ func TestRenderCheck(t *testing.T) {
 		note  string
 		want  string
 	}{
-		"none closed": {&demo.CheckTally{Pending: 4}, "", "results equal the one-instance run: none closed yet (4 windows open)\n"},
-		"equal":       {&demo.CheckTally{Compared: 8, Pending: 4}, "", "results equal the one-instance run: yes (8 windows compared, 4 open)\n"},
+		"none closed": {&demo.CheckTally{Pending: 4}, "", "results equal a replay of the input: none closed yet (4 windows open)\n"},
+		"equal":       {&demo.CheckTally{Compared: 8, Pending: 4}, "", "results equal a replay of the input: yes (8 windows compared, 4 open)\n"},
 		"differ": {&demo.CheckTally{Compared: 8, Differ: 1, FirstDiff: "k: service count 1, reference count 2"}, "",
-			"results equal the one-instance run: NO, 1 of 8 windows differ; first: k: service count 1, reference count 2\n"},
-		"not checked": {nil, "not for global windows", "one-instance check: not for global windows\n"},
+			"results equal a replay of the input: NO, 1 of 8 windows differ; first: k: service count 1, reference count 2\n"},
+		"not checked": {nil, "not for global windows", "replay check: not for global windows\n"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -451,7 +509,7 @@ func TestRenderWaiting(t *testing.T) {
 			t.Errorf("Render(waiting): line of %d columns: %q", w, line)
 		}
 	}
-	const want = ` instances=3 partitions=1:none;2:0;3:1,2 repartition=1:1,2;2:0;3:none waiting="watermarks: #1 for markers from 3 source partitions" kafka=`
+	const want = ` instances=3 partitions=1:none;2:0;3:1,2 repartition=1:1,2;2:0;3:none waiting_for="watermarks: #1 for markers from 3 source partitions" kafka=`
 	if got := demo.Summary(s); !strings.Contains(got, want) {
 		t.Errorf("Summary() = %q, want it to hold %q", got, want)
 	}

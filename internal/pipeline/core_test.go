@@ -159,6 +159,26 @@ func TestCoreStage1WaitsForRestores(t *testing.T) {
 	}
 	c.Accept()
 
+	// A partition revoked meanwhile (its restore waited, say on an open
+	// transaction): what it processed is its next owner's to process
+	// again from the committed offset, not handed over here.
+	c, dec = newInstanceCore(t, "repartition", 3, 2)
+	in0, _ := c.Assign("sms", 0, 0)
+	in1, _ := c.Assign("sms", 1, 0)
+	c.Assign("g-repartition", 2, 0)
+	applyValues(c, dec, "sms", 0, in0, `{"k":"a","t":1}`, `bad`)
+	applyValues(c, dec, "sms", 1, in1, `{"k":"b","t":2}`)
+	c.Revoke(in0)
+	restoreAllEmpty(t, c)
+	rd = c.Commit(0)
+	if k := kinds(rd); k[ready.Repartition] != 1 || k[ready.DeadLetter] != 0 {
+		t.Errorf("Commit after sms[0] was revoked: outputs %v, want sms[1]'s repartition record only (and markers)", k)
+	}
+	if want := []ready.Offset{{Topic: "sms", Partition: 1, Offset: 1}}; !slices.Equal(rd.Offsets, want) {
+		t.Errorf("Commit after sms[0] was revoked: offsets %+v, want %+v", rd.Offsets, want)
+	}
+	c.Accept()
+
 	c, _ = newInstanceCore(t, "repartition", 3, 2)
 	if rd := c.Commit(0); len(rd.Outputs) != 0 {
 		t.Errorf("Commit before any assignment: outputs %v, want none", kinds(rd))

@@ -77,3 +77,76 @@ func TestNewCoreRegistryFormats(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkInputValue is what the fetcher's look for schema ids adds per
+// repartition record with a registry format (InputValue), beside
+// BenchmarkDecodeRepartitionRecord, the decoding of the same record.
+func BenchmarkInputValue(b *testing.B) {
+	c, id, value := benchRepartitionRecord(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if c.InputValue(id, value, false) == nil {
+			b.Fatal("no input value")
+		}
+	}
+}
+
+// BenchmarkDecodeRepartitionRecord decodes a format-3 record of a
+// repartition partition from its compact form (Core.Decode).
+func BenchmarkDecodeRepartitionRecord(b *testing.B) {
+	c, id, value := benchRepartitionRecord(b)
+	dec, err := record.NewDecoder(benchConfig(b).RecordSpec(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var d pipeline.Decoded
+	b.ReportAllocs()
+	for b.Loop() {
+		d.In = ready.Input{Topic: "g-repartition", Partition: id, KafkaPartition: id, Offset: 7, Key: []byte(`{"k":"a"}`), Value: value}
+		c.Decode(dec, &d, false, nil)
+		if d.Err != nil {
+			b.Fatal(d.Err)
+		}
+	}
+}
+
+func benchConfig(b *testing.B) config.Config {
+	cfg, err := config.Parse([]byte(strings.Replace(coreYaml, "%s", "repartition", 1)), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.State.RepartitionTopic = "g-repartition"
+	return cfg
+}
+
+// benchRepartitionRecord is a core of two stages and the value of a
+// repartition record its stage 1 made (format 3, with a compact form),
+// with the id of the repartition partition it is in.
+func benchRepartitionRecord(b *testing.B) (*pipeline.Core, int32, []byte) {
+	cfg := benchConfig(b)
+	c, err := pipeline.NewCore(pipeline.Spec{Config: cfg, Partitions: []int32{1, 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec, err := record.NewDecoder(cfg.RecordSpec(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, _ := c.Assign("calls", 0, 0)
+	rep, _ := c.Assign("g-repartition", 0, 0)
+	c.BeginRestore(rep)
+	if _, _, err := c.FinishRestore(rep, 0); err != nil {
+		b.Fatal(err)
+	}
+	d := []pipeline.Decoded{{In: ready.Input{Topic: "calls", Partition: in, Offset: 0, Value: []byte(`{"k":"a","t":1000,"v":"some value of an input record"}`)}}}
+	c.Decode(dec, &d[0], false, nil)
+	var counts pipeline.Counts
+	c.Apply(in, d, 1, 0, &counts)
+	for _, o := range c.Step(0).Outputs {
+		if o.Kind == ready.Repartition {
+			return c, rep, o.Repart.Encoded
+		}
+	}
+	b.Fatal("stage 1 forwarded no record")
+	return nil, 0, nil
+}

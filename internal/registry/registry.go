@@ -45,12 +45,14 @@ type Client struct {
 func New(cfg config.SchemaRegistry, log zerolog.Logger, reg prometheus.Registerer) (*Client, error) {
 	httpcl := &http.Client{Timeout: cluster.AttemptTimeout}
 	if strings.HasPrefix(cfg.URL, "https://") {
-		tc, err := cluster.TLSConfig(config.TLS{Enabled: true, CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile,
-			KeyFile: cfg.TLS.KeyFile, InsecureSkipVerify: cfg.TLS.InsecureSkipVerify})
+		// The files are read again for every new connection: a renewed
+		// certificate or CA needs no restart.
+		certs, err := cluster.NewCerts("source.schema_registry.tls", config.TLS{Enabled: true, CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile,
+			KeyFile: cfg.TLS.KeyFile, InsecureSkipVerify: cfg.TLS.InsecureSkipVerify}, log, cluster.ReloadFailures(reg))
 		if err != nil {
-			return nil, fmt.Errorf("source.schema_registry.tls: %w", err)
+			return nil, err
 		}
-		httpcl.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
+		httpcl.Transport = &http.Transport{TLSClientConfig: certs.Config(), Proxy: http.ProxyFromEnvironment}
 	}
 	opts := []sr.ClientOpt{sr.URLs(cfg.URL), sr.HTTPClient(httpcl), sr.UserAgent("aggregator")}
 	if cfg.Username != "" {

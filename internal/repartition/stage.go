@@ -3,6 +3,7 @@ package repartition
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"aggregator/internal/config"
@@ -120,13 +121,26 @@ func (s *Stage) Assign(partition int32, now int64) {
 	s.marks.Assign(partition, now)
 }
 
-// Revoke forgets a partition: its next owner announces it.
+// Revoke forgets a partition: its next owner announces it, and
+// processes again from the committed offset what this stage processed
+// and did not hand over yet (pipeline.Core holds stage 1's outputs until
+// the instance's first restores accepted the config): its outputs not
+// handed over are dropped.
 func (s *Stage) Revoke(partition int32) {
 	if int(partition) < len(s.next) {
 		s.next[partition] = unassigned
 	}
 	s.marks.Revoke(partition)
 	s.announce.Forget(partition)
+	s.outs = slices.DeleteFunc(s.outs, func(o ready.Output) bool {
+		switch o.Kind {
+		case ready.Repartition:
+			return o.Repart.In.Partition == partition
+		case ready.DeadLetter:
+			return o.Event.In.Partition == partition
+		}
+		return false
+	})
 }
 
 // Assigned reports whether the partition is assigned.

@@ -64,6 +64,11 @@ func (c *Cluster) handleFindCoordinator(creq *clientReq) (kmsg.Response, error) 
 			sc.ErrorCode = kerr.InvalidRequest.Code
 			continue
 		}
+		if req.CoordinatorType == 1 && c.cfg.noTxns { // aggregator patch
+			msg := noTxnsMessage
+			sc.ErrorCode, sc.ErrorMessage = kerr.InvalidRequest.Code, &msg
+			continue
+		}
 
 		// ACL check based on coordinator type
 		var e *kerr.Error

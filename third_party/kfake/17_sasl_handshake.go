@@ -11,6 +11,7 @@ import (
 // * PLAIN
 // * SCRAM-SHA-256
 // * SCRAM-SHA-512
+// * OAUTHBEARER, AWS_MSK_IAM (aggregator patch: OAuthBearer, MSKIAM)
 //
 // Note: v0 is not supported (v0 uses implicit auth after handshake)
 
@@ -45,9 +46,29 @@ func (c *Cluster) handleSASLHandshake(creq *clientReq) (kmsg.Response, error) {
 		creq.cc.saslStage = saslStageAuthScram0_256
 	case saslScram512:
 		creq.cc.saslStage = saslStageAuthScram0_512
+	case saslOAuthBearer:
+		if c.cfg.oauth == nil {
+			goto unsupported
+		}
+		creq.cc.saslStage = saslStageAuthOAuth
+	case saslMSKIAM:
+		if c.cfg.mskCredentials == nil {
+			goto unsupported
+		}
+		creq.cc.saslStage = saslStageAuthMSKIAM
 	default:
-		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		resp.SupportedMechanisms = []string{saslPlain, saslScram256, saslScram512}
+		goto unsupported
+	}
+	return resp, nil
+
+unsupported:
+	resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+	resp.SupportedMechanisms = []string{saslPlain, saslScram256, saslScram512}
+	if c.cfg.oauth != nil {
+		resp.SupportedMechanisms = append(resp.SupportedMechanisms, saslOAuthBearer)
+	}
+	if c.cfg.mskCredentials != nil {
+		resp.SupportedMechanisms = append(resp.SupportedMechanisms, saslMSKIAM)
 	}
 	return resp, nil
 }

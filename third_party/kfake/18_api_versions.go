@@ -112,6 +112,9 @@ func (c *Cluster) handleApiVersions(creq *clientReq) (kmsg.Response, error) {
 		// ApiVersions response process-wide.
 		resp.ApiKeys = slices.Clone(apiVersionsSorted)
 	}
+	if c.cfg.noTxns { // aggregator patch
+		resp.ApiKeys = slices.DeleteFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return txnKeys[k.ApiKey] })
+	}
 
 	// Features come from the kversion table for the cluster's version:
 	// what a broker of that release supports, and what a cluster it
@@ -150,7 +153,7 @@ func (c *Cluster) handleApiVersions(creq *clientReq) (kmsg.Response, error) {
 // is sending requests within version ranges we can handle.
 func (c *Cluster) checkReqVersion(key, version int16) error {
 	v, exists := apiVersionsKeys[key]
-	if !exists {
+	if !exists || c.cfg.noTxns && txnKeys[key] {
 		return fmt.Errorf("unsupported request key %d", key)
 	}
 	maxVersion := v.MaxVersion
@@ -187,7 +190,7 @@ var stableVersions = sync.OnceValue(kversion.Stable)
 // we do not advertise the key at all.
 func (c *Cluster) maxVersion(key int16) int16 {
 	v, exists := apiVersionsKeys[key]
-	if !exists {
+	if !exists || c.cfg.noTxns && txnKeys[key] {
 		return -1
 	}
 	if c.cfg.maxVersions == nil {

@@ -29,6 +29,11 @@ func (c *Cluster) handleInitProducerID(creq *clientReq) (kmsg.Response, error) {
 	// ACL check: transactional requires WRITE on TxnID, non-transactional requires
 	// IDEMPOTENT_WRITE on Cluster or WRITE on any Topic.
 	var e *kerr.Error
+	if req.TransactionalID != nil && c.cfg.noTxns { // aggregator patch
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
 	if req.TransactionalID != nil {
 		e = c.deny(creq, *req.TransactionalID, kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationWrite, faultKey{txnID: *req.TransactionalID})
 	} else {

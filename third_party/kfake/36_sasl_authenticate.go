@@ -2,6 +2,7 @@ package kfake
 
 import (
 	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,6 +33,12 @@ func (c *Cluster) handleSASLAuthenticate(creq *clientReq) (kmsg.Response, error)
 	default:
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return resp, nil
+
+	case saslStageAuthOAuth, saslStageAuthOAuthFailed:
+		c.authOAuth(creq, req, resp)
+
+	case saslStageAuthMSKIAM:
+		c.authMSKIAM(creq, req, resp)
 
 	case saslStageAuthPlain:
 		u, p, err := saslSplitPlain(req.SASLAuthBytes)
@@ -121,6 +128,9 @@ func (c *Cluster) maybeFillSessionLifetime(cc *clientConn, resp *kmsg.SASLAuthen
 	reauthMs := c.connectionsMaxReauthMs()
 	if reauthMs > 0 {
 		resp.SessionLifetimeMillis = reauthMs
+		cc.sessionExpires = time.Now().Add(time.Duration(reauthMs) * time.Millisecond)
+	} else {
+		cc.sessionExpires = time.Time{}
 	}
 	cc.hasSessionExpiry = reauthMs > 0
 }

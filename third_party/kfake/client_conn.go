@@ -30,6 +30,11 @@ type (
 		// checks the authenticator's session expiration time), so a
 		// config change affects only sessions established after it.
 		hasSessionExpiry bool
+		// sessionExpires is when the session of the last
+		// authentication ends (zero: never); past it, only a new
+		// handshake is taken (aggregator patch).
+		sessionExpires time.Time
+		saslErr        string // OAUTHBEARER: why the token was refused, for the failure
 	}
 
 	clientReq struct {

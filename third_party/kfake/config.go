@@ -38,7 +38,14 @@ type cfg struct {
 
 	enableSASL bool
 	sasls      map[struct{ m, u string }]string // cleared after client initialization
-	tls        *tls.Config
+
+	// aggregator patch: OAUTHBEARER, AWS_MSK_IAM, no transactions.
+	oauth          OAuthValidator
+	mskRegion      string
+	mskCredentials map[string]string
+	mskToken       string
+	noTxns         bool
+	tls            *tls.Config
 
 	listenFn func(network, address string) (net.Listener, error)
 

@@ -43,6 +43,9 @@ const (
 	saslStageAuthScram0_256
 	saslStageAuthScram0_512
 	saslStageAuthScram1
+	saslStageAuthOAuth
+	saslStageAuthOAuthFailed
+	saslStageAuthMSKIAM
 	saslStageComplete
 )
 
@@ -59,7 +62,10 @@ func (*Cluster) handleSASL(creq *clientReq) (allow bool) {
 	case saslStageAuthPlain,
 		saslStageAuthScram0_256,
 		saslStageAuthScram0_512,
-		saslStageAuthScram1:
+		saslStageAuthScram1,
+		saslStageAuthOAuth,
+		saslStageAuthOAuthFailed,
+		saslStageAuthMSKIAM:
 		switch creq.kreq.(type) {
 		case *kmsg.ApiVersionsRequest,
 			*kmsg.SASLAuthenticateRequest:
@@ -68,7 +74,7 @@ func (*Cluster) handleSASL(creq *clientReq) (allow bool) {
 			return false
 		}
 	case saslStageComplete:
-		return true
+		return !creq.cc.sessionExpired(creq.kreq)
 	default:
 		panic("unreachable")
 	}

@@ -104,6 +104,8 @@ Where the Secrets are mounted.
 {{- define "aggregator.tlsDir" -}}/etc/aggregator/tls{{- end }}
 {{- define "aggregator.saslDir" -}}/etc/aggregator/sasl{{- end }}
 {{- define "aggregator.schemaRegistryDir" -}}/etc/aggregator/schema-registry{{- end }}
+{{- define "aggregator.oauthDir" -}}/etc/aggregator/oauth{{- end }}
+{{- define "aggregator.oauthTokenDir" -}}/etc/aggregator/oauth-token{{- end }}
 
 {{/*
 The service config: .Values.config plus the file paths of the mounted
@@ -140,6 +142,20 @@ so a new version with the old settings. */}}
 {{- if and .existingSecret .mountAsFile }}
 {{- $sasl := $source.sasl | default dict }}
 {{- $_ := set $sasl "password_file" (printf "%s/%s" (include "aggregator.saslDir" $) .passwordKey) }}
+{{- $_ := set $source "sasl" $sasl }}
+{{- end }}
+{{- end }}
+{{- with .Values.auth.oauth }}
+{{- if or .existingSecret .serviceAccountToken.audience }}
+{{- $sasl := $source.sasl | default dict }}
+{{- $oauth := $sasl.oauth | default dict }}
+{{- if .existingSecret }}
+{{- $_ := set $oauth "client_secret_file" (printf "%s/%s" (include "aggregator.oauthDir" $) .clientSecretKey) }}
+{{- end }}
+{{- if .serviceAccountToken.audience }}
+{{- $_ := set $oauth "token_file" (printf "%s/token" (include "aggregator.oauthTokenDir" $)) }}
+{{- end }}
+{{- $_ := set $sasl "oauth" $oauth }}
 {{- $_ := set $source "sasl" $sasl }}
 {{- end }}
 {{- end }}
@@ -228,11 +244,27 @@ Checks across values that the schema cannot express.
 {{- end }}
 {{- end }}
 {{- $mechanism := dig "source" "sasl" "mechanism" "" .Values.config }}
-{{- if and $mechanism (not .Values.auth.sasl.existingSecret) }}
+{{- $password := has $mechanism (list "PLAIN" "SCRAM-SHA-256" "SCRAM-SHA-512") }}
+{{- if and $password (not .Values.auth.sasl.existingSecret) }}
 {{- fail "config.source.sasl.mechanism is set: set auth.sasl.existingSecret to the Secret holding the password" }}
 {{- end }}
-{{- if and .Values.auth.sasl.existingSecret (not $mechanism) }}
+{{- if and .Values.auth.sasl.existingSecret (not $password) }}
 {{- fail "auth.sasl.existingSecret is set: set config.source.sasl.mechanism (PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512)" }}
+{{- end }}
+{{- $oauth := dig "source" "sasl" "oauth" dict .Values.config }}
+{{- with .Values.auth.oauth }}
+{{- if and (or .existingSecret .serviceAccountToken.audience) (ne $mechanism "OAUTHBEARER") }}
+{{- fail "auth.oauth is set: set config.source.sasl.mechanism OAUTHBEARER" }}
+{{- end }}
+{{- if and .existingSecret (not (dig "token_endpoint" "" $oauth)) }}
+{{- fail "auth.oauth.existingSecret holds a client secret: set config.source.sasl.oauth.token_endpoint and client_id" }}
+{{- end }}
+{{- if and .existingSecret .serviceAccountToken.audience }}
+{{- fail "auth.oauth: set existingSecret (a token endpoint's client secret) or serviceAccountToken.audience (a token file), not both" }}
+{{- end }}
+{{- if and (eq $mechanism "OAUTHBEARER") (dig "token_endpoint" "" $oauth) (not .existingSecret) }}
+{{- fail "config.source.sasl.oauth.token_endpoint is set: set auth.oauth.existingSecret to the Secret holding the client secret" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.auth.schemaRegistry.existingSecret (not (dig "source" "schema_registry" "url" "" .Values.config)) }}
 {{- fail "auth.schemaRegistry.existingSecret is set: set config.source.schema_registry.url" }}
@@ -275,6 +307,14 @@ extraEnv.
       name: {{ .existingSecret }}
       key: {{ .usernameKey }}
 {{- end }}
+{{- end }}
+{{- if .Values.rack.fromZoneLabel }}
+# The pod's zone label: Kubernetes 1.35+ copies it from the node
+# (PodTopologyLabels admission); "" without it, which is no rack.
+- name: AGGREGATOR_SOURCE_RACK
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.labels['topology.kubernetes.io/zone']
 {{- end }}
 {{- with .Values.auth.schemaRegistry }}
 {{- if .existingSecret }}
@@ -323,6 +363,16 @@ The aggregator container's volume mounts: the config, /tmp and the Secrets.
   mountPath: {{ include "aggregator.schemaRegistryDir" . }}
   readOnly: true
 {{- end }}
+{{- if .Values.auth.oauth.existingSecret }}
+- name: oauth
+  mountPath: {{ include "aggregator.oauthDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.auth.oauth.serviceAccountToken.audience }}
+- name: oauth-token
+  mountPath: {{ include "aggregator.oauthTokenDir" . }}
+  readOnly: true
+{{- end }}
 {{- with .Values.extraVolumeMounts }}
 {{ toYaml . }}
 {{- end }}
@@ -360,6 +410,28 @@ ConfigMap that holds config.yaml.
     defaultMode: 0440
     items:
       - {key: {{ .passwordKey | quote }}, path: {{ .passwordKey | quote }}}
+{{- end }}
+{{- end }}
+{{- with .Values.auth.oauth }}
+{{- if .existingSecret }}
+- name: oauth
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      - {key: {{ .clientSecretKey | quote }}, path: {{ .clientSecretKey | quote }}}
+{{- end }}
+{{- with .serviceAccountToken }}
+{{- if .audience }}
+- name: oauth-token
+  projected:
+    defaultMode: 0440
+    sources:
+      - serviceAccountToken:
+          audience: {{ .audience | quote }}
+          expirationSeconds: {{ .expirationSeconds }}
+          path: token
+{{- end }}
 {{- end }}
 {{- end }}
 {{- with .Values.auth.schemaRegistry }}
