@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -75,7 +76,11 @@ func TestSessionExpiryAnswersPendingJoin(t *testing.T) {
 		}
 		joinedB <- rb
 	}()
-	time.Sleep(200 * time.Millisecond) // b's join waits for a's
+	adm := kadm.NewClient(a)
+	waitFor(t, waitTimeout, "b's join waiting for a's", func() bool { // the group preparing a rebalance
+		gs, err := adm.DescribeGroups(ctx, group)
+		return err == nil && gs[group].State == "PreparingRebalance"
+	})
 	if ra, err = join(a, ra.MemberID, 30*time.Second, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -204,6 +204,8 @@ func (r *pairRun) stopAll() {
 func (r *pairRun) waitUntil(what func() string, cond func() bool) {
 	r.t.Helper()
 	deadline := time.Now().Add(pairWait)
+	tick := time.NewTicker(50 * time.Millisecond) // its conditions ask the broker: not too often
+	defer tick.Stop()
 	for !cond() {
 		for _, in := range r.live {
 			select {
@@ -217,7 +219,7 @@ func (r *pairRun) waitUntil(what func() string, cond func() bool) {
 		if time.Now().After(deadline) {
 			r.t.Fatalf("%s: not after %v", what(), pairWait)
 		}
-		time.Sleep(50 * time.Millisecond)
+		<-tick.C
 	}
 }
 
