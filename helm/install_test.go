@@ -280,3 +280,28 @@ func TestConfigVersionIsTheRevision(t *testing.T) {
 		}
 	}
 }
+
+// state.standby_replicas is 1 whatever the pods (one pod keeps no copy:
+// there is no other), unless the values set it.
+func TestStandbyReplicasDefault(t *testing.T) {
+	tests := []struct {
+		values string
+		want   int
+	}{
+		{"", 1},
+		{"replicaCount: 3", 1},
+		{"replicaCount: 3\nconfig: {state: {standby_replicas: 0}}", 0},
+		{"replicaCount: 3\nconfig: {state: {standby_replicas: 2}}", 2},
+		{"autoscaling: {enabled: true, minReplicas: 2, maxReplicas: 4}", 1},
+	}
+	for _, tt := range tests {
+		cm := decode[corev1.ConfigMap](t, mustRender(t, parseValues(t, tt.values)), "ConfigMap")
+		cfg, err := config.Parse([]byte(cm.Data["config.yaml"]), nil)
+		if err != nil {
+			t.Fatalf("%q: config.Parse: %v", tt.values, err)
+		}
+		if cfg.State.StandbyReplicas != tt.want {
+			t.Errorf("%q: state.standby_replicas %d, want %d", tt.values, cfg.State.StandbyReplicas, tt.want)
+		}
+	}
+}

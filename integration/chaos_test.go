@@ -19,11 +19,12 @@ import (
 )
 
 var (
-	chaosSeeds  = flag.Int("chaos.seeds", 1, "TestChaos: seeds per delivery mode (1..N)")
-	chaosFaults = flag.Int("chaos.faults", 3, "TestChaos: faults per seed (one per chunk of input)")
-	chaosSeed   = flag.Uint64("chaos.seed", 0, "TestChaos: run this seed only (0: 1..chaos.seeds)")
-	chaosLogs   = flag.String("chaos.logs", "", "TestChaos: on a failure, write every run's whole log (instances and broker) to this directory, one directory per seed")
-	chaosDebug  = flag.Bool("chaos.debug", false, "TestChaos: instances log at debug level (with -chaos.logs: partitions restored, offsets)")
+	chaosSeeds    = flag.Int("chaos.seeds", 1, "TestChaos: seeds per delivery mode (1..N)")
+	chaosFaults   = flag.Int("chaos.faults", 3, "TestChaos: faults per seed (one per chunk of input)")
+	chaosSeed     = flag.Uint64("chaos.seed", 0, "TestChaos: run this seed only (0: 1..chaos.seeds)")
+	chaosLogs     = flag.String("chaos.logs", "", "TestChaos: on a failure, write every run's whole log (instances and broker) to this directory, one directory per seed")
+	chaosDebug    = flag.Bool("chaos.debug", false, "TestChaos: instances log at debug level (with -chaos.logs: partitions restored, offsets)")
+	chaosStandbys = flag.Int("chaos.standbys", 0, "TestChaos: the instances' state.standby_replicas")
 )
 
 // chaosSession is source.session_timeout of the chaos instances:
@@ -168,6 +169,9 @@ func chaos(t *testing.T, delivery string, seed uint64, faults int) {
 	var env []string
 	if *chaosDebug {
 		env = append(env, "AGGREGATOR_LOG_LEVEL=debug")
+	}
+	if *chaosStandbys > 0 {
+		env = append(env, fmt.Sprintf("AGGREGATOR_STATE_STANDBY_REPLICAS=%d", *chaosStandbys))
 	}
 	start := func(id string) {
 		runs[id] = append(runs[id], startBinary(t, instanceConfig(id), env...))

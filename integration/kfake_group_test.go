@@ -13,14 +13,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestSessionExpiryAnswersPendingJoin: a member of a stable group joins
-// again and waits for the other, slow to join, past its own session; the
-// broker removes it, and answers its JoinGroup UNKNOWN_MEMBER_ID at once
-// (third_party/kfake/PATCHES.md), as Kafka does, so that its client joins
-// again. Unanswered, the request waited past the rebalance (which
-// completed without the member) until the client gave up on it: in
-// TestPairwise, an instance slowed by a loaded machine lost its session
-// during a rejoin and was out of the group for a minute.
+// TestSessionExpiryAnswersPendingJoin: how the broker treats a member
+// whose JoinGroup waits for a rebalance, as Kafka's coordinator does
+// (third_party/kfake/PATCHES.md). Removed while it waits (a LeaveGroup
+// naming it), its JoinGroup is answered UNKNOWN_MEMBER_ID at once, so
+// that its client joins again; unanswered, the request waited until the
+// client gave up on it (in TestPairwise an instance was out of the group
+// for a minute). Waiting past its own session for a slower member, it is
+// kept alive, and its JoinGroup is answered when the rebalance completes
+// without the slow member.
 func TestSessionExpiryAnswersPendingJoin(t *testing.T) {
 	t.Parallel() // its own broker
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
@@ -30,16 +31,22 @@ func TestSessionExpiryAnswersPendingJoin(t *testing.T) {
 	t.Cleanup(kc.Close)
 	const group = "slow-join"
 	ctx := context.Background()
-	join := func(cl *kgo.Client, member string, session time.Duration, meta byte) (*kmsg.JoinGroupResponse, error) {
+	// join joins as member (a new one when ""), with the given session
+	// and rebalance timeouts; named, when non-nil, learns the member ID
+	// before the join that waits.
+	join := func(cl *kgo.Client, member string, session, rebalance time.Duration, meta byte, named chan<- string) (*kmsg.JoinGroupResponse, error) {
 		req := kmsg.NewPtrJoinGroupRequest()
 		req.Group, req.MemberID, req.ProtocolType = group, member, "consumer"
-		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = int32(session.Milliseconds()), 10_000
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = int32(session.Milliseconds()), int32(rebalance.Milliseconds())
 		p := kmsg.NewJoinGroupRequestProtocol()
 		p.Name, p.Metadata = "range", []byte{0, 0, 0, 0, 0, 0, 0, meta}
 		req.Protocols = append(req.Protocols, p)
 		resp, err := req.RequestWith(ctx, cl)
 		if err == nil && resp.ErrorCode == kerr.MemberIDRequired.Code {
 			req.MemberID = resp.MemberID
+			if named != nil {
+				named <- req.MemberID
+			}
 			resp, err = req.RequestWith(ctx, cl)
 		}
 		if err == nil {
@@ -59,43 +66,55 @@ func TestSessionExpiryAnswersPendingJoin(t *testing.T) {
 			t.Fatalf("SyncGroup of %s: %v", member, err)
 		}
 	}
+	adm := kadm.NewClient(client(t, kc.ListenAddrs()))
+	rebalancing := func(what string) {
+		waitFor(t, waitTimeout, what, func() bool {
+			gs, err := adm.DescribeGroups(ctx, group)
+			return err == nil && gs[group].State == "PreparingRebalance"
+		})
+	}
 	a, b := client(t, kc.ListenAddrs()), client(t, kc.ListenAddrs()) // one each: a JoinGroup waits on its connection
+	const long = 30 * time.Second
 	// a alone: stable at generation 1.
-	ra, err := join(a, "", 30*time.Second, 0)
+	ra, err := join(a, "", long, 10*time.Second, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sync(a, ra.MemberID, ra.Generation)
-	// b joins; a joins again: both at generation 2, b's session (1s)
-	// counted from the answers.
-	joinedB := make(chan *kmsg.JoinGroupResponse, 1)
+
+	// b joins and waits for a; a LeaveGroup naming b removes it: b's
+	// JoinGroup is answered UNKNOWN_MEMBER_ID at once.
+	bID := make(chan string, 1)
+	answered := make(chan error, 1)
 	go func() {
-		rb, err := join(b, "", time.Second, 0)
-		if err != nil {
-			t.Error(err)
-		}
-		joinedB <- rb
+		_, err := join(b, "", long, 10*time.Second, 0, bID)
+		answered <- err
 	}()
-	adm := kadm.NewClient(a)
-	waitFor(t, waitTimeout, "b's join waiting for a's", func() bool { // the group preparing a rebalance
-		gs, err := adm.DescribeGroups(ctx, group)
-		return err == nil && gs[group].State == "PreparingRebalance"
-	})
-	if ra, err = join(a, ra.MemberID, 30*time.Second, 0); err != nil {
+	member := <-bID
+	rebalancing("b's join waiting for a's")
+	began := time.Now()
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = group
+	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: member}}
+	if _, err := leave.RequestWith(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	rb := <-joinedB
-	if rb == nil {
-		t.FailNow()
+	if err := <-answered; !errors.Is(err, kerr.UnknownMemberID) || time.Since(began) > 5*time.Second {
+		t.Errorf("the JoinGroup of a member removed while it waited = %v after %v, want UNKNOWN_MEMBER_ID at once", err, time.Since(began).Round(time.Millisecond))
+	}
+	// a joins again, alone (its rebalance timeout now 2s): generation 2.
+	if ra, err = join(a, ra.MemberID, long, 2*time.Second, 0, nil); err != nil {
+		t.Fatal(err)
 	}
 	sync(a, ra.MemberID, ra.Generation)
-	sync(b, rb.MemberID, rb.Generation)
-	// b joins again with other metadata (another subscription: a
-	// rebalance) and waits for a, which does not come: its session ends
-	// first.
-	began := time.Now()
-	_, err = join(b, rb.MemberID, time.Second, 1)
-	if waited := time.Since(began); !errors.Is(err, kerr.UnknownMemberID) || waited > 5*time.Second {
-		t.Errorf("the JoinGroup of a member whose session ended while it waited = %v after %v, want UNKNOWN_MEMBER_ID within its session (1s) and a little", err, waited.Round(time.Millisecond))
+
+	// b joins (a 1 s session) and waits for a, which does not come: b
+	// is kept alive past its session, and answered, the leader, when
+	// the rebalance completes without a (the rebalance timeout, 2 s).
+	began = time.Now()
+	rb, err := join(b, "", time.Second, 2*time.Second, 0, nil)
+	waited := time.Since(began)
+	if err != nil || rb.LeaderID != rb.MemberID || waited < time.Second {
+		t.Errorf("the JoinGroup of a member waiting past its session = %v after %v, want it answered as the leader after a's rebalance timeout", err, waited.Round(time.Millisecond))
 	}
 }

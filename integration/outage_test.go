@@ -59,9 +59,15 @@ type binaryRun struct {
 // overrides env (KEY=value) and its probes on a port of its own.
 func startBinary(t testing.TB, path string, env ...string) *binaryRun {
 	t.Helper()
+	return startBinaryOf(t, binary, path, env...)
+}
+
+// startBinaryOf is startBinary of the build bin.
+func startBinaryOf(t testing.TB, bin, path string, env ...string) *binaryRun {
+	t.Helper()
 	needBinary(t)
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(binary, "run", "--config", path)
+	cmd := exec.Command(bin, "run", "--config", path)
 	cmd.Env = append(append(os.Environ(), "AGGREGATOR_HTTP_LISTEN="+listen), env...)
 	b := &binaryRun{cmd: cmd, out: &durBuffer{}, probes: "http://" + listen, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = b.out, b.out

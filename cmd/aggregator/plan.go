@@ -169,6 +169,10 @@ func (p *statePartition) finish(cfg config.Config, r *state.Restorer) error {
 		dropped = max(pos.Merged, pos.Floor)
 		p.seen = pos.Latest()
 	}
+	slots, err := windowing.NewSlots(pipeline.WindowSpec(cfg).Aggregates)
+	if err != nil {
+		return err
+	}
 	var fitErr error
 	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {
 		p.seen = max(p.seen, en.Start)
@@ -180,7 +184,9 @@ func (p *statePartition) finish(cfg config.Config, r *state.Restorer) error {
 		case en.Partition != p.id:
 			fitErr = fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", p.id, en.Partition)
 		default:
-			fitErr = op.Restore(en, dropped)
+			if fitErr = slots.Unrecorded(en); fitErr == nil {
+				fitErr = op.Restore(en, dropped)
+			}
 		}
 		return nil
 	})

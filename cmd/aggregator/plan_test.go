@@ -173,11 +173,13 @@ func TestPlan(t *testing.T) {
 		out, err := plan(t, example)
 		check(t, out, err, false, `(?m)^partition 0: written before generations: its windows fit this config .* as generation 0`,
 			`(?m)^partition 1: written before generations`)
-		// A quantile more: the slices have no sketch for it. (Adding max to
-		// a sum is not seen: its slot is taken for the sum's value
-		// counter, which entries written before counters lack.)
+		// A quantile more: the slices have no sketch for it.
 		out, err = plan(t, variant(t, aggs, aggs+"  - {name: p99, fn: quantile, field: duration, q: 0.99}\n"))
 		check(t, out, err, true, `(?m)^partition \d: refused: written before generations .*aggregate slots.*new source.group`)
+		// A max after the sum: the slices' sum and its value counter
+		// would read as the sum and the max (issue 37).
+		out, err = plan(t, variant(t, aggs, moreAggs))
+		check(t, out, err, true, `(?m)^partition \d: refused: written before generations .*aggregate slots.*no value counters.*new source.group`)
 		out, err = plan(t, example, "AGGREGATOR_SOURCE_KEY=callType")
 		check(t, out, err, true, `(?m)^partition \d: refused: source.key: the state's group keys have the fields \[sid\], this config \[callType\]`)
 	})

@@ -253,6 +253,11 @@ type State struct {
 	WatermarkTopic     string        `yaml:"watermark_topic"`
 	CommitInterval     time.Duration `yaml:"commit_interval"`     // default 100ms: how often state, outputs and offsets are committed
 	TransactionTimeout time.Duration `yaml:"transaction_timeout"` // default 10s (as Kafka Streams): exactly_once only; the broker aborts a transaction open longer than this
+	// StandbyReplicas is how many instances besides its owner keep a
+	// warm copy of each state partition (they tail its changelog and
+	// never write), so that a partition moves to one that applies only
+	// the changelog's tail (docs/scaling.md#standby-state). Default 0.
+	StandbyReplicas int `yaml:"standby_replicas"`
 	// ConfigVersion orders configs across a rollout (docs/changing-config.md#stateconfig_version-rollouts-and-rollbacks): a higher
 	// version with other state settings starts a new generation, an equal
 	// one with other state settings is refused, a lower one runs the

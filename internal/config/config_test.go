@@ -190,6 +190,8 @@ func TestParseErrors(t *testing.T) {
 		"negative commit_interval":       {map[string]string{"state": "{commit_interval: -100ms}"}, "state.commit_interval"},
 		"commit_interval below a ms":     {map[string]string{"state": "{commit_interval: 1500us}"}, "state.commit_interval"},
 		"commit_interval of default txn": {map[string]string{"state": "{commit_interval: 1m}"}, "state.commit_interval"},
+		"standby_replicas negative":      {map[string]string{"state": "{standby_replicas: -1}"}, "state.standby_replicas"},
+		"standby_replicas above 8":       {map[string]string{"state": "{standby_replicas: 9}"}, "state.standby_replicas"},
 		"transaction_timeout below 1s":   {map[string]string{"state": "{transaction_timeout: 999ms}"}, "state.transaction_timeout"},
 		"transaction_timeout above 15m":  {map[string]string{"state": "{transaction_timeout: 15m1ms}"}, "state.transaction_timeout"},
 		"transaction_timeout below a ms": {map[string]string{"state": "{transaction_timeout: 10s100us}"}, "state.transaction_timeout"},
@@ -404,7 +406,7 @@ func TestEnvNames(t *testing.T) {
 		"AGGREGATOR_SINK_LINGER", "AGGREGATOR_SINK_CREATE_TOPICS", "AGGREGATOR_SINK_PARTITIONS", "AGGREGATOR_SINK_REPLICATION_FACTOR",
 		"AGGREGATOR_DELIVERY", "AGGREGATOR_HTTP_LISTEN", "AGGREGATOR_HTTP_PPROF", "AGGREGATOR_LOG_LEVEL", "AGGREGATOR_LOG_FORMAT", "AGGREGATOR_SHUTDOWN_TIMEOUT",
 		"AGGREGATOR_STATE_CHANGELOG_TOPIC", "AGGREGATOR_STATE_REPARTITION_TOPIC", "AGGREGATOR_STATE_REPARTITION_PARTITIONS", "AGGREGATOR_STATE_REPARTITION_FORMAT", "AGGREGATOR_STATE_WATERMARK_TOPIC", "AGGREGATOR_STATE_COMMIT_INTERVAL", "AGGREGATOR_STATE_TRANSACTION_TIMEOUT",
-		"AGGREGATOR_STATE_CONFIG_VERSION", "AGGREGATOR_STATE_CUTOVER",
+		"AGGREGATOR_STATE_STANDBY_REPLICAS", "AGGREGATOR_STATE_CONFIG_VERSION", "AGGREGATOR_STATE_CUTOVER",
 	}
 	if !slices.Equal(asked, want) {
 		t.Errorf("Parse asked for %v, want %v", asked, want)

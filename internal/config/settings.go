@@ -91,7 +91,7 @@ var keyClasses = map[string]KeyClass{
 	"state.changelog_topic": RunSetting, "state.repartition_topic": RunSetting,
 	"state.repartition_partitions": RunSetting, "state.repartition_format": RunSetting,
 	"state.watermark_topic": RunSetting, "state.commit_interval": RunSetting,
-	"state.transaction_timeout": RunSetting,
+	"state.transaction_timeout": RunSetting, "state.standby_replicas": RunSetting,
 	// They order and time generations; a change of them alone changes no
 	// window.
 	"state.config_version": RunSetting, "state.cutover": RunSetting,

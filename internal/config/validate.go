@@ -575,6 +575,11 @@ func (c *Config) validateService(*sources) *KeyError {
 // maxSessionTimeout is the brokers' default group.max.session.timeout.ms.
 const maxSessionTimeout = 30 * time.Minute
 
+// maxStandbyReplicas bounds state.standby_replicas: every copy costs a
+// partition's state in memory and a fetch of its changelog; past a few
+// no failover gets faster.
+const maxStandbyReplicas = 8
+
 // maxTransactionTimeout is the brokers' default transaction.max.timeout.ms:
 // they refuse a producer that asks for a longer transaction timeout.
 const maxTransactionTimeout = 15 * time.Minute
@@ -589,6 +594,10 @@ func (c *Config) validateState(src *sources) *KeyError {
 	}
 	if err := s.validateGeneration(); err != nil {
 		return err
+	}
+	if s.StandbyReplicas < 0 || s.StandbyReplicas > maxStandbyReplicas {
+		return &KeyError{Key: "state.standby_replicas", Value: fmt.Sprint(s.StandbyReplicas),
+			Reason: fmt.Sprintf("must be 0 (no standby copies) to %d: each copy holds a partition's whole window state on another instance", maxStandbyReplicas)}
 	}
 	if err := c.checkApplies(src, "state.repartition_topic", "state.repartition_partitions", "state.repartition_format", "state.watermark_topic"); err != nil {
 		return err

@@ -91,13 +91,13 @@ func TestYAMLState(t *testing.T) {
 		want     string
 	}{
 		"exactly_once": {map[string]string{"source": "{group: g, timestamp: {field: t}}"},
-			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  repartition_format: 3\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  config_version: 0\n"},
+			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  repartition_format: 3\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  standby_replicas: 0\n  config_version: 0\n"},
 		"at_least_once leaves out transaction_timeout": {map[string]string{"source": "{group: g, timestamp: {field: t}}", "delivery": "at_least_once"},
-			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  repartition_format: 3\n  commit_interval: 100ms\n  config_version: 0\n"},
+			"state:\n  changelog_topic: g-changelog\n  repartition_topic: g-repartition\n  repartition_partitions: 0\n  repartition_format: 3\n  commit_interval: 100ms\n  standby_replicas: 0\n  config_version: 0\n"},
 		"scope partition leaves out the watermark topic": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [$key]}", "watermark": "{scope: partition}"},
-			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  config_version: 0\n"},
+			"state:\n  changelog_topic: g-changelog\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  standby_replicas: 0\n  config_version: 0\n"},
 		"by_key leaves out the repartition topic": {map[string]string{"source": "{group: g, timestamp: {field: t}, key: [$key]}"},
-			"state:\n  changelog_topic: g-changelog\n  watermark_topic: g-watermarks\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  config_version: 0\n"},
+			"state:\n  changelog_topic: g-changelog\n  watermark_topic: g-watermarks\n  commit_interval: 100ms\n  transaction_timeout: 10s\n  standby_replicas: 0\n  config_version: 0\n"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

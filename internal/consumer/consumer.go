@@ -22,6 +22,7 @@ import (
 	"aggregator/internal/invariants"
 	"aggregator/internal/metrics"
 	"aggregator/internal/pipeline"
+	"aggregator/internal/placement"
 	"aggregator/internal/producer"
 	"aggregator/internal/record"
 	"aggregator/internal/registry"
@@ -41,6 +42,9 @@ const (
 	// unjoinedLeave bounds the wait to leave a group never joined, so
 	// that SIGTERM ends the process within a second before it joins.
 	unjoinedLeave = 500 * time.Millisecond
+	// fetchMaxWait bounds how long the brokers hold a fetch that finds
+	// nothing new (Kafka's consumer default is 500 ms).
+	fetchMaxWait = 250 * time.Millisecond
 	// maxPollRecords bounds one batch, so a rebalance waits little.
 	maxPollRecords = 10_000
 )
@@ -64,6 +68,13 @@ type Consumer struct {
 	// global; nil otherwise).
 	peers *peerReader
 
+	// balancer places partitions and standby copies in the group, made
+	// with the clients (placement.Balancer).
+	balancer *placement.Balancer
+	// standby are the standby copies this instance keeps warm
+	// (state.standby_replicas; none with 0).
+	standby *standbys
+
 	// repart is the repartition topic's purge and the input topics'
 	// partition counts (source.partitioning repartition; nil otherwise).
 	repart *repartitionTopic
@@ -79,6 +90,7 @@ type Consumer struct {
 
 	revocations revocations
 	health      health
+	join        joinWatch // engine goroutine only
 	uncommitted uncommitted
 	// blocked are the partitions whose restore waits on an open
 	// transaction in their changelog partition (guarded by mu).
@@ -151,8 +163,8 @@ func New(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, extra
 func NewWithClock(cfg config.Config, log zerolog.Logger, reg prometheus.Registerer, clock func() time.Time, extra ...kgo.Opt) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, log: log.With().Str("component", "consumer").Logger(), m: metrics.New(reg), clock: clock,
 		parts:       partitions{byTP: map[topicPartition]*partition{}, byID: map[int32]*partition{}},
-		uncommitted: uncommitted{deferred: cfg.ExactlyOnce()},
-		kafka:       clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
+		uncommitted: uncommitted{deferred: cfg.ExactlyOnce()}, standby: newStandbys(),
+		kafka: clients{root: log, reg: reg, auth: cluster.NewAuthWatch(cfg.Source), reach: cluster.NewReachability(time.Now)}}
 	// The core is made at connect, with the input topics' layout; its
 	// config is checked here.
 	if _, err := pipeline.NewCore(pipeline.Spec{Config: cfg}); err != nil {
@@ -415,15 +427,25 @@ func (c *Consumer) groupOpts() []kgo.Opt {
 	if c.repart != nil && c.cfg.Source.StartAtLatest() {
 		opts = append(opts, kgo.AdjustFetchOffsetsFn(c.repartitionFromStart))
 	}
+	if c.balancer == nil {
+		c.balancer = placement.NewBalancer(c.core.Layout().StateTopics(), c.cfg.State.StandbyReplicas, c.copyLags, time.Now, c.log)
+	}
 	st := c.cfg.Source.SessionTimeout
 	return append(opts,
 		kgo.SessionTimeout(st),
-		kgo.HeartbeatInterval(min(3*time.Second, st/3)), // kgo's default, or three beats per session
+		kgo.HeartbeatInterval(heartbeatInterval(st)),
 		kgo.ConsumerGroup(c.cfg.Source.Group),
 		kgo.ConsumeTopics(c.consumeTopics()...),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		// Ours first; cooperative-sticky while members of a release
+		// without it are in the group (placement.Protocol).
+		kgo.Balancers(c.balancer, kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(start),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A partition assigned while a fetch is under way is fetched
+		// with the next one: kgo's default wait of 5 s for a fetch with
+		// nothing new held a taken-over partition's input back for up
+		// to that long.
+		kgo.FetchMaxWait(fetchMaxWait),
 		// A transaction's control record takes an offset: kept, the
 		// position moves past it, so that a partition written by a
 		// transactional producer (the repartition topic with exactly_once)
@@ -436,6 +458,17 @@ func (c *Consumer) groupOpts() []kgo.Opt {
 		kgo.OnPartitionsLost(c.lost),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { c.fetch.rebalanceWaits.Store(true) }),
 	)
+}
+
+// heartbeatInterval is how often the member heartbeats: a twentieth of
+// the session timeout, from 100 ms to 1 s (kgo's default is 3 s). A
+// rebalance reaches a member with its next heartbeat's answer, so when a
+// member dies the survivors hear of it up to an interval after its
+// session expired: at 500 ms for a 10 s timeout, a takeover waits at most
+// the session timeout and half a second (docs/scaling.md#standby-state),
+// for two heartbeats a second to the coordinator from each member.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(max(session/20, 100*time.Millisecond), time.Second)
 }
 
 // repartitionFromStart starts stage 2 at the earliest retained record of

@@ -37,6 +37,9 @@ type blockedRestore struct {
 	end     int64     // and its end offset
 	retry   bool      // the last stable offset moved: restore it again
 	hanging bool      // reported as a hanging transaction
+	// read is the read that stalled, up to the last stable offset: the
+	// next restore goes on from it (nil: from the changelog's start).
+	read *partRead
 }
 
 // stall is a changelog partition a read stopped at.
@@ -51,20 +54,20 @@ func (c *Consumer) hangingAfter() time.Duration {
 	return noTxnTimeout
 }
 
-// block notes that p's restore waits on an open transaction and pauses
-// its input. c.mu is held.
-func (c *Consumer) block(p *partition, s stall) {
+// block notes that p's restore waits on an open transaction, having read
+// up to it into read, and pauses its input. c.mu is held.
+func (c *Consumer) block(p *partition, s stall, read *partRead) {
 	if b := c.blocked[p.id]; b != nil {
 		if s.lso != b.lso {
 			b.since, b.lso = time.Now(), s.lso
 		}
-		b.end, b.retry = s.end, false
+		b.end, b.retry, b.read = s.end, false, read
 		return
 	}
 	if c.blocked == nil {
 		c.blocked = map[int32]*blockedRestore{}
 	}
-	c.blocked[p.id] = &blockedRestore{since: time.Now(), lso: s.lso, end: s.end}
+	c.blocked[p.id] = &blockedRestore{since: time.Now(), lso: s.lso, end: s.end, read: read}
 	c.kafka.cl.PauseFetchPartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
 	c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
 		Int64("last_stable_offset", s.lso).Int64("end_offset", s.end).

@@ -22,8 +22,9 @@ package consumer
 //     rebalance callbacks' queue: with exactly_once kgo runs them while it
 //     holds the lock that ending a transaction takes, and the engine
 //     goroutine ends transactions holding Consumer.mu, so they take this
-//     lock only), peerReader.mu (the watermark topic's values) and
-//     fetcher.cancelMu (the poll under way).
+//     lock only), peerReader.mu (the watermark topic's values),
+//     fetcher.cancelMu (the poll under way) and standbys.mu (the standby
+//     copies: the engine goroutine, their reader and kgo's join take it).
 //
 // Other packages' locks (the producer.Writer's, cluster's watches', the
 // registry client's) are their own: the consumer calls them holding any
@@ -45,6 +46,7 @@ func (c *Consumer) initLocks() {
 	c.mu.Init(&c.locks, rankMu, "Consumer.mu")
 	c.revocations.mu.Init(&c.locks, rankLeaf, "revocations.mu")
 	c.fetch.cancelMu.Init(&c.locks, rankLeaf, "fetcher.cancelMu")
+	c.standby.mu.Init(&c.locks, rankLeaf, "standbys.mu")
 	if c.peers != nil {
 		c.peers.mu.Init(&c.locks, rankLeaf, "peerReader.mu")
 	}

@@ -1,6 +1,8 @@
 package consumer
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"aggregator/internal/pipeline"
@@ -36,6 +38,10 @@ type partition struct {
 	// partition's restore waited (-1: none): without a restored
 	// position, its input resumes there.
 	firstDropped int64
+	// dropped is set when a rebalance callback drops the partition (c.mu
+	// held): a restore's changelog readers, which do not take c.mu, stop
+	// reading it.
+	dropped atomic.Bool
 }
 
 // flushCounts adds the outcomes counted since the last flush to the

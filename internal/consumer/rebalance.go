@@ -13,6 +13,7 @@ import (
 // assigned starts each new partition with fresh state; the engine
 // goroutine restores it from the changelog before applying its records.
 func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, added map[string][]int32) {
+	c.balancer.Assigned()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropRevoked() // a partition revoked and assigned again starts afresh
@@ -151,6 +152,7 @@ func (c *Consumer) drop(ps []*partition) {
 	for _, p := range ps {
 		delete(c.parts.byTP, p.tp)
 		delete(c.parts.byID, p.id)
+		p.dropped.Store(true)
 		c.core.Revoke(p.id)
 		c.forgetBlocked(p)
 		c.forgetMetrics(p)
@@ -164,7 +166,7 @@ func (c *Consumer) drop(ps []*partition) {
 func (c *Consumer) updateReady() {
 	restoring := len(c.core.Unrestored())
 	c.m.RestoringParts.Set(float64(restoring))
-	c.setReady(!c.cycle.closing && restoring == 0)
+	c.setReady(!c.cycle.closing && restoring == 0 && c.health.joined.Load())
 }
 
 // own notes that the client owns added's partitions too, and returns

@@ -2,13 +2,9 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"aggregator/internal/config"
 	"aggregator/internal/metrics"
@@ -19,76 +15,115 @@ import (
 // restorePending restores every assigned partition not restored yet from
 // its changelog partition, read to its end (read_committed) before any of
 // its input is applied. Engine goroutine; c.mu is not held: the
-// changelog's reads happen without it, and it is taken only to hand the
-// core what they read (see the lock order in lockorder.go). So a
-// rebalance callback (allowed during an empty poll's step) and Close are
-// not held up by a long restore; a partition a callback drops meanwhile
-// is left out of it (current), and restored anew if assigned again.
+// changelog's reads happen without it, into a state.Restorer per
+// partition (several partitions at once, changelog.go), and it is taken
+// only to hand the core the filled Restorers (see the lock order in
+// lockorder.go). So a rebalance callback (allowed during an empty poll's
+// step) and Close are not held up by a long restore; a partition a
+// callback drops meanwhile is left out of it (current), and restored
+// anew if assigned again.
 func (c *Consumer) restorePending(ctx context.Context) error {
 	c.mu.Lock()
 	ps := c.toRestore()
+	// A partition with a standby copy goes on from the copy, one whose
+	// read stalled on an open transaction from where it stopped: only
+	// the changelog's tail is read.
+	from := map[int32]*partRead{}
 	for _, p := range ps {
-		c.core.BeginRestore(p.id)
+		if b := c.blocked[p.id]; b != nil && b.read != nil {
+			from[p.id], b.read = b.read, nil
+		} else if sb := c.takeStandby(p.id); sb != nil {
+			from[p.id] = goOn(p, sb.Restorer(), sb.Next(), true)
+		}
 	}
 	c.mu.Unlock()
 	if len(ps) == 0 {
 		return nil
 	}
 	began := time.Now()
-	stalled, err := c.readChangelog(ctx, ps)
-	if err != nil {
-		return fmt.Errorf("restore: %w", err) // the next attempt reads from the start again (BeginRestore)
-	}
-	c.mu.Lock()
-	resumes, err := c.finishRestore(ctx, ps, stalled, began)
-	c.mu.Unlock()
-	c.resume(resumes) // after c.mu: it takes c.fetch.polling
-	return err
-}
-
-// finishRestore ends the restore of ps, read to their ends but for
-// stalled (the read began at began), and returns the partitions whose
-// input resumes from their restored position. c.mu is held.
-func (c *Consumer) finishRestore(ctx context.Context, ps []*partition, stalled map[int32]stall, began time.Time) ([]resume, error) {
 	var resumes []resume
-	now := c.nowMs()
-	for _, p := range ps {
-		if !c.current(p) {
-			continue
-		}
-		if s, ok := stalled[p.id]; ok {
-			c.block(p, s)
-			continue
-		}
-		res, records, err := c.core.FinishRestore(p.id, now)
-		if err != nil {
-			return resumes, fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
-		}
-		start := int64(-1)
-		if res.HasPosition {
-			start = res.Position.Offset
-		}
-		if r, ok := c.unblock(p, start); ok {
+	var sum restoreSum
+	finish := func(pr *partRead) error { // one goroutine at a time (readChangelog's)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		r, ok, err := c.finishRestore(ctx, pr, &sum)
+		if ok {
 			resumes = append(resumes, r)
 		}
-		c.m.RestoredRecords.Add(float64(records))
-		rep := c.core.GenerationReport(p.id)
-		c.logGenerations(p, rep)
-		if err := c.encodeGenerations(ctx, rep.Others); err != nil {
-			return resumes, err
-		}
-		if res.Stale > 0 || res.Spent > 0 {
-			c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
-				Int("stale_records", res.Stale).Int("spent_slices", res.Spent).
-				Msg("the changelog holds records an instance wrote after it lost the partition (a zombie: paused past its session); they are left out, the last owner's state is restored and repaired")
-		}
-		c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", start).
-			Int("changelog_records", records).Int("entries", res.Entries).Int("repairs", len(res.Repairs)).
-			Msg("partition restored")
+		return err
 	}
-	c.m.RestoreSeconds.Observe(time.Since(began).Seconds())
+	cr, stalled, err := c.readChangelog(ctx, ps, from, finish)
+	c.mu.Lock()
+	if err == nil {
+		for _, p := range ps {
+			if s, ok := stalled[p.id]; ok && c.current(p) {
+				pr := cr.parts[p.id]
+				c.block(p, s, goOn(p, pr.r, pr.next, pr.copied))
+			}
+		}
+	}
+	took := time.Since(began)
+	c.m.RestoreSeconds.Observe(took.Seconds())
+	if err == nil && cr.total > 0 {
+		c.log.Info().Int("partitions", sum.partitions).Int("partitions_waiting", len(stalled)).Int("changelog_records", sum.records).
+			Int("entries", sum.entries).Float64("seconds", took.Seconds()).
+			Float64("records_per_second", float64(int64(float64(sum.records)/max(took.Seconds(), 1e-3)))).
+			Msg("restore finished")
+	}
 	c.updateReady()
-	return resumes, nil
+	c.mu.Unlock()
+	c.resume(resumes) // after c.mu: it takes c.fetch.polling
+	if err != nil {
+		return fmt.Errorf("restore: %w", err) // the next attempt reads from the start again
+	}
+	return nil
+}
+
+// restoreSum is what one restore restored.
+type restoreSum struct{ partitions, records, entries int }
+
+// finishRestore restores pr's partition, read to its end, into the core
+// (unless a rebalance callback dropped it meanwhile), adds it to sum,
+// and returns its input's resume if it waited (ok). c.mu is held.
+func (c *Consumer) finishRestore(ctx context.Context, pr *partRead, sum *restoreSum) (r resume, ok bool, err error) {
+	p := pr.p
+	if !c.current(p) {
+		return resume{}, false, nil
+	}
+	res, err := c.core.Restore(p.id, pr.r, c.nowMs())
+	if err != nil {
+		return resume{}, false, fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
+	}
+	start := int64(-1)
+	if res.HasPosition {
+		start = res.Position.Offset
+	}
+	r, ok = c.unblock(p, start)
+	records := pr.r.Records() - pr.base // read by this restore
+	sum.partitions, sum.records, sum.entries = sum.partitions+1, sum.records+records, sum.entries+res.Entries
+	c.m.RestoredRecords.Add(float64(records))
+	if pr.copied {
+		c.m.Restores.WithLabelValues("standby").Inc()
+		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
+			Int64("changelog_offset", pr.start).Int("changelog_records", records).Int("entries", res.Entries).
+			Msg("partition taken over from its standby copy: only the changelog's tail was read")
+	} else {
+		c.m.Restores.WithLabelValues("changelog").Inc()
+	}
+	rep := c.core.GenerationReport(p.id)
+	c.logGenerations(p, rep)
+	if err := c.encodeGenerations(ctx, rep.Others); err != nil {
+		return r, ok, err
+	}
+	if res.Stale > 0 || res.Spent > 0 {
+		c.log.Warn().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Str("changelog_topic", c.cfg.State.ChangelogTopic).
+			Int("stale_records", res.Stale).Int("spent_slices", res.Spent).
+			Msg("the changelog holds records an instance wrote after it lost the partition (a zombie: paused past its session); they are left out, the last owner's state is restored and repaired")
+	}
+	c.log.Debug().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int64("offset", start).
+		Int("changelog_records", records).Int("entries", res.Entries).Int("repairs", len(res.Repairs)).
+		Msg("partition restored")
+	return r, ok, nil
 }
 
 // current reports whether p is still assigned: not dropped by a
@@ -107,126 +142,6 @@ func (c *Consumer) toRestore() []*partition {
 		}
 	}
 	return ps
-}
-
-// readChangelog reads the changelog partitions of ps from their start to
-// their end into the pipeline, with a client of its own. When the read
-// has seen nothing new for restoreStall and every partition not at its
-// end has its last stable offset at its read position (an open
-// transaction holds them back), it returns those partitions: stalled.
-//
-// It is called without c.mu, which it takes for each fetch's records
-// only: a slow read holds up no one else that takes c.mu.
-func (c *Consumer) readChangelog(ctx context.Context, ps []*partition) (stalled map[int32]stall, err error) {
-	topic := c.cfg.State.ChangelogTopic
-	cl, err := kgo.NewClient(append(c.kafka.readOpts[:len(c.kafka.readOpts):len(c.kafka.readOpts)], kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.State.TransactionTimeout+commitTimeout)
-	defer cancel()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	next := map[int32]int64{} // changelog partition → next offset to read, for those not at their end
-	end := map[int32]int64{}
-	byID := map[int32]*partition{}
-	for _, p := range ps {
-		byID[p.id] = p
-		o, ok := ends.Lookup(topic, p.id)
-		if !ok || o.Err != nil {
-			return nil, fmt.Errorf("end offset of %s[%d]: %v", topic, p.id, o.Err)
-		}
-		if o.Offset > 0 {
-			next[p.id], end[p.id] = 0, o.Offset
-		}
-	}
-	if len(next) == 0 {
-		return nil, nil
-	}
-	from := map[int32]kgo.Offset{}
-	for id := range next {
-		from[id] = kgo.NewOffset().AtStart()
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
-	moved := time.Now() // the last record read
-	for len(next) > 0 {
-		pctx, pcancel := context.WithTimeout(ctx, restoreStall/4)
-		fs := cl.PollFetches(pctx)
-		pcancel()
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read %s: %w", topic, err)
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) { // the poll's own deadline
-				ferr = fmt.Errorf("read %s[%d]: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return nil, ferr
-		}
-		var aerr error
-		c.mu.Lock()
-		for id := range next {
-			if !c.current(byID[id]) {
-				delete(next, id) // dropped meanwhile: its records are not read
-			}
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if _, ok := next[r.Partition]; !ok || aerr != nil {
-				return
-			}
-			next[r.Partition] = r.Offset + 1
-			moved = time.Now()
-			if r.Attrs.IsControl() {
-				return
-			}
-			var tag []byte
-			for _, h := range r.Headers {
-				if h.Key == pipeline.TagHeader {
-					tag = h.Value
-				}
-			}
-			if err := c.core.RestoreRecord(r.Partition, r.Key, r.Value, tag); err != nil {
-				aerr = fmt.Errorf("%s[%d] offset %d: %w", topic, r.Partition, r.Offset, err)
-			}
-		})
-		c.mu.Unlock()
-		if aerr != nil {
-			return nil, aerr
-		}
-		for id, n := range next {
-			if n >= end[id] {
-				delete(next, id)
-			}
-		}
-		if len(next) == 0 || time.Since(moved) < restoreStall {
-			continue
-		}
-		// Nothing new for restoreStall: the partitions left may wait on
-		// open transactions (read_committed reads up to the last stable
-		// offset). If every one does, the others are restored and these
-		// wait, paused (see blockedRestore).
-		moved = time.Now()
-		lsos, err := adm.ListCommittedOffsets(ctx, topic)
-		if err != nil {
-			continue
-		}
-		stalled = map[int32]stall{}
-		for id, n := range next {
-			if o, ok := lsos.Lookup(topic, id); ok && o.Err == nil && o.Offset <= n {
-				stalled[id] = stall{lso: o.Offset, end: end[id]}
-			}
-		}
-		if len(stalled) == len(next) {
-			return stalled, nil
-		}
-	}
-	return nil, nil
 }
 
 // logGenerations says what p's restore decided about its config

@@ -1,6 +1,8 @@
 package consumer
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -127,5 +129,65 @@ func TestRestorePartitionDroppedMeanwhile(t *testing.T) {
 		h.stepFor("the partition assigned again restored", func() bool {
 			return h.c.parts.byTP[topicPartition{txnInput, 0}] != nil && len(h.c.core.Unrestored()) == 0
 		})
+	})
+}
+
+// TestRestoreTakesAsLongAsItsRecords: a restore whose changelog comes
+// slowly but steadily (each fetch of it answered after 8 s with one
+// record batch) goes on for as long as it reads records, past
+// state.transaction_timeout + 30 s in all (a large state on a loaded
+// machine): only a read that gets nothing for that long fails (and
+// starts again). The restore used to fail at that deadline whatever it
+// read, and so started again, and failed again, for ever.
+func TestRestoreTakesAsLongAsItsRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, "at_least_once")
+		h.process()
+		for i := range 6 { // commits of one batch each, at least
+			ts := int64(20_000 + 1000*i)
+			h.produce(txnInput, fmt.Sprintf(`{"sid":"k%d","t":%d}`, i, ts))
+			h.stepFor("the record applied", func() bool {
+				p := h.c.parts.byTP[topicPartition{txnInput, 0}]
+				return p != nil && h.c.core.Partition(p.id).Watermark >= ts-1001 // max_out_of_orderness 1s
+			})
+			if err := h.commit(h.ctx); err != nil {
+				t.Fatalf("commit = %v, want nil", err)
+			}
+		}
+		details, err := kadm.NewClient(h.client()).ListTopics(h.ctx, h.c.cfg.State.ChangelogTopic)
+		if err != nil {
+			t.Fatalf("list topics: %v", err)
+		}
+		changelog := details[h.c.cfg.State.ChangelogTopic].ID
+		var fetches atomic.Int32
+		h.kc.ControlKey(kmsg.Fetch.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			h.kc.KeepControl()
+			req := r.(*kmsg.FetchRequest)
+			for i, rt := range req.Topics {
+				if rt.Topic == h.c.cfg.State.ChangelogTopic || rt.TopicID == changelog {
+					fetches.Add(1)
+					req.MaxBytes = 1 // one batch an answer
+					for j := range rt.Partitions {
+						req.Topics[i].Partitions[j].PartitionMaxBytes = 1
+					}
+					time.Sleep(8 * time.Second)
+				}
+			}
+			return nil, nil, false // the broker answers it
+		})
+		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Minute) // a restore that starts again for ever fails the step
+		defer cancel()
+		h.ctx = ctx
+		began := time.Now()
+		h.c.fetch.polling.Lock()
+		h.c.mu.Lock()
+		h.c.abort() // every partition waits for its restore from the changelog
+		h.c.mu.Unlock()
+		h.c.fetch.polling.Unlock()
+		h.stepFor("the partition is restored", func() bool { return len(h.c.core.Unrestored()) == 0 })
+		limit := h.c.cfg.State.TransactionTimeout + commitTimeout
+		if took := time.Since(began); took <= limit || fetches.Load() < 6 {
+			t.Errorf("the restore took %v in %d fetches of the changelog; want it past %v, in 6 or more", took, fetches.Load(), limit)
+		}
 	})
 }

@@ -57,6 +57,9 @@ func (c *Consumer) runSession(ctx context.Context) error {
 	if c.peers != nil {
 		wg.Go(func() { c.readPeers(fctx) })
 	}
+	if c.cfg.State.StandbyReplicas > 0 {
+		wg.Go(func() { c.tailStandbys(fctx) })
+	}
 	err := c.consume(ctx, f)
 	stop()
 	for p := range f.ready {
@@ -96,6 +99,7 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 			err = c.checkSources(ctx)
 		}
 		c.noteReach()
+		c.watchJoin(ctx)
 		f.free <- p // never blocks: the channel has room for every poll
 		if err != nil {
 			return err
@@ -206,6 +210,10 @@ func (c *Consumer) process(ctx context.Context, p *poll) (bool, error) {
 	c.mu.Lock()
 	c.dropRevoked()
 	c.mu.Unlock()
+	if c.cfg.State.StandbyReplicas > 0 {
+		c.reconcileStandbys()
+		c.probeWarmUps()
+	}
 	// Without c.mu: the changelog reads do not hold it.
 	if err := c.restoreRetrying(ctx); err != nil {
 		if ctx.Err() != nil {

@@ -43,6 +43,11 @@ type Metrics struct {
 	ChangelogRecords   prometheus.Counter     // changelog records written (tombstones included)
 	Commits            *prometheus.CounterVec // {result}: committed, aborted
 
+	// state.standby_replicas (docs/scaling.md#standby-state).
+	StandbyLagRecords *prometheus.GaugeVec   // {partition}: changelog records a standby copy is behind
+	StandbyLagSeconds *prometheus.GaugeVec   // {partition}: the age of the oldest changelog end a copy has not reached
+	Restores          *prometheus.CounterVec // {from}: partitions restored, from a standby copy or from the changelog's start
+
 	// source.partitioning repartition (docs/scaling.md#the-repartition-stage).
 	RepartitionBytes  prometheus.Counter   // key, value and header bytes of the records stage 1 wrote
 	RepartitionPurge  prometheus.Gauge     // records stage 2 committed that DeleteRecords has not removed yet
@@ -138,6 +143,18 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_restoring_partitions",
 			Help: "Assigned partitions whose state is being restored from the changelog.",
 		}),
+		StandbyLagRecords: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aggregator_standby_lag_records",
+			Help: "Changelog records a standby copy of a state partition (state.standby_replicas) is behind the changelog's last stable offset, per changelog partition.",
+		}, []string{"partition"}),
+		StandbyLagSeconds: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aggregator_standby_lag_seconds",
+			Help: "How long ago the changelog held the oldest record a standby copy lacks (0: it holds every committed record), per changelog partition.",
+		}, []string{"partition"}),
+		Restores: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_restores_total",
+			Help: "State partitions restored, by from: standby (a standby copy, reading the changelog's tail) or changelog (reading it from its start).",
+		}, []string{"from"}),
 		RestoredRecords: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_restored_records_total",
 			Help: "Changelog records read while restoring state.",
@@ -188,6 +205,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Commits.WithLabelValues("aborted")
 	m.Commits.WithLabelValues("rejected")
 	m.WatermarkSource.Set(-1)
+	for _, from := range []string{"standby", "changelog"} {
+		m.Restores.WithLabelValues(from)
+	}
 	for _, name := range firings {
 		m.Firings.WithLabelValues(name)
 	}

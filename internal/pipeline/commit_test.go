@@ -114,18 +114,8 @@ func newCluster() *cluster { return &cluster{log: changelog{}, offsets: map[int3
 // offsets, as the client does after an abort or an assignment.
 func (s *shell) rejoin() {
 	for _, id := range s.p.Unrestored() {
-		s.p.BeginRestore(id)
-		for _, rec := range s.c.log[id] {
-			var tag []byte
-			if rec.value == nil {
-				tag = state.AppendTag(nil, rec.tag) // the TagHeader header's value
-			}
-			if err := s.p.RestoreRecord(id, rec.key, rec.value, tag); err != nil {
-				s.t.Fatalf("RestoreRecord(%d): %v", id, err)
-			}
-		}
-		if _, _, err := s.p.FinishRestore(id, 0); err != nil {
-			s.t.Fatalf("FinishRestore(%d): %v", id, err)
+		if _, err := s.p.Restore(id, s.c.log.restorer(s.t, id), 0); err != nil {
+			s.t.Fatalf("Restore(%d): %v", id, err)
 		}
 		s.fetch[id] = s.c.offsets[id]
 	}
@@ -624,9 +614,8 @@ func TestPartitionProgress(t *testing.T) {
 	if apply(rec(0)) {
 		t.Fatal("a record applied before its partition's restore")
 	}
-	p.BeginRestore(0)
-	if _, n, err := p.FinishRestore(0, 0); err != nil || n != 0 {
-		t.Fatalf("FinishRestore = %d records, %v", n, err)
+	if _, err := p.Restore(0, state.NewRestorer(), 0); err != nil {
+		t.Fatalf("Restore = %v", err)
 	}
 	if got := p.Unfetched(); len(got) != 1 || got[0] != -1 {
 		t.Fatalf("Unfetched = %v, want partition 0 without a position", got)
@@ -653,8 +642,11 @@ func TestPartitionProgress(t *testing.T) {
 	if got := p.Unrestored(); !slices.Equal(got, []int32{0, 1}) {
 		t.Errorf("Unrestored after Abort = %v, want [0 1]", got)
 	}
-	if err := p.RestoreRecord(0, []byte("k"), nil, nil); err == nil {
-		t.Error("RestoreRecord without BeginRestore succeeded")
+	if _, err := p.Restore(0, state.NewRestorer(), 0); err != nil {
+		t.Errorf("Restore after Abort = %v", err)
+	}
+	if _, err := p.Restore(0, state.NewRestorer(), 0); err == nil {
+		t.Error("Restore of a restored partition succeeded")
 	}
 }
 
@@ -675,8 +667,7 @@ func TestPositionsUnwritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Assign(0, 0)
-	p.BeginRestore(0)
-	if _, _, err := p.FinishRestore(0, 0); err != nil {
+	if _, err := p.Restore(0, state.NewRestorer(), 0); err != nil {
 		t.Fatal(err)
 	}
 	in := ready.Input{Partition: 0, Offset: 0, Value: []byte(crashStream(1, 1, 1, false)[0].value)}

@@ -10,6 +10,7 @@ import (
 	"aggregator/internal/pipeline"
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
+	"aggregator/internal/state"
 )
 
 const coreYaml = `
@@ -52,9 +53,8 @@ func applyValues(c *pipeline.Core, dec *record.Decoder, topic string, n, id int3
 func restoreAllEmpty(t *testing.T, c *pipeline.Core) {
 	t.Helper()
 	for _, id := range c.Unrestored() {
-		c.BeginRestore(id)
-		if _, _, err := c.FinishRestore(id, 0); err != nil {
-			t.Fatalf("FinishRestore(%d): %v", id, err)
+		if _, err := c.Restore(id, state.NewRestorer(), 0); err != nil {
+			t.Fatalf("Restore(%d): %v", id, err)
 		}
 	}
 }

@@ -342,10 +342,26 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 		}
 		gone[i] = p.keepDropped(partition, gens[i], op, sg, dropped)
 	}
+	// A changelog written before generations, taken under the config's
+	// settings: its entries must have the config's slots, value
+	// counters included (windowing.Slots.Unrecorded).
+	var unrecorded *windowing.Slots
+	if len(stored) == 1 && !known {
+		s, err := windowing.NewSlots(WindowSpec(p.cfg).Aggregates)
+		if err != nil {
+			return state.Result{}, err
+		}
+		unrecorded = &s
+	}
 	var spent []state.Repair
 	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {
 		if en.Partition != partition {
 			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
+		}
+		if unrecorded != nil {
+			if err := unrecorded.Unrecorded(en); err != nil {
+				return err
+			}
 		}
 		i, ok := byVersion[gen]
 		if !ok && !known { // the implicit generation: its version is 0 in the keys

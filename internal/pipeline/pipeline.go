@@ -86,10 +86,9 @@ type partPos struct {
 	// be written again when the watermark moves on, even with no record of
 	// its own (a sliding window dropped by another partition's progress
 	// leaves no changelog record: its slices live on in later windows).
-	merged   int64
-	tag      uint64 // the tag of its next checkpoint
-	repairs  []state.Repair
-	restorer *state.Restorer // the changelog records RestoreRecord took, until FinishRestore
+	merged  int64
+	tag     uint64 // the tag of its next checkpoint
+	repairs []state.Repair
 	// gens are its live generations (docs/changing-config.md), the newest first: with
 	// one operator list per partition, its list's operators in the same
 	// order; with the shared list, one, the config's. multi: its records
@@ -711,6 +710,9 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 // the offset input resumes from (-1: no position, the group's offset
 // rules) and what the restore found.
 func (p *Processor) Restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
+	if pp := p.part(partition); pp == nil || pp.restored {
+		return state.Result{}, fmt.Errorf("partition %d is not waiting for its restore", partition)
+	}
 	dropped := int64(math.MinInt64)
 	if pos, ok := r.Position(); ok {
 		dropped = max(pos.Merged, pos.Floor)

@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"fmt"
-
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/state"
@@ -168,39 +166,5 @@ func (p *Processor) part(partition int32) *partPos {
 }
 
 // TagHeader is the header of a changelog tombstone that holds its commit
-// tag: a shell reading the changelog hands its value to RestoreRecord.
+// tag: a shell reading the changelog hands its value to state.Restorer.Add.
 const TagHeader = state.TagHeader
-
-// BeginRestore starts (or starts again) the restore of a partition that
-// waits for it: RestoreRecord takes its changelog partition's records from
-// the start, FinishRestore ends it.
-func (p *Processor) BeginRestore(partition int32) {
-	if pp := p.part(partition); pp != nil && !pp.restored {
-		pp.restorer = state.NewRestorer()
-	}
-}
-
-// RestoreRecord takes the next record of a partition's changelog
-// partition, for its restore (tag: the value of its TagHeader header, nil
-// if none).
-func (p *Processor) RestoreRecord(partition int32, key, value, tag []byte) error {
-	pp := p.part(partition)
-	if pp == nil || pp.restorer == nil {
-		return fmt.Errorf("partition %d is not being restored", partition)
-	}
-	return pp.restorer.Add(key, value, tag)
-}
-
-// FinishRestore restores a partition from the changelog records
-// RestoreRecord took since BeginRestore, as Restore does; records is how
-// many there were.
-func (p *Processor) FinishRestore(partition int32, now int64) (res state.Result, records int, err error) {
-	pp := p.part(partition)
-	if pp == nil || pp.restorer == nil {
-		return res, 0, fmt.Errorf("partition %d is not being restored", partition)
-	}
-	r := pp.restorer
-	pp.restorer = nil
-	res, err = p.Restore(partition, r, now)
-	return res, r.Records(), err
-}

@@ -14,7 +14,6 @@ import (
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/repartition"
-	"aggregator/internal/state"
 )
 
 // The two-stage commit protocol of source.partitioning repartition, step
@@ -128,17 +127,7 @@ func (s *twoStage) rejoin() {
 		s.fetch1[p] = s.c.off1[int32(p)]
 	}
 	for _, r := range s.core.Unrestored() {
-		s.core.BeginRestore(r)
-		for _, rec := range s.c.log[r] {
-			var tag []byte
-			if rec.value == nil {
-				tag = state.AppendTag(nil, rec.tag)
-			}
-			if err := s.core.RestoreRecord(r, rec.key, rec.value, tag); err != nil {
-				s.t.Fatalf("RestoreRecord(%d): %v", r, err)
-			}
-		}
-		res, _, err := s.core.FinishRestore(r, twoStageNow)
+		res, err := s.core.Restore(r, s.c.log.restorer(s.t, r), twoStageNow)
 		if err != nil {
 			s.t.Fatalf("Restore(%d): %v", r, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"aggregator/internal/ready"
 	"aggregator/internal/record"
 	"aggregator/internal/repartition"
+	"aggregator/internal/state"
 )
 
 // TestInputValue: the value a record's decoding may read with a registry
@@ -134,8 +135,7 @@ func benchRepartitionRecord(b *testing.B) (*pipeline.Core, int32, []byte) {
 	}
 	in, _ := c.Assign("calls", 0, 0)
 	rep, _ := c.Assign("g-repartition", 0, 0)
-	c.BeginRestore(rep)
-	if _, _, err := c.FinishRestore(rep, 0); err != nil {
+	if _, err := c.Restore(rep, state.NewRestorer(), 0); err != nil {
 		b.Fatal(err)
 	}
 	d := []pipeline.Decoded{{In: ready.Input{Topic: "calls", Partition: in, Offset: 0, Value: []byte(`{"k":"a","t":1000,"v":"some value of an input record"}`)}}}

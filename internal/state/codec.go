@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/DataDog/sketches-go/ddsketch/store"
@@ -325,9 +326,13 @@ type key struct {
 	hasGen bool
 	start  int64
 	split  int
-	id     string
+	// id is the group key, a view of the bytes decodeKey was given (no
+	// copy): valid while they are, which the Restorer's arena never
+	// changes.
+	id string
 }
 
+// decodeKey decodes a changelog key (its id a view of b).
 func decodeKey(b []byte) (key, error) {
 	if len(b) < 6 || b[0] != version && b[0] != keyGenerations {
 		return key{}, fmt.Errorf("%w: key %q: unknown version", ErrCorrupt, b)
@@ -365,8 +370,17 @@ func decodeKey(b []byte) (key, error) {
 	if n <= 0 || split > uint64(len(rest)-8-n) {
 		return key{}, fmt.Errorf("%w: key %q: bad split", ErrCorrupt, b)
 	}
-	k.split, k.id = int(split), string(rest[8+n:])
+	k.split, k.id = int(split), view(rest[8+n:])
 	return k, nil
+}
+
+// view returns b as a string without a copy: b must not change while the
+// string is in use.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // reader decodes a value; the first error sticks.
@@ -467,7 +481,11 @@ func decodePosition(b []byte) (Position, uint64, error) {
 	return p, tag, r.err
 }
 
-// decodeEntry fills en (whose key fields are set) from value b.
+// decodeEntry fills en (whose key fields are set) from value b. It
+// reuses the memory of en's slices, maps and exact values (whose lengths
+// it sets): an Entry decoded into again and again allocates only for what
+// its aggregates keep as text (first/last values, set members, top_k
+// values) and for quantile sketches.
 func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 	r := reader{b: b}
 	tag := r.header()
@@ -485,13 +503,14 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 		en.Lo, en.Hi, en.First = r.varint("count low"), r.varint("count high"), r.varint("count first")
 	}
 	en.Count = int64(r.uvarint("count"))
-	en.Nums = make([]float64, r.count("nums"))
+	en.Nums = resize(en.Nums, r.count("nums"))
 	for i := range en.Nums {
 		en.Nums[i] = math.Float64frombits(r.u64("num"))
 	}
-	en.Picks = make([]windowing.Pick, r.count("picks"))
+	en.Picks = resize(en.Picks, r.count("picks"))
 	for i := range en.Picks {
 		p := &en.Picks[i]
+		*p = windowing.Pick{}
 		if len(r.b) == 0 {
 			r.fail("pick")
 			break
@@ -510,16 +529,16 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 		p.Time = r.varint("pick time")
 		p.Seq = r.uvarint("pick seq")
 	}
-	en.Sets = make([]map[string]struct{}, r.count("sets"))
+	en.Sets = resize(en.Sets, r.count("sets"))
 	for i := range en.Sets {
 		n := r.count("set")
-		s := make(map[string]struct{}, n)
+		s := reuse(en.Sets[i], n)
 		for range n {
 			s[r.str("set member")] = struct{}{}
 		}
 		en.Sets[i] = s
 	}
-	en.Sketches = make([]*ddsketch.DDSketch, r.count("sketches"))
+	en.Sketches = resize(en.Sketches, r.count("sketches"))
 	for i := range en.Sketches {
 		sk, err := decodeSketch([]byte(r.str("sketch")))
 		if err != nil && r.err == nil {
@@ -527,11 +546,12 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 		}
 		en.Sketches[i] = sk
 	}
+	en.Tops, en.Exact = en.Tops[:0], en.Exact[:0]
 	if len(r.b) > 0 { // top_k counts; values written before top_k end here
-		en.Tops = make([]map[string]int64, r.count("tops"))
+		en.Tops = resize(en.Tops, r.count("tops"))
 		for i := range en.Tops {
 			n := r.count("top_k")
-			m := make(map[string]int64, n)
+			m := reuse(en.Tops[i], n)
 			for range n {
 				x := r.str("top_k value")
 				m[x] = int64(r.uvarint("top_k count"))
@@ -541,7 +561,7 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 		if len(r.b) > 0 && r.b[0] != sectionExact {
 			en.EarlyOnly, en.Changed = r.earlyOnly()
 		}
-		en.Exact = r.exact()
+		r.exact(en)
 	}
 	if len(r.b) != 0 && r.err == nil {
 		r.err = fmt.Errorf("%w: value: %d bytes left over", ErrCorrupt, len(r.b))
@@ -549,21 +569,37 @@ func decodeEntry(b []byte, en *windowing.Entry) (uint64, error) {
 	return tag, r.err
 }
 
-// exact reads the optional section of exact quantile values.
-func (r *reader) exact() [][]float64 {
+// resize returns s with length n, reusing its memory if it has room.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// reuse returns m emptied, or a new map for n items if m is nil.
+func reuse[V any](m map[string]V, n int) map[string]V {
+	if m == nil {
+		return make(map[string]V, n)
+	}
+	clear(m)
+	return m
+}
+
+// exact reads the optional section of exact quantile values into en.Exact.
+func (r *reader) exact(en *windowing.Entry) {
 	if len(r.b) == 0 || r.b[0] != sectionExact || r.err != nil {
-		return nil
+		return
 	}
 	r.b = r.b[1:]
-	exact := make([][]float64, r.count("exact quantiles"))
-	for i := range exact {
-		vs := make([]float64, r.count("exact values"))
+	en.Exact = resize(en.Exact, r.count("exact quantiles"))
+	for i := range en.Exact {
+		vs := resize(en.Exact[i], r.count("exact values"))
 		for j := range vs {
 			vs[j] = math.Float64frombits(r.u64("exact value"))
 		}
-		exact[i] = vs
+		en.Exact[i] = vs
 	}
-	return exact
 }
 
 // decodeSketch decodes a quantile sketch into a sparse store (a corrupt

@@ -123,6 +123,32 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeReusesEntry: a record decoded into an Entry that held
+// another entry (a restore reuses one Entry for every record) is the
+// record's entry, nothing of the other left: every field is set.
+func TestDecodeReusesEntry(t *testing.T) {
+	ens := codecEntries(t)
+	for name, en := range ens {
+		for other, prev := range ens {
+			key, value := state.AppendKey(nil, en), state.AppendValue(nil, en, 1)
+			var fresh, reused windowing.Entry
+			if err := state.Decode(key, value, &fresh); err != nil {
+				t.Fatalf("%s: Decode = %v", name, err)
+			}
+			if err := state.Decode(state.AppendKey(nil, prev), state.AppendValue(nil, prev, 1), &reused); err != nil {
+				t.Fatalf("%s: Decode = %v", other, err)
+			}
+			reused.End, reused.Deleted, reused.Lo, reused.Hi, reused.First = 7, true, 7, 7, 7
+			if err := state.Decode(key, value, &reused); err != nil {
+				t.Fatalf("%s after %s: Decode = %v", name, other, err)
+			}
+			if g, w := describe(&reused), describe(&fresh); g != w || reused.Deleted || reused.End != fresh.End || reused.Lo != fresh.Lo {
+				t.Errorf("Decode(%s) into the Entry of %s = %s, want %s", name, other, g, w)
+			}
+		}
+	}
+}
+
 // TestCodecTombstone: a tombstone (nil value, tag in TagHeader) after an
 // entry deletes it, for every kind of entry.
 func TestCodecTombstone(t *testing.T) {

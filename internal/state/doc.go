@@ -20,6 +20,15 @@
 // out once the new owner wrote, and the keys it wrote are written again
 // by the next commit (Result.Stale).
 //
+// A Restorer takes a partition's records at any pace (a restore, or a
+// standby copy that tails the changelog and finishes later) and keeps
+// about the partition's live changelog bytes: each key's latest committed
+// record and the records after it, in an arena with an 8-byte index slot
+// a key, superseded records reclaimed by compaction (docs/design.md,
+// "Restore"). Finish hands the entries to the window operators decoded
+// into one reused windowing.Entry, lent for each call, and frees the
+// arena as it goes.
+//
 // A partition's windows belong to generations (docs/design.md#generations-in-the-changelog): a generation
 // record (GenerationKey, AppendGeneration) holds a generation's settings
 // and cut-over, its entries' keys carry its config_version
@@ -28,6 +37,6 @@
 // generation of unknown settings (docs/design.md, "Generations in the
 // changelog").
 //
-// The package is pure: no I/O, no clock. A Restorer is not safe for
-// concurrent use.
+// The package is pure: no I/O, no clock, no goroutines. A Restorer is
+// not safe for concurrent use; distinct Restorers are independent.
 package state

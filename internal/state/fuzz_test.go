@@ -53,7 +53,7 @@ func FuzzRestorerAdd(f *testing.F) {
 			t.Fatalf("Add(position of tag %d) = %v", posTag, err)
 		}
 		var ens []*windowing.Entry
-		res, err := r.Finish(func(en *windowing.Entry) error { c := *en; ens = append(ens, &c); return nil })
+		res, err := r.Finish(func(en *windowing.Entry) error { ens = append(ens, kept(en)); return nil })
 		if err != nil {
 			if !errors.Is(err, state.ErrCorrupt) {
 				t.Fatalf("Finish() after Add(%q, %q, %q) = %v, want nil or an error wrapping ErrCorrupt", key, value, tag, err)

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -153,7 +154,7 @@ func generations(stored []Generation, legacyEntries bool, entryGens map[int64]bo
 	case legacyEntries && legacy == 0:
 		stored = []Generation{{Version: 0, Cutover: NoCutover, LegacyKeys: true}}
 	}
-	for gen := range entryGens {
+	for _, gen := range slices.Sorted(maps.Keys(entryGens)) { // the lowest named: the same error on every restore
 		if !slices.ContainsFunc(stored, func(g Generation) bool { return g.Version == gen && !g.LegacyKeys }) {
 			return nil, fmt.Errorf("%w: entries of generation %d, which has no generation record", ErrCorrupt, gen)
 		}

@@ -156,8 +156,7 @@ func restore(t testing.TB, log []rec) restored {
 	}
 	var out restored
 	res, err := r.Finish(func(en *windowing.Entry) error {
-		c := *en // a slice's Entry is lent
-		out.entries = append(out.entries, &c)
+		out.entries = append(out.entries, kept(en)) // en is lent
 		return nil
 	})
 	if err != nil {
@@ -165,6 +164,25 @@ func restore(t testing.TB, log []rec) restored {
 	}
 	out.res = res
 	return out
+}
+
+// kept returns a copy of en that shares no memory with it: what Finish
+// hands out is lent for the call only.
+func kept(en *windowing.Entry) *windowing.Entry {
+	c := *en
+	c.ID = strings.Clone(en.ID)
+	c.Nums, c.Picks, c.Sketches = slices.Clone(en.Nums), slices.Clone(en.Picks), slices.Clone(en.Sketches)
+	c.Sets, c.Tops, c.Exact = nil, nil, nil
+	for _, m := range en.Sets {
+		c.Sets = append(c.Sets, maps.Clone(m))
+	}
+	for _, m := range en.Tops {
+		c.Tops = append(c.Tops, maps.Clone(m))
+	}
+	for _, vs := range en.Exact {
+		c.Exact = append(c.Exact, slices.Clone(vs))
+	}
+	return &c
 }
 
 // valueTag returns the commit tag a changelog value starts with (after

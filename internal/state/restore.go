@@ -1,21 +1,35 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"aggregator/internal/windowing"
 )
 
 // A Restorer rebuilds one changelog partition's state from its records,
-// given in log order from the start.
+// given in log order from the start, at any pace: Add takes them (all at
+// once for a restore; a standby copy adds what it tails, again and again),
+// Finish or FinishGenerations ends it (docs/design.md, "Restore").
+//
+// What it keeps of each key is its latest committed record and the records
+// after it (a commit whose position has not been read yet), in an arena
+// of chunks (arena.go) and an index of 8 bytes a key: no string, map entry
+// or allocation per record. A record a committed one supersedes is dropped
+// at once, and the arena is compacted when the dropped bytes outweigh the
+// kept ones.
 type Restorer struct {
-	chains  map[string]*chain // by record key
-	values  []byte            // the kept values, one after another (revision.off)
+	// slices holds every record but sliding windows' revisions, which
+	// windows holds: Finish hands a key's windows over after its slices.
+	slices, windows arena
+	// genKeys are the generation records' keys, distinct, in the order
+	// first seen (few: one per generation the partition ever held).
+	genKeys []string
+
 	pos     Position
 	posTag  uint64
 	hasPos  bool
@@ -31,15 +45,23 @@ type Restorer struct {
 	// their committed value (or a tombstone) again after its records, so
 	// that compaction cannot keep a stale record as the key's last.
 	staleKeys map[string]bool
+	// pending are the records not committed when added, until a position
+	// commits them; orphans are those no later position can commit (an
+	// older owner's, once a later owner's position was taken). Finish
+	// repairs the keys of those left.
+	pending, orphans []recordRef
+	// gens caches Generations until the next Add.
+	gens        []Generation
+	gensErr     error
+	hasGens     bool
+	spent       bool // Finish ran: the arenas are gone
+	compactions int
 }
 
-// chain is what a Restorer keeps of one key's records: the latest
-// committed one, then the later ones.
-type chain []revision
-
-type revision struct {
-	tag      uint64
-	off, len int // the value in Restorer.values; len -1: a tombstone
+// recordRef names a record of one of a Restorer's arenas.
+type recordRef struct {
+	windows bool
+	ref     ref
 }
 
 // Epoch is the owner part of a tag: its high 32 bits. Each restore
@@ -73,23 +95,35 @@ func NextOwner(tag uint64) uint64 {
 }
 
 // NewRestorer returns an empty Restorer.
-func NewRestorer() *Restorer { return &Restorer{chains: map[string]*chain{}} }
-
-func (r *Restorer) value(v revision) []byte {
-	if v.len < 0 {
-		return nil
-	}
-	return r.values[v.off : v.off+v.len : v.off+v.len]
+func NewRestorer() *Restorer {
+	r := &Restorer{}
+	r.slices.init()
+	r.windows.init()
+	return r
 }
 
 // Records returns how many records Add was given.
 func (r *Restorer) Records() int { return r.records }
 
+// Bytes returns the memory the Restorer holds: its arenas and indexes.
+func (r *Restorer) Bytes() int64 { return r.slices.size() + r.windows.size() }
+
+func (r *Restorer) arena(windows bool) *arena {
+	if windows {
+		return &r.windows
+	}
+	return &r.slices
+}
+
 // Add takes the next record of the changelog partition; tag is the value
 // of its TagHeader header (nil if it has none). The Restorer copies what
 // it keeps.
 func (r *Restorer) Add(key, value, tag []byte) error {
+	if r.spent {
+		return errSpent
+	}
 	r.records++
+	r.hasGens = false
 	k, err := decodeKey(key)
 	if err != nil {
 		return err
@@ -131,12 +165,8 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 			r.owners = append(r.owners, pt)
 		}
 		r.pos, r.posTag, r.hasPos, r.seenPos = p, pt, true, true
+		r.settle(pt)
 		return nil
-	}
-	c := r.chains[string(key)]
-	if c == nil {
-		c = &chain{}
-		r.chains[string(key)] = c
 	}
 	if r.seenPos && t <= r.posTag {
 		// The owner that wrote the last position tags every later record
@@ -152,25 +182,78 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 	if r.staleKeys != nil {
 		delete(r.staleKeys, string(key)) // written again after: the repair, or a later change
 	}
-	// Keep the newest committed revision, and what follows it; a
-	// revision of the same tag supersedes.
-	keep := 0
-	for i, v := range *c {
-		if r.committed(v.tag) {
-			keep = i
+	windows := k.kind == kindWindow
+	a := r.arena(windows)
+	at := a.put(key, value, t)
+	if k.kind == kindGeneration && !slices.Contains(r.genKeys, string(key)) {
+		r.genKeys = append(r.genKeys, string(key))
+	}
+	if r.committed(t) {
+		a.cutBefore(at)
+	} else {
+		r.pending = append(r.pending, recordRef{windows, at})
+	}
+	if a.wasteful() {
+		r.compact(windows)
+	}
+	return nil
+}
+
+// errSpent is returned by a Restorer that Finish has run on.
+var errSpent = errors.New("restorer: used after Finish")
+
+// settle is called with each position taken, tagged pt: the pending
+// records it commits drop what they supersede; those of an older owner
+// can no longer be committed.
+func (r *Restorer) settle(pt uint64) {
+	keep := r.pending[:0]
+	for _, p := range r.pending {
+		a := r.arena(p.windows)
+		if a.dead(p.ref) {
+			continue
+		}
+		switch t := a.tag(p.ref); {
+		case r.committed(t):
+			a.cutBefore(p.ref)
+		case Epoch(t) < Epoch(pt):
+			r.orphans = append(r.orphans, p)
+		default:
+			keep = append(keep, p)
 		}
 	}
-	*c = (*c)[keep:]
-	for len(*c) > 0 && (*c)[len(*c)-1].tag == t {
-		*c = (*c)[:len(*c)-1]
+	clear(r.pending[len(keep):])
+	r.pending = keep
+}
+
+// compact copies the kept records of one arena into a new one.
+func (r *Restorer) compact(windows bool) {
+	r.compactions++
+	a := r.arena(windows)
+	moved := map[ref]ref{} // the pending and orphaned records' refs
+	for _, p := range slices.Concat(r.pending, r.orphans) {
+		if p.windows == windows {
+			moved[p.ref] = noRef
+		}
 	}
-	v := revision{tag: t, off: len(r.values), len: -1}
-	if value != nil {
-		r.values = append(r.values, value...)
-		v.len = len(value)
+	a.compact(moved, func(at ref) bool {
+		// A key whose only record is a committed tombstone restores as
+		// one never written: it is left out (unless a stale writer's
+		// record of it waits for its repair).
+		return a.tombstone(at) && r.committed(a.tag(at)) && !r.staleKeys[view(a.key(at))]
+	})
+	keep := func(rs []recordRef) []recordRef {
+		out := rs[:0]
+		for _, p := range rs {
+			if p.windows == windows {
+				if p.ref = moved[p.ref]; p.ref == noRef {
+					continue // dead: superseded since it was added
+				}
+			}
+			out = append(out, p)
+		}
+		return out
 	}
-	*c = append(*c, v)
-	return nil
+	r.pending, r.orphans = keep(r.pending), keep(r.orphans)
 }
 
 // Position returns the partition's position so far, and whether it has one.
@@ -218,11 +301,10 @@ type Repair struct{ Key, Value []byte }
 // Finish is FinishGenerations for a partition of one generation (or
 // none): it refuses a changelog partition that holds more.
 func (r *Restorer) Finish(fn func(*windowing.Entry) error) (Result, error) {
-	res, err := r.FinishGenerations(func(_ int64, en *windowing.Entry) error { return fn(en) })
-	if err == nil && len(res.Generations) > 1 {
-		return Result{}, fmt.Errorf("%w: the partition holds %d generations of windows; this release restores one", ErrGenerations, len(res.Generations))
+	if gens, err := r.Generations(); err == nil && len(gens) > 1 {
+		return Result{}, fmt.Errorf("%w: the partition holds %d generations of windows; this release restores one", ErrGenerations, len(gens))
 	}
-	return res, err
+	return r.FinishGenerations(func(_ int64, en *windowing.Entry) error { return fn(en) })
 }
 
 // ErrGenerations is wrapped by Finish's error for a changelog partition
@@ -232,61 +314,90 @@ var ErrGenerations = errors.New("several generations")
 // Generations returns the partition's live generations as the records so
 // far hold them, by version (the ones FinishGenerations returns): the
 // core decides from them, before the entries are handed over, which
-// operator each generation restores into.
+// operator each generation restores into. A key's record counts here if
+// it is the key's last tagged at or below the last position's tag.
 func (r *Restorer) Generations() ([]Generation, error) {
+	if r.hasGens {
+		return r.gens, r.gensErr
+	}
+	if r.spent {
+		return nil, errSpent
+	}
+	r.gens, r.gensErr = r.generations()
+	r.hasGens = true
+	return r.gens, r.gensErr
+}
+
+func (r *Restorer) generations() ([]Generation, error) {
 	var stored []Generation
-	legacyEntries, entryGens := false, map[int64]bool{}
-	for key, c := range r.chains {
-		chosen := -1
-		for i, v := range *c {
-			if v.tag <= r.posTag {
-				chosen = i
-			}
-		}
-		if chosen < 0 || (*c)[chosen].len < 0 {
+	for _, key := range r.genKeys {
+		at, ok := r.atPosition(&r.slices, r.slices.find([]byte(key)))
+		if !ok || r.slices.tombstone(at) {
 			continue
 		}
 		k, err := decodeKey([]byte(key))
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, err
-		case k.kind == kindGeneration:
-			g, err := decodeGeneration(k, r.value((*c)[chosen]))
-			if err != nil {
-				return nil, fmt.Errorf("key %q: %w", key, err)
+		}
+		g, err := decodeGeneration(k, r.slices.value(at))
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", key, err)
+		}
+		stored = append(stored, g)
+	}
+	legacyEntries, entryGens := false, map[int64]bool{}
+	for _, a := range []*arena{&r.slices, &r.windows} {
+		err := a.each(func(rec *kept) error {
+			if rec.flags&(flagDead|flagTombstone) != 0 || rec.tag > r.posTag {
+				return nil
 			}
-			stored = append(stored, g)
-		case k.hasGen:
-			entryGens[k.gen] = true
-		default:
-			legacyEntries = true
+			key := rec.key
+			if key[1] == kindGeneration {
+				return nil
+			}
+			if rec.flags&flagFollowed != 0 { // not the key's last record: the last at or below the position may be a later one
+				if last, ok := r.atPosition(a, a.find(key)); !ok || last != rec.at {
+					return nil
+				}
+			}
+			k, err := decodeKey(key)
+			switch {
+			case err != nil:
+				return err
+			case k.hasGen:
+				entryGens[k.gen] = true
+			default:
+				legacyEntries = true
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return generations(stored, legacyEntries, entryGens)
 }
 
+// atPosition returns the last record of the chain that ends at last
+// tagged at or below the last position's tag.
+func (r *Restorer) atPosition(a *arena, last ref) (ref, bool) {
+	for at := last; at != noRef; at = a.prev(at) {
+		if a.tag(at) <= r.posTag {
+			return at, true
+		}
+	}
+	return noRef, false
+}
+
 // FinishGenerations hands fn the partition's committed entries, each with
-// its generation's version, every slice (or session) first, then every
-// window, and returns the partition's generations in Result.Generations.
-// A slice's *Entry is valid during the call only (the engine copies it), a
-// window's is fn's to keep.
+// its generation's version, every slice (or session, or count slice)
+// first, then every sliding window, and returns the partition's
+// generations in Result.Generations. The *Entry, its ID and its slices
+// are lent to fn for the call only (the operators copy what they keep).
+// The Restorer's memory is freed as it goes: it is spent after, whatever
+// fn returns.
 func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) error) (Result, error) {
 	res := Result{Position: r.pos, HasPosition: r.hasPos, NextTag: NextOwner(max(r.maxTag, r.posTag)), Stale: r.stale}
-	// In key order: a key's slices by start (the engine appends each after
-	// the last), and the same order on every restore.
-	type keyed struct {
-		key string
-		c   *chain
-	}
-	all := make([]keyed, 0, len(r.chains))
-	for key, c := range r.chains {
-		all = append(all, keyed{key, c})
-	}
-	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
-	var windows []keyed
-	var en windowing.Entry // slices are lent to fn; windows are kept
-	// The generations come first: an entry is handed over with its
-	// generation's version.
 	gens, err := r.Generations()
 	if err != nil {
 		return Result{}, err
@@ -298,62 +409,86 @@ func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) err
 			legacyGen = g.Version
 		}
 	}
-	genOf := func(key string) int64 {
-		if key[0] == keyGenerations {
-			return int64(binary.BigEndian.Uint64([]byte(key[6:14])) ^ 1<<63)
-		}
-		return legacyGen
-	}
-	for _, kc := range all {
-		c := *kc.c
-		chosen := -1
-		for i, v := range c {
-			if r.committed(v.tag) {
-				chosen = i
+	res.Repairs = r.repairs(res.NextTag)
+	r.spent = true
+	var en windowing.Entry
+	for _, a := range []*arena{&r.slices, &r.windows} {
+		err := a.drain(func(rec *kept) error {
+			if rec.flags&(flagDead|flagTombstone) != 0 || !r.committed(rec.tag) {
+				return nil // superseded, deleted, or of a commit cut short
 			}
-		}
-		if chosen != len(c)-1 || r.staleKeys[kc.key] {
-			rep := Repair{Key: []byte(kc.key)}
-			if chosen >= 0 && c[chosen].len >= 0 {
-				rep.Value = retag(r.value(c[chosen]), res.NextTag)
+			key := rec.key
+			if key[1] == kindGeneration {
+				return nil
 			}
-			res.Repairs = append(res.Repairs, rep)
-		}
-		if chosen < 0 || c[chosen].len < 0 || kc.key[1] == kindGeneration {
-			continue
-		}
-		if kc.key[1] == kindWindow {
-			windows = append(windows, keyed{kc.key, &chain{c[chosen]}})
-			continue
-		}
-		if err := decode([]byte(kc.key), r.value(c[chosen]), &en); err != nil {
+			if err := decode(key, rec.value, &en); err != nil {
+				return err
+			}
+			gen := legacyGen
+			if key[0] == keyGenerations {
+				gen = int64(binary.BigEndian.Uint64(key[6:14]) ^ 1<<63)
+			}
+			res.Entries++
+			return fn(gen, &en)
+		})
+		if err != nil {
+			r.slices.free()
+			r.windows.free()
 			return Result{}, err
 		}
-		if err := fn(genOf(kc.key), &en); err != nil {
-			return Result{}, err
-		}
-		res.Entries++
-	}
-	for _, kc := range windows {
-		en := &windowing.Entry{}
-		if err := decode([]byte(kc.key), r.value((*kc.c)[0]), en); err != nil {
-			return Result{}, err
-		}
-		if err := fn(genOf(kc.key), en); err != nil {
-			return Result{}, err
-		}
-		res.Entries++
 	}
 	return res, nil
 }
 
-// decode fills en from a slice or window record.
+// repairs returns the records the next commit (tagged next) writes again,
+// by key: those of the keys whose latest record is not committed (a
+// commit cut short, a stale writer's records after the owner's) and
+// those a stale writer wrote.
+func (r *Restorer) repairs(next uint64) []Repair {
+	var out []Repair
+	done := map[string]bool{}
+	repair := func(a *arena, key []byte, last ref) {
+		done[string(key)] = true
+		chosen := last
+		for chosen != noRef && !r.committed(a.tag(chosen)) {
+			chosen = a.prev(chosen)
+		}
+		if chosen == last && last != noRef && !r.staleKeys[string(key)] {
+			return
+		}
+		rep := Repair{Key: bytes.Clone(key)}
+		if chosen != noRef && !a.tombstone(chosen) {
+			rep.Value = retag(a.value(chosen), next)
+		}
+		out = append(out, rep)
+	}
+	for _, p := range slices.Concat(r.pending, r.orphans) {
+		a := r.arena(p.windows)
+		if key := a.key(p.ref); !a.dead(p.ref) && !done[string(key)] {
+			repair(a, key, a.find(key))
+		}
+	}
+	for key := range r.staleKeys {
+		if !done[key] {
+			a := r.arena(key[1] == kindWindow)
+			repair(a, []byte(key), a.find([]byte(key)))
+		}
+	}
+	slices.SortFunc(out, func(a, b Repair) int { return bytes.Compare(a.Key, b.Key) })
+	return out
+}
+
+// decode fills en from a slice or window record, reusing en's memory (see
+// decodeEntry); en.ID is a view of key.
 func decode(key, value []byte, en *windowing.Entry) error {
 	k, err := decodeKey(key)
 	if err != nil {
 		return err
 	}
-	*en = windowing.Entry{Kind: windowing.SliceEntry, Partition: k.partition, ID: k.id, Split: k.split, Start: k.start}
+	// Field by field: the slices keep their memory.
+	en.Kind, en.Partition, en.ID, en.Split, en.Start = windowing.SliceEntry, k.partition, k.id, k.split, k.start
+	en.End, en.Deleted, en.Revision, en.EarlyOnly, en.Changed, en.Count, en.Lo, en.Hi, en.First = 0, false, 0, false, false, 0, 0, 0, 0
+	en.Nums, en.Picks, en.Sets, en.Sketches, en.Exact, en.Tops = en.Nums[:0], en.Picks[:0], en.Sets[:0], en.Sketches[:0], en.Exact[:0], en.Tops[:0]
 	switch k.kind {
 	case kindWindow:
 		en.Kind = windowing.WindowEntry

@@ -326,7 +326,7 @@ func TestRestorerCopies(t *testing.T) {
 		t.Fatalf("Add(position) = %v", err)
 	}
 	var got []*windowing.Entry
-	if _, err := r.Finish(func(en *windowing.Entry) error { c := *en; got = append(got, &c); return nil }); err != nil {
+	if _, err := r.Finish(func(en *windowing.Entry) error { got = append(got, kept(en)); return nil }); err != nil {
 		t.Fatalf("Finish() = %v", err)
 	}
 	if g, w := briefs(got), []string{brief(sliceEn("a", 0, 3))}; !slices.Equal(g, w) {

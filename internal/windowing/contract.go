@@ -41,7 +41,10 @@ type Operator interface {
 	// Changes hands fn every entry changed since the last call.
 	Changes(fn func(*Entry))
 	// Restore takes one entry of a partition's changelog; windows that
-	// dropped is past are not restored.
+	// dropped is past are not restored. The entries come in any order
+	// but a sliding window's after its slices; en, its ID and its slices
+	// are lent for the call (a restore reuses them for the next entry):
+	// the operator copies what it keeps.
 	Restore(en *Entry, dropped int64) error
 	// FinishRestore ends the restore of the entries given since the last.
 	FinishRestore()

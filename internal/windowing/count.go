@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"aggregator/internal/record"
 )
@@ -413,7 +414,7 @@ func (c *Counts) Restore(en *Entry, _ int64) error {
 	tag := c.keys.hash(en.Partition, key)
 	ki, ent := c.keys.find(en.Partition, tag, key)
 	if ent == nil {
-		ki, ent = c.keys.add(en.Partition, tag, en.ID, en.Split)
+		ki, ent = c.keys.add(en.Partition, tag, strings.Clone(en.ID), en.Split) // en.ID is lent
 	}
 	id, k := &ent.keyState, &ent.ext
 	if c.tumbling() {

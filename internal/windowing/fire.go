@@ -265,6 +265,7 @@ func (e *Engine) addWindows(ki, prev, next int32, first, last int64) {
 		return
 	}
 	sk := e.slideOf(ki)
+	sk.wins.reserve(int((last-first)/e.slide) + 1)
 	j, _ := sk.findWin(first, e.slide)
 	for s := first; ; s += e.slide {
 		if ws := sk.wins.live(); j >= len(ws) || ws[j].start != s {

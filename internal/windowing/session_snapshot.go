@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // TrackChanges is Engine.TrackChanges.
@@ -103,14 +104,14 @@ func (s *Sessions) Restore(en *Entry, dropped int64) error {
 		// Dropped already: by the previous owner, or under a lateness
 		// lowered since (docs/changing-config.md#three-kinds-of-key), whose tombstone goes in the next commit.
 		if s.track {
-			s.changes.gone = append(s.changes.gone, goneRef{SessionEntry, en.Partition, en.ID, uint32(en.Split), en.Start})
+			s.changes.gone = append(s.changes.gone, goneRef{SessionEntry, en.Partition, strings.Clone(en.ID), uint32(en.Split), en.Start})
 		}
 		return nil
 	}
 	tag := s.keys.hash(en.Partition, key)
 	ki, ent := s.keys.find(en.Partition, tag, key)
 	if ent == nil {
-		ki, ent = s.addKey(en.Partition, tag, en.ID, en.Split)
+		ki, ent = s.addKey(en.Partition, tag, strings.Clone(en.ID), en.Split) // en.ID is lent
 	}
 	k := &ent.ext
 	if i, j, _ := intersecting(k.sess, w); i != j {

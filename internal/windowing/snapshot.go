@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 
@@ -267,7 +268,8 @@ var ErrSpent = errors.New("every window of the slice is cleaned up")
 
 // Restore adds one entry of a partition's state, as Changes handed it
 // out (a changelog's latest entry per identity, tombstones left out):
-// every SliceEntry of the partition first, then its WindowEntries. The
+// every SliceEntry of the partition first (in any order), then its
+// WindowEntries; en is lent (Operator.Restore). The
 // partition must have no state in e (new, or removed). Call
 // FinishRestore after the last entry. Windows whose cleanup time is at or
 // below dropped (the previous owner's watermark) were dropped there and
@@ -321,7 +323,7 @@ func (e *Engine) pastLateness(en *Entry, dropped int64) bool {
 		return false
 	}
 	if e.track {
-		e.changes.gone = append(e.changes.gone, goneRef{en.Kind, en.Partition, en.ID, uint32(en.Split), en.Start})
+		e.changes.gone = append(e.changes.gone, goneRef{en.Kind, en.Partition, strings.Clone(en.ID), uint32(en.Split), en.Start})
 	}
 	return true
 }
@@ -468,13 +470,14 @@ func (e *Engine) hasFired(ki int32, k *keyState, start int64) bool {
 	return sk.wins.live()[j].flags&flagFired != 0
 }
 
-// keyByID returns key id of partition part, creating it if needed.
+// keyByID returns key id of partition part, creating it (with a copy of
+// id, which a restore lends) if needed.
 func (e *Engine) keyByID(part int32, id string, split int) (int32, *keyState) {
 	tag := e.keys.hash(part, id[split:])
 	if ki, k := e.keys.find(part, tag, id[split:]); k != nil {
 		return ki, &k.keyState
 	}
-	return e.addKey(part, tag, id, split)
+	return e.addKey(part, tag, strings.Clone(id), split)
 }
 
 // checkSlots returns an error unless en has the slots of layout l (nums
@@ -484,8 +487,7 @@ func (l *layout) checkSlots(en *Entry, what string) error {
 	nums := len(en.Nums) == l.nums || len(en.Nums) == l.nums-l.counters
 	if !nums || len(en.Picks) != l.picks || len(en.Sets) != l.sets || len(en.Sketches) != l.sketches || len(en.Tops) != l.tops ||
 		len(en.Exact) != 0 && len(en.Exact) != l.sketches {
-		return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d/%d (were the aggregates changed?)",
-			what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), len(en.Tops), l.nums, l.picks, l.sets, l.sketches, l.tops)
+		return l.slotsError(en, what, "")
 	}
 	if err := checkTops(en.Tops); err != nil {
 		return fmt.Errorf("restore: %s at %d of %s: %w", what, en.Start, en.ID[en.Split:], err)
@@ -496,6 +498,44 @@ func (l *layout) checkSlots(en *Entry, what string) error {
 		}
 	}
 	return nil
+}
+
+// slotsError is the error of an entry whose aggregate slots do not fit l.
+func (l *layout) slotsError(en *Entry, what, why string) error {
+	return fmt.Errorf("restore: %s at %d of %s has %d/%d/%d/%d/%d aggregate slots, the config needs %d/%d/%d/%d/%d (were the aggregates changed?%s)",
+		what, en.Start, en.ID[en.Split:], len(en.Nums), len(en.Picks), len(en.Sets), len(en.Sketches), len(en.Tops), l.nums, l.picks, l.sets, l.sketches, l.tops, why)
+}
+
+// Slots checks entries of a changelog that recorded no settings (written
+// before generations) against the aggregates of the config that restores
+// it.
+type Slots struct{ l layout }
+
+// NewSlots returns the Slots of aggs.
+func NewSlots(aggs []Aggregate) (Slots, error) {
+	l, err := newLayout(aggs)
+	return Slots{l}, err
+}
+
+// Unrecorded returns the error Restore returns for a slice, session or
+// count entry that does not have the aggregate slots of s, value
+// counters included (nil for a sliding window's revision, which has
+// none). Restore takes an entry without the counters of sum, avg and
+// count(field) as one written before they existed; in a changelog that
+// recorded its settings, it is. In one that did not, it may as well be
+// an entry of other aggregates with as many slots (a sum's value and its
+// counter, read as a sum and the max this config adds after it): the
+// bytes cannot tell them apart, so it is refused rather than read
+// wrong (docs/changing-config.md, "Changelogs written before
+// generations").
+func (s *Slots) Unrecorded(en *Entry) error {
+	l := &s.l
+	if en.Kind == WindowEntry || en.Deleted || l.counters == 0 || len(en.Nums) != l.nums-l.counters {
+		return nil
+	}
+	what := map[EntryKind]string{SliceEntry: "slice", SessionEntry: "session", CountEntry: "count slice"}[en.Kind]
+	return l.slotsError(en, what, "; it has no value counters, which every entry of sum, avg and count(field) has since the release "+
+		"before generations, and the changelog records no settings: it holds other aggregates, or is of a release before value counters")
 }
 
 // load copies en's count and accumulators into the empty pane i of layout

@@ -29,6 +29,22 @@ func (d *deque[T]) insert(i int, v T) {
 	d.s = slices.Insert(d.s, d.head+i, v)
 }
 
+// reserve makes room for n more items in one allocation at most (a new
+// key's first slice makes all its windows at once).
+func (d *deque[T]) reserve(n int) {
+	if cap(d.s)-len(d.s) >= n {
+		return
+	}
+	if d.head > 0 {
+		k := copy(d.s, d.s[d.head:])
+		d.s, d.head = d.s[:k], 0
+		if cap(d.s)-len(d.s) >= n {
+			return
+		}
+	}
+	d.s = slices.Grow(d.s, max(n, cap(d.s)))
+}
+
 // popFront drops the first live item.
 func (d *deque[T]) popFront() {
 	d.head++

@@ -1511,6 +1511,15 @@ func (g *group) updateHeartbeat(m *groupMember) {
 		if g.members[m.memberID] != m {
 			return
 		}
+		if !m.waitingReply.empty() {
+			// Waiting in a join or a sync: kept alive, as Kafka's
+			// coordinator keeps a member awaiting either (aggregator
+			// patch: a member that waited in a join longer than its
+			// session, for a dead member's session to expire, was
+			// removed and its join never answered).
+			g.updateHeartbeat(m)
+			return
+		}
 		g.updateMemberAndRebalance(m, nil, nil)
 	})
 }
@@ -1724,14 +1733,16 @@ members:
 
 // reply sends kresp back to the caller of creq. If m is non-nil,
 // m.waitingReply is cleared before the send attempt so a dead
-// connection does not leave a stale reply behind.
+// connection does not leave a stale reply behind, and m's session
+// timer starts again whether or not the reply reached it, as Kafka's
+// coordinator does when it answers a join (aggregator patch: a member
+// whose connection died while its join was held had no timer, and
+// stayed in the group until the pending-sync timeout).
 func (g *group) reply(creq *clientReq, kresp kmsg.Response, m *groupMember) {
 	if m != nil {
 		m.waitingReply = nil
 	}
-	if !creq.reply(kresp) {
-		return
-	}
+	creq.reply(kresp)
 	if m != nil {
 		g.updateHeartbeat(m)
 	}

@@ -124,6 +124,15 @@ so a new version with the old settings. */}}
 {{- if not (hasKey $state "config_version") }}
 {{- $_ := set $state "config_version" .Release.Revision }}
 {{- end }}
+{{- /* state.standby_replicas (docs/scaling.md#standby-state): a warm copy of
+each state partition on another pod, so that a pod's partitions move to a
+copy that reads only the changelog's tail. Set whatever replicaCount says:
+with one pod there is no other pod for a copy (none is kept, nothing is
+spent), and a config that followed replicaCount would roll every pod when
+the Deployment scales from one pod to two. Unless the values give one. */}}
+{{- if not (hasKey $state "standby_replicas") }}
+{{- $_ := set $state "standby_replicas" 1 }}
+{{- end }}
 {{- with .Values.auth.tls }}
 {{- if .existingSecret }}
 {{- $tls := $source.tls | default dict }}
