@@ -223,7 +223,7 @@ func canonicalNumbers(v any) any {
 func (k *pairCheck) readResults() []pairResult {
 	k.t.Helper()
 	var out []pairResult
-	for _, rec := range readAllAs(k.t, k.r.brokers, k.r.c.clientOpts, resultsTopic) {
+	for _, rec := range readAllAs(k.t, k.r.brokers, k.r.auth.client, resultsTopic) {
 		out = append(out, k.result(rec))
 	}
 	return out
@@ -236,7 +236,7 @@ func (k *pairCheck) pollResults() []pairResult {
 	k.t.Helper()
 	if k.reader == nil {
 		k.reader = client(k.t, k.r.brokers, append([]kgo.Opt{kgo.ConsumeTopics(resultsTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200 * time.Millisecond)}, k.r.c.clientOpts...)...)
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200 * time.Millisecond)}, k.r.auth.client...)...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -642,7 +642,7 @@ func (k *pairCheck) checkCounts(got []durResult, gen int, recs []pairRecord) {
 func (k *pairCheck) events(topic string) map[string]lateEvent {
 	k.t.Helper()
 	out := map[string]lateEvent{}
-	for _, rec := range readAllAs(k.t, k.r.brokers, k.r.c.clientOpts, topic) {
+	for _, rec := range readAllAs(k.t, k.r.brokers, k.r.auth.client, topic) {
 		e := events([]*kgo.Record{rec})[0]
 		p := durProvenance(rec)
 		if prev, ok := out[p]; ok && (k.r.c.delivery == "exactly_once" || durSansWatermark(prev) != durSansWatermark(e)) {

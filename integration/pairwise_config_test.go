@@ -125,9 +125,6 @@ func (c pairCase) yaml(gen int, registryURL string) string {
 	if c.format == "csv" {
 		fmt.Fprintf(&b, "  csv: {columns: [%s]}\n", strings.Join(pairCSVColumns, ", "))
 	}
-	for _, line := range c.sourceYAML {
-		b.WriteString(line + "\n")
-	}
 	if gen == 2 && c.change == "filter" {
 		b.WriteString("  filter: [{field: c, equals: web}]\n")
 	} else {
@@ -136,7 +133,7 @@ func (c pairCase) yaml(gen int, registryURL string) string {
 	fmt.Fprintf(&b, "watermark: {max_out_of_orderness: %s, scope: %s}\n", c.units(1000), c.scope)
 	fmt.Fprintf(&b, "window: %s\naggregates:%s\n", c.windowYAML(gen), c.aggregatesYAML(gen))
 	fmt.Fprintf(&b, "sink: {results_topic: %s, late_topic: %s, dead_letter_topic: %s, linger: 1ms, format: %s}\n", resultsTopic, lateTopic, dlqTopic, c.results)
-	fmt.Fprintf(&b, "delivery: %s\nstate: {config_version: %d", c.delivery, gen)
+	fmt.Fprintf(&b, "delivery: %s\nstate: {config_version: %d, standby_replicas: %d", c.delivery, gen, c.standby)
 	if c.delivery == "exactly_once" {
 		// A paused instance's transaction holds the next owner's restore
 		// back until the brokers abort it: keep that short.

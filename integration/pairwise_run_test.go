@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"aggregator/internal/cluster"
 	"aggregator/internal/config"
 	"aggregator/internal/consumer"
 )
@@ -35,6 +38,7 @@ type pairRun struct {
 	live    []*pairInstance
 	gen     int             // the generation the live instances run
 	ends    map[int32]int64 // records produced, by input partition
+	auth    auth // how the service and the test's clients authenticate
 	cl      *kgo.Client
 	adm     *kadm.Client
 	// cut are the cut-overs of generation 2, by state partition (ms).
@@ -90,13 +94,14 @@ func runPairCase(t *testing.T, c pairCase, seed uint64) {
 
 func newPairRun(t *testing.T, c pairCase, seed uint64) *pairRun {
 	t.Helper()
+	a := authSetup(t, c.auth)
 	kc, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(pairParts, inTopic),
-		kfake.SeedTopics(1, resultsTopic, lateTopic, dlqTopic), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}, c.brokerOpts...)...)
+		kfake.SeedTopics(1, resultsTopic, lateTopic, dlqTopic), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}, a.broker...)...)
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(kc.Close)
-	r := &pairRun{t: t, c: c, brokers: kc.ListenAddrs(), ends: map[int32]int64{}, log: zerolog.Nop()}
+	r := &pairRun{t: t, c: c, brokers: kc.ListenAddrs(), auth: a, ends: map[int32]int64{}, log: zerolog.Nop()}
 	if *pairLogs != "" {
 		f, err := os.Create(filepath.Join(*pairLogs, fmt.Sprintf("case_%02d.log", c.n)))
 		if err != nil {
@@ -105,7 +110,7 @@ func newPairRun(t *testing.T, c pairCase, seed uint64) *pairRun {
 		t.Cleanup(func() { f.Close() })
 		r.log = zerolog.New(zerolog.SyncWriter(f)).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	}
-	r.cl = client(t, r.brokers, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, c.clientOpts...)...)
+	r.cl = client(t, r.brokers, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, a.client...)...)
 	r.adm = kadm.NewClient(r.cl)
 	url := "http://registry.invalid:8081"
 	r.format = newPairFormat(t, c.format)
@@ -117,6 +122,7 @@ func newPairRun(t *testing.T, c pairCase, seed uint64) *pairRun {
 	for gen := 1; gen <= c.generations(); gen++ {
 		cfg, err := config.Parse([]byte(c.yaml(gen, url)), pairEnv(r.brokers))
 		if err == nil {
+			a.source(&cfg.Source)
 			err = cfg.ValidateKafka()
 		}
 		if err != nil {
@@ -152,7 +158,8 @@ func (r *pairRun) start() *pairInstance {
 	log := r.log.With().Int("instance", r.n).Logger()
 	opts := []kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond)}
 	if r.c.fault == "lost_session" {
-		opts = append(opts, kgo.SessionTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond), kgo.Dialer(in.fz.dial))
+		opts = append(opts, kgo.SessionTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond))
+		opts = append(opts, r.freezable(in.fz)...)
 	}
 	var err error
 	in.c, err = consumer.NewWithClock(r.cfgs[r.gen-1], log, in.reg, time.Now, opts...)
@@ -171,6 +178,40 @@ func (r *pairRun) start() *pairInstance {
 		}
 	})
 	return in
+}
+
+// freezable are the options that make an instance's connections go
+// through fz. kgo takes a Dialer or a TLS config, not both: with TLS
+// (mTLS), fz's connections are wrapped in TLS here, with the config the
+// service builds from source.tls, in place of the service's own dialing.
+func (r *pairRun) freezable(fz *freezer) []kgo.Opt {
+	r.t.Helper()
+	src := r.cfgs[r.gen-1].Source
+	if !src.TLS.Enabled {
+		return []kgo.Opt{kgo.Dialer(fz.dial)}
+	}
+	certs, err := cluster.NewCerts("source.tls", src.TLS, r.log, cluster.ReloadFailures(nil))
+	if err != nil {
+		r.t.Fatalf("source.tls: %v", err)
+	}
+	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
+		c, err := fz.dial(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		tc := certs.Config()
+		if tc.ServerName, _, err = net.SplitHostPort(host); err != nil {
+			c.Close()
+			return nil, err
+		}
+		tlsConn := tls.Client(c, tc)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return tlsConn, nil
+	}
+	return []kgo.Opt{kgo.DialTLSConfig(nil), kgo.Dialer(dial)}
 }
 
 // stop is a graceful end (SIGTERM): Run returns, Drain commits and leaves.

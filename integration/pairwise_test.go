@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"aggregator/internal/config"
 )
 
@@ -58,13 +55,8 @@ type pairCase struct {
 	change       string // a config change between the first late phase and the second main phase: none, window, aggregate, filter
 	instances    int
 	fault        string // during the second main phase: none, restart (drain and start again), lost_session (one instance paused past its session)
-	// What a dimension to come (authentication: SCRAM, OAUTHBEARER,
-	// mTLS) sets besides: the broker's options, lines of the config's
-	// source section (two spaces in), and the options of the test's own
-	// clients (producer, readers).
-	brokerOpts []kfake.Opt
-	sourceYAML []string
-	clientOpts []kgo.Opt
+	auth         string // how the service and the test's clients authenticate to the broker (authSetup's kinds)
+	standby      int    // state.standby_replicas
 }
 
 var pairDimensions = []dimension{
@@ -79,6 +71,8 @@ var pairDimensions = []dimension{
 	{"change", "state.config_version", []string{"none", "window", "aggregate", "filter"}, func(c *pairCase, v string) { c.change = v }},
 	{"instances", "", []string{"1", "2"}, func(c *pairCase, v string) { c.instances = int(v[0] - '0') }},
 	{"fault", "", []string{"none", "restart", "lost_session"}, func(c *pairCase, v string) { c.fault = v }},
+	{"auth", "source.sasl.mechanism", authKinds, func(c *pairCase, v string) { c.auth = v }},
+	{"standby", "state.standby_replicas", []string{"0", "1"}, func(c *pairCase, v string) { c.standby = int(v[0] - '0') }},
 }
 
 // pairRefused are the pairs of values the product refuses together
@@ -94,6 +88,14 @@ var pairRefused = []struct{ a, av, b, bv string }{
 	{"results", config.FormatAvro, "window", "global"},
 }
 
+// pairPointless are the pairs the product accepts but that test nothing
+// more than another case: the covering array leaves them out, so that
+// each pair with the value that needs the other is run where it means
+// something (TestPairwiseRefusals checks they are accepted).
+var pairPointless = []struct{ a, av, b, bv string }{
+	{"standby", "1", "instances", "1"}, // one instance keeps no copy
+}
+
 // pairDim returns the index of the dimension named name.
 func pairDim(name string) int {
 	i := slices.IndexFunc(pairDimensions, func(d dimension) bool { return d.name == name })
@@ -104,9 +106,9 @@ func pairDim(name string) int {
 }
 
 // pairAllowed reports whether a (partial) row of value indexes holds no
-// refused pair.
+// refused or pointless pair.
 func pairAllowed(row []int) bool {
-	for _, r := range pairRefused {
+	for _, r := range slices.Concat(pairRefused, pairPointless) {
 		a, b := pairDim(r.a), pairDim(r.b)
 		if row[a] >= 0 && row[b] >= 0 && pairDimensions[a].values[row[a]] == r.av && pairDimensions[b].values[row[b]] == r.bv {
 			return false
@@ -195,22 +197,20 @@ func TestPairwiseRefusals(t *testing.T) {
 		sizes[d] = len(dim.values)
 	}
 	for _, r := range pairRefused {
-		a, b := pairDim(r.a), pairDim(r.b)
-		row := make([]int, len(sizes))
-		fill(row, -1)
-		row[a], row[b] = slices.Index(pairDimensions[a].values, r.av), slices.Index(pairDimensions[b].values, r.bv)
-		// The rest of the row: anything allowed with the pair left out.
-		others := func(part []int) bool { return pairAllowed(without(part, a)) && pairAllowed(without(part, b)) }
-		if !completable(sizes, row, others) {
-			t.Fatalf("%s=%s with %s=%s: no case holds them", r.a, r.av, r.b, r.bv)
-		}
-		fillRow(sizes, row, others)
-		c := pairCaseOf(-1, row)
+		c := pairCaseWith(t, r.a, r.av, r.b, r.bv)
 		for gen := 1; gen <= c.generations(); gen++ {
 			_, err := config.Parse([]byte(c.yaml(gen, "http://registry:8081")), pairEnv([]string{"127.0.0.1:9"}))
-			keyA, keyB := pairDimensions[a].key, pairDimensions[b].key
+			keyA, keyB := pairDimensions[pairDim(r.a)].key, pairDimensions[pairDim(r.b)].key
 			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), keyA) || !strings.Contains(err.Error(), keyB) {
 				t.Errorf("%s=%s with %s=%s (%v), generation %d: config.Parse = %v, want an invalid config naming %s and %s", r.a, r.av, r.b, r.bv, c, gen, err, keyA, keyB)
+			}
+		}
+	}
+	for _, r := range pairPointless {
+		c := pairCaseWith(t, r.a, r.av, r.b, r.bv)
+		for gen := 1; gen <= c.generations(); gen++ {
+			if _, err := config.Parse([]byte(c.yaml(gen, "http://registry:8081")), pairEnv([]string{"127.0.0.1:9"})); err != nil {
+				t.Errorf("%s=%s with %s=%s (%v), generation %d: refused (%v), but it is left out as pointless, not refused", r.a, r.av, r.b, r.bv, c, gen, err)
 			}
 		}
 	}
@@ -221,6 +221,26 @@ func TestPairwiseRefusals(t *testing.T) {
 			}
 		}
 	}
+}
+
+// pairCaseWith is a case with dimension a at av and b at bv, the rest
+// anything allowed with that pair left out.
+func pairCaseWith(t *testing.T, a, av, b, bv string) pairCase {
+	t.Helper()
+	sizes := make([]int, len(pairDimensions))
+	for d, dim := range pairDimensions {
+		sizes[d] = len(dim.values)
+	}
+	da, db := pairDim(a), pairDim(b)
+	row := make([]int, len(sizes))
+	fill(row, -1)
+	row[da], row[db] = slices.Index(pairDimensions[da].values, av), slices.Index(pairDimensions[db].values, bv)
+	others := func(part []int) bool { return pairAllowed(without(part, da)) && pairAllowed(without(part, db)) }
+	if !completable(sizes, row, others) {
+		t.Fatalf("%s=%s with %s=%s: no case holds them", a, av, b, bv)
+	}
+	fillRow(sizes, row, others)
+	return pairCaseOf(-1, row)
 }
 
 // without is row with dimension d unset.
