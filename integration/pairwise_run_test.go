@@ -38,7 +38,7 @@ type pairRun struct {
 	live    []*pairInstance
 	gen     int             // the generation the live instances run
 	ends    map[int32]int64 // records produced, by input partition
-	auth    auth // how the service and the test's clients authenticate
+	auth    auth            // how the service and the test's clients authenticate
 	cl      *kgo.Client
 	adm     *kadm.Client
 	// cut are the cut-overs of generation 2, by state partition (ms).
