@@ -483,7 +483,7 @@ func (k *pairCheck) run() {
 		k.checkEvents("late events", late, k.r.refs[0].exp.late, apart)
 		k.checkEvents("dead letters", dead, k.r.refs[0].exp.dead, nil)
 	} else {
-		apart := k.apart(late, append(slices.Clone(k.r.refs[0].exp.late), k.r.refs[1].exp.late...))
+		apart := k.apart(late, k.spanLate())
 		k.checkGenerations(got, apart)
 		k.checkEventsOf("late events", late, func(ref pairRef) []lateEvent { return ref.exp.late }, apart, k.lateAtCut)
 		k.checkEventsOf("dead letters", dead, func(ref pairRef) []lateEvent { return ref.exp.dead }, nil, func(string) bool { return false })
@@ -567,7 +567,7 @@ func (k *pairCheck) checkLatest(got, ref []durResult, apart map[string]bool) {
 	gotLatest, refLatest := durLatest(got), durLatest(ref)
 	for _, w := range slices.Sorted(maps.Keys(r)) {
 		if g[w] != r[w] && !k.explained(refLatest[w], apart) {
-			errs = append(errs, fmt.Sprintf("%s: latest\n got %s\nwant %s", w, g[w], r[w]))
+			errs = append(errs, fmt.Sprintf("%s: latest\n got %s\nwant %s\n%s", w, g[w], r[w], k.nearby(refLatest[w], apart)))
 		}
 	}
 	byWindow := durResultsByWindow(got)
@@ -718,6 +718,25 @@ func (k *pairCheck) apart(got map[string]lateEvent, want []lateEvent) map[string
 	return out
 }
 
+// spanLate are, with a change, the late events of the generation whose
+// span holds each record (its key's cut-over T or after: the second),
+// as that generation decides its fate (docs/changing-config.md): a
+// record after T that the service judged late by a watermark the first
+// generation's filter moved on, and the second's replay aggregated, is
+// apart, its judgement checked by its own headers.
+func (k *pairCheck) spanLate() []lateEvent {
+	var out []lateEvent
+	for gen, ref := range k.r.refs {
+		for _, e := range ref.exp.late {
+			rec, ok := k.byProv[eventProvenance(e)]
+			if !ok || (rec.t >= k.cutOf(rec.groupKey())) == (gen == 1) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
 // timing reports whether records may be judged late on one side only
 // (see apart).
 func (k *pairCheck) timing() bool {
@@ -748,6 +767,35 @@ func (k *pairCheck) explained(r durResult, apart map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// nearby lists the records of r's key within a session gap of r's
+// window, each with its provenance, phase, event time, which
+// generations' filters keep it, and whether it is apart: what a failure
+// needs to tell a lost record from one judged otherwise.
+func (k *pairCheck) nearby(r durResult, apart map[string]bool) string {
+	if r.Start == nil || string(r.Start) == "null" {
+		return ""
+	}
+	reach := k.r.cfgs[0].Window.Gap.Milliseconds()
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(k.byProv)) {
+		rec := k.byProv[p]
+		if rec.groupKey() != canonicalKey(r.Key) || rec.t < durBound(r.Start)-reach || rec.t >= durBound(r.End)+reach {
+			continue
+		}
+		var kept []int
+		for gen, accept := range k.accept {
+			if accept(rec) {
+				kept = append(kept, gen+1)
+			}
+		}
+		out = append(out, fmt.Sprintf("  record %s phase %d t %d d %d kept by generations %v apart %v bad %q", p, rec.phase, rec.t, rec.d, kept, apart[p], rec.bad))
+	}
+	if k.r.c.generations() == 2 {
+		out = append(out, fmt.Sprintf("  the key's cut-over %d", k.cutOf(canonicalKey(r.Key))))
+	}
+	return strings.Join(out, "\n")
 }
 
 // canonicalKey is a group key's JSON as pairRecord.groupKey writes it.

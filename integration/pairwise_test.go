@@ -28,6 +28,7 @@ var (
 	pairCaseOnly = flag.Int("pairwise.case", -1, "TestPairwise: run this case of the table only")
 	pairAtOnce   = flag.Int("pairwise.parallel", 0, "TestPairwise: cases run at once (0: 6)")
 	pairLogs     = flag.String("pairwise.logs", "", "TestPairwise: write each case's instances' logs (debug level) to DIR/case_N.log")
+	pairSet      = flag.String("pairwise.set", "", "TestPairwise: dim=value,... set in every case run (to find which value a failure needs)")
 )
 
 // A dimension is a setting the cases vary: its name in the table, the
@@ -177,6 +178,7 @@ func TestPairwise(t *testing.T) {
 			// t.Run from several goroutines: the cases run side by
 			// side, however few -parallel allows the package's tests.
 			t.Run(fmt.Sprintf("case_%02d", c.n), func(t *testing.T) {
+				c := pairSetValues(t, c, *pairSet)
 				t.Log(c)
 				runPairCase(t, c, *pairSeed*1000+uint64(c.n))
 			})
@@ -184,6 +186,26 @@ func TestPairwise(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d cases in %v", len(cases), time.Since(start).Round(time.Second))
+}
+
+// pairSetValues is c with the values of set ("dim=value,..."), each a
+// value of its dimension.
+func pairSetValues(t *testing.T, c pairCase, set string) pairCase {
+	t.Helper()
+	c.values = slices.Clone(c.values)
+	for kv := range strings.SplitSeq(set, ",") {
+		if kv == "" {
+			continue
+		}
+		name, v, _ := strings.Cut(kv, "=")
+		d := pairDim(name)
+		if !slices.Contains(pairDimensions[d].values, v) {
+			t.Fatalf("-pairwise.set %s: not a value of %s %v", kv, name, pairDimensions[d].values)
+		}
+		c.values[d] = v
+		pairDimensions[d].apply(&c, v)
+	}
+	return c
 }
 
 // TestPairwiseRefusals: every pair of values the product refuses
