@@ -278,6 +278,8 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"NetworkPolicy peer typo":      {"networkPolicy: {kafka: {to: [{namespaceSelektor: {}}]}}", "namespaceSelektor"},
 		"KEDA threshold a string":      {"keda: {enabled: true, lagThreshold: lots}", "lagThreshold"},
 		"KEDA unknown key":             {"keda: {enabled: true, lagTreshold: 5}", "lagTreshold"},
+		// The API server refuses a projected token living longer than 2^32 s.
+		"token lifetime past 2^32 s": {"config: {source: {sasl: {mechanism: OAUTHBEARER}}}\nauth: {oauth: {serviceAccountToken: {audience: kafka, expirationSeconds: 5000000000}}}", "expirationSeconds"},
 		"transaction_timeout with at_least_once": {
 			"config: {delivery: at_least_once, state: {transaction_timeout: 30s}}", "transaction_timeout"},
 	}
@@ -543,10 +545,10 @@ serviceAccount: {annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1111222
 	}
 
 	for values, want := range map[string]string{
-		"config: {source: {sasl: {mechanism: OAUTHBEARER, oauth: {token_endpoint: 'https://idp/token', client_id: a}}}}": "auth.oauth.existingSecret",
+		"config: {source: {sasl: {mechanism: OAUTHBEARER, oauth: {token_endpoint: 'https://idp/token', client_id: a}}}}":                   "auth.oauth.existingSecret",
 		"config: {source: {sasl: {mechanism: SCRAM-SHA-512, username: u}}}\nauth: {sasl: {existingSecret: s}, oauth: {existingSecret: o}}": "config.source.sasl.mechanism OAUTHBEARER",
-		"config: {source: {sasl: {mechanism: OAUTHBEARER}}}\nauth: {oauth: {existingSecret: o}}":                                       "config.source.sasl.oauth.token_endpoint",
-		"config: {source: {sasl: {mechanism: AWS_MSK_IAM}}}\nauth: {sasl: {existingSecret: s}}":                                          "auth.sasl.existingSecret is set",
+		"config: {source: {sasl: {mechanism: OAUTHBEARER}}}\nauth: {oauth: {existingSecret: o}}":                                           "config.source.sasl.oauth.token_endpoint",
+		"config: {source: {sasl: {mechanism: AWS_MSK_IAM}}}\nauth: {sasl: {existingSecret: s}}":                                            "auth.sasl.existingSecret is set",
 	} {
 		if _, err := render(t, parseValues(t, values)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("render(%s) = %v, want an error naming %s", values, err, want)

@@ -32,6 +32,7 @@ func TestNewRegistersFixedNames(t *testing.T) {
 		"aggregator_key_partition_conflicts_total", "aggregator_repartition_bytes_total", "aggregator_repartition_purge_lag_records",
 		"aggregator_watermark_source_partition", "aggregator_sources_unreported", "aggregator_hanging_transactions",
 		"aggregator_producer_renewals_total", "aggregator_generations", "aggregator_generation_skipped_records_total",
+		"aggregator_restores_total",
 	}
 	families, err := reg.Gather()
 	if err != nil {
