@@ -499,8 +499,14 @@ func decodeAvroResult(t testing.TB, cl *sr.Client, v []byte) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decodeAvroWith(t, avro.MustParse(s.Schema), v)
+}
+
+// decodeAvroWith is decodeAvroResult with the schema its id names.
+func decodeAvroWith(t testing.TB, schema avro.Schema, v []byte) map[string]any {
+	t.Helper()
 	var m map[string]any
-	if err := avro.Unmarshal(avro.MustParse(s.Schema), v[5:], &m); err != nil {
+	if err := avro.Unmarshal(schema, v[5:], &m); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"window_start", "window_end"} {

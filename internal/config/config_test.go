@@ -272,6 +272,10 @@ func TestKeyErrorMessage(t *testing.T) {
 			`window.slide: required: a positive duration, such as 5s`},
 		"transaction_timeout with at_least_once": {doc(map[string]string{"delivery": "at_least_once", "state": "{transaction_timeout: 30s}"}), nil,
 			`state.transaction_timeout = "30s": applies only to delivery exactly_once`},
+		"scope partition with the default partitioning": {doc(map[string]string{"source": "{timestamp: {field: t}, key: [user]}", "watermark": "{scope: partition}"}), nil,
+			`watermark.scope = "partition": applies only to source.partitioning by_key (source.partitioning auto, the default, is repartition for a source.key of record fields; set by_key if the producer partitions by them): behind the repartition stage a key's records come from every input partition, so there is no partition watermark to follow`},
+		"scope partition with repartition": {doc(map[string]string{"source": "{timestamp: {field: t}, key: [user], partitioning: repartition}", "watermark": "{scope: partition}"}), nil,
+			`watermark.scope = "partition": applies only to source.partitioning by_key: behind the repartition stage a key's records come from every input partition, so there is no partition watermark to follow`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

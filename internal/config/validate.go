@@ -415,8 +415,14 @@ func (c *Config) validateWatermark(src *sources) *KeyError {
 		return err
 	}
 	if !wm.GlobalScope() && !c.Source.ByKey() {
+		partitioning := "source.partitioning by_key"
+		if c.Source.Partitioning == "auto" {
+			// The default: name what it chose, or the message names a
+			// setting the file may not have.
+			partitioning += " (source.partitioning auto, the default, is repartition for a source.key of record fields; set by_key if the producer partitions by them)"
+		}
 		return &KeyError{Key: "watermark.scope", Value: wm.Scope,
-			Reason: "applies only to source.partitioning by_key: behind the repartition stage a key's records come from every input partition, so there is no partition watermark to follow"}
+			Reason: "applies only to " + partitioning + ": behind the repartition stage a key's records come from every input partition, so there is no partition watermark to follow"}
 	}
 	if wm.IdleAdvance && wm.IdleTimeout == 0 {
 		return &KeyError{Key: "watermark.idle_advance", Value: "true", Reason: "needs a positive watermark.idle_timeout: without it no partition is ever idle"}

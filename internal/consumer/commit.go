@@ -449,12 +449,13 @@ func commitErrors(resp *kmsg.OffsetCommitResponse) error {
 // commitBeforeRebalance commits (exactly_once) what the engine goroutine
 // applied, called by the fetcher while it holds every poll and before it
 // lets a waiting rebalance in: the session aborts a transaction open
-// during a revocation, and an empty one costs nothing to abort.
-func (c *Consumer) commitBeforeRebalance(ctx context.Context) {
+// during a revocation, and an empty one costs nothing to abort. It
+// returns what the commit fails with for good (commitNow tries transient
+// failures again later): the commit began no next transaction, so the
+// session cannot go on (a fenced producer's is made again, see renew).
+func (c *Consumer) commitBeforeRebalance(ctx context.Context) error {
 	if c.kafka.sess == nil {
-		return
+		return nil
 	}
-	if err := c.commitNow(ctx); err != nil {
-		c.log.Error().Err(err).Msg("commit before rebalance")
-	}
+	return c.commitNow(ctx)
 }

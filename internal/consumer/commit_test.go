@@ -145,7 +145,10 @@ func (h *txnHarness) process() {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("the consumer did not apply the %d input records within 30s", len(txnInputs))
 		}
-		p := f.next(h.ctx)
+		p, nerr := f.next(h.ctx)
+		if nerr != nil {
+			h.t.Fatalf("commit before a rebalance: %v", nerr)
+		}
 		f.poll(h.ctx, p)
 		p.decoding.Wait()
 		err := c.step(h.ctx, p)
@@ -884,7 +887,10 @@ func (h *txnHarness) stepUntil(last int64) {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("the consumer did not apply offset %d within 30s", last)
 		}
-		p := f.next(h.ctx)
+		p, nerr := f.next(h.ctx)
+		if nerr != nil {
+			h.t.Fatalf("commit before a rebalance: %v", nerr)
+		}
 		f.poll(h.ctx, p)
 		p.decoding.Wait()
 		done := slices.ContainsFunc(p.parts, func(pp polledPart) bool {

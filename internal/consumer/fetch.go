@@ -138,8 +138,15 @@ func newFetcher(c *Consumer) (*fetcher, error) {
 func (f *fetcher) run(ctx context.Context) {
 	defer close(f.ready)
 	for {
-		p := f.next(ctx)
+		p, err := f.next(ctx)
 		if p == nil {
+			return
+		}
+		if err != nil {
+			// The commit before a rebalance failed: the engine goroutine
+			// ends the session with the error instead of a poll.
+			p.failed(err)
+			f.ready <- p
 			return
 		}
 		f.poll(ctx, p)
@@ -153,14 +160,18 @@ func (f *fetcher) run(ctx context.Context) {
 // next returns a poll buffer for the next poll, or nil once ctx is
 // canceled. First, if a rebalance waits or the engine goroutine is idle,
 // it waits until the engine goroutine holds no poll and allows rebalances.
-func (f *fetcher) next(ctx context.Context) *poll {
+// A commit before a rebalance that fails for good (a fenced producer, say)
+// is returned with a buffer, and the rebalance is not let in: without a
+// transaction nothing can be written, and the engine goroutine ends the
+// session (a fenced one is made again), as after a commit of its own.
+func (f *fetcher) next(ctx context.Context) (*poll, error) {
 	waits := f.c.fetch.rebalanceWaits.Swap(false)
 	if !waits && len(f.free) < cap(f.free) {
 		select {
 		case p := <-f.free:
-			return p
+			return p, nil
 		case <-ctx.Done():
-			return nil
+			return nil, nil
 		}
 	}
 	held := make([]*poll, 0, cap(f.free))
@@ -172,17 +183,27 @@ func (f *fetcher) next(ctx context.Context) *poll {
 			for _, p := range held {
 				f.free <- p
 			}
-			return nil
+			return nil, nil
 		}
 	}
+	var err error
 	if waits {
-		f.c.commitBeforeRebalance(ctx)
+		err = f.c.commitBeforeRebalance(ctx)
 	}
-	f.c.kafka.cl.AllowRebalance()
+	if err == nil {
+		f.c.kafka.cl.AllowRebalance()
+	}
 	for _, p := range held[1:] {
 		f.free <- p
 	}
-	return held[0]
+	return held[0], err
+}
+
+// failed makes p a poll of no records that carries err, which retrying
+// cannot fix.
+func (p *poll) failed(err error) {
+	p.closed, p.unresolved, p.fatal = false, false, err
+	p.recs, p.parts = p.recs[:0], p.parts[:0]
 }
 
 // poll fills p with the next PollRecords result and starts decoding it.

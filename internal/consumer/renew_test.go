@@ -105,6 +105,83 @@ func TestRunRenewsAfterInvalidTxnState(t *testing.T) {
 	})
 }
 
+// TestRunRenewsFencedBeforeRebalance: exactly_once, the commit the
+// service makes before it lets a rebalance in (another member joins) is
+// answered PRODUCER_FENCED (a broker that aborted the transaction at its
+// timeout bumped the epoch). The service renews its session, as when a
+// commit of its own is fenced, and every window's result reaches a
+// read_committed reader once. It went on without a transaction instead:
+// the commit began none, and the next output failed "cannot produce
+// record transactionally if not in a transaction", which ended Run
+// (TestPairwise under load, a case of two instances with the
+// repartition stage).
+func TestRunRenewsFencedBeforeRebalance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarnessCommitting(t, "exactly_once", "10m") // commits before a rebalance or a restore only
+		ctx, stop := context.WithCancel(h.ctx)
+		var run sync.WaitGroup
+		var runErr error
+		run.Go(func() { runErr = h.c.Run(ctx) })
+		t.Cleanup(func() { stop(); run.Wait() })
+		waitFor(t, 30*time.Second, h.appliedAll, func() string { return "the input applied" })
+
+		h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
+			req := r.(*kmsg.TxnOffsetCommitRequest)
+			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+			for _, rt := range req.Topics {
+				st := kmsg.NewTxnOffsetCommitResponseTopic()
+				st.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = rp.Partition, kerr.ProducerFenced.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp
+		})
+		joiner := h.client(kgo.ConsumerGroup(txnGroup), kgo.ConsumeTopics(txnInput))
+		jctx, leave := context.WithCancel(h.ctx)
+		var polls sync.WaitGroup
+		polls.Go(func() {
+			for jctx.Err() == nil {
+				joiner.PollFetches(jctx)
+			}
+		})
+		waitFor(t, 30*time.Second, func() bool { return testutil.ToFloat64(h.c.m.Renewals) == 1 }, func() string {
+			return fmt.Sprintf("%v renewals of the session, want 1", testutil.ToFloat64(h.c.m.Renewals))
+		})
+		leave()
+		polls.Wait()
+		joiner.Close() // leaves the group: the service takes the partition back
+
+		// Window [10s, 15s) fires: a (t 12000) and c.
+		h.produce(txnInput, `{"sid":"c","t":13000}`, `{"sid":"c","t":22000}`)
+		passed := func() bool { // c at 22000 applied: the watermark past 20999
+			h.c.mu.Lock()
+			defer h.c.mu.Unlock()
+			p := h.c.parts.byTP[topicPartition{txnInput, 0}]
+			return p != nil && h.c.core.Partition(p.id).Watermark >= 20_999
+		}
+		waitFor(t, 30*time.Second, passed, func() string { return "the input applied after the renewal" })
+		stop()
+		run.Wait()
+		if runErr != nil {
+			t.Fatalf("Run = %v, want nil (the fenced session is made again)", runErr)
+		}
+		dctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+		defer cancel()
+		if err := h.c.Drain(dctx); err != nil {
+			t.Fatalf("Drain = %v", err)
+		}
+		got := h.visible(txnResults)
+		slices.Sort(got)
+		if len(got) != 4 || len(slices.Compact(slices.Clone(got))) != 4 {
+			t.Errorf("read_committed reader sees %d results %q, want 4, each once", len(got), got)
+		}
+	})
+}
+
 // waitCommitted waits until the group's committed offset of the input
 // partition is at least off.
 func (h *txnHarness) waitCommitted(off int64) {

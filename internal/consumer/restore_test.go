@@ -71,7 +71,10 @@ func (h *txnHarness) stepFor(what string, done func() bool) {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("waited 30s for %s", what)
 		}
-		p := f.next(h.ctx)
+		p, nerr := f.next(h.ctx)
+		if nerr != nil {
+			h.t.Fatalf("commit before a rebalance: %v", nerr)
+		}
 		f.poll(h.ctx, p)
 		p.decoding.Wait()
 		err := c.step(h.ctx, p)

@@ -71,6 +71,15 @@ func (c *Consumer) runSession(ctx context.Context) error {
 	return err
 }
 
+// renewable marks err (exactly_once: a fenced producer) as one Run goes
+// on from by making the session again.
+func (c *Consumer) renewable(err error) error {
+	if c.kafka.sess != nil && fenced(err) {
+		return fmt.Errorf("%w: %w", errRenew, err)
+	}
+	return err
+}
+
 // consume applies the fetcher's polls in order.
 func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 	for p := range f.ready {
@@ -81,12 +90,9 @@ func (c *Consumer) consume(ctx context.Context, f *fetcher) error {
 		}
 		if err := errors.Join(p.fatal, c.kafka.auth.Err(), c.peers.err()); err != nil {
 			f.free <- p
-			return err
+			return c.renewable(err) // p.fatal: a poll's error, or the commit's before a rebalance
 		}
-		err := c.step(ctx, p)
-		if c.kafka.sess != nil && fenced(err) {
-			err = fmt.Errorf("%w: %w", errRenew, err)
-		}
+		err := c.renewable(c.step(ctx, p))
 		c.checkUnfetched(ctx)
 		c.checkBlocked(ctx)
 		if err == nil {

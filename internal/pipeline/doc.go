@@ -2,7 +2,8 @@
 // decode, future guard, window assignment (one window operator per
 // config generation: by_key with watermark.scope global, one operator
 // for the partitions of one generation and a list of its own for a
-// partition of several, following the merged watermark; with
+// partition of several or of one it cut over to, following the merged
+// watermark; with
 // watermark.scope partition and in stage 2 of the repartition stage, a
 // list per partition following the partition's own), watermark update, firings (docs/semantics.md#what-happens-to-each-record), and each partition's progress (its
 // position, whether it is restored, the changelog's tags).

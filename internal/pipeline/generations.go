@@ -271,7 +271,7 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 	// the config adds (cutover) comes after the restore.
 	// shared: the shared list holds the partition's windows (oneList;
 	// mergedWatermark, while the partition holds the config's generation
-	// alone), else a list of its own.
+	// alone, not cut over), else a list of its own.
 	var gens []*generation
 	var ops []windowing.Operator
 	shared := !p.ops.perPartition
@@ -303,7 +303,12 @@ func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropp
 			}
 			gens, ops = append(gens, g), append(ops, op)
 		}
-		shared = shared && !cutover && len(gens) == 1 && gens[0].own
+		// The config's generation alone shares the operator of every
+		// partition that holds it, unless it was cut over: the shared
+		// operator has no cut-over T (each partition has its own), and
+		// the generation must make no window before its T, however long
+		// the older ones have retired (a record there is late).
+		shared = shared && !cutover && len(gens) == 1 && gens[0].own && gens[0].Cutover == state.NoCutover
 		if shared {
 			ops[0] = p.ops.at(partition) // the config's generation alone: the shared operator
 		}
@@ -507,7 +512,8 @@ func (p *Processor) retire(partition int32, pp *partPos, out []ChangelogRecord) 
 	}
 	p.ops.set(partition, l)
 	// A partition of a list of its own (mergedWatermark) keeps it, and
-	// processGenerations, until its next restore puts it in the shared one.
+	// processGenerations, until its next restore (which puts it in the
+	// shared one if its generation was never cut over).
 	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own || p.ops.owns(partition)
 	return out
 }

@@ -842,8 +842,18 @@ func fromCountOrGlobal(t *testing.T, window, scope string) {
 	if _, err := third.Restore(0, log.restorer(t, 0), 0); err != nil {
 		t.Fatal(err)
 	}
-	if rep := third.GenerationReport(0); rep.Live != 1 || rep.Running != 2 || len(out3.results) != 0 {
+	rep := third.GenerationReport(0)
+	if rep.Live != 1 || rep.Running != 2 || len(out3.results) != 0 {
 		t.Errorf("a restore after the cut-over's commit: %+v, results %v; want generation 2 alone, nothing fired again", rep, out3.results)
+	}
+	// A record before T read after that restore: late, the old
+	// generation's windows gone (docs/changing-config.md); the new
+	// generation makes no window before T in either scope. With scope
+	// global the restore gave the partition the operator its one
+	// generation shares with the others, which has no T: it made one.
+	in := &ready.Input{Offset: int64(n), Value: []byte(fmt.Sprintf(`{"k":"a","t":%d,"v":1}`, rep.Cutover-1))}
+	if got := third.Process(in, math.MaxInt64); got != pipeline.LateEvent {
+		t.Errorf("a record before T = %d after the restore: %v, want late", rep.Cutover, got)
 	}
 }
 

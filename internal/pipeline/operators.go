@@ -22,12 +22,13 @@ import (
 //     on which other partitions share its instance.
 //   - mergedWatermark (by_key with watermark.scope global, peers
 //     included): one shared operator, of the config's generation, for
-//     the partitions that hold that generation alone, as in the release
-//     before generations; and a list of its own for a partition that
-//     holds another generation or several (from the restore that finds
-//     or starts them until the partition is revoked or restored again),
-//     so that it cuts over at its own T. Every one follows the merged
-//     watermark.
+//     the partitions that hold that generation alone and never cut over
+//     to it, as in the release before generations; and a list of its own
+//     for a partition that holds another generation or several (from the
+//     restore that finds or starts them until the partition is revoked
+//     or restored again), or the config's alone since a cut-over, so that
+//     it cuts over at its own T and makes no window before it. Every one
+//     follows the merged watermark.
 type operators struct {
 	spec  windowing.Spec
 	sink  windowing.Sink

@@ -185,7 +185,8 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 	// own watermark, in a list of operators of its own; so do stage 2's.
 	// By_key with scope global: the merged watermark, in one operator
 	// for the partitions of one generation and a list of its own for a
-	// partition of several. Replay's one state per group key is one list.
+	// partition of several, or of one it cut over to. Replay's one state
+	// per group key is one list.
 	shape := mergedWatermark
 	switch {
 	case mode.Repartitioned:

@@ -1617,9 +1617,32 @@ func (g *group) updateMemberAndRebalance(m *groupMember, waitingReply *clientReq
 		}
 		m.waitingReply = waitingReply
 	} else {
+		g.answerRemoved(m)
 		g.removeMember(m)
 	}
 	g.rebalance()
+}
+
+// answerRemoved (aggregator patch) answers the JoinGroup or SyncGroup a member being removed
+// waits on (its session expired during a rebalance, or it left) with
+// UNKNOWN_MEMBER_ID, as Kafka's removeMemberAndUpdateGroup does, so that
+// its client joins again at once. Unanswered, the request waited until
+// the client's timeout (a minute and more with kgo's defaults), long after
+// the rebalance had completed without the member.
+func (g *group) answerRemoved(m *groupMember) {
+	if m.waitingReply.empty() {
+		return
+	}
+	resp := m.waitingReply.kreq.ResponseKind()
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode = kerr.UnknownMemberID.Code
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = kerr.UnknownMemberID.Code
+	default:
+		return
+	}
+	g.reply(m.waitingReply, resp, nil) // nil: no session timer for a member removed
 }
 
 // Adds a new member to the group and rebalances.
