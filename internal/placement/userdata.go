@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"aggregator/internal/wire"
 )
 
 // userDataVersion is the first byte of both user data: a member's copies
@@ -34,8 +36,8 @@ func appendLags(b []byte, lags map[Partition]int64) []byte {
 // parseLags reads what appendLags wrote.
 func parseLags(b []byte) (map[Partition]int64, error) {
 	lags := map[Partition]int64{}
-	err := parseByTopic(b, func(r *reader, p Partition) {
-		l := int64(r.uvarint()) - 1
+	err := parseByTopic(b, func(r *wire.Reader, p Partition) {
+		l := int64(r.Uvarint()) - 1
 		if l < 0 {
 			l = Unknown
 		}
@@ -66,8 +68,8 @@ func appendCopies(b []byte, copies []Copy) []byte {
 // parseCopies reads what appendCopies wrote.
 func parseCopies(b []byte) ([]Copy, error) {
 	var copies []Copy
-	err := parseByTopic(b, func(r *reader, p Partition) {
-		copies = append(copies, Copy{Partition: p, WarmUp: r.byte()&1 != 0})
+	err := parseByTopic(b, func(r *wire.Reader, p Partition) {
+		copies = append(copies, Copy{Partition: p, WarmUp: r.Byte()&1 != 0})
 	})
 	return copies, err
 }
@@ -102,88 +104,26 @@ func appendByTopic(b []byte, ps []Partition, each func([]byte, Partition) []byte
 // parseByTopic reads what appendByTopic wrote, after the version byte,
 // calling each to read what follows each partition. Empty user data is
 // nothing (a member of the cooperative-sticky protocol's metadata).
-func parseByTopic(b []byte, each func(*reader, Partition)) error {
+func parseByTopic(b []byte, each func(*wire.Reader, Partition)) error {
 	if len(b) == 0 {
 		return nil
 	}
 	if b[0] != userDataVersion {
 		return fmt.Errorf("%w: version %d", errUserData, b[0])
 	}
-	r := reader{b: b[1:]}
-	for range r.count() {
-		t := string(r.bytes())
-		for range r.count() {
-			p := Partition{Topic: t, Partition: int32(r.varint())}
+	r := wire.Reader{B: b[1:]}
+	for range r.Count() {
+		t := string(r.Counted())
+		for range r.Count() {
+			p := Partition{Topic: t, Partition: int32(r.Varint())}
 			each(&r, p)
 		}
 	}
-	if r.err != nil {
-		return r.err
+	if r.Bad() {
+		return fmt.Errorf("%w: truncated", errUserData)
 	}
-	if len(r.b) > 0 {
-		return fmt.Errorf("%w: %d bytes after the end", errUserData, len(r.b))
+	if len(r.B) > 0 {
+		return fmt.Errorf("%w: %d bytes after the end", errUserData, len(r.B))
 	}
 	return nil
-}
-
-// reader reads uvarints, varints, bytes and strings, keeping the first
-// error.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail() {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: truncated", errUserData)
-	}
-	r.b = nil
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-// count reads a length, bounded by the bytes left (each item takes one
-// at least), so that a corrupt length cannot make a loop run long.
-func (r *reader) count() int {
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		r.fail()
-		return 0
-	}
-	return int(n)
-}
-
-func (r *reader) bytes() []byte {
-	n := r.count()
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *reader) byte() byte {
-	if len(r.b) == 0 {
-		r.fail()
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
 }
