@@ -311,53 +311,13 @@ func TestCommitTransactionCommits(t *testing.T) {
 func TestCommitTransactionAborts(t *testing.T) {
 	tests := map[string]func(h *txnHarness){
 		"TxnOffsetCommit: ILLEGAL_GENERATION (the group moved on)": func(h *txnHarness) {
-			h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
-				req := r.(*kmsg.TxnOffsetCommitRequest)
-				resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-				for _, rt := range req.Topics {
-					st := kmsg.NewTxnOffsetCommitResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-						sp.Partition, sp.ErrorCode = rp.Partition, kerr.IllegalGeneration.Code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp
-			})
+			h.answer(kmsg.TxnOffsetCommit.Int16(), txnOffsetCommitFails(kerr.IllegalGeneration.Code))
 		},
 		"TxnOffsetCommit: UNKNOWN_MEMBER_ID (the coordinator forgot the member: a lost session)": func(h *txnHarness) {
-			h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
-				resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-				for _, rt := range r.(*kmsg.TxnOffsetCommitRequest).Topics {
-					st := kmsg.NewTxnOffsetCommitResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-						sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownMemberID.Code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp
-			})
+			h.answer(kmsg.TxnOffsetCommit.Int16(), txnOffsetCommitFails(kerr.UnknownMemberID.Code))
 		},
 		"TxnOffsetCommit: FENCED_INSTANCE_ID (a static member that lost its session joined again)": func(h *txnHarness) {
-			h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
-				resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-				for _, rt := range r.(*kmsg.TxnOffsetCommitRequest).Topics {
-					st := kmsg.NewTxnOffsetCommitResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-						sp.Partition, sp.ErrorCode = rp.Partition, kerr.FencedInstanceID.Code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp
-			})
+			h.answer(kmsg.TxnOffsetCommit.Int16(), txnOffsetCommitFails(kerr.FencedInstanceID.Code))
 		},
 		"EndTxn: TRANSACTION_ABORTABLE": func(h *txnHarness) {
 			h.answer(kmsg.EndTxn.Int16(), func(r kmsg.Request) kmsg.Response {
@@ -904,5 +864,25 @@ func (h *txnHarness) stepUntil(last int64) {
 		if done {
 			return
 		}
+	}
+}
+
+// txnOffsetCommitFails answers a TxnOffsetCommit with code for every
+// partition it names.
+func txnOffsetCommitFails(code int16) func(kmsg.Request) kmsg.Response {
+	return func(r kmsg.Request) kmsg.Response {
+		req := r.(*kmsg.TxnOffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
 	}
 }

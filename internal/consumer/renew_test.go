@@ -125,21 +125,7 @@ func TestRunRenewsFencedBeforeRebalance(t *testing.T) {
 		t.Cleanup(func() { stop(); run.Wait() })
 		waitFor(t, 30*time.Second, h.appliedAll, func() string { return "the input applied" })
 
-		h.answer(kmsg.TxnOffsetCommit.Int16(), func(r kmsg.Request) kmsg.Response {
-			req := r.(*kmsg.TxnOffsetCommitRequest)
-			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-			for _, rt := range req.Topics {
-				st := kmsg.NewTxnOffsetCommitResponseTopic()
-				st.Topic = rt.Topic
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-					sp.Partition, sp.ErrorCode = rp.Partition, kerr.ProducerFenced.Code
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp
-		})
+		h.answer(kmsg.TxnOffsetCommit.Int16(), txnOffsetCommitFails(kerr.ProducerFenced.Code))
 		joiner := h.client(kgo.ConsumerGroup(txnGroup), kgo.ConsumeTopics(txnInput))
 		jctx, leave := context.WithCancel(h.ctx)
 		var polls sync.WaitGroup
