@@ -54,6 +54,12 @@ const (
 	flagDead      = 1 << iota // no chain holds it: superseded
 	flagTombstone             // no value
 	flagFollowed              // a later record of its key was added
+	// flagDrained: Drain handed the record over (restore.go); its value
+	// is the built state's, and its bytes are waste.
+	flagDrained
+	// flagBare: the record keeps no value bytes (a drained record that
+	// compact copied): only its key, tag and links.
+	flagBare
 )
 
 func (a *arena) init() {
@@ -89,17 +95,22 @@ func (a *arena) dead(at ref) bool { return a.flags(at)&flagDead != 0 }
 
 func (a *arena) tombstone(at ref) bool { return a.flags(at)&flagTombstone != 0 }
 
+func (a *arena) drained(at ref) bool { return a.flags(at)&flagDrained != 0 }
+
+// noValue reports whether a record of flags keeps no value bytes.
+func noValue(flags uint8) bool { return flags&(flagTombstone|flagBare) != 0 }
+
 // followed reports whether a later record of at's key was added.
 func (a *arena) followed(at ref) bool { return a.flags(at)&flagFollowed != 0 }
 
-// fields returns the record's key and value (nil for a tombstone), and
-// its length in bytes.
+// fields returns the record's key and value (nil for a tombstone or a
+// bare record), and its length in bytes.
 func (a *arena) fields(at ref) (key, value []byte, n int) {
 	b := a.rec(at)
 	kl, m := binary.Uvarint(b[headerLen:])
 	n = headerLen + m
 	key, n = b[n:n+int(kl):n+int(kl)], n+int(kl)
-	if a.tombstone(at) {
+	if noValue(a.flags(at)) {
 		return key, nil, n
 	}
 	vl, m := binary.Uvarint(b[n:])
@@ -111,12 +122,29 @@ func (a *arena) key(at ref) []byte { k, _, _ := a.fields(at); return k }
 
 func (a *arena) value(at ref) []byte { _, v, _ := a.fields(at); return v }
 
+// markDrained marks at handed over to the built state: its value bytes
+// are waste, which the next compact reclaims (the record stays, bare).
+func (a *arena) markDrained(at ref) {
+	f := a.flags(at)
+	if f&flagDrained != 0 {
+		return
+	}
+	if !noValue(f) {
+		v := a.value(at)
+		a.deadBytes += int64(uvarintLen(len(v)) + len(v))
+	}
+	a.setLink(at, a.prev(at), f|flagDrained)
+}
+
 // kill marks at dead: superseded, held by no chain.
 func (a *arena) kill(at ref) {
 	if a.dead(at) {
 		return
 	}
-	_, _, n := a.fields(at)
+	_, v, n := a.fields(at)
+	if a.drained(at) && v != nil {
+		n -= uvarintLen(len(v)) + len(v) // counted by markDrained
+	}
 	a.deadBytes += int64(n)
 	a.setLink(at, a.prev(at), a.flags(at)|flagDead)
 }
@@ -197,7 +225,7 @@ func (a *arena) put(key, value []byte, tag uint64) ref {
 // append writes a record and returns its ref.
 func (a *arena) append(key, value []byte, tag uint64, prev ref, flags uint8) ref {
 	n := headerLen + uvarintLen(len(key)) + len(key)
-	if flags&flagTombstone == 0 {
+	if !noValue(flags) {
 		n += uvarintLen(len(value)) + len(value)
 	}
 	last := len(a.chunks) - 1
@@ -214,7 +242,7 @@ func (a *arena) append(key, value []byte, tag uint64, prev ref, flags uint8) ref
 	c = binary.LittleEndian.AppendUint64(c, tag)
 	c = binary.LittleEndian.AppendUint64(c, uint64(flags)<<56|uint64(prev+1)&refMask)
 	c = append(binary.AppendUvarint(c, uint64(len(key))), key...)
-	if flags&flagTombstone == 0 {
+	if !noValue(flags) {
 		c = append(binary.AppendUvarint(c, uint64(len(value))), value...)
 	}
 	a.chunks[last] = c
@@ -338,7 +366,11 @@ func (a *arena) compact(moved map[ref]ref, drop func(ref) bool) {
 		for i := len(chain) - 1; i >= 0; i-- {
 			at := chain[i]
 			key, value, _ := a.fields(at)
-			prev = n.append(key, value, a.tag(at), prev, a.flags(at)&^flagDead)
+			flags := a.flags(at) &^ flagDead
+			if flags&flagDrained != 0 && flags&flagTombstone == 0 {
+				flags, value = flags|flagBare, nil // the built state holds it
+			}
+			prev = n.append(key, value, a.tag(at), prev, flags)
 			if _, ok := moved[at]; ok {
 				moved[at] = prev
 			}

@@ -20,3 +20,10 @@ func (r *Restorer) Compactions() int { return r.compactions }
 
 // Decode is decode: a slice or window record into en, reusing its memory.
 var Decode = decode
+
+// NewDrainingCompacting is NewRestorerCompacting for NewDraining.
+func NewDrainingCompacting(minWaste int64) *Restorer {
+	r := NewRestorerCompacting(minWaste)
+	r.draining = true
+	return r
+}

@@ -50,6 +50,11 @@ type Restorer struct {
 	// older owner's, once a later owner's position was taken). Finish
 	// repairs the keys of those left.
 	pending, orphans []recordRef
+	// draining: the Restorer hands its committed entries over as they
+	// commit (NewDraining, Drain); fresh are the records committed since
+	// the last Drain, in log order.
+	draining bool
+	fresh    []recordRef
 	// gens caches Generations until the next Add.
 	gens        []Generation
 	gensErr     error
@@ -190,6 +195,7 @@ func (r *Restorer) Add(key, value, tag []byte) error {
 	}
 	if r.committed(t) {
 		a.cutBefore(at)
+		r.noteFresh(windows, at)
 	} else {
 		r.pending = append(r.pending, recordRef{windows, at})
 	}
@@ -215,6 +221,7 @@ func (r *Restorer) settle(pt uint64) {
 		switch t := a.tag(p.ref); {
 		case r.committed(t):
 			a.cutBefore(p.ref)
+			r.noteFresh(p.windows, p.ref)
 		case Epoch(t) < Epoch(pt):
 			r.orphans = append(r.orphans, p)
 		default:
@@ -230,7 +237,7 @@ func (r *Restorer) compact(windows bool) {
 	r.compactions++
 	a := r.arena(windows)
 	moved := map[ref]ref{} // the pending and orphaned records' refs
-	for _, p := range slices.Concat(r.pending, r.orphans) {
+	for _, p := range slices.Concat(r.pending, r.orphans, r.fresh) {
 		if p.windows == windows {
 			moved[p.ref] = noRef
 		}
@@ -238,8 +245,11 @@ func (r *Restorer) compact(windows bool) {
 	a.compact(moved, func(at ref) bool {
 		// A key whose only record is a committed tombstone restores as
 		// one never written: it is left out (unless a stale writer's
-		// record of it waits for its repair).
-		return a.tombstone(at) && r.committed(a.tag(at)) && !r.staleKeys[view(a.key(at))]
+		// record of it waits for its repair, or Drain has yet to hand
+		// the deletion over).
+		key := a.key(at)
+		handed := !r.draining || a.drained(at) || key[1] == kindGeneration
+		return a.tombstone(at) && r.committed(a.tag(at)) && !r.staleKeys[view(key)] && handed
 	})
 	keep := func(rs []recordRef) []recordRef {
 		out := rs[:0]
@@ -253,7 +263,14 @@ func (r *Restorer) compact(windows bool) {
 		}
 		return out
 	}
-	r.pending, r.orphans = keep(r.pending), keep(r.orphans)
+	r.pending, r.orphans, r.fresh = keep(r.pending), keep(r.orphans), keep(r.fresh)
+}
+
+// noteFresh notes a record that a position commits, for Drain.
+func (r *Restorer) noteFresh(windows bool, at ref) {
+	if r.draining {
+		r.fresh = append(r.fresh, recordRef{windows, at})
+	}
 }
 
 // Position returns the partition's position so far, and whether it has one.
@@ -409,7 +426,12 @@ func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) err
 			legacyGen = g.Version
 		}
 	}
-	res.Repairs = r.repairs(res.NextTag)
+	if r.draining {
+		return Result{}, errDraining
+	}
+	if res.Repairs, err = r.repairs(res.NextTag, nil); err != nil {
+		return Result{}, err
+	}
 	r.spent = true
 	var en windowing.Entry
 	for _, a := range []*arena{&r.slices, &r.windows} {
@@ -443,44 +465,70 @@ func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) err
 // repairs returns the records the next commit (tagged next) writes again,
 // by key: those of the keys whose latest record is not committed (a
 // commit cut short, a stale writer's records after the owner's) and
-// those a stale writer wrote.
-func (r *Restorer) repairs(next uint64) []Repair {
+// those a stale writer wrote. committed returns the committed value of a
+// key whose record Drain handed over (nil for a Restorer never drained).
+func (r *Restorer) repairs(next uint64, committed func(key []byte) ([]byte, error)) ([]Repair, error) {
 	var out []Repair
 	done := map[string]bool{}
-	repair := func(a *arena, key []byte, last ref) {
+	repair := func(a *arena, key []byte, last ref) error {
 		done[string(key)] = true
 		chosen := last
 		for chosen != noRef && !r.committed(a.tag(chosen)) {
 			chosen = a.prev(chosen)
 		}
 		if chosen == last && last != noRef && !r.staleKeys[string(key)] {
-			return
+			return nil
 		}
 		rep := Repair{Key: bytes.Clone(key)}
-		if chosen != noRef && !a.tombstone(chosen) {
+		switch {
+		case chosen == noRef || a.tombstone(chosen):
+		case a.flags(chosen)&flagBare != 0:
+			v, err := committed(key)
+			if err != nil {
+				return fmt.Errorf("repair of key %q: %w", key, err)
+			}
+			rep.Value = retag(v, next)
+		default:
 			rep.Value = retag(a.value(chosen), next)
 		}
 		out = append(out, rep)
+		return nil
 	}
 	for _, p := range slices.Concat(r.pending, r.orphans) {
 		a := r.arena(p.windows)
 		if key := a.key(p.ref); !a.dead(p.ref) && !done[string(key)] {
-			repair(a, key, a.find(key))
+			if err := repair(a, key, a.find(key)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for key := range r.staleKeys {
 		if !done[key] {
 			a := r.arena(key[1] == kindWindow)
-			repair(a, []byte(key), a.find([]byte(key)))
+			if err := repair(a, []byte(key), a.find([]byte(key))); err != nil {
+				return nil, err
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Repair) int { return bytes.Compare(a.Key, b.Key) })
-	return out
+	return out, nil
 }
 
 // decode fills en from a slice or window record, reusing en's memory (see
 // decodeEntry); en.ID is a view of key.
 func decode(key, value []byte, en *windowing.Entry) error {
+	if err := decodeID(key, en); err != nil {
+		return err
+	}
+	if _, err := decodeEntry(value, en); err != nil {
+		return fmt.Errorf("key %q: %w", key, err)
+	}
+	return nil
+}
+
+// decodeID fills en's identity from a slice or window record's key, and
+// empties the rest (keeping its memory); en.ID is a view of key.
+func decodeID(key []byte, en *windowing.Entry) error {
 	k, err := decodeKey(key)
 	if err != nil {
 		return err
@@ -496,9 +544,6 @@ func decode(key, value []byte, en *windowing.Entry) error {
 		en.Kind = windowing.SessionEntry
 	case kindCount:
 		en.Kind = windowing.CountEntry
-	}
-	if _, err := decodeEntry(value, en); err != nil {
-		return fmt.Errorf("key %q: %w", key, err)
 	}
 	return nil
 }
