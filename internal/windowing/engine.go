@@ -45,6 +45,11 @@ type Engine struct {
 	// restoredMin is the earliest window start restored since the last
 	// FinishRestore; math.MaxInt64 for none.
 	restoredMin int64
+	// unwins and unkeyed are what Updates took away (build.go): windows
+	// still in their timers and keys left without panes, until sweep.
+	unwins  []unwin
+	unkeyed []int32
+	sweepAt int
 
 	keys keySlab[struct{}]
 	// slides hold sliding windows' state of each key, by slab index, in
@@ -107,6 +112,7 @@ func NewEngine(spec Spec, sink Sink) (*Engine, error) {
 		early:       newEarlyTicks(spec.Early),
 		from:        spec.from(),
 		until:       math.MaxInt64,
+		sweepAt:     sweepAt,
 	}
 	switch spec.Kind {
 	case KindTumbling:

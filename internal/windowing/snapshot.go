@@ -284,7 +284,7 @@ func (e *Engine) Restore(en *Entry, dropped int64) error {
 	ki, k := e.keyByID(en.Partition, en.ID, en.Split)
 	switch en.Kind {
 	case SliceEntry:
-		return e.restoreSlice(ki, k, en, dropped)
+		return e.restoreSlice(ki, k, en, dropped, false)
 	case WindowEntry:
 		return e.restoreWindow(ki, k, en)
 	case SessionEntry:
@@ -343,7 +343,9 @@ func restorable(en *Entry) (bool, error) {
 // looksLikeKey reports whether key looks like a group key's JSON object.
 func looksLikeKey(key string) bool { return len(key) >= 2 && key[0] == '{' && key[len(key)-1] == '}' }
 
-func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) error {
+// restoreSlice restores a slice; replace: one held already is replaced
+// (Update), not refused.
+func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64, replace bool) error {
 	if err := e.agg.checkSlots(en, "slice"); err != nil {
 		return err
 	}
@@ -365,7 +367,13 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64) e
 	}
 	pi := e.paneOf(ki, k, en.Start, first, last)
 	h := e.pool.hdr(pi)
-	if h.count != 0 {
+	switch {
+	case replace:
+		e.agg.clear(e.pool.view(pi))
+		if !e.tumbling && e.slideOf(ki).fifo != nil {
+			e.slideOf(ki).fifo.valid = false
+		}
+	case h.count != 0:
 		return fmt.Errorf("restore: slice at %d of %s twice", en.Start, en.ID[en.Split:])
 	}
 	h.flags = flagStored | firedFlag(en)

@@ -1,0 +1,278 @@
+package windowing
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// A Builder is an operator whose restored state can be built ahead of
+// its restore and kept up to date from the changelog (a standby
+// replica's built copy, docs/design.md "Standby state"): Update applies
+// each change of a committed entry as the changelog commits it, and
+// Prune, at the takeover, leaves out what the previous owner had dropped.
+// Update after Update, then Prune(dropped), leaves the operator as
+// Restore(en, dropped) of the entries committed last would: the same
+// windows, revisions and flags, the same firings after FinishRestore
+// (TestBuildMatchesRestore). A built operator holds one partition's state.
+type Builder interface {
+	Operator
+	// Update puts en, an entry of the partition's changelog, in place of
+	// the one of its identity (Kind, Partition, ID, Start) the operator
+	// holds, if any; en.Deleted removes it. A sliding window's revision
+	// comes after the slices of the same batch, as for Restore. Nothing
+	// is dropped by lateness until Prune. en is lent for the call.
+	Update(en *Entry) error
+	// Prune drops, firing nothing, the windows whose cleanup time is at
+	// or below dropped (the previous owner's watermark, as Restore takes
+	// it), and the entries that no open window needs any more: their
+	// tombstones go in the next Changes, as Restore's would. Call
+	// FinishRestore after it.
+	Prune(dropped int64)
+}
+
+var _ Builder = (*Engine)(nil)
+
+// sweepAt is how many windows Updates take away before a sweep at least
+// (more with more open windows: a sweep costs a pass over each timer it
+// touches).
+const sweepAt = 4096
+
+// unwin is a window of a key that an Update took away: its timer entry
+// is removed by sweep, in one pass over the timer.
+type unwin struct {
+	start int64
+	key   int32
+}
+
+// Update is Builder.Update.
+func (e *Engine) Update(en *Entry) error {
+	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
+		return fmt.Errorf("restore: malformed key %q", en.ID)
+	}
+	switch en.Kind {
+	case SliceEntry:
+		if en.Deleted {
+			e.deleteSlice(en)
+			return nil
+		}
+		ki, k := e.keyByID(en.Partition, en.ID, en.Split)
+		err := e.restoreSlice(ki, k, en, math.MinInt64, true)
+		if err != nil && k.first == noPane {
+			e.unkeyed = append(e.unkeyed, ki)
+		}
+		return err
+	case WindowEntry:
+		ki, k := e.heldKey(en)
+		switch {
+		case en.Deleted && k != nil && !e.tumbling:
+			sk := e.slideOf(ki)
+			if j, ok := sk.findWin(en.Start, e.slide); ok {
+				w := &sk.wins.live()[j]
+				w.rev, w.flags = 0, 0 // as a window no revision was restored for
+			}
+			return nil
+		case en.Deleted:
+			return nil
+		case k == nil:
+			return fmt.Errorf("restore: window at %d of %s has no slice", en.Start, en.ID[en.Split:])
+		}
+		return e.restoreWindow(ki, k, en)
+	}
+	return e.Restore(en, math.MinInt64) // a session: Restore says what is wrong with it
+}
+
+// heldKey returns en's key if e holds it, without creating it.
+func (e *Engine) heldKey(en *Entry) (int32, *keyState) {
+	key := en.ID[en.Split:]
+	ki, k := e.keys.find(en.Partition, e.keys.hash(en.Partition, key), key)
+	if k == nil {
+		return -1, nil
+	}
+	return ki, &k.keyState
+}
+
+// deleteSlice removes en's pane, if e holds it, and the windows of its
+// key that no other pane of the key is in.
+func (e *Engine) deleteSlice(en *Entry) {
+	ki, k := e.heldKey(en)
+	if k == nil {
+		return
+	}
+	var pi int32 = noPane
+	var sk *slideKey
+	j := 0
+	if e.tumbling {
+		if prev, _ := e.seek(k, en.Start); prev != noPane && e.pool.hdr(prev).start == en.Start {
+			pi = prev
+		}
+	} else {
+		sk = e.slideOf(ki)
+		var ok bool
+		if j, ok = e.findPaneIn(sk, en.Start); ok {
+			pi = sk.panes.live()[j]
+		}
+	}
+	if pi == noPane {
+		return
+	}
+	h := e.pool.hdr(pi)
+	prev, next := h.prev, h.next
+	if e.tumbling {
+		e.unwins = append(e.unwins, unwin{en.Start, ki})
+	} else {
+		// The windows only this pane is in: addWindows' range, the other
+		// way round.
+		first, last := e.firstStart(en.Start), e.lastStart(en.Start)
+		if prev != noPane {
+			first = max(first, e.lastStart(e.pool.hdr(prev).start)+e.slide)
+		}
+		if next != noPane {
+			last = min(last, e.firstStart(e.pool.hdr(next).start)-e.slide)
+		}
+		for s := first; s <= last; s += e.slide {
+			if w, ok := sk.findWin(s, e.slide); ok {
+				sk.wins.s = slices.Delete(sk.wins.s, sk.wins.head+w, sk.wins.head+w+1)
+				e.unwins = append(e.unwins, unwin{s, ki})
+			}
+		}
+		sk.panes.s = slices.Delete(sk.panes.s, sk.panes.head+j, sk.panes.head+j+1)
+		if sk.fifo != nil {
+			sk.fifo.valid = false
+		}
+	}
+	if prev == noPane {
+		k.first = next
+	} else {
+		e.pool.hdr(prev).next = next
+	}
+	if next == noPane {
+		k.last = prev
+	} else {
+		e.pool.hdr(next).prev = prev
+	}
+	e.pool.freePane(pi)
+	if k.first == noPane {
+		e.unkeyed = append(e.unkeyed, ki) // freed by sweep: its slot stays its own until its timers are
+	}
+	if len(e.unwins) >= max(e.sweepAt, e.open/4) {
+		e.sweep()
+	}
+}
+
+// sweep takes the windows Updates took away out of their timers, one
+// pass per timer, and frees the keys left without panes. A window made
+// again since it was taken away keeps one timer entry.
+func (e *Engine) sweep() {
+	if len(e.unwins) > 0 {
+		slices.SortFunc(e.unwins, func(a, b unwin) int {
+			if a.start != b.start {
+				return compareInt(a.start, b.start)
+			}
+			return compareInt(int64(a.key), int64(b.key))
+		})
+		// taken: 1 for a key whose window was taken away, 2 once its first
+		// timer entry was seen (kept if the window is back).
+		taken := map[int32]uint8{}
+		for lo := 0; lo < len(e.unwins); {
+			start := e.unwins[lo].start
+			hi := lo
+			clear(taken)
+			for ; hi < len(e.unwins) && e.unwins[hi].start == start; hi++ {
+				taken[e.unwins[hi].key] = 1
+			}
+			lo = hi
+			b, ok := e.byStart[start]
+			if !ok {
+				continue
+			}
+			kept := b.keys[:0]
+			for _, ki := range b.keys {
+				switch taken[ki] {
+				case 0:
+					kept = append(kept, ki)
+					continue
+				case 1:
+					taken[ki] = 2
+					if e.hasWindow(ki, start) {
+						kept = append(kept, ki)
+						continue
+					}
+				}
+				e.open--
+			}
+			clear(b.keys[len(kept):])
+			b.keys = kept
+			if len(b.keys) == 0 {
+				i, _ := slices.BinarySearchFunc(e.buckets, start, func(b *bucket, s int64) int { return compareInt(b.start, s) })
+				e.buckets = slices.Delete(e.buckets, i, i+1)
+				if i < e.fired {
+					e.fired--
+				}
+				e.freeBucket(b)
+			}
+		}
+		e.unwins = e.unwins[:0]
+	}
+	for _, ki := range e.unkeyed {
+		if k := e.keys.at(ki); k.id != "" && k.first == noPane {
+			e.forget(ki)
+		}
+	}
+	e.unkeyed = e.unkeyed[:0]
+}
+
+// hasWindow reports whether key ki has its window at start.
+func (e *Engine) hasWindow(ki int32, start int64) bool {
+	k := e.keys.at(ki)
+	if k.id == "" {
+		return false
+	}
+	if e.tumbling {
+		prev, _ := e.seek(k, start)
+		return prev != noPane && e.pool.hdr(prev).start == start
+	}
+	_, ok := e.slideOf(ki).findWin(start, e.slide)
+	return ok
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Prune is Builder.Prune: the drop of fireDueUntil, without its firings,
+// and the keys it leaves without windows forgotten at once (a restore
+// never made them).
+func (e *Engine) Prune(dropped int64) {
+	e.sweep()
+	gone, idle := len(e.changes.gone), len(e.idle)
+	n := 0
+	for ; n < len(e.buckets) && e.cleanupTime(e.buckets[n].start) <= dropped; n++ {
+		e.dropBucket(e.buckets[n])
+	}
+	for _, b := range e.buckets[:n] {
+		e.freeBucket(b)
+	}
+	m := copy(e.buckets, e.buckets[n:])
+	clear(e.buckets[m:])
+	e.buckets = e.buckets[:m]
+	e.fired = max(e.fired-n, 0)
+	for _, ik := range e.idle[idle:] {
+		if k := e.keys.at(ik.key); k.id != "" && k.first == noPane && k.last == ik.mark {
+			e.forget(ik.key)
+		}
+	}
+	e.idle = e.idle[:idle]
+	if !e.track {
+		e.changes.gone = e.changes.gone[:gone] // Restore notes them only when tracking
+	}
+	if invariants {
+		e.check()
+	}
+}
