@@ -739,4 +739,3 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 	p.ops.each(func(op windowing.Operator) { op.Rewind(wm, others) })
 	p.ops.lower(wm) // what the lists of the partitions' own follow (mergedWatermark)
 }
-
