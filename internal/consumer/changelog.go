@@ -65,6 +65,9 @@ type partRead struct {
 	// on an open transaction stopped.
 	base   int
 	copied bool
+	// records is how many records this read added to r (finish notes
+	// it before r is spent).
+	records int
 }
 
 // goOn is the read of p that goes on from r, read up to next (a standby
@@ -83,8 +86,9 @@ func restoreReaders(partitions int) int {
 // (those in from, from where their read goes on: a standby copy, a read
 // that stalled) to
 // their end into a Restorer each, and hands each partition read to its
-// end to finish, in the order they end, from a goroutine of its own (so
-// that one partition is restored while the others are read). Each
+// end to finish, in the order they end, on one of as many goroutines as
+// there are readers (so that partitions are restored while the others
+// are read, several at once: finish may run concurrently). Each
 // reader takes the partitions one at a time from a queue, and takes the
 // next only while fewer than two per reader wait for finish or are read:
 // so the Restorers held at once are a few partitions' (not the sum of
@@ -186,23 +190,27 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 	// takes a place before it reads one, finish gives it back.
 	held := make(chan struct{}, 2*len(clients))
 	// done takes the partitions read to their end, for finish; it has
-	// room for all of them, so no reader waits on it.
+	// room for all of them, so no reader waits on it. As many finishers
+	// as readers take them: each builds its partition's windows without
+	// the lock, beside the others and the readers, and takes it only to
+	// attach them (restore.go).
 	done := make(chan *partRead, len(ps))
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for pr := range done {
-			if rctx.Err() == nil {
-				if err := finish(pr); err != nil {
-					fail(err)
+	var finishers sync.WaitGroup
+	for range len(clients) {
+		finishers.Go(func() {
+			for pr := range done {
+				if rctx.Err() == nil {
+					if err := finish(pr); err != nil {
+						fail(err)
+					}
+				}
+				cr.done.Add(1)
+				if pr.held {
+					<-held
 				}
 			}
-			cr.done.Add(1)
-			if pr.held {
-				<-held
-			}
-		}
-	}()
+		})
+	}
 	for _, p := range ps {
 		if pr := cr.parts[p.id]; pr.end <= pr.start {
 			done <- pr // nothing to read
@@ -263,7 +271,7 @@ func (c *Consumer) readChangelog(ctx context.Context, ps []*partition, from map[
 	}
 	wg.Wait()
 	close(done)
-	<-finished
+	finishers.Wait()
 	if firstErr != nil {
 		return nil, nil, firstErr
 	}

@@ -43,10 +43,18 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	began := time.Now()
 	var resumes []resume
 	var sum restoreSum
-	finish := func(pr *partRead) error { // one goroutine at a time (readChangelog's)
+	finish := func(pr *partRead) error { // on readChangelog's finishers, several at once
+		// The windows are built without c.mu, beside the engine's steps
+		// and the other finishers (pipeline.Core.Build); only the attach
+		// takes it.
+		pr.records = pr.r.Records() - pr.base
+		var b *pipeline.Built
+		if !pr.p.dropped.Load() {
+			b = c.core.Build(pr.p.id, pr.r)
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		r, ok, err := c.finishRestore(ctx, pr, &sum)
+		r, ok, err := c.finishRestore(ctx, pr, b, &sum)
 		if ok {
 			resumes = append(resumes, r)
 		}
@@ -82,15 +90,19 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 // restoreSum is what one restore restored.
 type restoreSum struct{ partitions, records, entries int }
 
-// finishRestore restores pr's partition, read to its end, into the core
-// (unless a rebalance callback dropped it meanwhile), adds it to sum,
-// and returns its input's resume if it waited (ok). c.mu is held.
-func (c *Consumer) finishRestore(ctx context.Context, pr *partRead, sum *restoreSum) (r resume, ok bool, err error) {
+// finishRestore attaches b, pr's partition built from its changelog read
+// to its end, to the core (unless a rebalance callback dropped it
+// meanwhile: b is dropped), adds it to sum, and returns its input's
+// resume if it waited (ok). c.mu is held.
+func (c *Consumer) finishRestore(ctx context.Context, pr *partRead, b *pipeline.Built, sum *restoreSum) (r resume, ok bool, err error) {
 	p := pr.p
 	if !c.current(p) {
 		return resume{}, false, nil
 	}
-	res, err := c.core.Restore(p.id, pr.r, c.nowMs())
+	if b == nil { // dropped while read, and assigned again: a partition of its own, current
+		b = c.core.Build(p.id, pr.r)
+	}
+	res, err := c.core.Attach(b, c.nowMs())
 	if err != nil {
 		return resume{}, false, fmt.Errorf("restore %s[%d] from %s[%d]: %w", p.tp.topic, p.tp.partition, c.cfg.State.ChangelogTopic, p.id, err)
 	}
@@ -99,7 +111,7 @@ func (c *Consumer) finishRestore(ctx context.Context, pr *partRead, sum *restore
 		start = res.Position.Offset
 	}
 	r, ok = c.unblock(p, start)
-	records := pr.r.Records() - pr.base // read by this restore
+	records := pr.records // read by this restore
 	sum.partitions, sum.records, sum.entries = sum.partitions+1, sum.records+records, sum.entries+res.Entries
 	c.m.RestoredRecords.Add(float64(records))
 	if pr.copied {

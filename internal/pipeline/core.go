@@ -643,6 +643,27 @@ func (c *Core) Restore(id int32, r *state.Restorer, now int64) (state.Result, er
 	return c.win.restore(id, r, now)
 }
 
+// Build is the first half of Restore (docs/design.md#restore): it builds
+// partition id's windows from r, its changelog partition's records from
+// the start (r is spent after it), into operators of the partition's own
+// that no core holds yet. It reads only what NewCore set: it may run on
+// any goroutine, at the same time as any other method of c (Apply of
+// other partitions, Step, Commit, other Builds). Its refusal of the
+// config, or a changelog that does not fit the windows, is Built.Err,
+// which Attach returns.
+func (c *Core) Build(id int32, r *state.Restorer) *Built { return c.win.build(id, r) }
+
+// Attach is the second half of Restore: b, built for a partition that
+// waits for its restore (Unrestored), becomes its state, where the
+// core's other methods are called (the consumer's lock). Windows already
+// due fire, a generation the config starts is cut over to, and the
+// partition's input resumes from the restored position, if it has one.
+// A Built whose partition is not waiting (restored already, or not
+// assigned) is refused. The core cannot tell a partition revoked and
+// assigned again since its changelog was read: the caller drops such a
+// Built (the consumer's partition.dropped) and builds it again.
+func (c *Core) Attach(b *Built, now int64) (state.Result, error) { return c.win.attach(b, now) }
+
 // GenerationReport returns what the last restore of a window state
 // partition decided about its config generations (docs/changing-config.md), for the
 // shell's log line and metrics.

@@ -86,3 +86,7 @@ func (p *Processor) Tick(now int64) { p.tick(now) }
 func (p *Processor) Unfetched() map[int32]int64 { return p.unfetched() }
 
 func (p *Processor) Unrestored() []int32 { return p.unrestored() }
+
+func (p *Processor) Build(partition int32, r *state.Restorer) *Built { return p.build(partition, r) }
+
+func (p *Processor) Attach(b *Built, now int64) (state.Result, error) { return p.attach(b, now) }

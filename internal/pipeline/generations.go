@@ -133,7 +133,8 @@ func (p *Processor) configGeneration() *generation {
 
 // storedGeneration is generation g of a partition's changelog, run under
 // its own state settings and the config's run settings: its operator,
-// made with its cut-over as From.
+// made with its cut-over as From. It reads only what New set (a
+// restore's build calls it on any goroutine).
 func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing.Operator, error) {
 	st, err := config.DecodeState(g.Settings)
 	if err != nil {
@@ -169,8 +170,7 @@ func (p *Processor) storedGeneration(g state.Generation) (*generation, windowing
 	if p.tracking {
 		op.TrackChanges()
 	}
-	p.ops.follow(op)
-	return gen, op, nil
+	return gen, op, nil // the watermark it follows is set when attached
 }
 
 // keepDropped makes a raised allowed_lateness bring back none of
@@ -234,200 +234,6 @@ func newestStored(gens []state.Generation) *config.Stored {
 	}
 	g := gens[len(gens)-1]
 	return &config.Stored{Version: g.Version, State: g.Settings, Identity: g.Identity, Run: g.Run}
-}
-
-// restoreGenerations restores partition from r: it decides with
-// config.PlanAgainst what the config does to the generations r holds,
-// gives each generation an operator (a list of them with one list per
-// partition; the shared list holds the config's only), hands each entry
-// to its generation's, and cuts over to a new generation if the config
-// starts one. dropped is what the previous owner had dropped, pos its
-// position (ok: it has one).
-func (p *Processor) restoreGenerations(partition int32, r *state.Restorer, dropped int64, pos state.Position, hasPos bool) (state.Result, error) {
-	stored, err := r.Generations()
-	if err != nil {
-		return state.Result{}, err
-	}
-	plan, err := p.cfg.PlanAgainst(newestStored(stored))
-	if err != nil {
-		return state.Result{}, err
-	}
-	rep := GenerationReport{Verdict: plan.Verdict, Stored: -1, Running: p.cfg.State.ConfigVersion, Changes: plan.Changes, Run: plan.Run}
-	if len(stored) > 0 {
-		rep.Stored = stored[len(stored)-1].Version
-	}
-	if plan.Verdict == config.Refused {
-		return state.Result{}, plan.Refusal
-	}
-	pp := &p.parts[partition]
-	known := len(stored) > 0 && stored[len(stored)-1].Known()
-	cutover := plan.Verdict == config.NewGeneration
-	if known {
-		if err := Refusal(p.cfg, plan, len(stored)); err != nil {
-			return state.Result{}, err
-		}
-	}
-	// gens and ops are the generations restored, oldest first; the one
-	// the config adds (cutover) comes after the restore.
-	// shared: the shared list holds the partition's windows (oneList;
-	// mergedWatermark, while the partition holds the config's generation
-	// alone, not cut over), else a list of its own.
-	var gens []*generation
-	var ops []windowing.Operator
-	shared := !p.ops.perPartition
-	switch {
-	case !known: // none, or a changelog written before generations: the config's settings
-		g := p.configGeneration()
-		if len(stored) == 1 && stored[0].Version != 0 {
-			g.Version = stored[0].Version
-		}
-		op := p.ops.at(partition)
-		if shared && p.ops.mixed && cutover {
-			op, shared = p.ops.make()[0].op, false
-		}
-		gens, ops = []*generation{g}, []windowing.Operator{op}
-	case shared && !p.ops.mixed: // replay's one list, never restored in the service: the config's generation
-		g, _, err := p.storedGeneration(stored[0])
-		if err != nil {
-			return state.Result{}, err
-		}
-		gens, ops = []*generation{g}, []windowing.Operator{p.ops.at(partition)}
-	default:
-		for i, sg := range stored {
-			g, op, err := p.storedGeneration(sg)
-			if err != nil {
-				return state.Result{}, err
-			}
-			if i+1 < len(stored) {
-				op.CutOver(stored[i+1].Cutover) // before its first Restore
-			}
-			gens, ops = append(gens, g), append(ops, op)
-		}
-		// The config's generation alone shares the operator of every
-		// partition that holds it, unless it was cut over: the shared
-		// operator has no cut-over T (each partition has its own), and
-		// the generation must make no window before its T, however long
-		// the older ones have retired (a record there is late).
-		shared = shared && !cutover && len(gens) == 1 && gens[0].own && gens[0].Cutover == state.NoCutover
-		if shared {
-			ops[0] = p.ops.at(partition) // the config's generation alone: the shared operator
-		}
-	}
-	byVersion := make(map[int64]int, len(gens))
-	for i, g := range gens {
-		byVersion[g.Version] = i
-	}
-	if hasPos {
-		for _, op := range ops {
-			op.SetFloor(partition, pos.Floor)
-		}
-	}
-	// seen is the latest event time the partition's state has seen: its
-	// generator's (by_key), or in stage 2, whose position keeps no
-	// such time, a bound from the windows in state (the end of each:
-	// a record of a window dropped since is below the watermark); and
-	// the latest time of a record its filter rejected, which its
-	// position keeps (Position.Latest; stage 2: its MaxTimestamp).
-	seen, bound := int64(math.MinInt64), p.sources != nil
-	if hasPos {
-		seen = max(pos.Latest(), pos.Watermark)
-	}
-	// gone, by generation: the watermark by which its windows were
-	// dropped, under the lateness it runs with now (keepDropped).
-	gone := make([]int64, len(ops))
-	for i, op := range ops {
-		var sg state.Generation
-		if i < len(stored) && known {
-			sg = stored[i]
-		}
-		gone[i] = p.keepDropped(partition, gens[i], op, sg, dropped)
-	}
-	// A changelog written before generations, taken under the config's
-	// settings: its entries must have the config's slots, value
-	// counters included (windowing.Slots.Unrecorded).
-	var unrecorded *windowing.Slots
-	if len(stored) == 1 && !known {
-		s, err := windowing.NewSlots(WindowSpec(p.cfg).Aggregates)
-		if err != nil {
-			return state.Result{}, err
-		}
-		unrecorded = &s
-	}
-	var spent []state.Repair
-	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {
-		if en.Partition != partition {
-			return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", partition, en.Partition)
-		}
-		if unrecorded != nil {
-			if err := unrecorded.Unrecorded(en); err != nil {
-				return err
-			}
-		}
-		i, ok := byVersion[gen]
-		if !ok && !known { // the implicit generation: its version is 0 in the keys
-			i, ok = 0, true
-		}
-		if !ok {
-			return fmt.Errorf("an entry of generation %d, which the partition does not hold", gen)
-		}
-		if cutover && bound {
-			seen = max(seen, latestIn(ops[i], en))
-		}
-		err := ops[i].Restore(en, gone[i])
-		if errors.Is(err, windowing.ErrSpent) {
-			// A slice the engine would have deleted (a stale writer's,
-			// see state.Result.Spent): left out, and deleted by the
-			// next commit, so that no restore stops at it.
-			spent = append(spent, state.Repair{Key: state.AppendKey(nil, en)})
-			return nil
-		}
-		return err
-	})
-	res.Spent = len(spent)
-	res.Repairs = append(res.Repairs, spent...)
-	for _, op := range ops {
-		op.FinishRestore()
-	}
-	if err != nil {
-		return res, err
-	}
-	if cutover {
-		g, op, t, err := p.cutOver(partition, seen, &rep)
-		if err != nil {
-			return res, err
-		}
-		ops[len(ops)-1].CutOver(t) // the old one's count and global windows fire Final: in the commit of g's record
-		gens, ops = append(gens, g), append(ops, op)
-	}
-	if !shared {
-		l := make(list, len(ops))
-		for i := range ops {
-			l[len(ops)-1-i] = slot{op: ops[i]} // the newest first
-		}
-		p.ops.set(partition, l)
-	}
-	pp.gens = pp.gens[:0]
-	for i := len(gens) - 1; i >= 0; i-- {
-		pp.gens = append(pp.gens, gens[i])
-	}
-	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own || p.ops.owns(partition)
-	rep.Live = len(pp.gens)
-	for _, g := range pp.gens {
-		if !g.own {
-			rep.Others = append(rep.Others, GenerationConfig{g.Version, g.cfg})
-		}
-	}
-	if len(stored) > 0 && !known {
-		rep.Verdict = config.Unrecorded
-	}
-	if rep.Verdict != config.NewGeneration {
-		rep.Running = pp.gens[0].Version
-		if c := pp.gens[0].Cutover; c != state.NoCutover {
-			rep.Cutover = c // the newest generation's, cut over before
-		}
-	}
-	pp.report = rep
-	return res, nil
 }
 
 // cutOver makes partition's new generation of the config's settings: its
@@ -511,10 +317,7 @@ func (p *Processor) retire(partition int32, pp *partPos, out []ChangelogRecord) 
 		pp.written = -2
 	}
 	p.ops.set(partition, l)
-	// A partition of a list of its own (mergedWatermark) keeps it, and
-	// processGenerations, until its next restore (which puts it in the
-	// shared one if its generation was never cut over).
-	pp.multi = len(pp.gens) > 1 || !pp.gens[0].own || p.ops.owns(partition)
+	pp.multi = pp.multiple()
 	return out
 }
 

@@ -21,33 +21,26 @@ import (
 //     own table of sources), so what a partition emits does not depend
 //     on which other partitions share its instance.
 //   - mergedWatermark (by_key with watermark.scope global, peers
-//     included): one shared operator, of the config's generation, for
-//     the partitions that hold that generation alone and never cut over
-//     to it, as in the release before generations; and a list of its own
-//     for a partition that holds another generation or several (from the
-//     restore that finds or starts them until the partition is revoked
-//     or restored again), or the config's alone since a cut-over, so that
-//     it cuts over at its own T and makes no window before it. Every one
-//     follows the merged watermark.
+//     included): a list per partition, as ownWatermark, each following
+//     the merged watermark. A partition's list is its own so that its
+//     restore can be built apart, on any goroutine, while the others'
+//     records are applied (docs/design.md#restore), and a partition that
+//     cut over does so at its own T.
 type operators struct {
 	spec  windowing.Spec
 	sink  windowing.Sink
 	track bool // every operator notes its changes (Mode.Checkpointed)
-	// perPartition: per holds every partition's list (nil: not
-	// assigned), shared is unused (ownWatermark). mixed: the shared
-	// list holds the partitions whose per list is nil, per those with a
-	// list of their own, owned of them (mergedWatermark); every list
-	// follows the merged watermark wm, the last one handed to them (or
-	// lowered to by a restore behind it), and a list made is advanced to
-	// it at once.
-	perPartition, mixed bool
-	wm                  int64
-	shared              list
-	per                 []list
-	owned               int
-	// cur is the shared list's current operator (its first), which
-	// every record of the shared list goes to: read without the list.
-	cur windowing.Operator
+	// ownWm: each list follows its partition's own watermark
+	// (ownWatermark); merged: each follows the merged watermark wm, the
+	// last one handed to them (or lowered to by a restore behind it), and
+	// a list made is advanced to it at once (mergedWatermark). Neither:
+	// shared is the one list (oneList), and cur its current operator
+	// (its first), which every record goes to: read without the list.
+	ownWm, merged bool
+	wm            int64
+	per           []list // a list per partition (nil: not assigned); unused with oneList
+	shared        list
+	cur           windowing.Operator
 }
 
 // lists is the shape of a Processor's operator lists, given once.
@@ -72,49 +65,55 @@ type slot struct {
 // newOperators returns the state of no partition; the shared list is
 // made at once, so a bad spec fails here.
 func newOperators(spec windowing.Spec, sink windowing.Sink, shape lists, track bool) (operators, error) {
-	o := operators{spec: spec, sink: sink, perPartition: shape == ownWatermark, mixed: shape == mergedWatermark, wm: math.MinInt64, track: track}
-	op, err := windowing.New(spec, sink) // checks the spec in every shape
-	if err != nil {
+	o := operators{spec: spec, sink: sink, ownWm: shape == ownWatermark, merged: shape == mergedWatermark, wm: math.MinInt64, track: track}
+	if _, err := windowing.New(spec, sink); err != nil { // checks the spec in every shape
 		return o, err
 	}
-	if !o.perPartition {
-		o.setShared(o.list(op))
+	if o.one() {
+		o.setShared(o.make())
 	}
 	return o, nil
 }
 
-// make returns a fresh list of the spec New checked: one operator.
-func (o *operators) make() list {
+// one reports whether the state is one list for every partition
+// (oneList).
+func (o *operators) one() bool { return !o.ownWm && !o.merged }
+
+// fresh returns a new operator of the spec New checked, noting its
+// changes if the state is checkpointed. It touches nothing of o but what
+// newOperators set (safe on any goroutine: a restore's build).
+func (o *operators) fresh() windowing.Operator {
 	op, err := windowing.New(o.spec, o.sink)
 	if err != nil { // the spec was good when newOperators checked it
 		panic(fmt.Sprintf("pipeline: %v", err))
 	}
-	return o.list(op)
-}
-
-// list returns a list of op, noting its changes if the state is
-// checkpointed.
-func (o *operators) list(op windowing.Operator) list {
 	if o.track {
 		op.TrackChanges()
 	}
+	return op
+}
+
+// make returns a fresh list of the spec New checked: one operator.
+func (o *operators) make() list {
+	op := o.fresh()
 	o.follow(op)
 	return list{{op: op}}
 }
 
 // follow brings a new operator to the merged watermark the lists follow
-// (mergedWatermark): a partition's own list, made at its restore,
-// judges its records by the watermark the others' are judged by.
+// (mergedWatermark): a partition's list, made at its assignment or its
+// restore, judges its records by the watermark the others' are judged
+// by. It fires nothing: the operator has fired nothing yet (StartAt).
 func (o *operators) follow(op windowing.Operator) {
-	if o.mixed {
-		op.Advance(o.wm)
+	if o.merged {
+		op.StartAt(o.wm)
 	}
 }
 
 // advanceMerged hands the merged watermark wm to every list
-// (mergedWatermark): the shared one, then the partitions' own in
-// ascending order of partition, each the oldest generation first. It
-// costs one compare unless wm went up.
+// (mergedWatermark): the partitions' in ascending order of partition,
+// each the oldest generation first. It costs one compare unless wm went
+// up.
 func (o *operators) advanceMerged(wm int64) {
 	if wm > o.wm {
 		o.raise(wm)
@@ -123,10 +122,6 @@ func (o *operators) advanceMerged(wm int64) {
 
 func (o *operators) raise(wm int64) {
 	o.wm = wm
-	o.cur.Advance(wm)
-	if o.owned == 0 {
-		return
-	}
 	for _, l := range o.per {
 		for i := len(l) - 1; i >= 0; i-- {
 			l[i].op.Advance(wm)
@@ -144,8 +139,8 @@ func (o *operators) lower(wm int64) { o.wm = min(o.wm, wm) }
 // (Assign makes them again).
 func (o *operators) reset() {
 	clear(o.per)
-	o.per, o.owned, o.wm = o.per[:0], 0, math.MinInt64
-	if !o.perPartition {
+	o.per, o.wm = o.per[:0], math.MinInt64
+	if o.one() {
 		o.setShared(o.make())
 	}
 }
@@ -153,32 +148,28 @@ func (o *operators) reset() {
 // setShared makes l the shared list.
 func (o *operators) setShared(l list) { o.shared, o.cur = l, l[0].op }
 
-// at returns the current operator of the shared list (oneList, and
-// mergedWatermark, whose partitions with a list of their own take
-// processGenerations and of), or partition p's (ownWatermark), making
-// p's list first if it has none (a record of a partition Process was
-// never told of, as the generators take it).
+// at returns the current operator of the shared list (oneList), or
+// partition p's, making p's list first if it has none (a record of a
+// partition Process was never told of, as the generators take it).
 func (o *operators) at(p int32) windowing.Operator {
-	if !o.perPartition {
+	if o.one() {
 		return o.cur
 	}
-	for int(p) >= len(o.per) {
-		o.per = append(o.per, nil)
-	}
+	o.grow(p)
 	if o.per[p] == nil {
 		o.per[p] = o.make()
 	}
 	return o.per[p][0].op
 }
 
-// of returns partition p's list: its own, or the shared one; nil if it
-// has none (ownWatermark: revoked, or never assigned).
+// of returns partition p's list, or the shared one (oneList); nil if it
+// has none (revoked, or never assigned).
 func (o *operators) of(p int32) list {
-	if int(p) < len(o.per) && o.per[p] != nil {
-		return o.per[p]
-	}
-	if !o.perPartition {
+	if o.one() {
 		return o.shared
+	}
+	if int(p) < len(o.per) {
+		return o.per[p]
 	}
 	return nil
 }
@@ -192,12 +183,6 @@ func (o *operators) current(p int32) windowing.Operator {
 	return o.at(p)
 }
 
-// owns reports whether partition p has a list of its own beside the
-// shared one (mergedWatermark).
-func (o *operators) owns(p int32) bool {
-	return o.mixed && int(p) < len(o.per) && o.per[p] != nil
-}
-
 // advance hands wm to every operator of partition p's list (with the
 // shared list: every partition's in it), the oldest generation first:
 // its windows, which start before the next one's cut-over, fire before
@@ -209,12 +194,10 @@ func (o *operators) advance(p int32, wm int64) {
 	}
 }
 
-// start gives partition p fresh state: a list of its own
-// (ownWatermark), or the shared list's (the others), whose changelog
-// restores it.
+// start gives partition p fresh state: a list of its own, or the shared
+// list's (oneList), whose changelog restores it.
 func (o *operators) start(p int32) {
-	if !o.perPartition {
-		o.drop(p)
+	if o.one() {
 		return
 	}
 	o.grow(p)
@@ -228,35 +211,22 @@ func (o *operators) grow(p int32) {
 	}
 }
 
-// drop forgets partition p's list of its own (mergedWatermark).
-func (o *operators) drop(p int32) {
-	if int(p) < len(o.per) && o.per[p] != nil {
-		o.per[p] = nil
-		o.owned--
-	}
-}
-
 // set makes l partition p's list: its generations' operators, the
-// newest first (ownWatermark), or its own beside the shared one
-// (mergedWatermark); the shared list keeps what it has (oneList).
+// newest first; the shared list keeps what it has (oneList).
 func (o *operators) set(p int32, l list) {
-	if !o.perPartition && !o.mixed {
+	if o.one() {
 		return
 	}
 	o.grow(p)
-	if o.per[p] == nil && o.mixed {
-		o.owned++
-	}
 	o.per[p] = l
 }
 
 // remove drops a revoked partition's state without firing.
 func (o *operators) remove(p int32) {
-	if !o.perPartition {
+	if o.one() {
 		for _, s := range o.shared {
 			s.op.RemovePartition(p)
 		}
-		o.drop(p)
 		return
 	}
 	if int(p) < len(o.per) {
@@ -277,12 +247,15 @@ func (o *operators) each(fn func(windowing.Operator)) {
 	}
 }
 
-// watermark is the watermark the windows follow: the shared list's
-// current operator's (the merged one), or the lowest of the partitions'
-// own (math.MinInt64 with none).
+// watermark is the watermark the windows follow: the merged one (the
+// shared list's current operator's, or the one the lists follow), or the
+// lowest of the partitions' own (math.MinInt64 with none).
 func (o *operators) watermark() int64 {
-	if !o.perPartition {
+	switch {
+	case o.one():
 		return o.cur.Watermark()
+	case o.merged:
+		return o.wm
 	}
 	low, any := int64(math.MaxInt64), false
 	o.each(func(op windowing.Operator) { low, any = min(low, op.Watermark()), true })
@@ -300,7 +273,12 @@ func (o *operators) openWindows() int {
 }
 
 // flush advances every operator to the end of time.
-func (o *operators) flush() { o.each(func(op windowing.Operator) { op.Advance(math.MaxInt64) }) }
+func (o *operators) flush() {
+	o.each(func(op windowing.Operator) { op.Advance(math.MaxInt64) })
+	if o.merged {
+		o.wm = math.MaxInt64
+	}
+}
 
 // takeMerges returns how many records bridged sessions since the last
 // call, over every operator (0 for other windows).

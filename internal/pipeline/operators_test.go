@@ -114,13 +114,12 @@ func TestOperatorLists(t *testing.T) {
 	}
 }
 
-// TestMixedLists: with mergedWatermark the partitions of the config's
-// generation alone share one operator and a partition given a list of
-// its own (several generations) has it beside: the merged watermark
-// reaches them all, once (a watermark not above the last one is not
-// handed out), a list of its own made then starts at it, and a revoked
-// partition's list goes whole, back to the shared one at its next start.
-func TestMixedLists(t *testing.T) {
+// TestMergedLists: with mergedWatermark every partition has a list of
+// its own (one generation or several), all following the merged
+// watermark: it reaches them all, once (a watermark not above the last
+// one is not handed out), a list made then starts at it, and a revoked
+// partition's list goes whole.
+func TestMergedLists(t *testing.T) {
 	session := windowing.Spec{Kind: windowing.KindSession, Gap: 10, Lateness: 100, Aggregates: []windowing.Aggregate{{Fn: windowing.FnCount}}}
 	o, err := newOperators(session, nopSink{}, mergedWatermark, false)
 	if err != nil {
@@ -131,11 +130,8 @@ func TestMixedLists(t *testing.T) {
 	o.advanceMerged(300)
 	own := append(o.make(), o.make()...)
 	o.set(1, own)
-	if !o.owns(1) || o.owns(0) || o.owned != 1 {
-		t.Fatalf("owns(0), owns(1), owned = %v, %v, %d; want false, true, 1", o.owns(0), o.owns(1), o.owned)
-	}
-	if o.at(0) != o.cur || o.of(0)[0].op != o.cur || o.current(1) != own[0].op {
-		t.Fatalf("partition 0 is not the shared operator's, or 1 not its own list's")
+	if o.shared != nil || o.at(0) != o.of(0)[0].op || o.current(1) != own[0].op {
+		t.Fatalf("partition 0 is not its own list's, or 1 not the list it was given")
 	}
 	for _, s := range own {
 		if s.op.Watermark() != 300 {
@@ -155,11 +151,11 @@ func TestMixedLists(t *testing.T) {
 		t.Errorf("each visits %d operators at watermark %d, want 3 at 500", n, o.watermark())
 	}
 	o.remove(1)
-	if o.owns(1) || o.owned != 0 || o.of(1)[0].op != o.cur {
-		t.Errorf("after remove(1): owns(1) %v, owned %d; want its list gone, the shared one its", o.owns(1), o.owned)
+	if o.of(1) != nil {
+		t.Errorf("after remove(1): partition 1 has a list of %d, want none", len(o.of(1)))
 	}
 	o.reset()
-	if o.wm != math.MinInt64 || o.cur.Watermark() != math.MinInt64 {
-		t.Errorf("after reset: watermark %d and %d, want minus infinity", o.wm, o.cur.Watermark())
+	if o.wm != math.MinInt64 || o.of(0) != nil || o.at(0).Watermark() != math.MinInt64 {
+		t.Errorf("after reset: watermark %d, list of 0 %v, want minus infinity and a fresh list", o.wm, o.of(0))
 	}
 }

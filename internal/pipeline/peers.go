@@ -71,9 +71,9 @@ func (p *Processor) sharedAbort(old *watermark.Merged) {
 // peer's value moves every partition's windows.
 func (p *Processor) advanceMerged() {
 	switch {
-	case p.ops.mixed:
+	case p.ops.merged:
 		p.ops.advanceMerged(p.merged())
-	case !p.ops.perPartition:
+	case p.ops.one():
 		p.ops.advance(0, p.merged())
 	}
 }

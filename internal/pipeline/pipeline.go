@@ -465,11 +465,11 @@ func (p *Processor) checkFuture(eventTime, now int64) error {
 // partition's watermark moves by it). An operator ignores a watermark
 // unless it went up.
 func (p *Processor) advance(partition int32) {
-	if p.ops.mixed {
+	if p.ops.merged {
 		p.ops.advanceMerged(p.merged()) // per record: no call unless it went up
 		return
 	}
-	if !p.ops.perPartition {
+	if p.ops.one() {
 		wm := p.merged()
 		p.ops.cur.Advance(wm) // per record: no call more than the operator's
 		for _, s := range p.ops.shared[1:] {
@@ -486,11 +486,11 @@ func (p *Processor) advance(partition int32) {
 // now: with one operator per partition, an idle partition's windows move
 // with it if idle_advance is on.
 func (p *Processor) advanceAll(now int64) {
-	if p.ops.mixed {
+	if p.ops.merged {
 		p.ops.advanceMerged(p.merged())
 		return
 	}
-	if !p.ops.perPartition {
+	if p.ops.one() {
 		p.ops.advance(0, p.merged())
 		return
 	}
@@ -575,7 +575,7 @@ func (p *Processor) Watermark() int64 { return p.ops.watermark() }
 // moved by idle_advance while the partition is idle.
 func (p *Processor) PartitionWatermark(partition int32) (wm int64, idle bool) {
 	wm, idle = p.ownMark(partition)
-	if p.ops.perPartition && p.part(partition) != nil {
+	if p.ops.ownWm && p.part(partition) != nil {
 		wm = p.ops.at(partition).Watermark()
 	}
 	return wm, idle
@@ -723,7 +723,7 @@ func (p *Processor) positionsUnwritten() {
 // its on-time records are judged against the others' watermark. The
 // other partitions' records keep being judged against the one they had.
 func (p *Processor) lowerFor(partition int32, wm int64) {
-	if p.ops.perPartition || wm >= p.ops.watermark() {
+	if p.ops.ownWm || wm >= p.ops.watermark() {
 		return // with a list per partition following its own watermark, the partition's starts afresh
 	}
 	var others []int32
@@ -738,66 +738,4 @@ func (p *Processor) lowerFor(partition int32, wm int64) {
 	}
 	p.ops.each(func(op windowing.Operator) { op.Rewind(wm, others) })
 	p.ops.lower(wm) // what the lists of the partitions' own follow (mergedWatermark)
-}
-
-// restore rebuilds an assigned partition from its changelog, read into r,
-// before any of its input: windows, fired revisions, watermark generator.
-// Windows already due at the current merged watermark fire. It returns
-// the offset input resumes from (-1: no position, the group's offset
-// rules) and what the restore found.
-func (p *Processor) restore(partition int32, r *state.Restorer, now int64) (state.Result, error) {
-	if pp := p.part(partition); pp == nil || pp.restored {
-		return state.Result{}, fmt.Errorf("partition %d is not waiting for its restore", partition)
-	}
-	dropped := int64(math.MinInt64)
-	if pos, ok := r.Position(); ok {
-		dropped = max(pos.Merged, pos.Floor)
-		// Its records were judged against its previous owner's watermark,
-		// and go on being so at least. If this instance's watermark is
-		// ahead of the partition's own, it goes back to it before the
-		// restored windows are judged due (the other partitions' records
-		// keep being judged against the one they had): else the
-		// partition's windows fire early and its on-time records are
-		// judged against the others' watermark.
-		p.lowerFor(partition, pos.Watermark)
-		p.ops.at(partition).SetFloor(partition, pos.Floor)
-	} else if p.sources != nil {
-		// A repartition partition no one committed yet: no source has
-		// reported to it, and its records were written before the
-		// markers that moved this instance's watermark (markers go to
-		// every partition): they are judged from minus infinity on, as
-		// its first owner would have judged them.
-		p.lowerFor(partition, math.MinInt64)
-	}
-	pos, hasPos := r.Position()
-	res, err := p.restoreGenerations(partition, r, dropped, pos, hasPos)
-	if err != nil {
-		return res, err
-	}
-	pp := &p.parts[partition]
-	pp.tag, pp.repairs, pp.restored = res.NextTag, res.Repairs, true
-	if res.HasPosition {
-		pp.next = res.Position.Offset
-		pp.written, pp.merged = res.Position.Offset, res.Position.Merged
-		if p.sources != nil {
-			p.sources.Restore(partition, res.Position.Sources)
-			pp.filteredMax = res.Position.MaxTimestamp
-		} else {
-			p.marks.Restore(partition, watermark.State{MaxTimestamp: res.Position.MaxTimestamp, Watermark: res.Position.Watermark}, now)
-			if res.Position.FilteredLead != 0 {
-				pp.filteredMax = res.Position.Latest()
-			}
-		}
-		if p.ops.perPartition {
-			// Its own watermark never goes down: it goes on from where
-			// its windows were (a stage-2 table does not say what
-			// idle_advance did; a generator's watermark is restored).
-			p.ops.advance(partition, res.Position.Merged)
-		}
-	}
-	if res.Stale > 0 || res.Spent > 0 {
-		pp.written = -2 // a stale writer's position may be the log's last: the next commit writes one
-	}
-	p.advance(partition)
-	return res, nil
 }

@@ -48,6 +48,12 @@ type Operator interface {
 	Restore(en *Entry, dropped int64) error
 	// FinishRestore ends the restore of the entries given since the last.
 	FinishRestore()
+	// StartAt sets the watermark of an operator that has fired nothing
+	// yet (made, restored, not finished) to wm without firing: as Advance
+	// before its first Restore would have. Restore does not depend on the
+	// watermark, so a restore can be built before the watermark it joins
+	// is known.
+	StartAt(wm int64)
 
 	// Stats returns what the operator has counted since it was made.
 	Stats() Stats

@@ -172,6 +172,14 @@ func newMarks() marks { return marks{wm: math.MinInt64, dropMax: math.MinInt64} 
 // before the first).
 func (m *marks) Watermark() int64 { return m.wm }
 
+// StartAt raises the watermark of an operator that has fired nothing yet
+// (made, its entries restored, FinishRestore not called) to wm, firing
+// nothing: as if Advance(wm) had come before its first Restore, so that
+// a restore can be built apart from the watermark it joins (the merged
+// one, known only when it is attached). FinishRestore then fires what
+// is due at wm.
+func (m *marks) StartAt(wm int64) { m.wm = max(m.wm, wm) }
+
 // Judged returns the watermark a record of partition p is judged against:
 // the watermark, or p's floor if higher.
 func (m *marks) Judged(p int32) int64 {
