@@ -91,57 +91,10 @@ func (p *Processor) fill(b *Built, r *state.Restorer, shared windowing.Operator)
 	if err != nil {
 		return err
 	}
-	plan, err := p.cfg.PlanAgainst(newestStored(stored))
-	if err != nil {
+	if err := p.operators(b, stored, shared); err != nil {
 		return err
 	}
-	b.rep = GenerationReport{Verdict: plan.Verdict, Stored: -1, Running: p.cfg.State.ConfigVersion, Changes: plan.Changes, Run: plan.Run}
-	if len(stored) > 0 {
-		b.rep.Stored = stored[len(stored)-1].Version
-	}
-	if plan.Verdict == config.Refused {
-		return plan.Refusal
-	}
-	known := len(stored) > 0 && stored[len(stored)-1].Known()
-	cutover := plan.Verdict == config.NewGeneration
-	b.known, b.cutover = known, cutover
-	if known {
-		if err := Refusal(p.cfg, plan, len(stored)); err != nil {
-			return err
-		}
-	}
-	var gens []*generation
-	var ops []windowing.Operator
-	switch {
-	case !known: // none, or a changelog written before generations: the config's settings
-		g := p.configGeneration()
-		if len(stored) == 1 && stored[0].Version != 0 {
-			g.Version = stored[0].Version
-		}
-		op := shared
-		if op == nil {
-			op = p.ops.fresh()
-		}
-		gens, ops = []*generation{g}, []windowing.Operator{op}
-	case shared != nil: // replay's one list, never restored in the service: the config's generation
-		g, _, err := p.storedGeneration(stored[0])
-		if err != nil {
-			return err
-		}
-		gens, ops = []*generation{g}, []windowing.Operator{shared}
-	default:
-		for i, sg := range stored {
-			g, op, err := p.storedGeneration(sg)
-			if err != nil {
-				return err
-			}
-			if i+1 < len(stored) {
-				op.CutOver(stored[i+1].Cutover) // before its first Restore
-			}
-			gens, ops = append(gens, g), append(ops, op)
-		}
-	}
-	b.gens, b.ops = gens, ops
+	known, cutover, gens, ops := b.known, b.cutover, b.gens, b.ops
 	byVersion := make(map[int64]int, len(gens))
 	for i, g := range gens {
 		byVersion[g.Version] = i
@@ -219,6 +172,65 @@ func (p *Processor) fill(b *Built, r *state.Restorer, shared windowing.Operator)
 		b.rep.Verdict = config.Unrecorded
 	}
 	return err
+}
+
+// operators decides with config.PlanAgainst what the config does to the
+// stored generations and gives each an operator (fill's first half; a
+// standby's built copy makes them once, warm.go). It notes in b the
+// generations, their operators and the report so far.
+func (p *Processor) operators(b *Built, stored []state.Generation, shared windowing.Operator) error {
+	plan, err := p.cfg.PlanAgainst(newestStored(stored))
+	if err != nil {
+		return err
+	}
+	b.rep = GenerationReport{Verdict: plan.Verdict, Stored: -1, Running: p.cfg.State.ConfigVersion, Changes: plan.Changes, Run: plan.Run}
+	if len(stored) > 0 {
+		b.rep.Stored = stored[len(stored)-1].Version
+	}
+	if plan.Verdict == config.Refused {
+		return plan.Refusal
+	}
+	known := len(stored) > 0 && stored[len(stored)-1].Known()
+	cutover := plan.Verdict == config.NewGeneration
+	b.known, b.cutover = known, cutover
+	if known {
+		if err := Refusal(p.cfg, plan, len(stored)); err != nil {
+			return err
+		}
+	}
+	var gens []*generation
+	var ops []windowing.Operator
+	switch {
+	case !known: // none, or a changelog written before generations: the config's settings
+		g := p.configGeneration()
+		if len(stored) == 1 && stored[0].Version != 0 {
+			g.Version = stored[0].Version
+		}
+		op := shared
+		if op == nil {
+			op = p.ops.fresh()
+		}
+		gens, ops = []*generation{g}, []windowing.Operator{op}
+	case shared != nil: // replay's one list, never restored in the service: the config's generation
+		g, _, err := p.storedGeneration(stored[0])
+		if err != nil {
+			return err
+		}
+		gens, ops = []*generation{g}, []windowing.Operator{shared}
+	default:
+		for i, sg := range stored {
+			g, op, err := p.storedGeneration(sg)
+			if err != nil {
+				return err
+			}
+			if i+1 < len(stored) {
+				op.CutOver(stored[i+1].Cutover) // before its first Restore
+			}
+			gens, ops = append(gens, g), append(ops, op)
+		}
+	}
+	b.gens, b.ops = gens, ops
+	return nil
 }
 
 // attach makes b partition's restore (docs/design.md#restore): the

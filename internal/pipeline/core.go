@@ -765,3 +765,19 @@ func (c *Core) partitionStats(id, local int32) ready.PartitionStats {
 	}
 	return ps
 }
+
+// Warm returns an empty standby copy of window state partition id's
+// state, kept as built window state (docs/design.md "Standby state"):
+// the shell adds the changelog's records to w.Restorer() and calls Drain.
+func (c *Core) Warm(id int32) *Warm { return c.win.newWarm(id) }
+
+// Drain builds into w the entries its records committed since the last
+// Drain. Like Build it reads only what NewCore set: any goroutine, beside
+// any other method of c. After an error (w.Err) the copy is made again.
+func (c *Core) Drain(w *Warm) error { return c.win.drain(w) }
+
+// BuildWarm is Build for a partition taken over from its copy w, whose
+// Restorer the takeover read the changelog's tail into: only the tail's
+// entries go into the operators, which hold the rest. w is spent after
+// it. Attach attaches the Built.
+func (c *Core) BuildWarm(w *Warm) *Built { return c.win.buildWarm(w) }

@@ -90,3 +90,10 @@ func (p *Processor) Unrestored() []int32 { return p.unrestored() }
 func (p *Processor) Build(partition int32, r *state.Restorer) *Built { return p.build(partition, r) }
 
 func (p *Processor) Attach(b *Built, now int64) (state.Result, error) { return p.attach(b, now) }
+
+// Warm, Drain and BuildWarm are Core's, on the Processor.
+func (p *Processor) Warm(partition int32) *Warm { return p.newWarm(partition) }
+
+func (p *Processor) Drain(w *Warm) error { return p.drain(w) }
+
+func (p *Processor) BuildWarm(w *Warm) *Built { return p.buildWarm(w) }

@@ -67,16 +67,13 @@ func (r *Restorer) Drain(fn func(gen int64, en *windowing.Entry) error) error {
 			if key[1] == kindGeneration {
 				continue // Generations reads it
 			}
-			var err error
-			if a.tombstone(p.ref) {
-				err = decodeID(key, &en)
+			gen, err := EntryOf(key, &en)
+			switch {
+			case err != nil:
+			case a.tombstone(p.ref):
 				en.Deleted = true
-			} else {
+			default:
 				err = decode(key, value, &en)
-			}
-			gen := int64(VersionOne)
-			if key[0] == keyGenerations {
-				gen = int64(binary.BigEndian.Uint64(key[6:14]) ^ 1<<63)
 			}
 			if err == nil {
 				err = fn(gen, &en)
@@ -135,4 +132,17 @@ func (r *Restorer) FinishDrained(fn func(gen int64, en *windowing.Entry) error, 
 		})
 	}
 	return res, nil
+}
+
+// EntryOf fills en's identity (Kind, Partition, ID, Split, Start) from a
+// slice or window record's key, as Drain hands it over, and returns its
+// generation (VersionOne for a version-1 key); en.ID is a view of key.
+func EntryOf(key []byte, en *windowing.Entry) (gen int64, err error) {
+	if err := decodeID(key, en); err != nil {
+		return 0, err
+	}
+	if key[0] == keyGenerations {
+		return int64(binary.BigEndian.Uint64(key[6:14]) ^ 1<<63), nil
+	}
+	return VersionOne, nil
 }

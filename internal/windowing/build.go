@@ -29,6 +29,10 @@ type Builder interface {
 	// tombstones go in the next Changes, as Restore's would. Call
 	// FinishRestore after it.
 	Prune(dropped int64)
+	// Held fills en, whose identity is set, with the entry the operator
+	// holds of it (the value a repair of its key writes again), and
+	// reports whether it holds one.
+	Held(en *Entry) bool
 }
 
 var _ Builder = (*Engine)(nil)
@@ -275,4 +279,45 @@ func (e *Engine) Prune(dropped int64) {
 	if invariants {
 		e.check()
 	}
+}
+
+// Held fills en, whose identity (Kind, Partition, ID, Split, Start) is
+// set, with the entry e holds of it, as Changes would hand it out, and
+// reports whether e holds one (a sliding window whose revision is 0 has
+// none). Its slices are lent until e changes.
+func (e *Engine) Held(en *Entry) bool {
+	ki, k := e.heldKey(en)
+	if k == nil {
+		return false
+	}
+	switch en.Kind {
+	case SliceEntry:
+		var pi int32 = noPane
+		if e.tumbling {
+			if prev, _ := e.seek(k, en.Start); prev != noPane && e.pool.hdr(prev).start == en.Start {
+				pi = prev
+			}
+		} else if j, ok := e.findPaneIn(e.slideOf(ki), en.Start); ok {
+			pi = e.slideOf(ki).panes.live()[j]
+		}
+		if pi == noPane {
+			return false
+		}
+		e.sliceEntry(en, k, pi)
+		return true
+	case WindowEntry:
+		if e.tumbling {
+			return false
+		}
+		sk := e.slideOf(ki)
+		j, ok := sk.findWin(en.Start, e.slide)
+		if !ok || sk.wins.live()[j].rev == 0 {
+			return false
+		}
+		w := sk.wins.live()[j]
+		*en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev),
+			EarlyOnly: w.flags&flagFired == 0}
+		return true
+	}
+	return false
 }
