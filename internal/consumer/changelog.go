@@ -65,6 +65,9 @@ type partRead struct {
 	// on an open transaction stopped.
 	base   int
 	copied bool
+	// warm is the standby copy's built state (copied): the read's tail
+	// goes into r, its Restorer, and finish builds it (Core.BuildWarm).
+	warm *pipeline.Warm
 	// records is how many records this read added to r (finish notes
 	// it before r is spent).
 	records int

@@ -18,7 +18,11 @@ package consumer
 //     across no changelog read (a restore takes it per fetch, to hand the
 //     core the records) and across no kgo call that waits for a
 //     rebalance callback (PollRecords, LeaveGroup, Close).
-//  3. Leaves, under which no other lock is taken: revocations.mu (the
+//  3. standbyCopy.build, one per standby copy: its built state (the
+//     copy's pipeline.Warm and its Restorer). The copies' reader holds it
+//     to add a fetch's records and build them, a restore to take the
+//     copy over (after Consumer.mu); standbys.mu is taken under it.
+//  4. Leaves, under which no other lock is taken: revocations.mu (the
 //     rebalance callbacks' queue: with exactly_once kgo runs them while it
 //     holds the lock that ending a transaction takes, and the engine
 //     goroutine ends transactions holding Consumer.mu, so they take this
@@ -37,6 +41,7 @@ package consumer
 const (
 	rankPolling = iota + 1
 	rankMu
+	rankCopy
 	rankLeaf
 )
 

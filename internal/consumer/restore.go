@@ -29,14 +29,20 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	// read stalled on an open transaction from where it stopped: only
 	// the changelog's tail is read.
 	from := map[int32]*partRead{}
+	copies := map[*partition]*standbyCopy{}
 	for _, p := range ps {
 		if b := c.blocked[p.id]; b != nil && b.read != nil {
 			from[p.id], b.read = b.read, nil
-		} else if sb := c.takeStandby(p.id); sb != nil {
-			from[p.id] = goOn(p, sb.Restorer(), sb.Next(), true)
+		} else if cp := c.takeStandby(p.id); cp != nil {
+			copies[p] = cp
 		}
 	}
 	c.mu.Unlock()
+	for p, cp := range copies { // the copies' reader may be building one: not under c.mu
+		if pr := c.claimStandby(p, cp); pr != nil {
+			from[p.id] = pr
+		}
+	}
 	if len(ps) == 0 {
 		return nil
 	}
@@ -50,7 +56,7 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		pr.records = pr.r.Records() - pr.base
 		var b *pipeline.Built
 		if !pr.p.dropped.Load() {
-			b = c.core.Build(pr.p.id, pr.r)
+			b = c.build(pr)
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -66,7 +72,9 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		for _, p := range ps {
 			if s, ok := stalled[p.id]; ok && c.current(p) {
 				pr := cr.parts[p.id]
-				c.block(p, s, goOn(p, pr.r, pr.next, pr.copied))
+				next := goOn(p, pr.r, pr.next, pr.copied)
+				next.warm = pr.warm
+				c.block(p, s, next)
 			}
 		}
 	}
@@ -87,6 +95,15 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 	return nil
 }
 
+// build is the first half of pr's restore (Core.Build): from the copy's
+// built state if pr goes on from a standby copy. Off c.mu.
+func (c *Consumer) build(pr *partRead) *pipeline.Built {
+	if pr.warm != nil {
+		return c.core.BuildWarm(pr.warm)
+	}
+	return c.core.Build(pr.p.id, pr.r)
+}
+
 // restoreSum is what one restore restored.
 type restoreSum struct{ partitions, records, entries int }
 
@@ -100,7 +117,7 @@ func (c *Consumer) finishRestore(ctx context.Context, pr *partRead, b *pipeline.
 		return resume{}, false, nil
 	}
 	if b == nil { // dropped while read, and assigned again: a partition of its own, current
-		b = c.core.Build(p.id, pr.r)
+		b = c.build(pr)
 	}
 	res, err := c.core.Attach(b, c.nowMs())
 	if err != nil {
@@ -115,10 +132,16 @@ func (c *Consumer) finishRestore(ctx context.Context, pr *partRead, b *pipeline.
 	sum.partitions, sum.records, sum.entries = sum.partitions+1, sum.records+records, sum.entries+res.Entries
 	c.m.RestoredRecords.Add(float64(records))
 	if pr.copied {
+		tail := res.Entries
+		if pr.warm != nil {
+			tail = pr.warm.Tail()
+		}
 		c.m.Restores.WithLabelValues("standby").Inc()
+		c.m.StandbyEntries.WithLabelValues("takeover").Add(float64(tail))
+		c.m.StandbyEntries.WithLabelValues("copy").Add(float64(max(res.Entries-tail, 0)))
 		c.log.Info().Str("topic", p.tp.topic).Int32("partition", p.tp.partition).Int32("changelog_partition", p.id).
-			Int64("changelog_offset", pr.start).Int("changelog_records", records).Int("entries", res.Entries).
-			Msg("partition taken over from its standby copy: only the changelog's tail was read")
+			Int64("changelog_offset", pr.start).Int("changelog_records", records).Int("entries", res.Entries).Int("built_entries", tail).
+			Msg("partition taken over from its standby copy: only the changelog's tail was read, and built")
 	} else {
 		c.m.Restores.WithLabelValues("changelog").Inc()
 	}

@@ -49,12 +49,19 @@ type standbys struct {
 	wake   chan struct{}  // size 1: the reader has partitions to start
 }
 
-// standbyCopy is one copy: its partition and progress, and whether it
-// warms up for a partition that moves here once it is caught up.
+// standbyCopy is one copy: its partition and progress, its built state,
+// and whether it warms up for a partition that moves here once it is
+// caught up.
 type standbyCopy struct {
-	tp   placement.Partition
-	s    *state.Standby
-	warm bool
+	tp placement.Partition
+	s  *state.Standby // its progress, under standbys.mu; its records go into w.Restorer()
+	// build guards w (and s's Restorer): the reader holds it to add a
+	// fetch's records and build them (Core.Drain, off Consumer.mu and
+	// standbys.mu), a takeover to take the copy (taken).
+	build invariants.Mutex
+	w     *pipeline.Warm
+	taken bool
+	warm  bool
 	// asked: a rebalance was asked for once it caught up, and not again
 	// before askAgain.
 	asked    bool
@@ -107,7 +114,8 @@ func (c *Consumer) reconcileStandbys() {
 			have.warm = cp.WarmUp
 			continue
 		}
-		sb.copies[id] = &standbyCopy{tp: cp.Partition, s: state.NewStandby(0, now), warm: cp.WarmUp}
+		sb.copies[id] = c.newCopy(id, cp.Partition, now)
+		sb.copies[id].warm = cp.WarmUp
 		sb.start[id] = true
 		c.log.Debug().Str("topic", cp.Topic).Int32("partition", cp.Partition.Partition).Int32("changelog_partition", id).
 			Bool("warm_up", cp.WarmUp).Msg("standby copy started")
@@ -120,6 +128,15 @@ func (c *Consumer) reconcileStandbys() {
 	}
 }
 
+// newCopy returns an empty copy of changelog partition id, read from its
+// start.
+func (c *Consumer) newCopy(id int32, tp placement.Partition, now int64) *standbyCopy {
+	w := c.core.Warm(id)
+	cp := &standbyCopy{tp: tp, s: state.NewStandbyOf(w.Restorer(), 0, now), w: w}
+	cp.build.Init(&c.locks, rankCopy, "standbyCopy.build")
+	return cp
+}
+
 // drop forgets the copy of changelog partition id. sb.mu is held.
 func (sb *standbys) drop(id int32) {
 	delete(sb.copies, id)
@@ -130,9 +147,10 @@ func (sb *standbys) drop(id int32) {
 	sb.stop = append(sb.stop, id)
 }
 
-// take hands the copy of changelog partition id over to its partition's
-// restore, which reads from its Next on; nil if there is none.
-func (c *Consumer) takeStandby(id int32) *state.Standby {
+// takeStandby takes the copy of changelog partition id away from the
+// copies, for its partition's restore (which claims it: claimStandby);
+// nil if there is none. Consumer.mu may be held.
+func (c *Consumer) takeStandby(id int32) *standbyCopy {
 	sb := c.standby
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
@@ -143,7 +161,24 @@ func (c *Consumer) takeStandby(id int32) *state.Standby {
 	sb.drop(id)
 	c.m.StandbyLagRecords.DeleteLabelValues(strconv.Itoa(int(id)))
 	c.m.StandbyLagSeconds.DeleteLabelValues(strconv.Itoa(int(id)))
-	return cp.s
+	return cp
+}
+
+// claimStandby waits for the reader to be done with cp, taken away
+// (takeStandby), and returns the read of p that goes on from it: only
+// the changelog's tail is read, into the copy's built state. nil if the
+// copy cannot go on (its restore reads the changelog from its start).
+// Consumer.mu is not held: the reader may be building a fetch.
+func (c *Consumer) claimStandby(p *partition, cp *standbyCopy) *partRead {
+	cp.build.Lock()
+	defer cp.build.Unlock()
+	cp.taken = true
+	if err := cp.w.Err(); err != nil {
+		return nil
+	}
+	pr := goOn(p, cp.w.Restorer(), cp.s.Next(), true)
+	pr.warm = cp.w
+	return pr
 }
 
 // copyLags are the copies and how many changelog records each is behind
@@ -271,37 +306,79 @@ func (c *Consumer) tailStandbys(ctx context.Context) {
 	}
 }
 
-// addStandbyRecords adds a fetch's records to their copies, still held.
+// addStandbyRecords adds a fetch's records to their copies, still held,
+// and builds what they committed into each copy's windows (Core.Drain):
+// each copy under its build lock, standbys.mu only to look the copies up
+// and move their progress. A copy whose records do not read is dropped
+// (a restore of its partition reads the changelog from its start and
+// says why); one whose build fails, or must be made again (the owner cut
+// over to a new generation), starts again from the changelog's start.
 func (c *Consumer) addStandbyRecords(fs kgo.Fetches) {
+	sb := c.standby
+	type fetched struct {
+		cp *standbyCopy
+		fp kgo.FetchTopicPartition
+	}
+	var got []fetched
+	sb.mu.Lock()
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if cp := sb.copies[fp.Partition]; cp != nil && cp.reading && fp.Err == nil {
+			got = append(got, fetched{cp, fp})
+		}
+	})
+	sb.mu.Unlock()
+	for _, f := range got {
+		c.buildStandby(f.cp, f.fp)
+	}
+}
+
+// buildStandby adds fp's records to cp and builds them.
+func (c *Consumer) buildStandby(cp *standbyCopy, fp kgo.FetchTopicPartition) {
+	cp.build.Lock()
+	defer cp.build.Unlock()
+	if cp.taken {
+		return
+	}
 	sb := c.standby
 	now := c.nowMs()
 	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		cp := sb.copies[fp.Partition]
-		if cp == nil || !cp.reading || fp.Err != nil {
+	if sb.copies[fp.Partition] != cp { // dropped meanwhile
+		sb.mu.Unlock()
+		return
+	}
+	for _, r := range fp.Records {
+		if r.Attrs.IsControl() {
+			cp.s.Skip(r.Offset)
+			continue
+		}
+		var tag []byte
+		for _, h := range r.Headers {
+			if h.Key == pipeline.TagHeader {
+				tag = h.Value
+			}
+		}
+		if err := cp.s.Add(r.Offset, r.Key, r.Value, tag); err != nil {
+			c.log.Error().Err(err).Str("changelog_topic", r.Topic).Int32("changelog_partition", r.Partition).Int64("offset", r.Offset).
+				Msg("a standby copy's changelog record does not read: the copy is dropped")
+			sb.drop(fp.Partition)
+			sb.mu.Unlock()
 			return
 		}
-		for _, r := range fp.Records {
-			if r.Attrs.IsControl() {
-				cp.s.Skip(r.Offset)
-				continue
-			}
-			var tag []byte
-			for _, h := range r.Headers {
-				if h.Key == pipeline.TagHeader {
-					tag = h.Value
-				}
-			}
-			if err := cp.s.Add(r.Offset, r.Key, r.Value, tag); err != nil {
-				c.log.Error().Err(err).Str("changelog_topic", r.Topic).Int32("changelog_partition", r.Partition).Int64("offset", r.Offset).
-					Msg("a standby copy's changelog record does not read: the copy is dropped")
-				sb.drop(fp.Partition)
-				return
-			}
+	}
+	cp.s.Seen(fp.LastStableOffset, now)
+	sb.mu.Unlock()
+	if err := c.core.Drain(cp.w); err != nil {
+		c.log.Warn().Err(err).Str("changelog_topic", fp.Topic).Int32("changelog_partition", fp.Partition).
+			Msg("a standby copy's windows cannot be built on: the copy starts again from the changelog's start")
+		sb.mu.Lock()
+		if sb.copies[fp.Partition] == cp {
+			fresh := c.newCopy(fp.Partition, cp.tp, now)
+			fresh.warm, fresh.asked, fresh.askAgain = cp.warm, cp.asked, cp.askAgain
+			sb.drop(fp.Partition)
+			sb.copies[fp.Partition], sb.start[fp.Partition] = fresh, true
 		}
-		cp.s.Seen(fp.LastStableOffset, now)
-	})
+		sb.mu.Unlock()
+	}
 }
 
 // seenStandbyEnds tells the copies their partitions' last stable offsets.

@@ -47,6 +47,9 @@ type Metrics struct {
 	StandbyLagRecords *prometheus.GaugeVec   // {partition}: changelog records a standby copy is behind
 	StandbyLagSeconds *prometheus.GaugeVec   // {partition}: the age of the oldest changelog end a copy has not reached
 	Restores          *prometheus.CounterVec // {from}: partitions restored, from a standby copy or from the changelog's start
+	// {at}: window state entries of the partitions taken over from standby
+	// copies: built by the copy before the takeover, or at it (the tail's)
+	StandbyEntries *prometheus.CounterVec
 
 	// source.partitioning repartition (docs/scaling.md#the-repartition-stage).
 	RepartitionBytes prometheus.Counter // key, value and header bytes of the records stage 1 wrote
@@ -163,6 +166,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "aggregator_restores_total",
 			Help: "State partitions restored, by from: standby (a standby copy, reading the changelog's tail) or changelog (reading it from its start).",
 		}, []string{"from"}),
+		StandbyEntries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "aggregator_standby_takeover_entries_total",
+			Help: "Window state entries of the state partitions taken over from a standby copy, by at: copy (built by the copy as the changelog committed them) or takeover (built at the takeover: the changelog's tail's, or every entry of a copy that keeps records).",
+		}, []string{"at"}),
 		RestoredRecords: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_restored_records_total",
 			Help: "Changelog records read while restoring state.",
@@ -229,6 +236,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.RepartitionRecords.WithLabelValues("partial")
 	for _, from := range []string{"standby", "changelog"} {
 		m.Restores.WithLabelValues(from)
+	}
+	for _, at := range []string{"copy", "takeover"} {
+		m.StandbyEntries.WithLabelValues(at)
 	}
 	for _, name := range firings {
 		m.Firings.WithLabelValues(name)

@@ -41,6 +41,9 @@ type Warm struct {
 	// and no later record of theirs put back: the next commit deletes them.
 	spent map[string]bool
 	err   error
+	// handed counts the entries (puts and deletions) Drain handed the
+	// operators; tail those BuildWarm did, at the takeover.
+	handed, tail int
 }
 
 // ErrRebuild is wrapped by a Warm's error when the generations its
@@ -71,6 +74,11 @@ func (w *Warm) Restorer() *state.Restorer { return w.r }
 // Built reports whether the copy is built window state (else it keeps
 // the changelog's records, as a Restorer does).
 func (w *Warm) Built() bool { return w.built }
+
+// Tail returns how many entries (puts and deletions) the takeover built
+// (BuildWarm): the changelog tail's, or, for a copy that is not built
+// or was never drained, every one.
+func (w *Warm) Tail() int { return w.tail }
 
 // Err is why the copy cannot go on: a changelog that does not fit the
 // windows, a refused config, or generations that changed. The shell
@@ -164,6 +172,7 @@ func (w *Warm) update(gen int64, en *windowing.Entry) error {
 	if err != nil {
 		return err
 	}
+	w.handed++
 	key := string(state.AppendKey(nil, en))
 	err = w.b.ops[i].(windowing.Builder).Update(en)
 	if errors.Is(err, windowing.ErrSpent) {
@@ -215,7 +224,9 @@ func (w *Warm) committed(key []byte) ([]byte, error) {
 // built now, as Build builds a restore.
 func (p *Processor) buildWarm(w *Warm) *Built {
 	if !w.built {
-		return p.build(w.partition, w.r)
+		b := p.build(w.partition, w.r)
+		w.tail = b.res.Entries
+		return b
 	}
 	b := &Built{partition: w.partition}
 	if w.err == nil {
@@ -227,8 +238,10 @@ func (p *Processor) buildWarm(w *Warm) *Built {
 		b.err = w.err
 		return b
 	}
-	if w.b == nil { // an empty changelog: nothing to build
-		return p.build(w.partition, w.r)
+	if w.b == nil { // no generation yet: nothing committed to build
+		b := p.build(w.partition, w.r)
+		w.tail = b.res.Entries
+		return b
 	}
 	stored, err := w.r.Generations() // the latest run settings and dropped bounds
 	if err != nil {
@@ -263,7 +276,9 @@ func (p *Processor) buildWarm(w *Warm) *Built {
 		}
 		gone[i] = p.keepDropped(w.partition, b.gens[i], op, sg, b.dropped())
 	}
+	before := w.handed
 	res, err := w.r.FinishDrained(w.update, w.committed)
+	w.tail = w.handed - before
 	for i, op := range b.ops {
 		op.(windowing.Builder).Prune(gone[i])
 	}

@@ -30,7 +30,7 @@ import (
 const VersionOne = math.MinInt64
 
 var (
-	errDraining    = errors.New("restorer: a draining restorer ends with FinishDrained")
+	errDraining    = errors.New("restorer: a Restorer that Drain handed entries from ends with FinishDrained")
 	errNotDraining = errors.New("restorer: Drain on a restorer not made by NewDraining")
 )
 
@@ -83,6 +83,7 @@ func (r *Restorer) Drain(fn func(gen int64, en *windowing.Entry) error) error {
 				return err
 			}
 			a.markDrained(p.ref)
+			r.handed = true
 		}
 	}
 	clear(r.fresh)

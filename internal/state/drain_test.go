@@ -167,13 +167,22 @@ func TestDrainForgetsValues(t *testing.T) {
 	}
 }
 
-// TestDrainMisuse: Drain needs NewDraining, and a draining Restorer ends
-// with FinishDrained.
+// TestDrainMisuse: Drain needs NewDraining, and a Restorer that Drain
+// handed entries from ends with FinishDrained.
 func TestDrainMisuse(t *testing.T) {
 	if err := state.NewRestorer().Drain(newBuilt().apply); err == nil {
 		t.Error("Drain on NewRestorer() = nil, want an error")
 	}
-	if _, err := state.NewDraining().FinishGenerations(func(int64, *windowing.Entry) error { return nil }); err == nil {
-		t.Error("FinishGenerations on NewDraining() = nil, want an error")
+	r := state.NewDraining()
+	for _, x := range []rec{put("a", 0, 1, 1), posRec(1, 0)} {
+		if err := r.Add(x.key, x.value, x.tag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Drain(newBuilt().apply); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.FinishGenerations(func(int64, *windowing.Entry) error { return nil }); err == nil {
+		t.Error("FinishGenerations after a Drain handed an entry = nil, want an error")
 	}
 }

@@ -54,6 +54,7 @@ type Restorer struct {
 	// commit (NewDraining, Drain); fresh are the records committed since
 	// the last Drain, in log order.
 	draining bool
+	handed   bool // Drain handed an entry over: FinishDrained ends it
 	fresh    []recordRef
 	// gens caches Generations until the next Add.
 	gens        []Generation
@@ -426,7 +427,7 @@ func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) err
 			legacyGen = g.Version
 		}
 	}
-	if r.draining {
+	if r.handed {
 		return Result{}, errDraining
 	}
 	if res.Repairs, err = r.repairs(res.NextTag, nil); err != nil {

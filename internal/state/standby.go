@@ -26,8 +26,12 @@ const maxSeen = 64
 
 // NewStandby returns an empty copy that reads from offset from (the
 // changelog partition's start), made at now (ms).
-func NewStandby(from, now int64) *Standby {
-	return &Standby{r: NewRestorer(), next: from, made: now}
+func NewStandby(from, now int64) *Standby { return NewStandbyOf(NewRestorer(), from, now) }
+
+// NewStandbyOf is NewStandby whose records go into r (a draining one, for
+// a copy kept as built window state).
+func NewStandbyOf(r *Restorer, from, now int64) *Standby {
+	return &Standby{r: r, next: from, made: now}
 }
 
 // Add takes the record at offset (tag: the value of its TagHeader
