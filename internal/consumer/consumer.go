@@ -460,15 +460,17 @@ func (c *Consumer) groupOpts() []kgo.Opt {
 	)
 }
 
-// heartbeatInterval is how often the member heartbeats: a twentieth of
+// heartbeatInterval is how often the member heartbeats: a fiftieth of
 // the session timeout, from 100 ms to 1 s (kgo's default is 3 s). A
-// rebalance reaches a member with its next heartbeat's answer, so when a
-// member dies the survivors hear of it up to an interval after its
-// session expired: at 500 ms for a 10 s timeout, a takeover waits at most
-// the session timeout and half a second (docs/scaling.md#standby-state),
-// for two heartbeats a second to the coordinator from each member.
+// member's session expires the timeout after its last heartbeat, at most
+// an interval before it died, and a rebalance reaches the survivors with
+// their next heartbeat's answer, at most an interval after: a takeover
+// waits the session timeout, give or take an interval
+// (docs/scaling.md#standby-state). At 200 ms for a 10 s timeout that is
+// five heartbeats a second to the coordinator from each member (a
+// twentieth, 500 ms, left 10.0–10.5 s to the detection alone).
 func heartbeatInterval(session time.Duration) time.Duration {
-	return min(max(session/20, 100*time.Millisecond), time.Second)
+	return min(max(session/50, 100*time.Millisecond), time.Second)
 }
 
 // repartitionFromStart starts stage 2 at the earliest retained record of
