@@ -32,6 +32,10 @@ type arena struct {
 	// chain holds any more (superseded): compact reclaims them.
 	bytes, deadBytes int64
 	minWaste         int64 // the dead bytes below which compact is not worth it
+	// firstSize is the size of the first chunk: compact's copy starts
+	// with one that holds what it copies (up to maxChunk), not a small
+	// one doubling, which would leave up to half of the chunks empty.
+	firstSize int
 }
 
 // ref names a record: its chunk's index above its offset in the chunk.
@@ -230,7 +234,7 @@ func (a *arena) append(key, value []byte, tag uint64, prev ref, flags uint8) ref
 	}
 	last := len(a.chunks) - 1
 	if last < 0 || cap(a.chunks[last])-len(a.chunks[last]) < n {
-		size := firstChunk
+		size := max(firstChunk, a.firstSize)
 		if last >= 0 {
 			size = min(2*cap(a.chunks[last]), maxChunk)
 		}
@@ -344,11 +348,18 @@ func (a *arena) free() {
 // than the live ones, and minWaste at least.
 func (a *arena) wasteful() bool { return a.deadBytes >= a.minWaste && 2*a.deadBytes > a.bytes }
 
+// drainedWaste reports whether a draining Restorer's arena is worth
+// compacting after a drain: a quarter of it dead, and minWaste at least.
+// A drained record's value is most of its bytes but not all (its key,
+// tag and links stay): at wasteful's half, an arena drained whole would
+// never be compacted.
+func (a *arena) drainedWaste() bool { return a.deadBytes >= a.minWaste && 4*a.deadBytes > a.bytes }
+
 // compact copies every chain into a new arena, oldest record first, and
 // leaves out the keys whose one record drop says to. moved maps refs to
 // keep track of to their new refs (noRef if dropped).
 func (a *arena) compact(moved map[ref]ref, drop func(ref) bool) {
-	n := arena{seed: a.seed, minWaste: a.minWaste}
+	n := arena{seed: a.seed, minWaste: a.minWaste, firstSize: int(min(a.bytes-a.deadBytes, maxChunk))}
 	n.slots = make([]uint64, max(minSlots, 1<<bits.Len(uint(a.keys*4/3+1))))
 	var chain []ref
 	for _, s := range a.slots {

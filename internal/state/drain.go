@@ -89,7 +89,7 @@ func (r *Restorer) Drain(fn func(gen int64, en *windowing.Entry) error) error {
 	clear(r.fresh)
 	r.fresh = r.fresh[:0]
 	for _, windows := range []bool{false, true} {
-		if r.arena(windows).wasteful() {
+		if r.arena(windows).drainedWaste() {
 			r.compact(windows)
 		}
 	}

@@ -131,13 +131,21 @@ func TestDrainMatchesFinish(t *testing.T) {
 }
 
 // TestDrainForgetsValues: a draining Restorer that tails a changelog
-// writing its keys again and again keeps their keys, not their values.
+// writing its keys again and again keeps their keys, not their values,
+// whether they are large or about the size of a key.
 func TestDrainForgetsValues(t *testing.T) {
-	big := make([]float64, 64) // a slice of 64 sums: about 520 bytes a value
+	for _, nums := range []int{64, 2} {
+		t.Run(fmt.Sprintf("%d sums", nums), func(t *testing.T) { drainForgets(t, nums) })
+	}
+}
+
+func drainForgets(t *testing.T, nums int) {
+	big := make([]float64, nums)
 	tag := uint64(1)
+	// run returns the bytes r holds at the end: drained after each
+	// commit, or not.
 	run := func(r *state.Restorer, drain bool) int64 {
 		b := newBuilt()
-		var peak int64
 		for round := range 20 {
 			for k := range 10_000 {
 				en := sliceEn(fmt.Sprint("k", k), 0, int64(1+round%9))
@@ -157,13 +165,13 @@ func TestDrainForgetsValues(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			peak = max(peak, r.Bytes())
 		}
-		return peak
+		return r.Bytes()
 	}
-	whole, drained := run(state.NewRestorer(), false), run(state.NewDraining(), true)
-	if drained*4 > whole {
-		t.Errorf("10,000 keys of 520-byte values: a draining Restorer peaks at %d bytes, one that keeps the values at %d; want a quarter at most", drained, whole)
+	whole, drained := run(state.NewRestorerCompacting(1), false), run(state.NewDrainingCompacting(1), true)
+	t.Logf("10,000 keys of %d sums: %d bytes drained, %d whole", nums, drained, whole)
+	if want := map[int]int64{64: 8, 2: 2}[nums]; drained*want >= whole {
+		t.Errorf("10,000 keys of %d sums: a draining Restorer holds %d bytes, one that keeps the values %d; want less than 1/%d", nums, drained, whole, want)
 	}
 }
 
