@@ -22,9 +22,9 @@ import (
 // Core.Attach attaches as any: the windows are built already, and only
 // the tail's entries go in then.
 //
-// Windows the engine runs (tumbling, sliding, calendar) are built;
-// session, global and count windows keep the changelog's records, as a
-// restore reads them (Warm.Built false), and are built at the takeover.
+// Tumbling, sliding, calendar, session and global windows are built;
+// count windows keep the changelog's records, as a restore reads them
+// (Warm.Built false), and are built at the takeover.
 // A Warm is not safe for concurrent use.
 type Warm struct {
 	partition int32
@@ -56,7 +56,7 @@ var ErrRebuild = errors.New("the changelog's generations changed since the copy'
 func (p *Processor) newWarm(partition int32) *Warm {
 	w := &Warm{partition: partition, spent: map[string]bool{}}
 	switch WindowSpec(p.cfg).Kind {
-	case windowing.KindTumbling, windowing.KindSliding, windowing.KindCalendar:
+	case windowing.KindTumbling, windowing.KindSliding, windowing.KindCalendar, windowing.KindSession, windowing.KindGlobal:
 		w.built = !p.ops.one()
 	}
 	if w.built {

@@ -321,3 +321,107 @@ func (e *Engine) Held(en *Entry) bool {
 	}
 	return false
 }
+
+var _ Builder = (*Sessions)(nil)
+
+// Update is Builder.Update for sessions: a put takes away the key's
+// session at its start and the sessions its window intersects (a merge:
+// the changelog deletes the absorbed ones in the same commit, which may
+// come later in the batch), then restores it; a deletion takes the
+// session away. The key's timer entries stay: an entry whose session is
+// gone moves on when it comes up, as one a merge left does.
+func (s *Sessions) Update(en *Entry) error {
+	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
+		return fmt.Errorf("restore: malformed key %q", en.ID)
+	}
+	if en.Kind != SessionEntry {
+		if en.Deleted {
+			return nil
+		}
+		return s.Restore(en, math.MinInt64) // says what is wrong with it
+	}
+	key := en.ID[en.Split:]
+	if ki, ent := s.keys.find(en.Partition, s.keys.hash(en.Partition, key), key); ent != nil {
+		k := &ent.ext
+		i, j := slices.IndexFunc(k.sess, func(x session) bool { return x.start == en.Start }), -1
+		if i >= 0 {
+			j = i + 1
+		}
+		if !en.Deleted && en.End > en.Start {
+			if a, b, _ := intersecting(k.sess, Window{Start: en.Start, End: en.End}); a != b {
+				if i < 0 {
+					i, j = a, b
+				}
+				i, j = min(i, a), max(j, b)
+			}
+		}
+		if i >= 0 {
+			for _, x := range k.sess[i:j] {
+				s.pool.freePane(x.pane)
+				s.open--
+			}
+			k.sess = slices.Delete(k.sess, i, j)
+			s.releaseIfDone(ki)
+		}
+	}
+	if en.Deleted {
+		return nil
+	}
+	return s.Restore(en, math.MinInt64)
+}
+
+// Prune is Builder.Prune for sessions: the drop of fireDueUntil at
+// dropped, without its Final firings, and the keys it leaves without
+// sessions or timer entries freed.
+func (s *Sessions) Prune(dropped int64) {
+	gone := len(s.changes.gone)
+	for s.clean.due(dropped) {
+		t := s.clean.head()
+		k := s.keys.ext(t.key)
+		next := int64(noTimer)
+		if k.cleanAt == t.at {
+			kept := k.sess[:0]
+			for _, x := range k.sess {
+				if c := x.window().CleanupTime(s.lateness); c > dropped {
+					next = min(next, c)
+					kept = append(kept, x)
+					continue
+				}
+				s.dropped(s.keys.at(t.key), &x)
+				s.pool.freePane(x.pane)
+				s.open--
+			}
+			k.sess = kept
+			k.cleanAt = next
+		}
+		s.clean.next(next, &k.timers)
+		s.releaseIfDone(t.key)
+	}
+	s.nextDue = min(s.fire.top(), s.clean.top())
+	if !s.track {
+		s.changes.gone = s.changes.gone[:gone] // Restore notes them only when tracking
+	}
+	if invariants {
+		s.check()
+	}
+}
+
+// Held is Builder.Held for sessions.
+func (s *Sessions) Held(en *Entry) bool {
+	if en.Kind != SessionEntry {
+		return false
+	}
+	key := en.ID[en.Split:]
+	_, ent := s.keys.find(en.Partition, s.keys.hash(en.Partition, key), key)
+	if ent == nil {
+		return false
+	}
+	m := slices.IndexFunc(ent.ext.sess, func(x session) bool { return x.start == en.Start })
+	if m < 0 {
+		return false
+	}
+	x := ent.ext.sess[m]
+	s.pool.entry(en, SessionEntry, &ent.keyState, x.pane)
+	en.End = x.end
+	return true
+}

@@ -29,6 +29,15 @@ var builtCombos = []struct {
 	{"sliding 10 panes offset lateness", windowing.EarlySpec{}},
 	{"sliding 12 panes on_close", windowing.EarlySpec{}},
 	{"sliding multiple lateness", windowing.EarlySpec{Every: 5}},
+	{"session lateness", windowing.EarlySpec{}},
+	{"session on_close", windowing.EarlySpec{}},
+	{"session lateness", windowing.EarlySpec{Every: 4, Event: true}},
+}
+
+// builtSessions are builtCombos' session windows (gap = size).
+var builtSessions = map[string]params{
+	"session lateness": {"session", 5, 0, 0, 4, "on_watermark"},
+	"session on_close": {"session", 4, 0, 0, 2, "on_close"},
 }
 
 // commitLog is an owner's changelog as a built copy tails it: every
@@ -40,7 +49,7 @@ type commitLog struct {
 }
 
 // commit takes e's changes as a commit.
-func (l *commitLog) commit(t *testing.T, e *windowing.Engine) {
+func (l *commitLog) commit(t *testing.T, e windowing.Operator) {
 	var c []windowing.Entry
 	e.Changes(func(en *windowing.Entry) { c = append(c, copyEntry(en)) })
 	for i := range c {
@@ -58,10 +67,13 @@ func (l *commitLog) commit(t *testing.T, e *windowing.Engine) {
 // commits drained in random groups (a drain hands each identity's latest
 // change, slices in any order, then windows), pruned at dropped and done
 // restoring.
-func (l *commitLog) build(t *testing.T, spec windowing.Spec, rng *rand.Rand, dropped int64) (*windowing.Engine, *collector) {
+func (l *commitLog) build(t *testing.T, spec windowing.Spec, rng *rand.Rand, dropped int64) (windowing.Builder, *collector) {
 	t.Helper()
-	b, got := newEngine(t, spec)
-	windowing.SweepEvery(b, rng.IntN(3))
+	got := &collector{}
+	b := newOperator(t, spec, got).(windowing.Builder)
+	if e, ok := b.(*windowing.Engine); ok {
+		windowing.SweepEvery(e, rng.IntN(3))
+	}
 	for lo := 0; lo < len(l.commits); {
 		hi := min(len(l.commits), lo+1+rng.IntN(4))
 		latest := map[entryID]windowing.Entry{}
@@ -96,7 +108,10 @@ func (l *commitLog) build(t *testing.T, spec windowing.Spec, rng *rand.Rand, dro
 // emit modes, lateness, early firings.
 func TestBuildMatchesRestore(t *testing.T) {
 	for _, c := range builtCombos {
-		p := propertyCombos[c.name]
+		p, ok := propertyCombos[c.name]
+		if !ok {
+			p = builtSessions[c.name]
+		}
 		t.Run(fmt.Sprintf("%s/early %d", c.name, c.early.Every), func(t *testing.T) {
 			t.Parallel()
 			checks, pruned := 0, 0
@@ -107,7 +122,7 @@ func TestBuildMatchesRestore(t *testing.T) {
 					spec = p.spec(fifoAggs...)
 				}
 				spec.Early = c.early
-				owner, _ := newEngine(t, spec)
+				owner := newOperator(t, spec, &collector{})
 				gen := &streamGen{rng: rng, maxTs: rng.Int64N(40) - 30, wm: math.MinInt64, gap: 3, age: max(13, p.size+p.lateness+4)}
 				l := &commitLog{store: newChangelog()}
 				for step := range 300 {
@@ -143,7 +158,8 @@ func TestBuildMatchesRestore(t *testing.T) {
 // entries the restore left out as past lateness.
 func compareBuilt(t *testing.T, at string, spec windowing.Spec, l *commitLog, rng *rand.Rand, dropped int64) int {
 	t.Helper()
-	want, wantGot := newEngine(t, spec)
+	wantGot := &collector{}
+	want := newOperator(t, spec, wantGot).(windowing.Builder)
 	store := *l.store
 	store.watermark = dropped
 	if err := store.restore(want, rng); err != nil {
@@ -152,10 +168,15 @@ func compareBuilt(t *testing.T, at string, spec windowing.Spec, l *commitLog, rn
 	want.FinishRestore()
 	got, gotGot := l.build(t, spec, rng, dropped)
 	windowing.CheckInvariants(got)
-	if g, w := windowing.EngineState(got), windowing.EngineState(want); !slices.Equal(g, w) {
-		t.Fatalf("%s: built\n%q\nrestored\n%q", at, g, w)
+	if ge, ok := got.(*windowing.Engine); ok {
+		if g, w := windowing.EngineState(ge), windowing.EngineState(want.(*windowing.Engine)); !slices.Equal(g, w) {
+			t.Fatalf("%s: built\n%q\nrestored\n%q", at, g, w)
+		}
 	}
-	gone := func(e *windowing.Engine) []string {
+	if g, w := got.OpenWindows(), want.OpenWindows(); g != w {
+		t.Fatalf("%s: built, %d open windows; restored %d", at, g, w)
+	}
+	gone := func(e windowing.Operator) []string {
 		var out []string
 		e.Changes(func(en *windowing.Entry) { out = append(out, fmt.Sprintf("%v deleted %v", idOf(en), en.Deleted)) })
 		slices.Sort(out)
