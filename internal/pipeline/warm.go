@@ -22,9 +22,10 @@ import (
 // Core.Attach attaches as any: the windows are built already, and only
 // the tail's entries go in then.
 //
-// Tumbling, sliding, calendar, session and global windows are built;
-// count windows keep the changelog's records, as a restore reads them
-// (Warm.Built false), and are built at the takeover.
+// Every window operator is a windowing.Builder; replay's one list for
+// every partition (never restored in the service) keeps the changelog's
+// records, as a restore reads them (Warm.Built false), and builds them
+// at the takeover.
 // A Warm is not safe for concurrent use.
 type Warm struct {
 	partition int32
@@ -55,8 +56,7 @@ var ErrRebuild = errors.New("the changelog's generations changed since the copy'
 // newWarm returns an empty copy of partition's state.
 func (p *Processor) newWarm(partition int32) *Warm {
 	w := &Warm{partition: partition, spent: map[string]bool{}}
-	switch WindowSpec(p.cfg).Kind {
-	case windowing.KindTumbling, windowing.KindSliding, windowing.KindCalendar, windowing.KindSession, windowing.KindGlobal:
+	if _, ok := p.ops.fresh().(windowing.Builder); ok {
 		w.built = !p.ops.one()
 	}
 	if w.built {

@@ -425,3 +425,85 @@ func (s *Sessions) Held(en *Entry) bool {
 	en.End = x.end
 	return true
 }
+
+var _ Builder = (*Counts)(nil)
+
+// Update is Builder.Update for count windows. Without a slide a key has
+// one entry: a put frees the key (its timeout goes stale with its slot)
+// and restores it, a deletion frees it. With one, a put replaces the
+// slice of its index, a deletion takes it away; the key's count of
+// records is its newest slice's, as a restore makes it.
+func (c *Counts) Update(en *Entry) error {
+	if en.Split < 0 || en.Split > len(en.ID) || !looksLikeKey(en.ID[en.Split:]) {
+		return fmt.Errorf("restore: malformed key %q", en.ID)
+	}
+	if en.Kind != CountEntry {
+		if en.Deleted {
+			return nil
+		}
+		return c.Restore(en, math.MinInt64) // says what is wrong with it
+	}
+	key := en.ID[en.Split:]
+	if ki, ent := c.keys.find(en.Partition, c.keys.hash(en.Partition, key), key); ent != nil {
+		k := &ent.ext
+		switch {
+		case c.tumbling():
+			for _, x := range k.slices {
+				c.pool.freePane(x.pane)
+				c.open--
+			}
+			k.slices = k.slices[:0]
+			c.keys.release(ki)
+		default:
+			if i := slices.IndexFunc(k.slices, func(x countSlice) bool { return x.idx == en.Start }); i >= 0 {
+				c.pool.freePane(k.slices[i].pane)
+				k.slices = slices.Delete(k.slices, i, i+1)
+				c.open--
+			}
+			if n := len(k.slices); n > 0 {
+				newest := k.slices[n-1]
+				k.seen = newest.idx*c.g + *c.pool.view(newest.pane).count
+			} else if en.Deleted {
+				c.keys.release(ki) // a restore makes no key without slices
+			}
+		}
+	}
+	if en.Deleted {
+		return nil
+	}
+	return c.Restore(en, math.MinInt64)
+}
+
+// Prune is Builder.Prune: count windows are not dropped by lateness.
+func (c *Counts) Prune(int64) {}
+
+// Held is Builder.Held for count windows: the entry Changes would hand
+// out for en's identity.
+func (c *Counts) Held(en *Entry) bool {
+	if en.Kind != CountEntry {
+		return false
+	}
+	key := en.ID[en.Split:]
+	_, ent := c.keys.find(en.Partition, c.keys.hash(en.Partition, key), key)
+	if ent == nil {
+		return false
+	}
+	k, id := &ent.ext, &ent.keyState
+	start := en.Start
+	*en = Entry{Kind: CountEntry, Partition: id.part, ID: id.id, Split: int(id.split), Start: start}
+	if c.tumbling() {
+		en.Revision = k.seq
+		if len(k.slices) > 0 {
+			x := k.slices[0]
+			c.sliceEntry(en, &x) // a copy: Held changes nothing
+		}
+		return true
+	}
+	i := slices.IndexFunc(k.slices, func(x countSlice) bool { return x.idx == start })
+	if i < 0 {
+		return false
+	}
+	x := k.slices[i]
+	c.sliceEntry(en, &x) // a copy: Held changes nothing
+	return true
+}
