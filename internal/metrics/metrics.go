@@ -168,7 +168,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"from"}),
 		StandbyEntries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "aggregator_standby_takeover_entries_total",
-			Help: "Window state entries of the state partitions taken over from a standby copy, by at: copy (built by the copy as the changelog committed them) or takeover (built at the takeover: the changelog's tail's, or every entry of a copy that keeps records).",
+			Help: "Window state entries of the state partitions taken over from a standby copy, by at: copy (built by the copy as the changelog committed them) or takeover (built at the takeover: the changelog tail's puts and deletions).",
 		}, []string{"at"}),
 		RestoredRecords: f.NewCounter(prometheus.CounterOpts{
 			Name: "aggregator_restored_records_total",
