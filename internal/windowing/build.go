@@ -65,6 +65,7 @@ func (e *Engine) Update(en *Entry) error {
 		if err != nil && k.first == noPane {
 			e.unkeyed = append(e.unkeyed, ki)
 		}
+		e.early.compactNotes(&e.pool, e.open, samePaneStart)
 		return err
 	case WindowEntry:
 		ki, k := e.heldKey(en)
@@ -367,7 +368,33 @@ func (s *Sessions) Update(en *Entry) error {
 	if en.Deleted {
 		return nil
 	}
-	return s.Restore(en, math.MinInt64)
+	err := s.Restore(en, math.MinInt64)
+	s.early.compactNotes(&s.pool, s.open, nil)
+	return err
+}
+
+// compactNotes drops, once they are many beside open, the early-firing
+// notes a tick would skip (their pane's flag cleared, or a note not about
+// the pane as it is now), and of a pane's notes all but the newest: a
+// built copy ticks only once attached, and its updates note a pane
+// again each time the owner's tick cleared and a record set its flag.
+func (t *earlyTicks) compactNotes(p *panePool, open int, same func(earlyRef, *paneHdr) bool) {
+	if len(t.changed) <= 2*open+1024 {
+		return
+	}
+	seen := map[int32]bool{}
+	kept := make([]earlyRef, 0, open)
+	for i := len(t.changed) - 1; i >= 0; i-- {
+		r := t.changed[i]
+		h := p.hdr(r.pane)
+		if h.flags&flagChanged == 0 || same != nil && !same(r, h) || seen[r.pane] {
+			continue
+		}
+		seen[r.pane] = true
+		kept = append(kept, r)
+	}
+	slices.Reverse(kept)
+	t.changed = kept
 }
 
 // Prune is Builder.Prune for sessions: the drop of fireDueUntil at

@@ -259,3 +259,25 @@ func TestUpdateReplacesAndDeletes(t *testing.T) {
 		t.Errorf("fired %v, want %v", g, want)
 	}
 }
+
+// TestBuildKeepsFewEarlyNotes: a copy with early firings, whose owner's
+// ticks clear a slice's Changed flag and its records set it again,
+// update after update, keeps a few early-firing notes, not one an update.
+func TestBuildKeepsFewEarlyNotes(t *testing.T) {
+	k, _ := textKey("k")
+	for _, p := range []params{{"tumbling", 10, 0, 0, 0, "on_watermark"}, {"session", 10, 0, 0, 0, "on_watermark"}} {
+		spec := p.spec(sumCount...)
+		spec.Early = windowing.EarlySpec{Every: 3, Event: true}
+		op := newOperator(t, spec, &collector{}).(windowing.Builder)
+		kind := map[string]windowing.EntryKind{"tumbling": windowing.SliceEntry, "session": windowing.SessionEntry}[p.typ]
+		for i := range 100_000 {
+			en := &windowing.Entry{Kind: kind, ID: k, Start: int64(i % 50 * 100), End: int64(i%50*100 + 10), Count: 1, Nums: []float64{1, 1}, Changed: i%3 != 0}
+			if err := op.Update(en); err != nil {
+				t.Fatalf("%s: Update(%+v) = %v", p.typ, en, err)
+			}
+		}
+		if n := windowing.EarlyNotes(op); n > 2*op.OpenWindows()+1024 {
+			t.Errorf("%s: 100,000 updates of 50 entries keep %d early-firing notes", p.typ, n)
+		}
+	}
+}

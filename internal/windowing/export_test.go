@@ -56,3 +56,14 @@ func EngineState(e *Engine) []string {
 
 // SweepEvery makes e sweep the windows Updates take away every n of them.
 func SweepEvery(e *Engine, n int) { e.sweepAt = n }
+
+// EarlyNotes returns how many early-firing notes op keeps.
+func EarlyNotes(op Operator) int {
+	switch o := op.(type) {
+	case *Engine:
+		return len(o.early.changed)
+	case *Sessions:
+		return len(o.early.changed)
+	}
+	return 0
+}

@@ -367,6 +367,7 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64, r
 	}
 	pi := e.paneOf(ki, k, en.Start, first, last)
 	h := e.pool.hdr(pi)
+	noted := h.flags & flagChanged // replace: its early-firing note stands
 	switch {
 	case replace:
 		e.agg.clear(e.pool.view(pi))
@@ -377,6 +378,9 @@ func (e *Engine) restoreSlice(ki int32, k *keyState, en *Entry, dropped int64, r
 		return fmt.Errorf("restore: slice at %d of %s twice", en.Start, en.ID[en.Split:])
 	}
 	h.flags = flagStored | firedFlag(en)
+	if replace && en.Changed {
+		h.flags |= noted
+	}
 	seq, err := e.pool.load(&e.agg, pi, en)
 	if err != nil {
 		return err
