@@ -1,6 +1,7 @@
 package windowing
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -362,8 +363,14 @@ func (s *Sessions) Update(en *Entry) error {
 				s.open--
 			}
 			k.sess = slices.Delete(k.sess, i, j)
+			if len(k.sess) == 0 && k.timers > 0 {
+				s.bare = append(s.bare, ki)
+			}
 			s.releaseIfDone(ki)
 		}
+	}
+	if len(s.bare) > s.open/4+1024 {
+		s.sweepBare()
 	}
 	if en.Deleted {
 		return nil
@@ -397,10 +404,36 @@ func (t *earlyTicks) compactNotes(p *panePool, open int, same func(earlyRef, *pa
 	t.changed = kept
 }
 
+// sweepBare takes the timer entries of the keys Updates left without
+// sessions out of the queues, and frees the keys: a built copy's queues
+// never come due, and its keys come and go as the owner's do.
+func (s *Sessions) sweepBare() {
+	bare := map[int32]bool{}
+	for _, ki := range s.bare {
+		if k := s.keys.ext(ki); s.keys.at(ki).id != "" && len(k.sess) == 0 {
+			bare[ki] = true
+		}
+	}
+	s.bare = s.bare[:0]
+	if len(bare) == 0 {
+		return
+	}
+	gone := func(t timer) bool { return bare[t.key] }
+	s.fire.deleteFunc(gone)
+	s.clean.deleteFunc(gone)
+	for ki := range bare {
+		k := s.keys.ext(ki)
+		k.timers, k.fireAt, k.cleanAt = 0, noTimer, noTimer
+		s.releaseIfDone(ki)
+	}
+	s.nextDue = min(s.fire.top(), s.clean.top())
+}
+
 // Prune is Builder.Prune for sessions: the drop of fireDueUntil at
 // dropped, without its Final firings, and the keys it leaves without
 // sessions or timer entries freed.
 func (s *Sessions) Prune(dropped int64) {
+	s.sweepBare()
 	gone := len(s.changes.gone)
 	for s.clean.due(dropped) {
 		t := s.clean.head()
@@ -495,10 +528,24 @@ func (c *Counts) Update(en *Entry) error {
 			}
 		}
 	}
+	if len(c.due.items) > 2*c.open+1024 {
+		c.dropStaleTimeouts()
+	}
 	if en.Deleted {
 		return nil
 	}
 	return c.Restore(en, math.MinInt64)
+}
+
+// dropStaleTimeouts takes the timeouts that would fire nothing (their
+// window fired, or their key is gone) out of the heap: a built copy's
+// heap never comes due, and each window of a key pushes one.
+func (c *Counts) dropStaleTimeouts() {
+	c.due.items = slices.DeleteFunc(c.due.items, func(t timeoutAt) bool {
+		k := c.keys.ext(t.key)
+		return c.keys.at(t.key).id == "" || k.gen != t.gen || k.seq != t.seq || len(k.slices) == 0
+	})
+	heap.Init(c.due)
 }
 
 // Prune is Builder.Prune: count windows are not dropped by lateness.

@@ -281,3 +281,37 @@ func TestBuildKeepsFewEarlyNotes(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildKeepsFewTimers: a copy's timers never come due, so an update
+// must not leave them behind for ever: sessions of keys that come and go
+// (each put, then deleted), and count windows of keys whose window moves
+// on (each a new timeout), keep timers about as many as their windows.
+func TestBuildKeepsFewTimers(t *testing.T) {
+	session := params{"session", 10, 0, 0, 0, "on_watermark"}.spec(sumCount...)
+	count := windowing.Spec{Kind: windowing.KindCount, Size: 4, Timeout: 5, Aggregates: sumCount}
+	for name, spec := range map[string]windowing.Spec{"session": session, "count": count} {
+		op := newOperator(t, spec, &collector{}).(windowing.Builder)
+		for i := range 50_000 {
+			var en *windowing.Entry
+			if name == "session" { // a new key each time, whose session goes
+				k, _ := textKey(fmt.Sprint("k", i))
+				en = &windowing.Entry{Kind: windowing.SessionEntry, ID: k, Start: int64(i * 100), End: int64(i*100 + 10), Count: 1, Nums: []float64{1, 1}}
+			} else { // 500 keys, each update a window later
+				k, _ := textKey(fmt.Sprint("k", i%500))
+				en = &windowing.Entry{Kind: windowing.CountEntry, ID: k, Count: 1, Revision: int64(i), Nums: []float64{1, 1}, Lo: int64(i), Hi: int64(i), First: int64(i)}
+			}
+			if err := op.Update(en); err != nil {
+				t.Fatalf("%s: Update(%+v) = %v", name, en, err)
+			}
+			if name == "session" && i%10 != 0 {
+				en.Deleted = true
+				if err := op.Update(en); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if n, open := windowing.Timers(op), op.OpenWindows(); n > 4*open+4096 {
+			t.Errorf("%s: 50,000 updates keep %d timers for %d open windows", name, n, open)
+		}
+	}
+}

@@ -67,3 +67,15 @@ func EarlyNotes(op Operator) int {
 	}
 	return 0
 }
+
+// Timers returns how many timer entries op keeps: sessions' two queues,
+// count windows' timeouts.
+func Timers(op Operator) int {
+	switch o := op.(type) {
+	case *Sessions:
+		return o.fire.n + o.clean.n
+	case *Counts:
+		return len(o.due.items)
+	}
+	return 0
+}

@@ -40,6 +40,7 @@ type Sessions struct {
 	open int
 
 	fire, clean timers
+	bare        []int32 // keys a built copy's Updates left without sessions (build.go)
 
 	track   bool
 	changes changes // panes and gone only
