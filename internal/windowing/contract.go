@@ -48,6 +48,10 @@ type Operator interface {
 	Restore(en *Entry, dropped int64) error
 	// FinishRestore ends the restore of the entries given since the last.
 	FinishRestore()
+	// Reserve makes room for keys more keys at once: a restore knows
+	// about how many its entries make (state.Restorer.Keys), and a key
+	// table grown by doubling moves every key at each step.
+	Reserve(keys int)
 	// StartAt sets the watermark of an operator that has fired nothing
 	// yet (made, restored, not finished) to wm without firing: as Advance
 	// before its first Restore would have. Restore does not depend on the

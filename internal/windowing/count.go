@@ -496,3 +496,6 @@ func (h *timeoutHeap) Pop() any {
 	h.items = h.items[:len(h.items)-1]
 	return x
 }
+
+// Reserve makes room for n keys more (Operator.Reserve).
+func (c *Counts) Reserve(n int) { c.keys.reserve(n) }

@@ -393,3 +393,6 @@ func (e *Engine) forget(ki int32) {
 	}
 	e.keys.release(ki)
 }
+
+// Reserve makes room for n keys more (Operator.Reserve).
+func (e *Engine) Reserve(n int) { e.keys.reserve(n) }

@@ -460,3 +460,6 @@ func (s *Sessions) RemovePartition(p int32) {
 		s.check()
 	}
 }
+
+// Reserve makes room for n keys more (Operator.Reserve).
+func (s *Sessions) Reserve(n int) { s.keys.reserve(n) }
