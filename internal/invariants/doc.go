@@ -4,10 +4,11 @@
 // every -race test run makes them, and false otherwise, so that the
 // compiler drops them.
 //
-// A Mutex is a sync.Mutex with a rank in a lock order: with Enabled, Lock
+// A Mutex is a lock with a rank in a lock order: with Enabled, Lock
 // panics, naming both locks, when the calling goroutine already holds a
 // Mutex of the same Order whose rank is not below it (the other order
-// could deadlock). Without Enabled it is a sync.Mutex and a few words. A
-// Mutex and an Order are safe for concurrent use; the zero Mutex is an
-// unchecked sync.Mutex until Init.
+// could deadlock). Without Enabled it is a lock and a few words. It waits
+// on a channel, so that a goroutine waiting for it is durably blocked in a
+// testing/synctest bubble (a sync.Mutex is not). A Mutex and an Order are
+// safe for concurrent use; the zero Mutex is an unchecked lock until Init.
 package invariants

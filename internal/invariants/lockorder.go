@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // An Order is the lock order of a set of Mutexes: what each goroutine
@@ -15,13 +16,44 @@ type Order struct {
 	held map[int64][]*Mutex // goroutine id → the Mutexes it holds, in the order taken
 }
 
-// A Mutex is a sync.Mutex that Init placed in an Order with a rank and a
-// name: a goroutine that holds it may take only Mutexes of a higher rank.
+// A Mutex is a mutual exclusion lock that Init placed in an Order with a
+// rank and a name: a goroutine that holds it may take only Mutexes of a
+// higher rank.
+//
+// It is a channel of one slot, not a sync.Mutex, so that a goroutine
+// waiting for it is durably blocked in a testing/synctest bubble: the
+// consumer holds its locks across waits on the bubble's clock (an
+// exactly_once commit holds fetcher.polling while kgo flushes), and a
+// goroutine waiting on a sync.Mutex meanwhile kept the clock from moving
+// for ever. Uncontended, it costs a few ns more than a sync.Mutex; it is
+// taken per poll and per step, not per record.
 type Mutex struct {
-	mu    sync.Mutex
-	order *Order // nil: not checked
+	ch    atomic.Pointer[chan struct{}] // made by the first use (in the bubble that uses it)
+	order *Order                        // nil: not checked
 	rank  int
 	name  string
+}
+
+// slot returns m's channel, making it on first use.
+func (m *Mutex) slot() chan struct{} {
+	if ch := m.ch.Load(); ch != nil {
+		return *ch
+	}
+	ch := make(chan struct{}, 1)
+	if m.ch.CompareAndSwap(nil, &ch) {
+		return ch
+	}
+	return *m.ch.Load()
+}
+
+func (m *Mutex) lock() { m.slot() <- struct{}{} }
+
+func (m *Mutex) unlock() {
+	select {
+	case <-m.slot():
+	default:
+		panic("invariants: unlock of an unlocked Mutex")
+	}
 }
 
 // Init places m in order with rank and name (for the panic's message).
@@ -31,14 +63,13 @@ func (m *Mutex) Init(order *Order, rank int, name string) {
 }
 
 // Lock locks m; with Enabled it first panics if the goroutine holds a
-// Mutex of m's Order that m may not be taken under. Without Enabled it is
-// m's sync.Mutex's Lock, inlined.
+// Mutex of m's Order that m may not be taken under.
 func (m *Mutex) Lock() {
 	if Enabled && m.order != nil {
 		m.checkedLock()
 		return
 	}
-	m.mu.Lock()
+	m.lock()
 }
 
 // Unlock unlocks m.
@@ -47,13 +78,15 @@ func (m *Mutex) Unlock() {
 		m.checkedUnlock()
 		return
 	}
-	m.mu.Unlock()
+	m.unlock()
 }
 
 // TryLock tries to lock m and reports whether it did. It never waits, so
 // it cannot deadlock: no order is checked, but a held m is noted.
 func (m *Mutex) TryLock() bool {
-	if !m.mu.TryLock() {
+	select {
+	case m.slot() <- struct{}{}:
+	default:
 		return false
 	}
 	if Enabled && m.order != nil {
@@ -68,14 +101,14 @@ func (m *Mutex) checkedLock() {
 	if err := m.order.check(g, m); err != nil {
 		panic(err)
 	}
-	m.mu.Lock()
+	m.lock()
 	m.order.taken(g, m)
 }
 
 // checkedUnlock is Unlock with the checks, in any build.
 func (m *Mutex) checkedUnlock() {
 	m.order.released(m)
-	m.mu.Unlock()
+	m.unlock()
 }
 
 // check returns an error if goroutine g may not take m now.
@@ -103,7 +136,7 @@ func (o *Order) taken(g int64, m *Mutex) {
 	o.held[g] = append(o.held[g], m)
 }
 
-// released forgets m, whichever goroutine held it (a sync.Mutex may be
+// released forgets m, whichever goroutine held it (a Mutex may be
 // unlocked by another goroutine than the one that locked it).
 func (o *Order) released(m *Mutex) {
 	o.mu.Lock()
