@@ -116,8 +116,8 @@ func (c *Consumer) finishRestore(ctx context.Context, pr *partRead, b *pipeline.
 	if !c.current(p) {
 		return resume{}, false, nil
 	}
-	if b == nil { // dropped while read, and assigned again: a partition of its own, current
-		b = c.build(pr)
+	if b == nil { // not built: dropped by a callback while read, which leaves it not current
+		return resume{}, false, fmt.Errorf("restore %s[%d]: a current partition was not built", p.tp.topic, p.tp.partition)
 	}
 	res, err := c.core.Attach(b, c.nowMs())
 	if err != nil {

@@ -33,7 +33,7 @@ func TestNewRegistersFixedNames(t *testing.T) {
 		"aggregator_repartition_records_total", "aggregator_repartition_folded_records_total", "aggregator_repartition_unfolded_records_total",
 		"aggregator_watermark_source_partition", "aggregator_sources_unreported", "aggregator_hanging_transactions",
 		"aggregator_producer_renewals_total", "aggregator_generations", "aggregator_generation_skipped_records_total",
-		"aggregator_restores_total",
+		"aggregator_restores_total", "aggregator_standby_takeover_entries_total",
 	}
 	families, err := reg.Gather()
 	if err != nil {

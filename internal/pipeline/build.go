@@ -135,6 +135,9 @@ func (p *Processor) fill(b *Built, r *state.Restorer, shared windowing.Operator)
 		}
 		unrecorded = &s
 	}
+	if len(ops) == 1 {
+		ops[0].Reserve(r.Keys()) // one table of the keys' size, not one doubled again and again
+	}
 	var spent []state.Repair
 	res, err := r.FinishGenerations(func(gen int64, en *windowing.Entry) error {
 		if en.Partition != partition {

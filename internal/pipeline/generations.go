@@ -401,6 +401,7 @@ func (p *Processor) processGenerations(in *ready.Input, rec *record.Record, kind
 			}
 		}
 	}
+	p.ops.added(in.Partition) // what the record made due
 	if firstErr != nil && (best == Aggregated || best == PartiallyLate) {
 		p.genSkips++ // aggregated by one generation, not decodable by another: aggregated, counted
 	}

@@ -41,6 +41,14 @@ type operators struct {
 	per           []list // a list per partition (nil: not assigned); unused with oneList
 	shared        list
 	cur           windowing.Operator
+	// mergedWatermark hands a rise of wm only to the lists it makes due
+	// (raise): given is the watermark each partition's list was last
+	// given, and due is at or below the lowest Due of every list, so a
+	// rise below it goes to none; a list takes wm when it is next used
+	// (catchUp), by StartAt, which is Advance below its Due. With many
+	// partitions the merged watermark rises at nearly every record.
+	given []int64
+	due   int64
 }
 
 // lists is the shape of a Processor's operator lists, given once.
@@ -65,7 +73,7 @@ type slot struct {
 // newOperators returns the state of no partition; the shared list is
 // made at once, so a bad spec fails here.
 func newOperators(spec windowing.Spec, sink windowing.Sink, shape lists, track bool) (operators, error) {
-	o := operators{spec: spec, sink: sink, ownWm: shape == ownWatermark, merged: shape == mergedWatermark, wm: math.MinInt64, track: track}
+	o := operators{spec: spec, sink: sink, ownWm: shape == ownWatermark, merged: shape == mergedWatermark, wm: math.MinInt64, track: track, due: math.MaxInt64}
 	if _, err := windowing.New(spec, sink); err != nil { // checks the spec in every shape
 		return o, err
 	}
@@ -111,20 +119,61 @@ func (o *operators) follow(op windowing.Operator) {
 }
 
 // advanceMerged hands the merged watermark wm to every list
-// (mergedWatermark): the partitions' in ascending order of partition,
-// each the oldest generation first. It costs one compare unless wm went
-// up.
+// (mergedWatermark): if it makes any due, to every list in ascending
+// order of partition, each the oldest generation first; else to each
+// when next used. It costs one compare unless wm went up, and two
+// unless it makes a list due.
 func (o *operators) advanceMerged(wm int64) {
 	if wm > o.wm {
-		o.raise(wm)
+		o.wm = wm
+		if wm >= o.due {
+			o.raise()
+		}
 	}
 }
 
-func (o *operators) raise(wm int64) {
-	o.wm = wm
-	for _, l := range o.per {
+// raise advances every list to wm, and notes their Due anew.
+func (o *operators) raise() {
+	o.due = math.MaxInt64
+	for p, l := range o.per {
 		for i := len(l) - 1; i >= 0; i-- {
-			l[i].op.Advance(wm)
+			l[i].op.Advance(o.wm)
+			o.due = min(o.due, l[i].op.Due())
+		}
+		o.given[p] = o.wm
+	}
+}
+
+// catchUp gives partition p's list the merged watermark (mergedWatermark)
+// before it is used: below every list's Due, StartAt is what Advance
+// would have done.
+func (o *operators) catchUp(p int32) {
+	if o.given[p] < o.wm {
+		for _, s := range o.per[p] {
+			s.op.StartAt(o.wm)
+		}
+		o.given[p] = o.wm
+	}
+}
+
+// sync catches every list up (mergedWatermark).
+func (o *operators) sync() {
+	if o.merged {
+		for p, l := range o.per {
+			if l != nil {
+				o.catchUp(int32(p))
+			}
+		}
+	}
+}
+
+// added notes what partition p's list may have made due since the merged
+// watermark was last handed to it: a record, a restore, a cut-over
+// (mergedWatermark).
+func (o *operators) added(p int32) {
+	if o.merged {
+		for _, s := range o.per[p] {
+			o.due = min(o.due, s.op.Due())
 		}
 	}
 }
@@ -132,14 +181,36 @@ func (o *operators) raise(wm int64) {
 // lower takes the merged watermark the lists follow back to wm, for a
 // partition restored behind it (mergedWatermark), once each operator
 // was rewound to it (the other partitions' records judged as before, by
-// their floors).
-func (o *operators) lower(wm int64) { o.wm = min(o.wm, wm) }
+// their floors): each list's Due may be lower now.
+func (o *operators) lower(wm int64) {
+	o.wm = min(o.wm, wm)
+	for p, l := range o.per {
+		if l != nil {
+			o.given[p] = o.wm
+		}
+	}
+	o.redue()
+}
+
+// redue notes every list's Due anew (mergedWatermark), after what may
+// have moved them: a rewind, processing-time firings.
+func (o *operators) redue() {
+	if !o.merged {
+		return
+	}
+	o.due = math.MaxInt64
+	for p, l := range o.per {
+		if l != nil {
+			o.added(int32(p))
+		}
+	}
+}
 
 // reset drops all state: a fresh shared list, or none per partition
 // (Assign makes them again).
 func (o *operators) reset() {
 	clear(o.per)
-	o.per, o.wm = o.per[:0], math.MinInt64
+	o.per, o.given, o.wm, o.due = o.per[:0], o.given[:0], math.MinInt64, math.MaxInt64
 	if o.one() {
 		o.setShared(o.make())
 	}
@@ -157,7 +228,10 @@ func (o *operators) at(p int32) windowing.Operator {
 	}
 	o.grow(p)
 	if o.per[p] == nil {
-		o.per[p] = o.make()
+		o.set(p, o.make())
+	}
+	if o.merged {
+		o.catchUp(p)
 	}
 	return o.per[p][0].op
 }
@@ -168,7 +242,10 @@ func (o *operators) of(p int32) list {
 	if o.one() {
 		return o.shared
 	}
-	if int(p) < len(o.per) {
+	if int(p) < len(o.per) && o.per[p] != nil {
+		if o.merged {
+			o.catchUp(p)
+		}
 		return o.per[p]
 	}
 	return nil
@@ -201,24 +278,28 @@ func (o *operators) start(p int32) {
 		return
 	}
 	o.grow(p)
-	o.per[p] = o.make()
+	o.set(p, o.make())
 }
 
 // grow makes room for partition p in per.
 func (o *operators) grow(p int32) {
 	for int(p) >= len(o.per) {
 		o.per = append(o.per, nil)
+		o.given = append(o.given, math.MinInt64)
 	}
 }
 
 // set makes l partition p's list: its generations' operators, the
-// newest first; the shared list keeps what it has (oneList).
+// newest first, at the merged watermark with mergedWatermark (made, or
+// caught up, since it last rose); the shared list keeps what it has
+// (oneList).
 func (o *operators) set(p int32, l list) {
 	if o.one() {
 		return
 	}
 	o.grow(p)
-	o.per[p] = l
+	o.per[p], o.given[p] = l, o.wm
+	o.added(p)
 }
 
 // remove drops a revoked partition's state without firing.
@@ -235,8 +316,9 @@ func (o *operators) remove(p int32) {
 }
 
 // each calls fn with every operator: the shared list's, then each
-// partition's own in ascending order of partition.
+// partition's own in ascending order of partition (each caught up).
 func (o *operators) each(fn func(windowing.Operator)) {
+	o.sync()
 	for _, s := range o.shared {
 		fn(s.op)
 	}
@@ -277,6 +359,9 @@ func (o *operators) flush() {
 	o.each(func(op windowing.Operator) { op.Advance(math.MaxInt64) })
 	if o.merged {
 		o.wm = math.MaxInt64
+		for p := range o.given {
+			o.given[p] = o.wm
+		}
 	}
 }
 

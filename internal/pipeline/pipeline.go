@@ -368,6 +368,9 @@ func (p *Processor) processDecoded(in *ready.Input, rec *record.Record, kind rec
 	}
 	op := p.ops.at(rec.Partition)
 	res := op.Add(rec)
+	if p.ops.merged {
+		p.ops.added(rec.Partition) // what the record made due
+	}
 	if res.Kind == windowing.LateEvent || res.Kind == windowing.OtherGeneration {
 		// OtherGeneration: before the cut-over of a generation whose
 		// older ones have retired, their windows dropped: late.
@@ -557,6 +560,7 @@ func (p *Processor) tick(now int64) {
 	}
 	p.advanceAll(now)
 	p.ops.each(func(op windowing.Operator) { op.ProcessingTime(now) })
+	p.ops.redue()
 }
 
 // Flush is the end of a bounded input: the watermark goes to the end of

@@ -111,6 +111,12 @@ func NewRestorer() *Restorer {
 // Records returns how many records Add was given.
 func (r *Restorer) Records() int { return r.records }
 
+// Keys returns how many changelog keys of slices, sessions and count
+// slices it holds (with a few of positions and generations): a bound on
+// the keys of windows its entries make, which a restore reserves room
+// for at once (windowing.Operator.Reserve).
+func (r *Restorer) Keys() int { return r.slices.keys }
+
 // Bytes returns the memory the Restorer holds: its arenas and indexes.
 func (r *Restorer) Bytes() int64 { return r.slices.size() + r.windows.size() }
 

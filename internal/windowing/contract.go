@@ -48,6 +48,17 @@ type Operator interface {
 	Restore(en *Entry, dropped int64) error
 	// FinishRestore ends the restore of the entries given since the last.
 	FinishRestore()
+	// Due is the lowest watermark at which Advance does more than set
+	// the watermark: a window fires or drops, an event-time early firing
+	// ticks (math.MaxInt64: none but the end of time). It may be lower
+	// than that, never higher. Below it StartAt is Advance, so a caller
+	// holding many operators that follow one watermark hands it only to
+	// those it makes due, and to the others when it next uses them.
+	Due() int64
+	// Reserve makes room for keys more keys at once: a restore knows
+	// about how many its entries make (state.Restorer.Keys), and a key
+	// table grown by doubling moves every key at each step.
+	Reserve(keys int)
 	// StartAt sets the watermark of an operator that has fired nothing
 	// yet (made, restored, not finished) to wm without firing: as Advance
 	// before its first Restore would have. Restore does not depend on the

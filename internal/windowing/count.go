@@ -496,3 +496,15 @@ func (h *timeoutHeap) Pop() any {
 	h.items = h.items[:len(h.items)-1]
 	return x
 }
+
+// Reserve makes room for n keys more (Operator.Reserve).
+func (c *Counts) Reserve(n int) { c.keys.reserve(n) }
+
+// Due is the lowest watermark at which Advance fires a timeout
+// (Operator.Due).
+func (c *Counts) Due() int64 {
+	if c.due == nil || len(c.due.items) == 0 {
+		return math.MaxInt64
+	}
+	return c.due.items[0].at
+}

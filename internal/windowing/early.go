@@ -53,6 +53,24 @@ func newEarlyTicks(s EarlySpec) earlyTicks { return earlyTicks{EarlySpec: s, pro
 // on reports whether early firings are configured.
 func (t *earlyTicks) on() bool { return t.Every > 0 }
 
+// nextTick is the lowest watermark above wm whose eventTick from wm is
+// a tick (math.MaxInt64: none). From minus infinity it is the next
+// watermark whatever it is: it ticks nothing, but sets where ticks count
+// from, so it must not be skipped.
+func (t *earlyTicks) nextTick(wm int64) int64 {
+	if !t.Event || t.Every == 0 {
+		return math.MaxInt64
+	}
+	if wm == math.MinInt64 {
+		return math.MinInt64 + 1
+	}
+	a, _ := floorDiv(wm+1, t.Every)
+	if a >= math.MaxInt64/t.Every-1 {
+		return math.MaxInt64
+	}
+	return (a+1)*t.Every - 1
+}
+
 // eventTick returns the first event-time tick that a watermark going from
 // prev to wm crosses (floor((W+1)/Every) grows), if any. The first
 // watermark (from minus infinity) and the end of time cross none: the

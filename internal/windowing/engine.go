@@ -399,3 +399,10 @@ func (e *Engine) forget(ki int32) {
 	}
 	e.keys.release(ki)
 }
+
+// Reserve makes room for n keys more (Operator.Reserve).
+func (e *Engine) Reserve(n int) { e.keys.reserve(n) }
+
+// Due is the lowest watermark at which Advance fires or drops a window or
+// ticks an early firing (Operator.Due).
+func (e *Engine) Due() int64 { return min(e.nextDue, e.early.nextTick(e.wm)) }

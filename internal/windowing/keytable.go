@@ -92,9 +92,24 @@ func (t *keyTable) put(s uint64) {
 	t.slots[i] = s
 }
 
-func (t *keyTable) grow() {
+func (t *keyTable) grow() { t.resize(t.bits + 1) }
+
+// reserve makes room for n keys in all, at the load insert keeps: one
+// resize, where n inserts would double the table again and again.
+func (t *keyTable) reserve(n int) {
+	b := t.bits
+	for n*5 > (1<<b)*4 {
+		b++
+	}
+	if b > t.bits {
+		t.resize(b)
+	}
+}
+
+// resize makes the table 1<<b slots, b above its bits.
+func (t *keyTable) resize(b uint) {
 	old := t.slots
-	t.bits++
+	t.bits = b
 	t.slots = make([]uint64, 1<<t.bits)
 	for _, s := range old {
 		if s != 0 {

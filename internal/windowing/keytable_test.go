@@ -56,3 +56,33 @@ func TestKeyTable(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyTableReserve: a table reserved for n keys takes them without
+// growing, at the load insert keeps, and finds each.
+func TestKeyTableReserve(t *testing.T) {
+	for _, n := range []int{1, 13, 1000, 100_000} {
+		tab := newKeyTable()
+		tab.reserve(n)
+		size := len(tab.slots)
+		if n*5 > size*4 || size > 16 && n*5*2 <= size*4 {
+			t.Errorf("reserve(%d): %d slots, want the fewest that hold %d at load 0.8", n, size, n)
+		}
+		tags := make([]uint32, n)
+		for i := range n {
+			tags[i] = tab.hash(0, fmt.Sprintf(`{"k":%d}`, i))
+			tab.insert(tags[i], int32(i))
+		}
+		if len(tab.slots) != size {
+			t.Errorf("reserve(%d): the table grew from %d to %d slots while %d keys went in", n, size, len(tab.slots), n)
+		}
+		for i, tag := range tags {
+			found := false
+			for ki := range tab.probe(tag) {
+				found = found || ki == int32(i)
+			}
+			if !found {
+				t.Fatalf("reserve(%d): key %d not found", n, i)
+			}
+		}
+	}
+}

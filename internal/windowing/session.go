@@ -461,3 +461,10 @@ func (s *Sessions) RemovePartition(p int32) {
 		s.check()
 	}
 }
+
+// Reserve makes room for n keys more (Operator.Reserve).
+func (s *Sessions) Reserve(n int) { s.keys.reserve(n) }
+
+// Due is the lowest watermark at which Advance fires or drops a session
+// or ticks an early firing (Operator.Due).
+func (s *Sessions) Due() int64 { return min(s.nextDue, s.early.nextTick(s.wm)) }

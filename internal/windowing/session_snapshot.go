@@ -30,7 +30,7 @@ func (s *Sessions) dropped(k *keyState, x *session) {
 // sessions that changed, each a SessionEntry.
 func (s *Sessions) Changes(fn func(*Entry)) {
 	c := &s.changes
-	var en Entry
+	en := &c.en
 	// A tombstone whose identity a new session took is left out: the new
 	// session's entry replaces the old one.
 	c.handOutGone(fn, s.liveGone())
@@ -40,9 +40,9 @@ func (s *Sessions) Changes(fn func(*Entry)) {
 		if m < 0 { // not reached: a live dirty pane is one of its key's sessions
 			panic(fmt.Sprintf("windowing: dirty session pane %d is not a session of %s", r.pane, id.key()))
 		}
-		s.pool.entry(&en, SessionEntry, id, r.pane)
+		s.pool.entry(en, SessionEntry, id, r.pane)
 		en.End = k.sess[m].end
-		fn(&en)
+		fn(en)
 	}
 }
 

@@ -3,6 +3,7 @@ package windowing
 import (
 	"fmt"
 	"iter"
+	"slices"
 )
 
 // slabChunk is how many keys a slab chunk holds; chunks never move, so a
@@ -85,6 +86,16 @@ func (s *keySlab[E]) add(part int32, tag uint32, id string, split int) (int32, *
 	k.keyState = keyState{id: id, split: uint32(split), part: part, first: noPane, last: noPane}
 	s.table.insert(tag, i)
 	return i, k
+}
+
+// reserve makes room for n keys more: the table at once, and the list of
+// chunks (the chunks come as keys fill them).
+func (s *keySlab[E]) reserve(n int) {
+	live := int(s.n) - len(s.free)
+	s.table.reserve(live + n)
+	if more := (int(s.n)+n+slabMask)>>slabBits - len(s.chunks); more > 0 {
+		s.chunks = slices.Grow(s.chunks, more)
+	}
 }
 
 // release frees slot i, whose key the operator is done with.

@@ -99,6 +99,10 @@ type changes struct {
 	panes []paneRef // panes marked dirty, oldest first; stale entries are skipped
 	wins  []winRef  // sliding windows marked dirty
 	gone  []goneRef // stored slices and windows dropped since
+	// en is the entry Changes lends its fn, reused: a local one escapes
+	// to the heap at every call (fn is a func value), an allocation per
+	// operator per commit.
+	en Entry
 }
 
 type paneRef struct{ pane, key int32 }
@@ -188,11 +192,11 @@ func (c *changes) takeDirty(p *panePool) iter.Seq[paneRef] {
 // and windows that changed. The *Entry is valid during the call only.
 func (e *Engine) Changes(fn func(*Entry)) {
 	c := &e.changes
-	var en Entry
+	en := &c.en
 	c.handOutGone(fn, nil)
 	for r := range c.takeDirty(&e.pool) {
-		e.sliceEntry(&en, e.keys.at(r.key), r.pane)
-		fn(&en)
+		e.sliceEntry(en, e.keys.at(r.key), r.pane)
+		fn(en)
 	}
 	for i := len(c.wins) - 1; i >= 0; i-- {
 		r := c.wins[i]
@@ -210,9 +214,9 @@ func (e *Engine) Changes(fn func(*Entry)) {
 			continue
 		}
 		w.flags = w.flags&^flagDirty | flagStored
-		en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev),
+		*en = Entry{Kind: WindowEntry, Partition: k.part, ID: k.id, Split: int(k.split), Start: w.start, Revision: int64(w.rev),
 			EarlyOnly: w.rev > 0 && w.flags&flagFired == 0}
-		fn(&en)
+		fn(en)
 	}
 	c.wins = c.wins[:0]
 }
@@ -220,13 +224,13 @@ func (e *Engine) Changes(fn func(*Entry)) {
 // handOutGone hands fn the tombstones noted since the last call, except
 // those whose identity is in live, and forgets them.
 func (c *changes) handOutGone(fn func(*Entry), live map[sessionID]bool) {
-	var en Entry
+	en := &c.en
 	for _, g := range c.gone {
 		if live[sessionID{g.part, g.id, g.start}] {
 			continue
 		}
-		en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
-		fn(&en)
+		*en = Entry{Kind: g.kind, Partition: g.part, ID: g.id, Split: int(g.split), Start: g.start, Deleted: true}
+		fn(en)
 	}
 	clear(c.gone)
 	c.gone = c.gone[:0]
