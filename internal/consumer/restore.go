@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -57,6 +58,15 @@ func (c *Consumer) restorePending(ctx context.Context) error {
 		var b *pipeline.Built
 		if !pr.p.dropped.Load() {
 			b = c.build(pr)
+			if pr.warm != nil && errors.Is(b.Err(), pipeline.ErrRebuild) {
+				// The copy's windows cannot be finished (the changelog's
+				// tail cut over to a new generation): the partition
+				// stays unrestored, and the next step restores it from
+				// the changelog's start.
+				c.log.Info().Str("topic", pr.p.tp.topic).Int32("partition", pr.p.tp.partition).Int32("changelog_partition", pr.p.id).
+					Err(b.Err()).Msg("a standby copy cannot be taken over: the partition is restored from the changelog's start")
+				return nil
+			}
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()

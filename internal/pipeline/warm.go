@@ -41,6 +41,12 @@ type Warm struct {
 	// spent are the keys of slices an Update left out (windowing.ErrSpent)
 	// and no later record of theirs put back: the next commit deletes them.
 	spent map[string]bool
+	// unplaced are the entries the operators could not take (another
+	// partition's, a generation the partition does not hold, slots that
+	// do not fit), by key, until a later record of theirs: a restore
+	// refuses a changelog whose entries are such, not one whose such
+	// entries were deleted since.
+	unplaced map[string]error
 	err   error
 	// handed counts the entries (puts and deletions) Drain handed the
 	// operators; tail those BuildWarm did, at the takeover.
@@ -55,7 +61,7 @@ var ErrRebuild = errors.New("the changelog's generations changed since the copy'
 
 // newWarm returns an empty copy of partition's state.
 func (p *Processor) newWarm(partition int32) *Warm {
-	w := &Warm{partition: partition, spent: map[string]bool{}}
+	w := &Warm{partition: partition, spent: map[string]bool{}, unplaced: map[string]error{}}
 	if _, ok := p.ops.fresh().(windowing.Builder); ok {
 		w.built = !p.ops.one()
 	}
@@ -92,6 +98,12 @@ func (p *Processor) drain(w *Warm) error {
 		return w.err
 	}
 	ready, err := p.warmOperators(w)
+	if err != nil && w.r.StopDraining() {
+		// Nothing built yet: the copy keeps records, built at the
+		// takeover, as a restore builds them.
+		w.built = false
+		return nil
+	}
 	if err == nil && ready {
 		err = w.r.Drain(w.update)
 	}
@@ -160,7 +172,26 @@ func sameGeneration(a, b state.Generation) bool {
 
 // update hands one drained entry to its generation's operator.
 func (w *Warm) update(gen int64, en *windowing.Entry) error {
+	key := state.AppendKey(nil, en)
+	if gen != state.VersionOne {
+		key = state.AppendGenerationKey(nil, gen, en)
+	}
+	err := w.place(gen, en)
+	if err != nil && !en.Deleted {
+		w.unplaced[string(key)] = err
+		return nil
+	}
+	delete(w.unplaced, string(key))
+	return err
+}
+
+// place hands en to its generation's operator.
+func (w *Warm) place(gen int64, en *windowing.Entry) error {
+	w.handed++
 	if en.Partition != w.partition {
+		if en.Deleted {
+			return nil // nothing of it is held
+		}
 		return fmt.Errorf("changelog partition of %d holds an entry of partition %d (were the input topics changed?)", w.partition, en.Partition)
 	}
 	if w.unrecorded != nil && !en.Deleted {
@@ -170,9 +201,11 @@ func (w *Warm) update(gen int64, en *windowing.Entry) error {
 	}
 	i, err := w.generation(gen)
 	if err != nil {
+		if en.Deleted {
+			return nil
+		}
 		return err
 	}
-	w.handed++
 	key := string(state.AppendKey(nil, en))
 	err = w.b.ops[i].(windowing.Builder).Update(en)
 	if errors.Is(err, windowing.ErrSpent) {
@@ -234,6 +267,9 @@ func (p *Processor) buildWarm(w *Warm) *Built {
 			w.err = err
 		}
 	}
+	if w.err != nil && !w.r.Drained() {
+		return p.build(w.partition, w.r) // nothing built: a restore's build
+	}
 	if w.err != nil {
 		b.err = w.err
 		return b
@@ -286,6 +322,9 @@ func (p *Processor) buildWarm(w *Warm) *Built {
 		res.Repairs = append(res.Repairs, state.Repair{Key: []byte(key)})
 	}
 	res.Spent = len(w.spent)
+	if err == nil && len(w.unplaced) > 0 {
+		err = w.unplaced[slices.Min(slices.Collect(maps.Keys(w.unplaced)))]
+	}
 	b.res, b.seen, b.err = res, seen, err
 	if len(w.stored) > 0 && !b.known {
 		b.rep.Verdict = config.Unrecorded

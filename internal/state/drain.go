@@ -96,6 +96,22 @@ func (r *Restorer) Drain(fn func(gen int64, en *windowing.Entry) error) error {
 	return nil
 }
 
+// Drained reports whether Drain has handed an entry over: the Restorer
+// ends with FinishDrained then, and no longer holds every record a
+// FinishGenerations needs.
+func (r *Restorer) Drained() bool { return r.handed }
+
+// StopDraining makes a draining Restorer that has handed nothing over a
+// Restorer as NewRestorer makes (a copy whose windows cannot be built
+// keeps records); it reports whether it could.
+func (r *Restorer) StopDraining() bool {
+	if r.handed {
+		return false
+	}
+	r.draining, r.fresh = false, nil
+	return true
+}
+
 // spend frees what the Restorer holds: it is spent.
 func (r *Restorer) spend() {
 	r.spent = true
