@@ -47,7 +47,7 @@ type Warm struct {
 	// refuses a changelog whose entries are such, not one whose such
 	// entries were deleted since.
 	unplaced map[string]error
-	err   error
+	err      error
 	// handed counts the entries (puts and deletions) Drain handed the
 	// operators; tail those BuildWarm did, at the takeover.
 	handed, tail int
