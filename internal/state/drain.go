@@ -124,8 +124,9 @@ func (r *Restorer) spend() {
 // left into fn (as Drain) and returns what FinishGenerations would (its
 // Entries counts the committed entries of every drain). committed returns
 // the value of a key's committed record as the built state holds it (any
-// tag), for a repair of a key whose record was drained. The Restorer is
-// spent after it.
+// tag), for a repair of a key whose record was drained: nil if the built
+// state left it out (the repair deletes the key). The Restorer is spent
+// after it.
 func (r *Restorer) FinishDrained(fn func(gen int64, en *windowing.Entry) error, committed func(key []byte) ([]byte, error)) (Result, error) {
 	if err := r.Drain(fn); err != nil {
 		return Result{}, err

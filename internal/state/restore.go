@@ -473,7 +473,8 @@ func (r *Restorer) FinishGenerations(fn func(gen int64, en *windowing.Entry) err
 // by key: those of the keys whose latest record is not committed (a
 // commit cut short, a stale writer's records after the owner's) and
 // those a stale writer wrote. committed returns the committed value of a
-// key whose record Drain handed over (nil for a Restorer never drained).
+// key whose record Drain handed over, nil if the built state left it out
+// (committed is nil for a Restorer never drained).
 func (r *Restorer) repairs(next uint64, committed func(key []byte) ([]byte, error)) ([]Repair, error) {
 	var out []Repair
 	done := map[string]bool{}
@@ -494,7 +495,9 @@ func (r *Restorer) repairs(next uint64, committed func(key []byte) ([]byte, erro
 			if err != nil {
 				return fmt.Errorf("repair of key %q: %w", key, err)
 			}
-			rep.Value = retag(v, next)
+			if v != nil { // else the built state left it out: deleted
+				rep.Value = retag(v, next)
+			}
 		default:
 			rep.Value = retag(a.value(chosen), next)
 		}
