@@ -44,16 +44,7 @@ func runRestored(t *testing.T, yaml string, log changelog, parts int32, ins []cr
 	}
 	from := map[int32]int64{}
 	for id := range parts {
-		var res state.Result
-		var err error
-		if built {
-			res, err = p.Attach(bs[id], 0)
-		} else {
-			res, err = p.Restore(id, log.restorer(t, id), 0)
-		}
-		if err != nil {
-			t.Fatalf("built %v: restore of %d: %v", built, id, err)
-		}
+		res := attachOrRestore(t, p, log, id, bs[id])
 		if res.HasPosition {
 			from[id] = res.Position.Offset
 		}
@@ -66,6 +57,23 @@ func runRestored(t *testing.T, yaml string, log changelog, parts int32, ins []cr
 	p.Flush()
 	run.out = out
 	return run
+}
+
+// attachOrRestore attaches b, partition id's build, or with none
+// restores id from log.
+func attachOrRestore(t *testing.T, p core, log changelog, id int32, b *pipeline.Built) state.Result {
+	t.Helper()
+	var res state.Result
+	var err error
+	if b != nil {
+		res, err = p.Attach(b, 0)
+	} else {
+		res, err = p.Restore(id, log.restorer(t, id), 0)
+	}
+	if err != nil {
+		t.Fatalf("restore of %d (built: %v): %v", id, b != nil, err)
+	}
+	return res
 }
 
 // sameAsRestore checks that building every partition at once (apart from
@@ -191,17 +199,7 @@ func TestBuildBesideApply(t *testing.T) {
 		feed(p, early[:len(early)/2], from) // beside the builds
 		wg.Wait()
 		for id := int32(2); id < parts; id++ {
-			var res state.Result
-			var err error
-			if built {
-				res, err = p.Attach(bs[id], 0)
-			} else {
-				res, err = p.Restore(id, log.restorer(t, id), 0)
-			}
-			if err != nil {
-				t.Fatalf("restore of %d: %v", id, err)
-			}
-			from[id] = res.Position.Offset
+			from[id] = attachOrRestore(t, p, log, id, bs[id]).Position.Offset
 		}
 		feed(p, early[len(early)/2:], from)
 		feed(p, late, from)
