@@ -110,7 +110,7 @@ func (p *Processor) fill(b *Built, r *state.Restorer, shared windowing.Operator)
 	// a record of a window dropped since is below the watermark); and
 	// the latest time of a record its filter rejected, which its
 	// position keeps (Position.Latest; stage 2: its MaxTimestamp).
-	seen, bound := int64(math.MinInt64), p.sources != nil
+	seen, bound := int64(math.MinInt64), p.stage2
 	if b.hasPos {
 		seen = max(b.pos.Latest(), b.pos.Watermark)
 	}

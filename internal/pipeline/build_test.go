@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"aggregator/internal/pipeline"
+	"aggregator/internal/ready"
 	"aggregator/internal/state"
 )
 
@@ -44,16 +46,7 @@ func runRestored(t *testing.T, yaml string, log changelog, parts int32, ins []cr
 	}
 	from := map[int32]int64{}
 	for id := range parts {
-		var res state.Result
-		var err error
-		if built {
-			res, err = p.Attach(bs[id], 0)
-		} else {
-			res, err = p.Restore(id, log.restorer(t, id), 0)
-		}
-		if err != nil {
-			t.Fatalf("built %v: restore of %d: %v", built, id, err)
-		}
+		res := attachOrRestore(t, p, log, id, bs[id])
 		if res.HasPosition {
 			from[id] = res.Position.Offset
 		}
@@ -66,6 +59,23 @@ func runRestored(t *testing.T, yaml string, log changelog, parts int32, ins []cr
 	p.Flush()
 	run.out = out
 	return run
+}
+
+// attachOrRestore attaches b, partition id's build, or with none
+// restores id from log.
+func attachOrRestore(t *testing.T, p core, log changelog, id int32, b *pipeline.Built) state.Result {
+	t.Helper()
+	var res state.Result
+	var err error
+	if b != nil {
+		res, err = p.Attach(b, 0)
+	} else {
+		res, err = p.Restore(id, log.restorer(t, id), 0)
+	}
+	if err != nil {
+		t.Fatalf("restore of %d (built: %v): %v", id, b != nil, err)
+	}
+	return res
 }
 
 // sameAsRestore checks that building every partition at once (apart from
@@ -191,17 +201,7 @@ func TestBuildBesideApply(t *testing.T) {
 		feed(p, early[:len(early)/2], from) // beside the builds
 		wg.Wait()
 		for id := int32(2); id < parts; id++ {
-			var res state.Result
-			var err error
-			if built {
-				res, err = p.Attach(bs[id], 0)
-			} else {
-				res, err = p.Restore(id, log.restorer(t, id), 0)
-			}
-			if err != nil {
-				t.Fatalf("restore of %d: %v", id, err)
-			}
-			from[id] = res.Position.Offset
+			from[id] = attachOrRestore(t, p, log, id, bs[id]).Position.Offset
 		}
 		feed(p, early[len(early)/2:], from)
 		feed(p, late, from)
@@ -214,5 +214,95 @@ func TestBuildBesideApply(t *testing.T) {
 	}
 	if len(want.results) == 0 {
 		t.Fatal("no results: the case tests nothing")
+	}
+}
+
+// TestCoreBuildBesideApply is TestBuildBesideApply through the Core, as
+// the consumer drives it: partitions 2 and 3 are built on goroutines of
+// their own while Apply and Step run for partitions 0 and 1 (-race checks
+// that a build shares nothing with them), then attached; the outputs
+// after are those of a core that restored 2 and 3 at that point.
+func TestCoreBuildBesideApply(t *testing.T) {
+	const parts = 4
+	values := func(id int32, from, n int) []string {
+		var vs []string
+		for i := range n {
+			vs = append(vs, fmt.Sprintf(`{"k":"k%d-%d","t":%d}`, id, (from+i)%40, 1000+(from+i)*37))
+		}
+		return vs
+	}
+	first, dec := newInstanceCore(t, "by_key", parts, 1)
+	for n := range int32(parts) {
+		first.Assign("calls", n, 0)
+	}
+	restoreAllEmpty(t, first)
+	for id := range int32(parts) {
+		applyValues(first, dec, "calls", id, id, values(id, 0, 300)...)
+	}
+	rd := first.Commit(0)
+	log := changelog{}
+	log.write(rd.Changelog, rd.Positions)
+	first.Accept()
+
+	run := func(built bool) []ready.Output {
+		c, dec := newInstanceCore(t, "by_key", parts, 1)
+		for n := range int32(parts) {
+			c.Assign("calls", n, 0)
+		}
+		// The group's other topic, far ahead: it holds no watermark back.
+		sms, _ := c.Assign("sms", 0, 0)
+		if _, err := c.Restore(sms, state.NewRestorer(), 0); err != nil {
+			t.Fatal(err)
+		}
+		applyValues(c, dec, "sms", 0, sms, `{"k":"s","t":1000000}`)
+		for id := range int32(2) {
+			if _, err := c.Restore(id, log.restorer(t, id), 0); err != nil {
+				t.Fatalf("Restore(%d): %v", id, err)
+			}
+		}
+		bs := make([]*pipeline.Built, parts)
+		var wg sync.WaitGroup
+		if built {
+			for id := int32(2); id < parts; id++ {
+				r := log.restorer(t, id)
+				wg.Go(func() { bs[id] = c.Build(id, r) })
+			}
+		}
+		var outs []ready.Output
+		apply := func(id int32) {
+			recs := make([]pipeline.Decoded, 0, 100)
+			for i, v := range values(id, 300, 100) {
+				recs = append(recs, pipeline.Decoded{In: ready.Input{Topic: "calls", Partition: id, KafkaPartition: id, Offset: int64(300 + i), Value: []byte(v)}})
+				c.Decode(dec, &recs[i], false, nil)
+			}
+			var counts pipeline.Counts
+			c.Apply(id, recs, 400, 0, &counts)
+			outs = append(outs, c.Step(0).Outputs...)
+		}
+		apply(0) // beside the builds
+		apply(1)
+		wg.Wait()
+		for id := int32(2); id < parts; id++ {
+			var err error
+			if built {
+				_, err = c.Attach(bs[id], 0)
+			} else {
+				_, err = c.Restore(id, log.restorer(t, id), 0)
+			}
+			if err != nil {
+				t.Fatalf("restore of %d (built: %v): %v", id, built, err)
+			}
+		}
+		apply(2) // the watermark rises: every partition's windows fire
+		apply(3)
+		return append(outs, c.Commit(0).Outputs...)
+	}
+	got, want := run(true), run(false)
+	t.Logf("%d outputs", len(want))
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("built beside Apply, then attached: %d outputs, a restore there gives %d:\n%s", len(got), len(want), firstDiff(got, want))
+	}
+	if len(want) == 0 {
+		t.Fatal("no outputs: the case tests nothing")
 	}
 }

@@ -102,13 +102,13 @@ func resultsOfPartition(rs []windowing.Result, id int32) []windowing.Result {
 	return out
 }
 
-// TestMergedListsOrderAtCutOver: a partition that cuts over has a list
-// of its own beside the operator of the partitions of one generation:
-// when one step of the watermark makes windows of both due, the shared
-// operator's fire first (in order of window end, key, partition), then
-// the partition's own (the old generation's first). Partition 0 has no
-// state yet (its first generation is the config's, shared), partition
-// 1 cuts over from 1-second windows to 2-second ones at T = 2000.
+// TestMergedListsOrderAtCutOver: every partition has a list of its own,
+// following the merged watermark: when one step of the watermark makes
+// windows of several due, they fire partition by partition in ascending
+// order (each in order of window end, then key), and in a partition that
+// cut over, the old generation's first. Partition 0 has no state yet (its
+// first generation is the config's), partition 1 cuts over from
+// 1-second windows to 2-second ones at T = 2000.
 func TestMergedListsOrderAtCutOver(t *testing.T) {
 	const old = `
 source: {key: [k], timestamp: {field: t, layout: unix_ms}, partitioning: by_key}

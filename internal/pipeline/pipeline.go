@@ -44,7 +44,10 @@ type Processor struct {
 	// table of source partitions per repartition partition. Its records
 	// do not move a generator, and stage 1 dead-lettered what had to be.
 	sources *watermark.Sources
-	share   *sharing // by_key with watermark.scope global in the service (Mode.Group); nil otherwise
+	// stage2: sources is not nil, said once (a restore's build reads it on
+	// any goroutine; Abort makes sources anew).
+	stage2 bool
+	share  *sharing // by_key with watermark.scope global in the service (Mode.Group); nil otherwise
 	// ops is the window state: operators per partition and generation,
 	// following the merged watermark or the partition's own: see
 	// operators.
@@ -190,7 +193,7 @@ func newProcessor(cfg config.Config, mode Mode, schemas *record.Schemas) (*Proce
 	shape := mergedWatermark
 	switch {
 	case mode.Repartitioned:
-		p.sources, p.futureMs, p.checkKeys, shape = watermark.NewSources(cfg.Watermark), 0, false, ownWatermark
+		p.sources, p.stage2, p.futureMs, p.checkKeys, shape = watermark.NewSources(cfg.Watermark), true, 0, false, ownWatermark
 	case mode.OneState:
 		p.checkKeys, shape = false, oneList
 	case cfg.Source.ByKey() && !cfg.Watermark.GlobalScope():

@@ -132,7 +132,7 @@ func (p *Processor) warmOperators(w *Warm) (ready bool, err error) {
 	if err := p.operators(b, stored, nil); err != nil {
 		return false, err
 	}
-	if b.cutover && p.sources != nil {
+	if b.cutover && p.stage2 {
 		// The cut-over's T comes from the latest event time in the
 		// entries the restore hands over: it takes a restore's whole read.
 		return false, fmt.Errorf("a cut-over of stage 2's windows is restored from the changelog: %w", ErrRebuild)
