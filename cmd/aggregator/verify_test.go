@@ -524,8 +524,12 @@ func (s *verifySetup) recreateLate(t *testing.T, recs []*kgo.Record) {
 // first are on time in its recomputation (the others have not raised the
 // watermark yet), late live: the late topic's recorded watermark justifies
 // that, and verify counts them, with the windows they change, as
-// explained by timing (exit 0). The same late event with a watermark that
-// does not justify it (below its window's cleanup time) is unexplained.
+// explained by timing (exit 0). The same late events with a watermark that
+// does not justify them (below their window's cleanup time) are
+// unexplained. Every late event's watermark is changed: which ones the
+// live run's interleaving makes late, and which are late in the
+// recomputation too, depends on the run's timing (changing the first of
+// partition 0 alone failed under load, when that one was late in both).
 func TestVerifyInterleaving(t *testing.T) {
 	t.Parallel()
 	s := tamperSetup(t)
@@ -534,25 +538,26 @@ func TestVerifyInterleaving(t *testing.T) {
 		t.Fatalf("verify = %v, want nil with late events and windows explained by timing:\n%s", err, out.text)
 	}
 	late := s.readTopic(t, "calls-late")
-	var changed *kgo.Record
+	changed := map[string]bool{} // "partition/offset" of the late events changed
 	for _, r := range late {
-		if p, _ := header(r, producer.HeaderSourcePartition); p == "0" && changed == nil {
-			changed = r
-			for i, h := range r.Headers {
-				if h.Key == producer.HeaderWatermark {
-					r.Headers[i].Value = []byte(fmt.Sprint(verifyBase - 3_600_000))
-				}
+		for i, h := range r.Headers {
+			if h.Key == producer.HeaderWatermark {
+				r.Headers[i].Value = []byte(fmt.Sprint(verifyBase - 3_600_000))
+				p, _ := header(r, producer.HeaderSourcePartition)
+				off, _ := header(r, producer.HeaderSourceOffset)
+				changed[p+"/"+off] = true
 			}
 		}
 	}
-	if changed == nil {
-		t.Fatalf("no late event of partition 0 in %d", len(late))
+	if len(changed) == 0 {
+		t.Fatalf("no late event with a watermark in %d", len(late))
 	}
 	s.recreateLate(t, late)
 	out, err = s.verify(t)
 	d := wantDiff(t, out, err, "late_unexpected")
-	if off, _ := header(changed, producer.HeaderSourceOffset); fmt.Sprint(d["source"].(map[string]any)["offset"]) != off {
-		t.Errorf("the unjustified late event is %v, want offset %s", d["source"], off)
+	src := d["source"].(map[string]any)
+	if at := fmt.Sprint(src["partition"], "/", src["offset"]); !changed[at] {
+		t.Errorf("the unjustified late event is %v, want one of those changed: %v", src, changed)
 	}
 }
 
