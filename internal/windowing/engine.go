@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"aggregator/internal/record"
 )
@@ -329,12 +330,20 @@ type numbers struct {
 }
 
 func newNumbers() numbers {
-	n := numbers{ints: make([]record.Value, smallInts), nums: make([]record.Value, 1<<numCacheBits)}
-	for i := range n.ints {
-		n.ints[i] = record.Number(float64(i))
-	}
-	return n
+	return numbers{ints: smallIntValues(), nums: make([]record.Value, 1<<numCacheBits)}
 }
+
+// smallIntValues are the values of 0 to smallInts-1, made once for every
+// operator (read only): with an operator per partition and generation,
+// making them per operator was most of making one (a number's text is a
+// float formatting).
+var smallIntValues = sync.OnceValue(func() []record.Value {
+	ints := make([]record.Value, smallInts)
+	for i := range ints {
+		ints[i] = record.Number(float64(i))
+	}
+	return ints
+})
 
 // number returns f as a result value.
 func (n *numbers) number(f float64) record.Value {
