@@ -34,7 +34,6 @@ func runRestored(t *testing.T, yaml string, log changelog, parts int32, ins []cr
 	for id := range parts {
 		p.Assign(id, 0)
 	}
-	var run restoreRun
 	bs := make([]*pipeline.Built, parts)
 	if built {
 		var wg sync.WaitGroup
@@ -44,9 +43,17 @@ func runRestored(t *testing.T, yaml string, log changelog, parts int32, ins []cr
 		}
 		wg.Wait()
 	}
+	return attachAndFeed(p, out, parts, ins, func(id int32) state.Result { return attachOrRestore(t, p, log, id, bs[id]) })
+}
+
+// attachAndFeed restores partitions 0 to parts-1 in order with attach,
+// feeds ins from the restored positions, and returns the run: the
+// restores' results and reports, the outputs, the commit after.
+func attachAndFeed(p core, out *tape, parts int32, ins []crashInput, attach func(id int32) state.Result) restoreRun {
+	var run restoreRun
 	from := map[int32]int64{}
 	for id := range parts {
-		res := attachOrRestore(t, p, log, id, bs[id])
+		res := attach(id)
 		if res.HasPosition {
 			from[id] = res.Position.Offset
 		}

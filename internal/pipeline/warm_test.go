@@ -91,9 +91,7 @@ func runWarm(t *testing.T, yaml string, log changelog, parts int32, ins []crashI
 		})
 	}
 	wg.Wait()
-	var run restoreRun
-	from := map[int32]int64{}
-	for id := range parts {
+	return attachAndFeed(p, out, parts, ins, func(id int32) state.Result {
 		if errs[id] != nil {
 			t.Fatalf("copy of %d: %v", id, errs[id])
 		}
@@ -101,18 +99,8 @@ func runWarm(t *testing.T, yaml string, log changelog, parts int32, ins []crashI
 		if err != nil {
 			t.Fatalf("attach of %d's copy: %v", id, err)
 		}
-		if res.HasPosition {
-			from[id] = res.Position.Offset
-		}
-		run.results = append(run.results, res)
-		run.reports = append(run.reports, p.GenerationReport(id))
-	}
-	feed(p, ins, from)
-	data, positions := p.Checkpoint()
-	run.commit = [][]pipeline.ChangelogRecord{data, positions}
-	p.Flush()
-	run.out = out
-	return run
+		return res
+	})
 }
 
 // sameAsWarm checks that taking every partition over from its standby
